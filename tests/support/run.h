@@ -1,0 +1,93 @@
+// Test support: runs a program (usually the abide CLI) and captures what it did.
+#pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <string>
+#include <vector>
+
+namespace abide::test {
+
+struct RunResult {
+  int exit_code = -1;  // exit status, or 128 + signal number
+  std::string out;
+  std::string err;
+};
+
+// Runs argv[0] with the given arguments and standard input; waits for it.
+inline RunResult run(const std::vector<std::string>& argv, const std::string& input = {}) {
+  int in[2], out[2], err[2];
+  if (pipe(in) != 0 || pipe(out) != 0 || pipe(err) != 0) return {};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) close(fd);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  close(err[1]);
+  signal(SIGPIPE, SIG_IGN);
+  std::size_t written = 0;
+  if (input.empty()) {
+    close(in[1]);
+    in[1] = -1;
+  }
+  RunResult r;
+  pollfd fds[3] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}, {in[1], POLLOUT, 0}};
+  int open_outputs = 2;
+  while (open_outputs > 0) {
+    const nfds_t n = in[1] >= 0 ? 3 : 2;
+    if (poll(fds, n, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd >= 0 && (fds[i].revents & (POLLIN | POLLHUP))) {
+        char buf[4096];
+        const ssize_t k = read(fds[i].fd, buf, sizeof buf);
+        if (k <= 0) {
+          close(fds[i].fd);
+          fds[i].fd = -1;
+          --open_outputs;
+        } else {
+          (i == 0 ? r.out : r.err).append(buf, static_cast<std::size_t>(k));
+        }
+      }
+    }
+    if (in[1] >= 0 && (fds[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      const ssize_t k = write(in[1], input.data() + written, input.size() - written);
+      if (k > 0) written += static_cast<std::size_t>(k);
+      if (k <= 0 || written == input.size()) {
+        close(in[1]);
+        in[1] = -1;
+      }
+    }
+  }
+  if (in[1] >= 0) close(in[1]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+#ifdef ABIDE_CLI_PATH
+// Runs the abide CLI with the given arguments.
+inline RunResult abide(std::vector<std::string> args, const std::string& input = {}) {
+  args.insert(args.begin(), ABIDE_CLI_PATH);
+  return run(args, input);
+}
+#endif
+
+}  // namespace abide::test
