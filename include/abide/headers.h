@@ -1,0 +1,84 @@
+// abide/headers.h: response header fields as received, and a reader for a
+// response head in text form (status line plus header lines, as `curl -sI`
+// prints it).
+//
+// Names match case-insensitively (RFC 9110 5.1). Field lines are kept one by
+// one, in order, because some fields are singletons whose repeated lines must
+// not be joined (Retry-After: an HTTP-date contains a comma); list-valued
+// fields are joined with ", " (RFC 9110 5.3) by combined().
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "abide/result.h"
+
+namespace abide {
+
+// One field line. The value has no leading or trailing OWS.
+struct Header {
+  std::string name;
+  std::string value;
+};
+
+// True when a and b are equal ignoring ASCII case.
+bool iequals(std::string_view a, std::string_view b) noexcept;
+
+// An ordered list of field lines.
+class HeaderList {
+ public:
+  HeaderList() = default;
+  HeaderList(std::initializer_list<Header> init) : lines_(init) {}
+
+  // Appends a field line; OWS around the value is trimmed.
+  void add(std::string_view name, std::string_view value);
+
+  // The first value of the field, if present.
+  std::optional<std::string_view> first(std::string_view name) const noexcept;
+  // All values of the field, in order (one per field line).
+  std::vector<std::string_view> all(std::string_view name) const;
+  // The field's lines joined with ", " (RFC 9110 5.3), if present.
+  std::optional<std::string> combined(std::string_view name) const;
+  // How many lines the field has.
+  std::size_t count(std::string_view name) const noexcept;
+
+  const std::vector<Header>& lines() const noexcept { return lines_; }
+  std::size_t size() const noexcept { return lines_.size(); }
+  bool empty() const noexcept { return lines_.empty(); }
+
+ private:
+  std::vector<Header> lines_;
+};
+
+// A response head read from text.
+struct ResponseHead {
+  int status = 0;          // 100..999
+  std::string reason;      // the reason phrase, possibly empty
+  HeaderList headers;
+  std::vector<std::string> warnings;  // lines skipped, and why
+};
+
+// Why a response head was rejected.
+struct HeadError {
+  std::string message;
+  std::size_t line = 0;  // 1-based line number
+};
+
+// Limits that keep a hostile head bounded.
+struct HeadLimits {
+  std::size_t max_bytes = 1 << 20;      // the whole head
+  std::size_t max_lines = 10'000;       // header lines kept; the rest are dropped with a warning
+};
+
+// Reads "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 30\r\n..." (CRLF or LF).
+// Stops at the first empty line. When the text holds several heads (redirects
+// or `100 Continue` followed by the final response, as curl -sIL prints them),
+// the last one is returned. Malformed header lines (no colon, bad name) are
+// skipped with a warning; a missing or malformed status line is an error.
+Result<ResponseHead, HeadError> parse_response_head(std::string_view text,
+                                                    const HeadLimits& limits = {});
+
+}  // namespace abide

@@ -1,0 +1,94 @@
+// abide/signals.h: everything one response says about waiting and quota, in
+// one normalized, trustworthy view (DESIGN.md rules 1, 2, 3 and 8).
+//
+// observe() reads the status and header lines of a response together with the
+// times it was received, and returns Signals: the Retry-After (from whichever
+// header carried it), quota observations from the IETF RateLimit fields of every
+// draft generation and from the vendor profile of the API that sent them, the
+// server Date and the clock skew it implies, and every warning. It never fails:
+// a malformed field is ignored with a warning, and the rest is still read.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "abide/clock.h"
+#include "abide/headers.h"
+
+namespace abide {
+
+class ProfileRegistry;  // abide/profiles.h
+struct Profile;          // abide/profiles.h
+
+// How much a quota observation can be trusted.
+enum class Confidence {
+  kHigh,  // a standard field, or a vendor header read through that vendor's profile
+  kLow,   // a vendor-style header interpreted by the opt-in heuristic
+};
+
+// One quota policy as a response described it, normalized.
+struct QuotaObservation {
+  std::string policy;                        // policy name; empty when the form has none
+  std::optional<std::int64_t> limit;         // quota units per window
+  std::optional<std::int64_t> remaining;     // quota units left
+  std::optional<Duration> window;            // the policy's window
+  std::optional<Duration> reset;             // from receipt until the quota resets (>= 0)
+  std::string unit = "requests";             // quota unit (requests, content-bytes, tokens, ...)
+  std::optional<std::string> partition_key;  // raw bytes of `pk`, or a vendor scope/bucket
+  std::string source;                        // draft form ("draft-08", ...) or profile name
+  Confidence confidence = Confidence::kHigh;
+
+  // True when the observation says nothing may be sent before `reset`.
+  bool exhausted() const noexcept { return remaining && *remaining <= 0 && reset.has_value(); }
+};
+
+// A server's retry hint, resolved against the receive time.
+struct RetryHint {
+  enum class Kind { kDelay, kDate };
+  Kind kind = Kind::kDelay;
+  // From receipt until the earliest permitted retry, >= 0. For a date: the
+  // larger of (date - local receive time) and (date - server Date), so clock
+  // skew can never make a retry early (rule 3); zero for a date in the past.
+  Duration wait{};
+  std::optional<WallTime> date;  // the instant, for Kind::kDate
+  std::string source;            // header that carried it: "retry-after", "retry-after-ms", ...
+};
+
+// What one response says.
+struct Signals {
+  int status = 0;
+  WallTime received_wall{};
+  MonoTime received_mono{};
+
+  std::optional<RetryHint> retry_after;     // absent, or rejected (see retry_after_rejected)
+  bool retry_after_rejected = false;        // a Retry-After was present but malformed
+  std::vector<QuotaObservation> quota;      // in order of trust: IETF fields first
+  std::optional<WallTime> server_date;      // a valid Date field
+  std::optional<Duration> clock_skew;       // server Date - local receive time
+  std::string profile;                      // the vendor profile used, empty if none
+  bool limited = false;                     // the status means "rate limited" (429, or per profile)
+  std::vector<Header> uninterpreted;        // vendor-style quota headers seen but not read (no profile)
+  std::vector<std::string> warnings;        // every field ignored or adjusted, and why
+
+  // The longest `reset` among exhausted quota observations: nothing may be
+  // sent on that quota before it. Nullopt when no quota is exhausted.
+  std::optional<Duration> quota_wait() const noexcept;
+};
+
+// How observe() reads a response.
+struct ObserveOptions {
+  std::string_view host;                     // selects a vendor profile by host (exact or suffix)
+  std::string_view profile;                  // selects one by name; "none" disables profiles
+  const ProfileRegistry* registry = nullptr; // nullptr: the built-in profiles
+  bool robust = true;                        // accept unambiguous deviations that only lengthen waits
+  bool heuristic = false;                    // interpret vendor-style headers without a profile (low confidence)
+};
+
+// Reads one response. Never fails; problems become warnings.
+Signals observe(int status, const HeaderList& headers, WallTime received_wall,
+                MonoTime received_mono, const ObserveOptions& options = {});
+
+}  // namespace abide
