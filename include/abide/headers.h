@@ -9,9 +9,11 @@
 #pragma once
 
 #include <cstddef>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "abide/result.h"
@@ -32,8 +34,14 @@ class HeaderList {
  public:
   HeaderList() = default;
   HeaderList(std::initializer_list<Header> init) : lines_(init) {}
+  // Takes field lines as they are (values already trimmed and clean).
+  explicit HeaderList(std::vector<Header> lines) noexcept : lines_(std::move(lines)) {}
 
-  // Appends a field line; OWS around the value is trimmed.
+  // Reserves room for n field lines.
+  void reserve(std::size_t n) { lines_.reserve(n); }
+
+  // Appends a field line; OWS around the value is trimmed, and CR, LF and NUL
+  // inside it become SP (RFC 9110 5.5).
   void add(std::string_view name, std::string_view value);
 
   // The first value of the field, if present.
@@ -71,13 +79,17 @@ struct HeadError {
 struct HeadLimits {
   std::size_t max_bytes = 1 << 20;      // the whole head
   std::size_t max_lines = 10'000;       // header lines kept; the rest are dropped with a warning
+  std::size_t max_value_bytes = 1 << 20;  // one field value; a longer line is skipped with a warning
 };
 
 // Reads "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 30\r\n..." (CRLF or LF).
 // Stops at the first empty line. When the text holds several heads (redirects
 // or `100 Continue` followed by the final response, as curl -sIL prints them),
 // the last one is returned. Malformed header lines (no colon, bad name) are
-// skipped with a warning; a missing or malformed status line is an error.
+// skipped with a warning; obsolete line folding is replaced by a space (with a
+// warning); a missing or malformed status line is an error. A head longer than
+// limits.max_bytes is read up to that point, with a warning; at most 32
+// per-line warnings are listed, the rest are counted.
 Result<ResponseHead, HeadError> parse_response_head(std::string_view text,
                                                     const HeadLimits& limits = {});
 
