@@ -1,0 +1,188 @@
+// Retry-After (RFC 9110 section 10.2.3): delay-seconds or HTTP-date.
+#include "abide/retry_after.h"
+
+#include <limits>
+
+namespace abide {
+namespace {
+
+// Whole seconds at and above which a delay no longer fits in Duration; such a
+// delay saturates to kMaxDuration (see seconds_saturating).
+constexpr std::uint64_t kSaturatingSeconds =
+    static_cast<std::uint64_t>(Duration::max().count() / 1'000'000'000);
+
+constexpr bool is_ows(char c) noexcept { return c == ' ' || c == '\t'; }
+constexpr unsigned digit(char c) noexcept { return static_cast<unsigned>(static_cast<unsigned char>(c)) - '0'; }
+
+constexpr std::uint32_t u32(std::size_t v) noexcept {
+  return v > std::numeric_limits<std::uint32_t>::max() ? std::numeric_limits<std::uint32_t>::max()
+                                                        : static_cast<std::uint32_t>(v);
+}
+
+RetryAfterError error_at(RetryAfterErrorCode code, std::size_t at) noexcept {
+  return RetryAfterError{code, u32(at), DateError{}};
+}
+
+// a - b for instants, saturating.
+Duration difference(WallTime a, WallTime b) noexcept {
+  std::int64_t r = 0;
+  if (__builtin_sub_overflow(a.time_since_epoch().count(), b.time_since_epoch().count(), &r)) {
+    return a > b ? Duration::max() : Duration::min();
+  }
+  return Duration{r};
+}
+
+bool same_value(const RetryAfter& a, const RetryAfter& b) noexcept {
+  if (a.kind != b.kind) return false;
+  return a.kind == RetryAfter::Kind::kDelay ? a.delay == b.delay : a.date.seconds == b.date.seconds;
+}
+
+// A field value for a warning: quoted, control bytes escaped, at most 64 bytes.
+std::string quoted(std::string_view v) {
+  constexpr std::size_t kMax = 64;
+  std::string out = "\"";
+  for (std::size_t i = 0; i < v.size() && i < kMax; ++i) {
+    const auto c = static_cast<unsigned char>(v[i]);
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+      constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (v.size() > kMax) out += "...";
+  out += '"';
+  return out;
+}
+
+}  // namespace
+
+std::string_view to_string(RetryAfterErrorCode c) noexcept {
+  switch (c) {
+    case RetryAfterErrorCode::kEmpty: return "empty value";
+    case RetryAfterErrorCode::kNegative: return "negative delay";
+    case RetryAfterErrorCode::kSigned: return "signed delay";
+    case RetryAfterErrorCode::kFractional: return "fractional delay";
+    case RetryAfterErrorCode::kTrailingGarbage: return "unexpected text after the delay";
+    case RetryAfterErrorCode::kBadDate: return "not a delay or an HTTP-date";
+  }
+  return "invalid value";
+}
+
+std::string RetryAfterError::message() const {
+  if (code == RetryAfterErrorCode::kBadDate) return std::string(to_string(code)) + ": " + date_error.message();
+  return std::string(to_string(code)) + " at byte " + std::to_string(offset);
+}
+
+Result<RetryAfter, RetryAfterError> parse_retry_after(std::string_view value, WallTime now,
+                                                      ParseMode mode) noexcept {
+  // The field parser's job (RFC 9110 section 5.5): drop OWS at both ends.
+  std::size_t b = 0;
+  std::size_t e = value.size();
+  while (b < e && is_ows(value[b])) ++b;
+  while (e > b && is_ows(value[e - 1])) --e;
+  if (b == e) return fail(error_at(RetryAfterErrorCode::kEmpty, 0));
+
+  const char first = value[b];
+  if (digit(first) <= 9) {
+    // delay-seconds = 1*DIGIT. Leading zeros are fine; the value is capped at
+    // kSaturatingSeconds while reading, so any length is safe.
+    std::uint64_t secs = 0;
+    std::size_t i = b;
+    for (; i < e; ++i) {
+      const unsigned d = digit(value[i]);
+      if (d > 9) break;
+      if (secs < kSaturatingSeconds) secs = secs * 10 + d;
+    }
+    RetryAfter out;
+    out.kind = RetryAfter::Kind::kDelay;
+    if (i < e) {
+      if (value[i] != '.') return fail(error_at(RetryAfterErrorCode::kTrailingGarbage, i));
+      // A fractional delay: strict rejects it; robust rounds it up and says so.
+      if (mode == ParseMode::kStrict) return fail(error_at(RetryAfterErrorCode::kFractional, i));
+      const std::size_t point = i++;
+      bool nonzero = false;
+      const std::size_t frac = i;
+      for (; i < e && digit(value[i]) <= 9; ++i) nonzero |= value[i] != '0';
+      if (i == frac) return fail(error_at(RetryAfterErrorCode::kFractional, point));
+      if (i < e) return fail(error_at(RetryAfterErrorCode::kTrailingGarbage, i));
+      if (nonzero && secs < kSaturatingSeconds) ++secs;
+      out.rounded_up = true;
+    }
+    if (secs >= kSaturatingSeconds) {
+      out.saturated = true;
+      out.delay = kMaxDuration;
+    } else {
+      out.delay = seconds_saturating(static_cast<std::int64_t>(secs));
+    }
+    return out;
+  }
+  if (first == '-') return fail(error_at(RetryAfterErrorCode::kNegative, b));
+  if (first == '+') return fail(error_at(RetryAfterErrorCode::kSigned, b));
+
+  auto date = parse_http_date(value.substr(b, e - b), now, mode);
+  if (!date) {
+    DateError de = date.error();
+    de.offset = u32(de.offset + b);
+    return fail(RetryAfterError{RetryAfterErrorCode::kBadDate, de.offset, de});
+  }
+  RetryAfter out;
+  out.kind = RetryAfter::Kind::kDate;
+  out.date = *date;
+  return out;
+}
+
+Duration remaining(const RetryAfter& hint, WallTime received) noexcept {
+  if (hint.kind == RetryAfter::Kind::kDelay) return hint.delay;
+  const Duration d = difference(hint.date.time, received);
+  return d < Duration::zero() ? Duration::zero() : d;
+}
+
+Duration remaining(const RetryAfter& hint, WallTime received, std::optional<WallTime> server_date) noexcept {
+  if (hint.kind == RetryAfter::Kind::kDelay || !server_date) return remaining(hint, received);
+  const Duration local = difference(hint.date.time, received);
+  const Duration server = difference(hint.date.time, *server_date);
+  const Duration d = local > server ? local : server;
+  return d < Duration::zero() ? Duration::zero() : d;
+}
+
+Result<RetryAfterLines, RetryAfterError> parse_retry_after_lines(std::span<const std::string_view> lines,
+                                                                 WallTime received, ParseMode mode) {
+  if (lines.empty()) return fail(error_at(RetryAfterErrorCode::kEmpty, 0));
+  std::optional<RetryAfterLines> best;
+  Duration best_wait{};
+  std::optional<RetryAfterError> first_error;
+  std::vector<std::string> ignored;
+  bool conflict = false;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    auto r = parse_retry_after(lines[i], received, mode);
+    if (!r) {
+      if (!first_error) first_error = r.error();
+      ignored.push_back("ignored an invalid Retry-After line " + quoted(lines[i]) + ": " + r.error().message());
+      continue;
+    }
+    const Duration wait = remaining(*r, received);
+    if (!best) {
+      best = RetryAfterLines{*r, i, {}};
+      best_wait = wait;
+      continue;
+    }
+    if (!same_value(*r, best->value)) conflict = true;
+    if (wait > best_wait) {
+      best->value = *r;
+      best->line = i;
+      best_wait = wait;
+    }
+  }
+  if (!best) return fail(*first_error);
+  if (conflict) {
+    best->warnings.push_back("conflicting Retry-After values; using the longest wait, " +
+                             quoted(lines[best->line]));
+  }
+  for (auto& w : ignored) best->warnings.push_back(std::move(w));
+  return std::move(*best);
+}
+
+}  // namespace abide
