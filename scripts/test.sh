@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Builds abide with warnings as errors and runs every test: the plain build, the
+# whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer, the
+# threaded tests under ThreadSanitizer, an install with a consumer project, and a
+# short run of every fuzz target. Installs missing Debian packages first.
+# Usage: scripts/test.sh            (everything, as CI runs it)
+#        ABIDE_QUICK=1 scripts/test.sh   (the plain build and its tests only)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+jobs=${ABIDE_JOBS:-2}
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "dependencies"
+bash scripts/deps.sh test
+
+step "build (RelWithDebInfo, warnings as errors)"
+cmake --preset default -DABIDE_WERROR=ON >/dev/null
+cmake --build --preset default -j "$jobs"
+
+step "tests"
+ctest --preset default -j "$jobs" 2>&1 | tee "$log/ctest.txt"
+# The structured-field conformance suite must really run: a skip means the
+# suite folder was not found.
+if grep -E 'Conformance.*Skipped' "$log/ctest.txt"; then
+  echo "abide: the structured-field conformance suite was skipped (suite not found)" >&2
+  exit 1
+fi
+
+[ -n "${ABIDE_QUICK:-}" ] && exit 0
+
+step "install and build a consumer project against the installed tree"
+rm -rf build/install build/consumer
+cmake --install build/default --prefix "$root/build/install" >/dev/null
+cmake -S tests/consumer -B build/consumer -DCMAKE_PREFIX_PATH="$root/build/install" >/dev/null
+cmake --build build/consumer -j "$jobs"
+build/consumer/consumer
+PKG_CONFIG_PATH="$root/build/install/lib/pkgconfig" \
+  g++ -o build/consumer/consumer_pc tests/consumer/main.cpp $(PKG_CONFIG_PATH="$root/build/install/lib/pkgconfig" pkg-config --cflags --libs abide)
+build/consumer/consumer_pc
+
+step "tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+cmake --preset asan -DABIDE_WERROR=ON >/dev/null
+cmake --build --preset asan -j "$jobs"
+ctest --preset asan -j "$jobs"
+
+step "threaded tests under ThreadSanitizer"
+cmake --preset tsan -DABIDE_WERROR=ON >/dev/null
+cmake --build --preset tsan -j "$jobs"
+ctest --preset tsan -j "$jobs"
+
+if compgen -G "fuzz/*_fuzz.cpp" >/dev/null; then
+  step "fuzz targets, ${ABIDE_FUZZ_SECONDS:-20} s each"
+  cmake --preset fuzz >/dev/null
+  cmake --build --preset fuzz -j "$jobs"
+  bash scripts/fuzz.sh "${ABIDE_FUZZ_SECONDS:-20}"
+fi
+
+step "all passed"
