@@ -197,6 +197,7 @@ class Parser {
   enum class Top : std::uint8_t { none, list, dictionary, item };
 
   bool fail(ErrorCode code, std::size_t at) noexcept;
+  bool check_length() noexcept;
   bool parse_bare(BareView& out) noexcept;
   bool parse_number(BareView& out) noexcept;
   bool parse_string(BareView& out) noexcept;
@@ -206,10 +207,8 @@ class Parser {
   bool parse_key(std::string_view& out) noexcept;
   bool skip_params() noexcept;
   bool skip_inner() noexcept;
-  bool end_member() noexcept;
   bool end_item() noexcept;
   std::optional<MemberView> next_member(Top top) noexcept;
-  bool finish_top() noexcept;
 
   const char* begin_;
   std::size_t pos_ = 0;
@@ -221,7 +220,6 @@ class Parser {
   Error error_{};
   State state_ = State::start;
   Top top_ = Top::none;
-  bool item_params_ = false;  // state params belongs to a top-level item field
 };
 
 // ---- decoding raw values (no validation: pass views the parser returned) ----
