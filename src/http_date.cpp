@@ -64,13 +64,15 @@ constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) noexcept {
   return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
 }
 
-// sys_seconds -> WallTime, saturating at WallTime's range.
-constexpr WallTime to_wall(std::int64_t secs) noexcept {
-  constexpr std::int64_t kMax = Duration::max().count() / 1'000'000'000;
-  constexpr std::int64_t kMin = Duration::min().count() / 1'000'000'000;
+// Whole seconds plus 0..999999999 ns -> WallTime, saturating at its range.
+constexpr WallTime to_wall(std::int64_t secs, std::int64_t nanos = 0) noexcept {
+  constexpr std::int64_t kMax = Duration::max().count() / 1'000'000'000;  //  9223372036
+  constexpr std::int64_t kMin = Duration::min().count() / 1'000'000'000;  // -9223372036
   if (secs > kMax) return WallTime::max();
-  if (secs < kMin) return WallTime::min();
-  return WallTime{std::chrono::seconds{secs}};
+  if (secs < kMin - 1) return WallTime::min();
+  // The second before kMin is only partly representable: count from kMin back.
+  if (secs == kMin - 1) return saturating_add(WallTime{std::chrono::seconds{kMin}}, Duration{nanos - 1'000'000'000});
+  return saturating_add(WallTime{std::chrono::seconds{secs}}, Duration{nanos});
 }
 
 // ---- names ---------------------------------------------------------------
@@ -564,9 +566,7 @@ class Rfc3339Parser {
     if (second > 60) return fail(DateError{DateErrorCode::kSecondOutOfRange, static_cast<std::uint32_t>(second_at), '\0'});
     const std::int64_t secs = days_from_civil(year, month, day) * 86400 + std::int64_t{hour} * 3600 +
                               minute * 60 + second - offset;
-    const WallTime whole = to_wall(secs);
-    if (whole == WallTime::max() || whole == WallTime::min()) return whole;
-    return saturating_add(whole, Duration{nanos});
+    return to_wall(secs, nanos);
   }
 
  private:
