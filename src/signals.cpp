@@ -1,8 +1,19 @@
-// One response to Signals (abide/signals.h). First version: the structure
-// only; Retry-After, RateLimit fields and vendor profiles follow.
+// One response to Signals (abide/signals.h): DESIGN.md rules 1-3 and 8.
+//
+// Order of trust: Retry-After (authoritative, never shortened by anything
+// else), then the IETF RateLimit fields, then vendor headers read through the
+// profile of the API that sent them, and only with an explicit opt-in a
+// low-confidence heuristic for vendor headers from an API without a profile.
 #include "abide/signals.h"
 
 #include <algorithm>
+#include <array>
+#include <string>
+
+#include "abide/http_date.h"
+#include "abide/profiles.h"
+#include "abide/ratelimit.h"
+#include "abide/retry_after.h"
 
 namespace abide {
 
@@ -15,15 +26,212 @@ std::optional<Duration> Signals::quota_wait() const noexcept {
   return longest;
 }
 
+const QuotaObservation* Signals::most_restrictive() const noexcept {
+  const auto i = abide::most_restrictive(quota);
+  return i ? &quota[*i] : nullptr;
+}
+
+namespace {
+
+constexpr std::size_t kShownValue = 64;
+
+std::string shown(std::string_view v) {
+  std::string s = "\"";
+  s.append(v.substr(0, kShownValue));
+  if (v.size() > kShownValue) s.append("...");
+  s.append("\"");
+  return s;
+}
+
+std::string seconds_text(Duration d) {
+  const double s = to_seconds(d);
+  std::string out = std::to_string(s);
+  // "2.500000" -> "2.5", "30.000000" -> "30"
+  while (!out.empty() && out.back() == '0') out.pop_back();
+  if (!out.empty() && out.back() == '.') out.pop_back();
+  return out + " s";
+}
+
+void read_date(const HeaderList& headers, WallTime received, Signals& s) {
+  const auto date = headers.first("date");
+  if (!date) return;
+  auto parsed = parse_http_date(*date, received, ParseMode::kRobust);
+  if (!parsed) {
+    s.warnings.push_back("Date " + shown(*date) + " ignored: " + parsed.error().message());
+    return;
+  }
+  if (!parsed->deviations.empty()) {
+    s.warnings.push_back("Date " + shown(*date) + " accepted with deviations: " + to_string(parsed->deviations));
+  }
+  s.server_date = parsed->time;
+  s.clock_skew = parsed->time - received;
+}
+
+void read_retry_after(const HeaderList& headers, WallTime received, const ObserveOptions& options, Signals& s) {
+  // Most responses have none or one line: keep them on the stack.
+  std::array<std::string_view, 8> few{};
+  std::vector<std::string_view> many;
+  std::size_t n = 0;
+  for (const auto& h : headers.lines()) {
+    if (!iequals(h.name, "retry-after")) continue;
+    if (n < few.size()) {
+      few[n] = h.value;
+    } else {
+      if (many.empty()) many.assign(few.begin(), few.end());
+      many.push_back(h.value);
+    }
+    ++n;
+  }
+  if (n == 0) return;
+  const std::span<const std::string_view> lines =
+      many.empty() ? std::span<const std::string_view>(few.data(), n) : std::span<const std::string_view>(many);
+  const ParseMode mode = options.robust ? ParseMode::kRobust : ParseMode::kStrict;
+  auto parsed = parse_retry_after_lines(lines, received, mode);
+  if (!parsed) {
+    s.retry_after_rejected = true;
+    s.warnings.push_back("Retry-After " + shown(lines.front()) + " rejected: " + parsed.error().message() +
+                         "; it does not mean \"retry now\"");
+    return;
+  }
+  for (auto& w : parsed->warnings) s.warnings.push_back("Retry-After: " + std::move(w));
+  const RetryAfter& ra = parsed->value;
+  if (ra.rounded_up) {
+    s.warnings.push_back("Retry-After " + shown(lines[parsed->line]) + " is not whole seconds; rounded up");
+  }
+  if (!ra.date.deviations.empty()) {
+    s.warnings.push_back("Retry-After " + shown(lines[parsed->line]) +
+                         " accepted with deviations: " + to_string(ra.date.deviations));
+  }
+  if (ra.saturated) {
+    s.warnings.push_back("Retry-After " + shown(lines[parsed->line]) + " is too large to represent; read as the longest wait");
+  }
+  RetryHint hint;
+  hint.source = "retry-after";
+  hint.wait = remaining(ra, received, s.server_date);
+  if (ra.kind == RetryAfter::Kind::kDate) {
+    hint.kind = RetryHint::Kind::kDate;
+    hint.date = ra.date.time;
+  }
+  s.retry_after = std::move(hint);
+}
+
+// A vendor retry-delay header (retry-after-ms, ...) never shortens Retry-After:
+// it is used when Retry-After is absent or rejected, or when it asks for longer.
+void merge_retry_delay(std::optional<RetryHint>& delay, Signals& s) {
+  if (!delay) return;
+  if (!s.retry_after) {
+    if (s.retry_after_rejected) {
+      s.warnings.push_back("using " + delay->source + " (" + seconds_text(delay->wait) +
+                           ") since Retry-After was rejected");
+    }
+    s.retry_after = std::move(delay);
+    return;
+  }
+  if (delay->wait > s.retry_after->wait) {
+    s.warnings.push_back(delay->source + " (" + seconds_text(delay->wait) + ") asks for longer than Retry-After (" +
+                         seconds_text(s.retry_after->wait) + "); the longer wait is used");
+    s.retry_after = std::move(delay);
+  }
+}
+
+const Profile* select_profile(const ObserveOptions& options, const ProfileRegistry& registry, Signals& s) {
+  if (options.profile == "none") return nullptr;
+  if (!options.profile.empty()) {
+    const Profile* p = registry.find(options.profile);
+    if (p == nullptr) s.warnings.push_back("no profile named \"" + std::string(options.profile) + "\"");
+    return p;
+  }
+  if (!options.host.empty()) return registry.for_host(options.host);
+  return nullptr;
+}
+
+bool heuristic_reads(std::string_view name) noexcept {
+  for (std::string_view family : {"x-ratelimit-", "x-rate-limit-"}) {
+    if (name.size() <= family.size() || !iequals(name.substr(0, family.size()), family)) continue;
+    const std::string_view what = name.substr(family.size());
+    return iequals(what, "limit") || iequals(what, "remaining") || iequals(what, "used") || iequals(what, "reset");
+  }
+  return iequals(name, "retry-after-ms") || iequals(name, "x-ms-retry-after-ms");
+}
+
+bool contains(const std::vector<int>& v, int x) noexcept { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+}  // namespace
+
 Signals observe(int status, const HeaderList& headers, WallTime received_wall, MonoTime received_mono,
                 const ObserveOptions& options) {
-  (void)headers;
-  (void)options;
   Signals s;
   s.status = status;
   s.received_wall = received_wall;
   s.received_mono = received_mono;
-  s.limited = status == 429;
+
+  // Rule 3: the server's Date, for skew, and for dates in other fields.
+  read_date(headers, received_wall, s);
+  // Rule 1: Retry-After first, authoritative.
+  read_retry_after(headers, received_wall, options, s);
+
+  const ProfileRegistry& registry = options.registry != nullptr ? *options.registry : ProfileRegistry::builtin();
+  const Profile* profile = select_profile(options, registry, s);
+  if (profile != nullptr) s.profile = profile->name;
+
+  // Rule 8: the IETF fields, then the vendor's.
+  RateLimitOptions rl;
+  rl.skip_separate_fields = profile != nullptr && profile->overrides_ietf_fields;
+  rl.heuristic = options.heuristic;
+  rl.received = received_wall;
+  rl.server_date = s.server_date;
+  read_ratelimit(headers, s.quota, s.warnings, rl);
+  if (profile != nullptr) {
+    for (const auto& prefix : profile->ietf_prefixes) {
+      RateLimitOptions pre = rl;
+      pre.prefix = prefix;
+      pre.source = profile->name;
+      pre.skip_separate_fields = false;
+      read_ratelimit(headers, s.quota, s.warnings, pre);
+    }
+  }
+
+  VendorReading vendor;
+  if (profile != nullptr) {
+    read_vendor(*profile, headers, received_wall, s.server_date, vendor);
+  } else if (options.heuristic) {
+    read_heuristic(headers, received_wall, s.server_date, vendor);
+  }
+  for (auto& q : vendor.quota) s.quota.push_back(std::move(q));
+  for (auto& w : vendor.warnings) s.warnings.push_back(std::move(w));
+  merge_retry_delay(vendor.retry_delay, s);
+
+  // Vendor-style headers nobody interpreted: reported, never used (rule 8).
+  for (const auto& h : headers.lines()) {
+    if (!looks_like_vendor_quota_header(h.name)) continue;
+    if (profile != nullptr && profile->knows(h.name)) continue;
+    if (profile == nullptr && options.heuristic && heuristic_reads(h.name)) continue;
+    s.uninterpreted.push_back(h);
+  }
+  if (!s.uninterpreted.empty()) {
+    std::string w = std::to_string(s.uninterpreted.size()) + " vendor-style quota header";
+    if (s.uninterpreted.size() > 1) w += "s";
+    w += profile != nullptr ? " not read by profile \"" + profile->name + "\"" : " not interpreted (no vendor profile)";
+    w += ": ";
+    for (std::size_t i = 0; i < s.uninterpreted.size() && i < 8; ++i) {
+      if (i > 0) w += ", ";
+      w += s.uninterpreted[i].name;
+    }
+    if (s.uninterpreted.size() > 8) w += ", ...";
+    s.warnings.push_back(std::move(w));
+  }
+
+  // Does the status mean "rate limited"?
+  if (profile != nullptr) {
+    const bool signal = s.retry_after.has_value() ||
+                        std::any_of(s.quota.begin(), s.quota.end(), [](const QuotaObservation& q) {
+                          return q.confidence == Confidence::kHigh && q.remaining && *q.remaining <= 0;
+                        });
+    s.limited = contains(profile->limited_statuses, status) ||
+                (signal && contains(profile->limited_statuses_with_signal, status));
+  } else {
+    s.limited = status == 429;
+  }
   return s;
 }
 

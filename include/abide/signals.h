@@ -56,6 +56,10 @@ struct RetryHint {
   std::optional<WallTime> date;  // the instant, for Kind::kDate
   std::string source;            // header that carried it: "retry-after", "retry-after-ms", ...
 };
+// Retry-After is authoritative: a vendor retry-delay header (retry-after-ms,
+// x-ms-retry-after-ms, per profile) is used only when Retry-After is absent or
+// rejected, or when it asks for a longer wait (with a warning). No quota
+// observation ever shortens or removes it.
 
 // What one response says.
 struct Signals {
@@ -76,6 +80,9 @@ struct Signals {
   // The longest `reset` among exhausted quota observations: nothing may be
   // sent on that quota before it. Nullopt when no quota is exhausted.
   std::optional<Duration> quota_wait() const noexcept;
+  // The quota observation that restricts the client most (see
+  // abide::most_restrictive in ratelimit.h), or nullptr when there is none.
+  const QuotaObservation* most_restrictive() const noexcept;
 };
 
 // How observe() reads a response.
@@ -87,7 +94,9 @@ struct ObserveOptions {
   bool heuristic = false;                    // interpret vendor-style headers without a profile (low confidence)
 };
 
-// Reads one response. Never fails; problems become warnings.
+// Reads one response. Never fails; problems become warnings. `status` decides
+// `limited` only; every field is read on every status. Thread-safe (the
+// built-in registry is loaded once, on first use).
 Signals observe(int status, const HeaderList& headers, WallTime received_wall,
                 MonoTime received_mono, const ObserveOptions& options = {});
 

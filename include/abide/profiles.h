@@ -1,0 +1,225 @@
+// abide/profiles.h: vendor profiles, as data.
+//
+// The same header name means different things at different vendors
+// (X-RateLimit-Reset is Unix seconds at GitHub, seconds from now at Reddit, an
+// ISO time at Atlassian), so vendor headers are read only through the profile of
+// the API that sent them (DESIGN.md rule 8). A profile says which headers carry
+// limit, remaining, used, reset, window and scope, what each value means, which
+// other headers carry a retry delay, and which statuses mean "limited".
+//
+// Profiles are JSON files (profiles/*.json in the source tree, compiled into the
+// library; users load their own with ProfileRegistry::load_file / load_text).
+// The format is documented in profiles/README.md. A malformed profile is
+// rejected with a message that names the file and the field.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "abide/clock.h"
+#include "abide/headers.h"
+#include "abide/result.h"
+#include "abide/signals.h"
+
+namespace abide {
+
+// What a header value that names a time means (reset, window, retry delay).
+enum class TimeFormat : std::uint8_t {
+  kUnixSeconds,          // "unix_seconds": 1691591363
+  kUnixSecondsFraction,  // "unix_seconds_fraction": 1470173023.123 (or a whole number)
+  kDeltaSeconds,         // "delta_seconds": 30, seconds from receipt
+  kFloatSeconds,         // "float_seconds": 64.57, seconds from receipt
+  kMilliseconds,         // "milliseconds": 1500 (or 1500.5), from receipt
+  kGoDuration,           // "go_duration": 6m0s, 1s, 20ms, 1h2m3.5s, from receipt
+  kRfc3339,              // "rfc3339": 2025-08-21T12:40:59Z; also yyyy-MM-ddTHH:mmZ (Atlassian)
+  kHttpDate,             // "http_date": Thu, 30 Jan 2020 14:15:17 GMT
+};
+
+// What a header value that carries a count means.
+enum class CountFormat : std::uint8_t {
+  kInteger,     // "integer": 4999
+  kNumber,      // "number": 596.0 (a fraction is accepted: remaining and limit round down, used up)
+  kUsedLimit,   // "used_limit": 32/40 (Shopify), also 17/250(appName=x) (Salesforce)
+  kPolicyList,  // "policy_list": name;197,name2;1297 (Azure resource providers): one quota each
+};
+
+// "unix_seconds", "go_duration", ... (the JSON spelling).
+std::string_view to_string(TimeFormat f) noexcept;
+std::string_view to_string(CountFormat f) noexcept;
+std::optional<TimeFormat> time_format_from_string(std::string_view s) noexcept;
+std::optional<CountFormat> count_format_from_string(std::string_view s) noexcept;
+
+// Where one value is read from.
+struct FieldSpec {
+  std::string header;  // lower-case field name
+  // Optional: the value is a list of `key=value` members separated by ';'
+  // (Salesforce `api-usage=25/5000; api-bursts=1/750`, Zendesk
+  // `total=100; remaining=99; resets=41`); read the member with this key.
+  std::string key;
+  TimeFormat time = TimeFormat::kDeltaSeconds;  // for reset, window and retry delays
+  CountFormat count = CountFormat::kInteger;    // for limit, remaining, used
+};
+
+// One quota a vendor describes in headers.
+struct QuotaSpec {
+  std::string policy;                       // fixed policy name ("" for none)
+  std::optional<FieldSpec> policy_from;     // a header naming the policy (GitHub x-ratelimit-resource)
+  std::optional<FieldSpec> limit;
+  std::optional<FieldSpec> remaining;
+  std::optional<FieldSpec> used;            // remaining = limit - used when remaining is absent
+  std::optional<FieldSpec> used_limit;      // one header with "used/limit"
+  std::vector<FieldSpec> reset;             // first valid one wins (prefer deltas: no clock skew)
+  std::optional<Duration> window;           // fixed window length
+  std::optional<FieldSpec> window_from;     // a header carrying the window
+  std::optional<FieldSpec> partition_key;   // scope / bucket header (Discord x-ratelimit-bucket)
+  std::string unit = "requests";
+  // Remaining-only counters: every header whose name starts with this prefix
+  // (and that no other quota of the profile reads) is one quota, named by the
+  // rest of the name (Azure x-ms-ratelimit-remaining-subscription-reads).
+  std::string header_prefix;
+};
+
+// One vendor API.
+struct Profile {
+  std::string name;         // "github"
+  std::string description;
+  std::string file;         // where it was loaded from ("github.json")
+  // Hosts it applies to: "api.github.com" matches exactly; ".github.com"
+  // matches github.com and every subdomain.
+  std::vector<std::string> hosts;
+  std::vector<int> limited_statuses;              // always mean "rate limited" (429)
+  std::vector<int> limited_statuses_with_signal;  // mean it only with a Retry-After or an exhausted quota (GitHub 403)
+  std::vector<FieldSpec> retry_delays;            // retry-after-ms, x-ms-retry-after-ms, ...
+  // The IETF RateLimit fields are also read under these name prefixes
+  // (Envoy "x-": x-ratelimit-limit in draft-03 form; Atlassian "beta-").
+  std::vector<std::string> ietf_prefixes;
+  std::vector<std::string> informational;  // headers known but not used (never listed as uninterpreted)
+  std::vector<QuotaSpec> quotas;
+
+  // Every header name the profile reads or knows (lower case, sorted), for
+  // telling interpreted headers from uninterpreted ones.
+  std::vector<std::string> known_headers;
+  // True when the profile reads the unprefixed RateLimit-Limit / -Remaining /
+  // -Reset itself (GitLab: Reset is Unix seconds there), so they are not read as
+  // the IETF draft fields.
+  bool overrides_ietf_fields = false;
+
+  // True when the profile reads or knows this header (name in any case).
+  bool knows(std::string_view header) const noexcept;
+  // True when host (any case, optional ":port", optional trailing dot) matches.
+  bool matches_host(std::string_view host) const noexcept;
+};
+
+// Why a profile was rejected: "github.json: quotas[0].reset[1].format: unknown
+// time format \"epoch\"".
+struct ProfileError {
+  std::string file;
+  std::string field;    // JSON path of the offending field; empty for a syntax error
+  std::string message;
+  std::size_t line = 0;  // 1-based, where known
+  std::string what() const;
+};
+
+// A set of profiles, selectable by name or host.
+class ProfileRegistry {
+ public:
+  // An empty registry.
+  ProfileRegistry() = default;
+
+  // The profiles compiled into the library (loaded once, on first use; a
+  // built-in profile that fails to load is a build defect and is skipped).
+  static const ProfileRegistry& builtin();
+  // A registry starting with a copy of the built-in profiles, to add one's own.
+  static ProfileRegistry with_builtins();
+
+  // Parses one profile (a JSON object) and adds it; a profile with the same
+  // name replaces the earlier one. `file` names the source in error messages.
+  // Returns the profile's name.
+  Result<std::string, ProfileError> load_text(std::string_view text, std::string_view file = "<text>");
+  // Reads a profile file (at most 1 MiB) and adds it.
+  Result<std::string, ProfileError> load_file(const std::filesystem::path& path);
+
+  // The profile with this name (exact, case-insensitive), or nullptr.
+  const Profile* find(std::string_view name) const noexcept;
+  // The profile for this host: an exact host entry wins over a suffix, and a
+  // longer suffix over a shorter one. nullptr when none matches.
+  const Profile* for_host(std::string_view host) const noexcept;
+
+  std::size_t size() const noexcept { return profiles_.size(); }
+  // All profiles, in load order.
+  std::vector<const Profile*> all() const;
+
+ private:
+  std::vector<std::shared_ptr<const Profile>> profiles_;
+};
+
+// Parses one profile without adding it anywhere.
+Result<Profile, ProfileError> parse_profile(std::string_view text, std::string_view file = "<text>");
+
+// ---- value semantics, usable on their own ----
+
+// A Go time.Duration string: one or more <decimal>[.<fraction>]<unit> with
+// units ns, us (µs, μs), ms, s, m, h; or "0". Signs are rejected (a negative
+// wait means nothing); overflow saturates at kMaxDuration.
+std::optional<Duration> parse_go_duration(std::string_view text) noexcept;
+
+// A non-negative decimal number of `unit`s ("64.57" seconds, "1500" ms), exact
+// to the nanosecond (further digits round up). No sign, no exponent.
+// Saturates at kMaxDuration.
+std::optional<Duration> parse_decimal_duration(std::string_view text, Duration unit) noexcept;
+
+// How a time value reads, relative to the receipt of the response.
+struct TimeValue {
+  Duration from_receipt{};      // >= 0: for an instant, the larger of (t - received)
+                                // and (t - server Date), clamped at zero
+  std::optional<WallTime> at;   // the instant, for absolute formats
+};
+
+// Reads a time value in the given format. Nullopt when malformed (including
+// negative values).
+std::optional<TimeValue> parse_time_value(std::string_view text, TimeFormat format, WallTime received,
+                                          std::optional<WallTime> server_date) noexcept;
+
+// A count: non-negative. For kNumber a fraction rounds down (round_up: up).
+std::optional<std::int64_t> parse_count(std::string_view text, CountFormat format, bool round_up = false) noexcept;
+
+// "32/40" or "17/250(appName=x)": used, limit and the parenthesised suffix.
+struct UsedLimit {
+  std::int64_t used = 0;
+  std::int64_t limit = 0;
+  std::string_view detail;  // "appName=x", or empty
+};
+std::optional<UsedLimit> parse_used_limit(std::string_view text) noexcept;
+
+// The member `key` of a "k1=v1; k2=v2" value (OWS around members trimmed).
+std::optional<std::string_view> find_member(std::string_view value, std::string_view key) noexcept;
+
+// Reads the quota observations and retry delay a profile describes.
+struct VendorReading {
+  std::vector<QuotaObservation> quota;
+  std::optional<RetryHint> retry_delay;  // the longest valid retry-delay header, if any
+  std::vector<std::string> warnings;
+};
+void read_vendor(const Profile& profile, const HeaderList& headers, WallTime received,
+                 std::optional<WallTime> server_date, VendorReading& out);
+
+// The opt-in heuristic for a host without a profile: reads X-RateLimit-* and
+// X-Rate-Limit-* (limit, remaining, used, reset) guessing the reset format from
+// the value (a number above 1e9 is Unix seconds, a duration with units is a Go
+// duration, a date is a date, else seconds from now), plus retry-after-ms and
+// x-ms-retry-after-ms. Every observation is Confidence::kLow, source "heuristic".
+void read_heuristic(const HeaderList& headers, WallTime received, std::optional<WallTime> server_date,
+                    VendorReading& out);
+
+// True when a header name looks like a vendor quota header (X-RateLimit-*,
+// X-Rate-Limit-*, *-ratelimit-*, retry-after-ms, Sforce-Limit-Info, ...), and
+// is not one of the IETF fields.
+bool looks_like_vendor_quota_header(std::string_view name) noexcept;
+
+}  // namespace abide

@@ -1,0 +1,577 @@
+// The IETF RateLimit fields, every draft generation (abide/ratelimit.h).
+//
+// Each field is validated in a first pass over the value (the streaming SF
+// parser allocates nothing) and read in a second one only when it is valid
+// as a whole: a malformed field is ignored entirely (RFC 9651 4.2, and the
+// drafts' "malformed fields MUST be ignored"), never half-read.
+#include "abide/ratelimit.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "abide/http_date.h"
+#include "abide/structured_fields.h"
+
+namespace abide {
+namespace {
+
+// Names of the fields, lower case.
+constexpr std::string_view kRateLimit = "ratelimit";
+constexpr std::string_view kPolicy = "ratelimit-policy";
+constexpr std::string_view kLimit = "ratelimit-limit";
+constexpr std::string_view kRemaining = "ratelimit-remaining";
+constexpr std::string_view kReset = "ratelimit-reset";
+
+// A value of 1e9 seconds (31 years) as a "delay" is a Unix timestamp in disguise.
+constexpr std::int64_t kLooksLikeEpoch = 1'000'000'000;
+
+// The value of a field, all its lines combined (RFC 9110 5.3). The common
+// single-line case returns a view without copying.
+class FieldValue {
+ public:
+  FieldValue(const HeaderList& headers, std::string_view prefix, std::string_view base) {
+    std::string_view name = base;
+    if (!prefix.empty()) {
+      name_.reserve(prefix.size() + base.size());
+      name_.append(prefix).append(base);
+      name = name_;
+    }
+    for (const auto& h : headers.lines()) {
+      if (!iequals(h.name, name)) continue;
+      display_ = h.name;
+      ++lines_;
+      if (lines_ == 1) {
+        value_ = h.value;
+      } else {
+        if (lines_ == 2) joined_.assign(value_);
+        joined_.append(", ").append(h.value);
+        value_ = joined_;
+      }
+    }
+  }
+  bool present() const noexcept { return lines_ > 0; }
+  std::string_view value() const noexcept { return value_; }
+  std::size_t lines() const noexcept { return lines_; }
+  // The field's name as the server spelled it, for messages.
+  std::string_view name() const noexcept { return display_; }
+
+ private:
+  std::string name_;
+  std::string joined_;
+  std::string_view value_;
+  std::string_view display_;
+  std::size_t lines_ = 0;
+};
+
+std::string ignored(std::string_view field, std::string_view why) {
+  std::string s(field);
+  s.append(" ignored: ").append(why);
+  return s;
+}
+
+std::string sf_error(const sf::Parser& p) { return sf::describe(p.error()) + " (RFC 9651)"; }
+
+bool non_negative_integer(const sf::BareView& v) noexcept { return v.type == sf::Type::integer && v.number >= 0; }
+
+std::string decode_name(const sf::BareView& v) {
+  if (v.type == sf::Type::string && v.escaped) {
+    std::string out;
+    sf::append_unescaped_string(v.raw, out);
+    return out;
+  }
+  return std::string(v.raw);
+}
+
+std::string decode_bytes(const sf::BareView& v) {
+  std::vector<std::uint8_t> bytes;
+  sf::append_decoded_byte_sequence(v.raw, bytes);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+Duration seconds(std::int64_t s) noexcept { return seconds_saturating(s); }
+
+// ---- RateLimit-Policy --------------------------------------------------------
+
+enum class PolicyKind { kNone, kNamed, kInteger };
+
+// Validates a RateLimit-Policy value; returns its kind, or sets why.
+PolicyKind validate_policy(std::string_view value, std::string& why) {
+  sf::Parser p(value);
+  PolicyKind kind = PolicyKind::kNone;
+  std::size_t index = 0;
+  while (auto m = p.next_list_member()) {
+    ++index;
+    if (m->inner_list) {
+      why = "member " + std::to_string(index) + " is an inner list";
+      return PolicyKind::kNone;
+    }
+    PolicyKind k = PolicyKind::kNone;
+    if (m->item.type == sf::Type::string || m->item.type == sf::Type::token) {
+      k = PolicyKind::kNamed;
+    } else if (non_negative_integer(m->item)) {
+      k = PolicyKind::kInteger;
+    } else {
+      why = "member " + std::to_string(index) + " is neither a policy name nor a non-negative Integer";
+      return PolicyKind::kNone;
+    }
+    if (kind != PolicyKind::kNone && k != kind) {
+      why = "members mix named and unnamed policies";
+      return PolicyKind::kNone;
+    }
+    kind = k;
+    while (auto param = p.next_param()) {
+      const auto& v = param->value;
+      if (param->key == "q" || param->key == "w" || param->key == "window") {
+        if (!non_negative_integer(v)) {
+          why = "parameter " + std::string(param->key) + " of member " + std::to_string(index) +
+                " is not a non-negative Integer";
+          return PolicyKind::kNone;
+        }
+      } else if (param->key == "qu" && kind == PolicyKind::kNamed) {
+        if (v.type != sf::Type::string && v.type != sf::Type::token) {
+          why = "parameter qu of member " + std::to_string(index) + " is not a String";
+          return PolicyKind::kNone;
+        }
+      } else if (param->key == "pk" && kind == PolicyKind::kNamed) {
+        if (v.type != sf::Type::byte_sequence) {
+          why = "parameter pk of member " + std::to_string(index) + " is not a Byte Sequence";
+          return PolicyKind::kNone;
+        }
+      }
+      // Anything else is a comment (all revisions).
+    }
+  }
+  if (p.failed()) {
+    why = sf_error(p);
+    return PolicyKind::kNone;
+  }
+  if (kind == PolicyKind::kNone) why = "empty list";
+  return kind;
+}
+
+// Appends one observation per policy member (limit, window, unit, pk).
+void read_policies(std::string_view value, PolicyKind kind, std::string_view source, std::vector<QuotaObservation>& out,
+                   std::vector<std::string>& warnings, std::string_view field) {
+  sf::Parser p(value);
+  while (auto m = p.next_list_member()) {
+    QuotaObservation q;
+    q.source = std::string(source);
+    if (kind == PolicyKind::kNamed) {
+      q.policy = decode_name(m->item);
+    } else {
+      q.limit = m->item.number;
+    }
+    bool has_q = kind == PolicyKind::kInteger;
+    while (auto param = p.next_param()) {
+      const auto& v = param->value;
+      if (kind == PolicyKind::kNamed && param->key == "q") {
+        q.limit = v.number;
+        has_q = true;
+      } else if (param->key == "w" || (kind == PolicyKind::kInteger && param->key == "window")) {
+        if (v.number == 0) {
+          warnings.push_back(std::string(field) + ": window w=0 of policy \"" + q.policy + "\" ignored");
+          q.window.reset();
+        } else {
+          q.window = seconds(v.number);
+        }
+      } else if (kind == PolicyKind::kNamed && param->key == "qu") {
+        q.unit = decode_name(v);
+        // The drafts' IANA table says "request", their text "requests"; -08's
+        // example said "bytes" where -09 says "content-bytes".
+        if (q.unit == "request") q.unit = "requests";
+        if (q.unit == "bytes") q.unit = "content-bytes";
+      } else if (kind == PolicyKind::kNamed && param->key == "pk") {
+        q.partition_key = decode_bytes(v);
+      } else if (kind == PolicyKind::kInteger && param->key == "name" && v.type == sf::Type::string) {
+        q.policy = decode_name(v);  // Envoy names its descriptors
+      }
+    }
+    if (!has_q) warnings.push_back(std::string(field) + ": policy \"" + q.policy + "\" has no quota (q)");
+    out.push_back(std::move(q));
+  }
+}
+
+// ---- RateLimit (draft-08 and later: a List of named items) --------------------
+
+bool validate_named_ratelimit(std::string_view value, std::string& why) {
+  sf::Parser p(value);
+  std::size_t index = 0;
+  while (auto m = p.next_list_member()) {
+    ++index;
+    if (m->inner_list || (m->item.type != sf::Type::string && m->item.type != sf::Type::token)) {
+      why = "member " + std::to_string(index) + " is not a policy name";
+      return false;
+    }
+    while (auto param = p.next_param()) {
+      const auto& v = param->value;
+      if (param->key == "r" || param->key == "t") {
+        if (!non_negative_integer(v)) {
+          why = "parameter " + std::string(param->key) + " of member " + std::to_string(index) +
+                " is not a non-negative Integer";
+          return false;
+        }
+      } else if (param->key == "pk" && v.type != sf::Type::byte_sequence) {
+        why = "parameter pk of member " + std::to_string(index) + " is not a Byte Sequence";
+        return false;
+      }
+    }
+  }
+  if (p.failed()) {
+    why = sf_error(p);
+    return false;
+  }
+  if (index == 0) {
+    why = "empty list";
+    return false;
+  }
+  return true;
+}
+
+// Merges the RateLimit items into the observations of their policies (those
+// in out[from..]), or appends new ones for names without a policy.
+void read_named_ratelimit(std::string_view value, std::string_view source, std::vector<QuotaObservation>& out,
+                          std::size_t from) {
+  sf::Parser p(value);
+  while (auto m = p.next_list_member()) {
+    std::optional<std::int64_t> r;
+    std::optional<std::int64_t> t;
+    std::optional<std::string> pk;
+    while (auto param = p.next_param()) {
+      if (param->key == "r") r = param->value.number;
+      else if (param->key == "t") t = param->value.number;
+      else if (param->key == "pk") pk = decode_bytes(param->value);
+    }
+    // Compare names without allocating when the name has no escape.
+    std::string decoded;
+    std::string_view name = m->item.raw;
+    if (m->item.type == sf::Type::string && m->item.escaped) {
+      decoded = decode_name(m->item);
+      name = decoded;
+    }
+    QuotaObservation* target = nullptr;
+    for (std::size_t i = from; i < out.size(); ++i) {
+      auto& q = out[i];
+      if (q.policy == name && !q.remaining && !q.reset) {
+        target = &q;
+        break;
+      }
+    }
+    if (target == nullptr) {
+      out.emplace_back();
+      target = &out.back();
+      target->policy = std::string(name);
+      target->source = std::string(source);
+    }
+    target->remaining = r;
+    if (t) target->reset = seconds(*t);
+    if (pk) target->partition_key = std::move(pk);
+  }
+}
+
+// ---- RateLimit (draft-07: a Dictionary) ---------------------------------------
+
+struct Draft07 {
+  std::optional<std::int64_t> limit, remaining, reset;
+};
+
+bool read_draft07(std::string_view value, Draft07& d, std::string& why) {
+  sf::Parser p(value);
+  while (auto m = p.next_dict_member()) {
+    std::optional<std::int64_t>* slot = nullptr;
+    if (m->key == "limit") slot = &d.limit;
+    else if (m->key == "remaining") slot = &d.remaining;
+    else if (m->key == "reset") slot = &d.reset;
+    if (slot == nullptr) continue;  // unknown keys are ignored
+    if (m->inner_list || !non_negative_integer(m->item)) {
+      why = "\"" + std::string(m->key) + "\" is not a non-negative Integer";
+      return false;
+    }
+    *slot = m->item.number;  // duplicate keys: the last wins (RFC 9651 4.2.2)
+  }
+  if (p.failed()) {
+    why = sf_error(p);
+    return false;
+  }
+  if (!d.limit && !d.remaining && !d.reset) {
+    why = "none of limit, remaining, reset";
+    return false;
+  }
+  return true;
+}
+
+// ---- the separate fields (draft-00 to -06) -------------------------------------
+
+// An Integer item field (RateLimit-Remaining, RateLimit-Reset); parameters ignored.
+std::optional<std::int64_t> integer_item(std::string_view value, std::string& why) {
+  sf::Parser p(value);
+  auto item = p.item();
+  if (!item) {
+    why = sf_error(p);
+    return std::nullopt;
+  }
+  while (p.next_param()) {
+  }
+  if (!p.finish()) {
+    why = sf_error(p);
+    return std::nullopt;
+  }
+  if (!non_negative_integer(*item)) {
+    why = "not a non-negative Integer";
+    return std::nullopt;
+  }
+  return item->number;
+}
+
+struct LimitList {
+  std::int64_t limit = 0;
+  std::optional<std::int64_t> window;  // a `w` on the expiring limit itself
+  std::size_t members = 0;
+};
+
+// RateLimit-Limit: an Integer, or (draft-03) a list whose first member is the
+// expiring limit and whose other members are quota policies.
+bool validate_limit(std::string_view value, LimitList& out, std::string& why) {
+  sf::Parser p(value);
+  while (auto m = p.next_list_member()) {
+    ++out.members;
+    if (m->inner_list || !non_negative_integer(m->item)) {
+      why = "member " + std::to_string(out.members) + " is not a non-negative Integer";
+      return false;
+    }
+    if (out.members == 1) out.limit = m->item.number;
+    while (auto param = p.next_param()) {
+      if (param->key == "w" || param->key == "window") {
+        if (!non_negative_integer(param->value)) {
+          why = "parameter " + std::string(param->key) + " is not a non-negative Integer";
+          return false;
+        }
+        if (out.members == 1 && param->value.number > 0) out.window = param->value.number;
+      }
+    }
+  }
+  if (p.failed()) {
+    why = sf_error(p);
+    return false;
+  }
+  if (out.members == 0) {
+    why = "empty";
+    return false;
+  }
+  return true;
+}
+
+// Looks for a quota policy (from a policy list) whose quota equals limit and
+// gives its window to q; that policy then describes the same quota and is dropped.
+void adopt_matching_policy(QuotaObservation& q, std::vector<QuotaObservation>& policies) {
+  if (!q.limit) return;
+  for (auto it = policies.begin(); it != policies.end(); ++it) {
+    if (it->limit == q.limit) {
+      if (!q.window) q.window = it->window;
+      if (q.policy.empty()) q.policy = it->policy;
+      policies.erase(it);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+void read_ratelimit(const HeaderList& headers, std::vector<QuotaObservation>& quota,
+                    std::vector<std::string>& warnings, const RateLimitOptions& options) {
+  const std::string_view prefix = options.prefix;
+  auto label = [&](std::string_view form) { return options.source.empty() ? form : options.source; };
+
+  // RateLimit-Policy.
+  const FieldValue policy(headers, prefix, kPolicy);
+  PolicyKind policy_kind = PolicyKind::kNone;
+  if (policy.present()) {
+    std::string why;
+    policy_kind = validate_policy(policy.value(), why);
+    if (policy_kind == PolicyKind::kNone) warnings.push_back(ignored(policy.name(), why));
+  }
+  // Unnamed (draft-04 to -07) policies wait for the field that says which is current.
+  std::vector<QuotaObservation> unnamed;
+  if (policy_kind == PolicyKind::kInteger) {
+    read_policies(policy.value(), policy_kind, label(kSourceDraft06), unnamed, warnings, policy.name());
+  }
+
+  // RateLimit: a List of named items (draft-08+) or a Dictionary (draft-07).
+  const FieldValue combined(headers, prefix, kRateLimit);
+  const std::size_t from = quota.size();
+  if (policy_kind == PolicyKind::kNamed) {
+    read_policies(policy.value(), policy_kind, label(kSourceDraft08), quota, warnings, policy.name());
+  }
+  if (combined.present()) {
+    std::string why_list;
+    if (validate_named_ratelimit(combined.value(), why_list)) {
+      read_named_ratelimit(combined.value(), label(kSourceDraft08), quota, from);
+    } else {
+      Draft07 d;
+      std::string why_dict;
+      if (read_draft07(combined.value(), d, why_dict)) {
+        QuotaObservation q;
+        q.source = std::string(label(kSourceDraft07));
+        q.limit = d.limit;
+        q.remaining = d.remaining;
+        if (d.reset) q.reset = seconds(*d.reset);
+        adopt_matching_policy(q, unnamed);
+        for (auto& u : unnamed) u.source = q.source;
+        quota.push_back(std::move(q));
+      } else {
+        warnings.push_back(ignored(combined.name(), "neither a draft-08 list (" + why_list +
+                                                        ") nor a draft-07 dictionary (" + why_dict + ")"));
+      }
+    }
+  }
+
+  // RateLimit-Limit / -Remaining / -Reset.
+  if (!options.skip_separate_fields) {
+    const FieldValue limit_f(headers, prefix, kLimit);
+    const FieldValue remaining_f(headers, prefix, kRemaining);
+    const FieldValue reset_f(headers, prefix, kReset);
+    if (limit_f.present() || remaining_f.present() || reset_f.present()) {
+      QuotaObservation q;
+      std::string_view form = kSourceDraft06;
+      LimitList list;
+      bool any = false;
+      if (limit_f.present()) {
+        std::string why;
+        if (validate_limit(limit_f.value(), list, why)) {
+          q.limit = list.limit;
+          if (list.window) q.window = seconds(*list.window);
+          any = true;
+          if (list.members > 1) {
+            form = kSourceDraft03;
+            // The quota policies after the expiring limit (draft-03), read like a policy list.
+            std::vector<QuotaObservation> listed;
+            std::string_view rest = limit_f.value();
+            sf::Parser p(rest);
+            std::size_t index = 0;
+            while (auto m = p.next_list_member()) {
+              if (++index == 1) {
+                while (p.next_param()) {
+                }
+                continue;
+              }
+              QuotaObservation pq;
+              pq.limit = m->item.number;
+              while (auto param = p.next_param()) {
+                if ((param->key == "w" || param->key == "window") && param->value.number > 0) {
+                  pq.window = seconds(param->value.number);
+                } else if (param->key == "name" && param->value.type == sf::Type::string) {
+                  pq.policy = decode_name(param->value);
+                }
+              }
+              listed.push_back(std::move(pq));
+            }
+            unnamed.insert(unnamed.begin(), listed.begin(), listed.end());
+          }
+        } else {
+          warnings.push_back(ignored(limit_f.name(), why));
+        }
+      }
+      if (remaining_f.present()) {
+        std::string why;
+        if (auto r = integer_item(remaining_f.value(), why)) {
+          q.remaining = *r;
+          any = true;
+        } else {
+          warnings.push_back(ignored(remaining_f.name(), why));
+        }
+      }
+      if (reset_f.present()) {
+        std::string why;
+        if (auto r = integer_item(reset_f.value(), why)) {
+          any = true;
+          if (*r >= kLooksLikeEpoch) {
+            const WallTime at{std::chrono::seconds{*r}};
+            if (options.heuristic) {
+              Duration d = at - options.received;
+              if (options.server_date) d = std::max(d, at - *options.server_date);
+              q.reset = std::max(d, Duration::zero());
+              q.confidence = Confidence::kLow;
+              warnings.push_back(std::string(reset_f.name()) + " " + std::to_string(*r) +
+                                 " read as a Unix timestamp (heuristic, low confidence)");
+            } else {
+              q.reset = seconds(*r);
+              warnings.push_back(std::string(reset_f.name()) + " " + std::to_string(*r) +
+                                 " looks like a Unix timestamp (GitLab sends those); read as seconds from "
+                                 "receipt as the drafts say; select the vendor's profile if it is one");
+            }
+          } else {
+            q.reset = seconds(*r);
+          }
+        } else {
+          // draft-polli-00 allowed an IMF-fixdate here.
+          auto date = parse_http_date(reset_f.value(), options.received, ParseMode::kStrict);
+          if (date) {
+            any = true;
+            form = kSourceDraftPolli00;
+            Duration d = date->time - options.received;
+            if (options.server_date) d = std::max(d, date->time - *options.server_date);
+            q.reset = std::max(d, Duration::zero());
+          } else {
+            warnings.push_back(ignored(reset_f.name(), why));
+          }
+        }
+      }
+      if (any) {
+        q.source = std::string(label(form));
+        adopt_matching_policy(q, unnamed);
+        for (auto& u : unnamed) u.source = q.source;
+        if (q.limit && q.remaining && *q.remaining > *q.limit) {
+          warnings.push_back("RateLimit-Remaining " + std::to_string(*q.remaining) + " exceeds RateLimit-Limit " +
+                             std::to_string(*q.limit));
+        }
+        quota.push_back(std::move(q));
+      }
+    }
+  }
+  // Policies no field made current: informative limit and window only.
+  for (auto& u : unnamed) quota.push_back(std::move(u));
+}
+
+RateLimitReading read_ratelimit(const HeaderList& headers, const RateLimitOptions& options) {
+  RateLimitReading r;
+  read_ratelimit(headers, r.quota, r.warnings, options);
+  return r;
+}
+
+std::optional<std::size_t> most_restrictive(std::span<const QuotaObservation> quota) noexcept {
+  const bool any_high = std::any_of(quota.begin(), quota.end(),
+                                    [](const QuotaObservation& q) { return q.confidence == Confidence::kHigh; });
+  // A rank: lower tier is more restrictive; within a tier, a larger key is.
+  struct Rank {
+    int tier = 4;
+    double key = 0;
+  };
+  auto rank = [](const QuotaObservation& q) -> Rank {
+    if (q.remaining && *q.remaining <= 0) {
+      if (q.reset) return {0, to_seconds(*q.reset)};
+      return {1, 0};
+    }
+    const std::optional<Duration> time = q.reset ? q.reset : q.window;
+    if (q.remaining && time) {
+      return {2, to_seconds(*time) / static_cast<double>(*q.remaining)};
+    }
+    if (q.remaining && q.limit && *q.limit > 0) {
+      return {3, -static_cast<double>(*q.remaining) / static_cast<double>(*q.limit)};
+    }
+    if (q.remaining) return {4, -static_cast<double>(*q.remaining)};
+    return {5, 0};
+  };
+  std::optional<std::size_t> best;
+  Rank best_rank;
+  for (std::size_t i = 0; i < quota.size(); ++i) {
+    if (any_high && quota[i].confidence != Confidence::kHigh) continue;
+    const Rank r = rank(quota[i]);
+    if (!best || r.tier < best_rank.tier || (r.tier == best_rank.tier && r.key > best_rank.key)) {
+      best = i;
+      best_rank = r;
+    }
+  }
+  return best;
+}
+
+}  // namespace abide
