@@ -1,0 +1,390 @@
+#include "abide/planner.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+
+namespace abide {
+
+namespace {
+
+constexpr Duration kZero = Duration::zero();
+
+// a - b, saturating instead of overflowing.
+Duration sat_sub(Duration a, Duration b) noexcept {
+  std::int64_t r = 0;
+  if (__builtin_sub_overflow(a.count(), b.count(), &r)) return b.count() < 0 ? Duration::max() : Duration::min();
+  return Duration{r};
+}
+
+Duration non_negative(Duration d) noexcept { return d < kZero ? kZero : d; }
+
+bool ascii_iequals(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; };
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+bool ascii_istarts_with(std::string_view s, std::string_view prefix) noexcept {
+  return s.size() >= prefix.size() && ascii_iequals(s.substr(0, prefix.size()), prefix);
+}
+
+// The Retry-After hint from receipt, with rule 3 enforced again here: for a
+// date, the larger of (date - local receipt) and (date - server Date), so a
+// hand-built or skewed Signals can never make a retry early.
+Duration retry_after_wait(const Signals& s, const RetryHint& h, PlanNotes& notes) noexcept {
+  Duration w = non_negative(h.wait);
+  if (h.kind == RetryHint::Kind::kDate && h.date) {
+    const Duration from_local = sat_sub(h.date->time_since_epoch(), s.received_wall.time_since_epoch());
+    w = std::max(w, from_local);
+    if (s.server_date) {
+      const Duration from_server = sat_sub(h.date->time_since_epoch(), s.server_date->time_since_epoch());
+      if (from_server > non_negative(from_local) && from_server > kZero) notes.add(PlanNote::kSkewLengthened);
+      w = std::max(w, from_server);
+    }
+    if (w <= kZero) notes.add(PlanNote::kRetryAfterInPast);
+  }
+  return w;
+}
+
+// Fills the server-hint part of the plan from the Signals.
+void read_hints(const Signals& s, bool use_low_confidence, Plan& p) noexcept {
+  if (s.retry_after) {
+    p.retry_after = retry_after_wait(s, *s.retry_after, p.notes);
+  } else if (s.retry_after_rejected) {
+    p.notes.add(PlanNote::kRetryAfterMalformed);
+  }
+  for (std::size_t i = 0; i < s.quota.size(); ++i) {
+    const QuotaObservation& q = s.quota[i];
+    if (!q.exhausted()) {
+      if (q.remaining && *q.remaining <= 0) {
+        p.notes.add(PlanNote::kQuotaZeroWithoutReset);
+      } else if (q.remaining && p.retry_after) {
+        p.notes.add(PlanNote::kQuotaRoomIgnored);
+      }
+      continue;
+    }
+    if (q.confidence == Confidence::kLow && !use_low_confidence) {
+      p.notes.add(PlanNote::kLowConfidenceQuotaIgnored);
+      continue;
+    }
+    const Duration r = non_negative(*q.reset);
+    // Strictly longer: on a tie the earlier (more trusted: IETF before vendor) wins.
+    if (!p.quota_wait || r > *p.quota_wait) {
+      p.quota_wait = r;
+      p.quota_index = i;
+    }
+  }
+  if (p.retry_after && p.quota_wait && *p.quota_wait > *p.retry_after) {
+    p.notes.add(PlanNote::kQuotaOutlastsRetryAfter);
+  }
+  if (p.retry_after || p.quota_wait) {
+    // The longest valid hint; Retry-After wins ties (it is the most trusted).
+    if (p.retry_after && (!p.quota_wait || *p.retry_after >= *p.quota_wait)) {
+      p.server_hint = p.retry_after;
+      p.basis = Basis::kRetryAfter;
+    } else {
+      p.server_hint = p.quota_wait;
+      p.basis = quota_basis(s.quota[*p.quota_index]);
+    }
+  }
+}
+
+// Sets wait and the permitted time on both clocks.
+void set_wait(Plan& p, Duration wait, WallTime wall, MonoTime mono) noexcept {
+  p.wait = wait;
+  p.not_before_wall = saturating_add(wall, wait);
+  p.not_before_mono = saturating_add(mono, wait);
+}
+
+}  // namespace
+
+std::string_view to_string(Decision d) noexcept {
+  switch (d) {
+    case Decision::kRetry: return "retry";
+    case Decision::kDeferred: return "deferred";
+    case Decision::kDeadlineExceeded: return "deadline_exceeded";
+    case Decision::kNotRetryable: return "not_retryable";
+    case Decision::kExhausted: return "exhausted";
+    case Decision::kDone: return "done";
+  }
+  return "done";
+}
+
+std::string_view to_string(Basis b) noexcept {
+  switch (b) {
+    case Basis::kNone: return "";
+    case Basis::kRetryAfter: return "retry-after";
+    case Basis::kRateLimit: return "ratelimit";
+    case Basis::kVendor: return "vendor";
+    case Basis::kBackoff: return "backoff";
+  }
+  return "";
+}
+
+std::string_view to_string(Reason r) noexcept {
+  switch (r) {
+    case Reason::kSucceeded: return "succeeded";
+    case Reason::kNotAFailure: return "not a failure";
+    case Reason::kRetry: return "retry";
+    case Reason::kStatusNotRetryable: return "status not retryable";
+    case Reason::kNotIdempotent: return "not idempotent";
+    case Reason::kAmbiguous: return "ambiguous";
+    case Reason::kAttemptsExhausted: return "attempts exhausted";
+    case Reason::kBudgetExhausted: return "retry budget exhausted";
+    case Reason::kHintTooLong: return "hint too long";
+    case Reason::kDeadline: return "deadline";
+  }
+  return "";
+}
+
+std::string_view to_string(PlanNote n) noexcept {
+  switch (n) {
+    case PlanNote::kRetryAfterMalformed:
+      return "Retry-After was malformed and ignored; the local backoff applies instead (never zero)";
+    case PlanNote::kRetryAfterInPast:
+      return "the Retry-After date is in the past: the server hint is zero and the local backoff still applies";
+    case PlanNote::kSkewLengthened:
+      return "the server's Date is behind the local clock: the Retry-After date counts from the server's Date, "
+             "so the skew cannot make the retry early";
+    case PlanNote::kQuotaOutlastsRetryAfter:
+      return "an exhausted quota resets after the Retry-After: the later time applies";
+    case PlanNote::kQuotaRoomIgnored:
+      return "a quota with room left does not shorten the server's Retry-After";
+    case PlanNote::kQuotaZeroWithoutReset:
+      return "a quota at zero carries no reset time, so it cannot bound the wait";
+    case PlanNote::kLowConfidenceQuotaIgnored:
+      return "a low-confidence quota reading (vendor-style headers without a profile) was not used";
+    case PlanNote::kJitterShortened:
+      return "the jitter was shortened so that the retry ends by the deadline";
+  }
+  return "";
+}
+
+std::vector<std::string> notes_text(const PlanNotes& notes) {
+  std::vector<std::string> out;
+  for (PlanNote n : {PlanNote::kRetryAfterMalformed, PlanNote::kRetryAfterInPast, PlanNote::kSkewLengthened,
+                     PlanNote::kQuotaOutlastsRetryAfter, PlanNote::kQuotaRoomIgnored,
+                     PlanNote::kQuotaZeroWithoutReset, PlanNote::kLowConfidenceQuotaIgnored,
+                     PlanNote::kJitterShortened}) {
+    if (notes.has(n)) out.emplace_back(to_string(n));
+  }
+  return out;
+}
+
+Basis quota_basis(const QuotaObservation& q) noexcept {
+  const std::string_view src = q.source;
+  if (ascii_istarts_with(src, "draft") || ascii_istarts_with(src, "ietf") || ascii_istarts_with(src, "rfc")) {
+    return Basis::kRateLimit;
+  }
+  return Basis::kVendor;
+}
+
+bool Planner::idempotent(std::string_view method) const noexcept {
+  for (const std::string& m : config_.non_idempotent_methods) {
+    if (ascii_iequals(m, method)) return false;
+  }
+  return true;
+}
+
+Plan Planner::decide(const PlanInput& in, RandomSource& rng) const noexcept {
+  Plan p;
+  const Signals* s = in.outcome.signals;
+  const WallTime wall = s ? s->received_wall : in.outcome.transport.at_wall;
+  const MonoTime mono = s ? s->received_mono : in.outcome.transport.at_mono;
+  if (in.deadline) p.time_left = sat_sub(in.deadline->time_since_epoch(), mono.time_since_epoch());
+
+  const bool idempotent_request = !in.declared_non_idempotent && idempotent(in.method);
+  bool may_repeat = idempotent_request || in.idempotency_key;
+
+  if (s != nullptr) {
+    p.status = s->status;
+    p.clock_skew = s->clock_skew;
+    read_hints(*s, config_.use_low_confidence_quota, p);
+    const bool retryable = config_.retryable_statuses.contains(s->status) || s->limited;
+    if (!retryable) {
+      // A final answer: 2xx is done, 1xx/3xx are not failures, the rest are
+      // not retryable. Any server hint still tells when the next request may go.
+      if (s->status >= 200 && s->status < 300) {
+        p.decision = Decision::kDone;
+        p.reason = Reason::kSucceeded;
+      } else if (s->status >= 100 && s->status < 400) {
+        p.decision = Decision::kDone;
+        p.reason = Reason::kNotAFailure;
+      } else {
+        p.decision = Decision::kNotRetryable;
+        p.reason = Reason::kStatusNotRetryable;
+      }
+      if (p.server_hint) {
+        set_wait(p, *p.server_hint, wall, mono);
+        if (p.decision == Decision::kDone) p.wait = kZero;  // nothing to wait for: the request is done
+      }
+      if (config_.budget) config_.budget->on_success();
+      return p;
+    }
+  } else {
+    // A connection that failed before sending can be repeated whatever the
+    // method; after sending, a non-idempotent request may have been applied.
+    if (!in.outcome.transport.sent) may_repeat = true;
+    p.ambiguous = in.outcome.transport.sent && !idempotent_request;
+  }
+
+  // Timing, for every outcome worth repeating (also reported when we stop).
+  const std::int64_t attempt = std::max<std::int64_t>(in.attempt, 1);
+  const BackoffDraw draw = config_.backoff.draw(attempt, in.previous_backoff, rng);
+  p.backoff = draw.floor;
+  p.nominal_backoff = draw.nominal;
+  const Duration hint = p.server_hint.value_or(kZero);
+  const Duration base_wait = std::max(hint, draw.floor);
+  if (!(p.server_hint && hint > kZero && hint >= draw.floor)) p.basis = Basis::kBackoff;
+  set_wait(p, base_wait, wall, mono);
+
+  if (!may_repeat) {
+    p.decision = Decision::kNotRetryable;
+    p.reason = p.ambiguous ? Reason::kAmbiguous : Reason::kNotIdempotent;
+    return p;
+  }
+  if (attempt >= std::max<std::int64_t>(in.max_attempts, 1)) {
+    p.decision = Decision::kExhausted;
+    p.reason = Reason::kAttemptsExhausted;
+    return p;
+  }
+  if (in.deadline && *p.not_before_mono > *in.deadline) {
+    p.decision = Decision::kDeadlineExceeded;
+    p.reason = Reason::kDeadline;
+    return p;
+  }
+  if (p.server_hint && *p.server_hint > config_.max_wait) {
+    p.decision = Decision::kDeferred;
+    p.reason = Reason::kHintTooLong;
+    return p;
+  }
+  if (config_.budget && !config_.budget->try_spend()) {
+    p.decision = Decision::kExhausted;
+    p.reason = Reason::kBudgetExhausted;
+    return p;
+  }
+
+  // Retry: jitter on top, cut (never below zero) so the retry ends by the deadline.
+  Duration jitter = draw.jitter;
+  if (in.deadline) {
+    const Duration room = sat_sub(in.deadline->time_since_epoch(), p.not_before_mono->time_since_epoch());
+    if (jitter > room) {
+      jitter = non_negative(room);
+      p.notes.add(PlanNote::kJitterShortened);
+    }
+  }
+  p.jitter = jitter;
+  set_wait(p, saturating_add(base_wait, jitter), wall, mono);
+  p.decision = Decision::kRetry;
+  p.reason = Reason::kRetry;
+  return p;
+}
+
+std::string format_seconds(Duration d) {
+  if (d == Duration::max()) return "forever";
+  char buf[64];
+  const bool neg = d < kZero;
+  const std::uint64_t ns = neg ? static_cast<std::uint64_t>(-(d.count() + 1)) + 1 : static_cast<std::uint64_t>(d.count());
+  const std::uint64_t whole = ns / 1'000'000'000u;
+  const std::uint64_t ms = (ns % 1'000'000'000u) / 1'000'000u;
+  int n = 0;
+  if (ms == 0) {
+    n = std::snprintf(buf, sizeof buf, "%s%" PRIu64 " s", neg ? "-" : "", whole);
+  } else {
+    n = std::snprintf(buf, sizeof buf, "%s%" PRIu64 ".%03" PRIu64, neg ? "-" : "", whole, ms);
+    while (n > 0 && buf[n - 1] == '0') --n;
+    buf[n] = '\0';
+    n = std::snprintf(buf + n, sizeof buf - static_cast<std::size_t>(n), " s") + n;
+  }
+  return std::string(buf, static_cast<std::size_t>(std::max(n, 0)));
+}
+
+namespace {
+
+// "the server's Retry-After asks for 30 s", ... for the basis of the plan.
+std::string basis_phrase(const Plan& p, const PlanInput& in) {
+  switch (p.basis) {
+    case Basis::kRetryAfter:
+      return "the server's Retry-After asks for " + format_seconds(p.server_hint.value_or(kZero));
+    case Basis::kRateLimit:
+    case Basis::kVendor: {
+      std::string who = p.basis == Basis::kRateLimit ? "the RateLimit quota" : "the vendor quota";
+      const Signals* s = in.outcome.signals;
+      if (s && p.quota_index && *p.quota_index < s->quota.size()) {
+        const QuotaObservation& q = s->quota[*p.quota_index];
+        if (!q.policy.empty()) who += " \"" + q.policy + "\"";
+        if (p.basis == Basis::kVendor && !q.source.empty()) who += " (" + q.source + ")";
+      }
+      return who + " is exhausted for " + format_seconds(p.server_hint.value_or(kZero));
+    }
+    case Basis::kBackoff:
+      return "the local backoff for attempt " + std::to_string(std::max<std::int64_t>(in.attempt, 1)) + " is " +
+             format_seconds(p.nominal_backoff);
+    case Basis::kNone:
+      break;
+  }
+  return "nothing sets a wait";
+}
+
+}  // namespace
+
+std::string Planner::describe(const Plan& p, const PlanInput& in) const {
+  const std::string when = p.not_before_wall ? "in " + format_seconds(p.wait) : std::string{};
+  const std::string status = "status " + std::to_string(p.status);
+  std::string s;
+  switch (p.reason) {
+    case Reason::kSucceeded:
+      s = "The request succeeded (" + status + "); nothing to retry";
+      if (p.server_hint) s += ", but the server permits the next request only " + when + " (" + basis_phrase(p, in) + ")";
+      break;
+    case Reason::kNotAFailure:
+      s = "The response (" + status + ") is not a failure; nothing to retry";
+      if (p.server_hint) s += ", and the server asks for " + format_seconds(*p.server_hint) + " before the next request";
+      break;
+    case Reason::kStatusNotRetryable:
+      s = "The " + status + " is not retryable";
+      if (p.server_hint) s += "; the server would permit a new request " + when;
+      break;
+    case Reason::kNotIdempotent:
+      s = std::string(in.method) +
+          " is not idempotent and the request carried no idempotency key, so it is not repeated automatically; "
+          "a retry would be permitted " + when;
+      break;
+    case Reason::kAmbiguous:
+      s = "The connection failed after the " + std::string(in.method) +
+          " request was sent, so it may have been applied: reconcile before repeating (a retry would be permitted " +
+          when + ")";
+      break;
+    case Reason::kAttemptsExhausted:
+      s = "Attempt " + std::to_string(std::max<std::int64_t>(in.attempt, 1)) + " of " +
+          std::to_string(std::max<std::int64_t>(in.max_attempts, 1)) + " was the last; a retry would be permitted " +
+          when + " (" + basis_phrase(p, in) + ")";
+      break;
+    case Reason::kBudgetExhausted:
+      s = "The client's retry budget is empty (too many recent retries), so this one is not retried; a retry would "
+          "be permitted " + when;
+      break;
+    case Reason::kHintTooLong:
+      s = "Deferred: " + basis_phrase(p, in) + ", longer than the acceptable " + format_seconds(config_.max_wait) +
+          "; come back " + when;
+      break;
+    case Reason::kDeadline:
+      s = "The earliest permitted retry is " + when + " (" + basis_phrase(p, in) + "), after the deadline " +
+          (p.time_left && *p.time_left < kZero ? std::string("that had already passed")
+                                               : "(" + format_seconds(p.time_left.value_or(kZero)) + " left)") +
+          "; it is not cut short";
+      break;
+    case Reason::kRetry:
+      s = "Retry " + when + ": " + basis_phrase(p, in);
+      if (p.basis != Basis::kBackoff && p.backoff > kZero) s += " (local backoff " + format_seconds(p.backoff) + ")";
+      if (p.jitter > kZero) s += ", plus " + format_seconds(p.jitter) + " of jitter";
+      break;
+  }
+  return s + ".";
+}
+
+}  // namespace abide
