@@ -1,0 +1,165 @@
+// abide/pacer.h: spend quota evenly and honour cooldowns across every worker
+// (DESIGN.md rule 9).
+//
+// Every request asks the pacer first: acquire(key) returns a permit when the
+// request may be sent, waits (cancellably) when it must, or says when it will
+// be permitted. Every response is fed back: record(key, signals). State lives in
+// a QuotaStore, in-process (MemoryStore, the default) or shared by a fleet
+// (RedisStore, abide/redis_store.h).
+//
+// The rules, per key:
+// - Cooldown: a Retry-After, or a quota with remaining 0 until a reset, blocks
+//   the key for every worker until it ends. Reservations made before it are
+//   void. Released workers are spread (PacingRules::cooldown_spread) so they do
+//   not all start in the same millisecond.
+// - Remaining r with reset t: `smooth` pacing (default) spaces sends so r lasts
+//   until t, stretched by a small safety margin; `burst` sends while r lasts and
+//   then waits for t. Neither sends more than r before t.
+// - A policy alone (q per window w): a GCRA with interval w/q (times 1 + margin)
+//   and no burst, since the server's window boundaries are unknown.
+// - Several policies: each constrains the slot, the most restrictive wins.
+// - A window that ended with no fresh information (and, by default, a cooldown
+//   that ended): one probe request goes first; the others wait for its answer
+//   (any record), or for PacingRules::probe_timeout if it never comes.
+// - Waiting workers are served in arrival order: reserved slots are handed out
+//   in order, and workers waiting for a probe queue first-in first-out.
+// Tracked remaining quota only goes down within a window: a response reporting
+// more than already spent keeps the lower count (stale responses arrive late).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+
+#include "abide/clock.h"
+#include "abide/quota_store.h"
+#include "abide/signals.h"
+
+namespace abide {
+
+// The key for an origin's quota ("https://api.example.com"), narrowed to a scope
+// when the API has several (a policy name, a partition key, a vendor resource
+// such as GitHub's "search"). Long keys are shortened with a hash, never cut.
+std::string pacer_key(std::string_view origin, std::string_view scope = {});
+
+// The scope one quota observation names: its policy name and partition key
+// (empty when it has neither). Pass it to pacer_key() for per-policy keys.
+std::string quota_scope(const QuotaObservation& observation);
+
+// How an acquire ended.
+enum class AcquireStatus : std::uint8_t {
+  kPermit,            // send now
+  kDeferred,          // permitted only after the maximum acceptable wait
+  kDeadlineExceeded,  // permitted only after the deadline
+  kCancelled,         // the stop token was triggered
+  kUnavailable,       // the shared store is down and the pacer is fail-closed
+};
+
+// "permit", "deferred", "deadline_exceeded", "cancelled", "unavailable".
+std::string_view to_string(AcquireStatus s) noexcept;
+
+// The answer to acquire().
+struct AcquireResult {
+  AcquireStatus status = AcquireStatus::kPermit;
+  // A permit for the probe: record() its response, or abandon_probe() if there
+  // will be none, so the other workers need not wait for the probe timeout.
+  bool probe = false;
+  // Permit: when it was granted. Otherwise the earliest time a send may be
+  // permitted, as far as known (for kCancelled: when it was cancelled).
+  MonoTime not_before{};
+  // not_before on the wall clock, for deferred / deadline_exceeded / unavailable.
+  std::optional<WallTime> not_before_wall;
+  Duration waited{};  // time spent inside acquire
+
+  bool ok() const noexcept { return status == AcquireStatus::kPermit; }
+};
+
+// Pacer settings.
+struct PacerConfig {
+  PacingRules rules;
+  // The longest wait acquire accepts; a longer one returns kDeferred with the
+  // time, never a shorter wait.
+  Duration max_wait = kMaxDuration;
+  // Shared stores: how often a worker waiting for a probe's answer looks again
+  // (the answer may come to another process).
+  Duration shared_poll = std::chrono::milliseconds{50};
+  // Shared stores: a reservation waited longer than this is checked against the
+  // store before use (a cooldown may have started in another process).
+  Duration revalidate_after = std::chrono::milliseconds{20};
+  // The most keys the pacer holds handles for (idle ones are dropped first).
+  std::size_t max_keys = 65536;
+  // Random numbers in [0, 1) for the cooldown spread; default: SplitMix64 from seed.
+  std::function<double()> random;
+  std::uint64_t seed = 0x9e3779b97f4a7c15ULL;
+};
+
+// The pacer. Thread-safe: any number of workers share one instance.
+class Pacer {
+ public:
+  struct Local;  // per-key in-process state (waiter queue); defined in pacer.cpp
+
+  // A resolved key: cheap to copy, and acquiring through it skips the lookup.
+  class Key {
+   public:
+    Key() = default;
+    const std::string& name() const noexcept;
+    bool valid() const noexcept { return local_ != nullptr; }
+
+   private:
+    friend class Pacer;
+    explicit Key(std::shared_ptr<Local> l) : local_(std::move(l)) {}
+    std::shared_ptr<Local> local_;
+  };
+
+  // store: nullptr for a new MemoryStore. The clocks must outlive the pacer.
+  explicit Pacer(PacerConfig config = {}, std::shared_ptr<QuotaStore> store = nullptr,
+                 const MonotonicClock& mono = system_monotonic_clock(),
+                 const WallClock& wall = system_wall_clock());
+  ~Pacer();
+  Pacer(const Pacer&) = delete;
+  Pacer& operator=(const Pacer&) = delete;
+
+  // The handle for a key name (see pacer_key()).
+  Key key(std::string_view name);
+
+  // Waits until a request on `key` may be sent, or says why not. deadline:
+  // the latest acceptable send time (none: only max_wait bounds the wait).
+  AcquireResult acquire(const Key& key, std::optional<MonoTime> deadline = std::nullopt,
+                        std::stop_token stop = {});
+  AcquireResult acquire(std::string_view key, std::optional<MonoTime> deadline = std::nullopt,
+                        std::stop_token stop = {});
+
+  // Feeds what a response on `key` said: its Retry-After, its quota
+  // observations (request units only), and, for any response, the answer a
+  // probe waits for.
+  void record(const Key& key, const Signals& signals);
+  void record(std::string_view key, const Signals& signals);
+
+  // The probe permit on `key` will get no response: let the next worker probe.
+  void abandon_probe(const Key& key);
+
+  const PacerConfig& config() const noexcept { return config_; }
+  QuotaStore& store() noexcept { return *store_; }
+
+ private:
+  struct Ops;  // the waiting machinery, in pacer.cpp
+  friend struct Ops;
+  AcquireResult finish(AcquireStatus status, MonoTime start, MonoTime not_before, bool probe) const;
+  double next_random();
+
+  PacerConfig config_;
+  std::shared_ptr<QuotaStore> store_;
+  const MonotonicClock& mono_;
+  const WallClock& wall_;
+  std::atomic<std::uint64_t> random_state_;
+  std::atomic<std::uint64_t> next_ticket_{1};
+  struct Keys;
+  std::unique_ptr<Keys> keys_;
+};
+
+}  // namespace abide

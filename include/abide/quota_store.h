@@ -1,0 +1,157 @@
+// abide/quota_store.h: where the pacer keeps per-key quota state (DESIGN.md
+// rule 9), and the in-process store that is the default.
+//
+// The interface is shaped so that one acquire is one atomic operation on one
+// key's state: the store decides, reserves and answers in a single step. For
+// the in-process store that is one short critical section; for Redis it is one
+// script call, so one round trip per acquire.
+//
+// Every operation takes the caller's monotonic `now` and the pacing rules, so a
+// store holds no configuration of its own and stays a plain state machine. The
+// rules the state machine enforces are described in abide/pacer.h.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "abide/clock.h"
+
+namespace abide {
+
+// How a known remaining quota is spent within its window.
+enum class Pacing : std::uint8_t {
+  kSmooth,  // space sends so the remaining quota lasts until the reset (the default)
+  kBurst,   // send while quota remains, then wait for the reset
+};
+
+// The pacing rules, carried by every store operation.
+struct PacingRules {
+  Pacing pacing = Pacing::kSmooth;
+  // Smooth and policy-only (GCRA) spacing is stretched by (1 + margin), so a
+  // worker that wakes a little late cannot push a window over its quota.
+  // Clamped to [0, 1].
+  double safety_margin = 0.05;
+  // A probe that gets no answer (no record) blocks the others at most this long;
+  // after it the next acquire becomes the probe.
+  Duration probe_timeout = std::chrono::seconds{10};
+  // After a cooldown, one probe goes first (true) or everyone is released at its
+  // end with the spread below (false).
+  bool probe_after_cooldown = true;
+  // When workers are released together (a cooldown ended, a probe answered),
+  // consecutive slots are spaced by a step drawn in [spread/4, spread], so they
+  // do not all start in the same millisecond. Zero disables the spread.
+  Duration cooldown_spread = std::chrono::milliseconds{20};
+  // How long after a release the spread applies.
+  Duration spread_period = std::chrono::seconds{1};
+};
+
+// One acquire, as the store sees it.
+struct StoreAcquire {
+  MonoTime now{};        // the caller's monotonic now
+  Duration max_wait{};   // reserve a slot only if it starts within this (negative: only report)
+};
+
+// A store's answer to one acquire.
+struct StoreGrant {
+  enum class Kind : std::uint8_t {
+    kGranted,      // a slot is reserved `wait` from now (zero: send now)
+    kProbe,        // as kGranted, and this request is the probe the others wait for
+    kAwaitProbe,   // a probe is out: ask again when it is answered, at the latest after `wait`
+    kTooLate,      // the earliest slot is `wait` from now, beyond max_wait; nothing reserved
+    kUnavailable,  // the store cannot answer (fail-closed); ask again after `wait`
+  };
+  Kind kind = Kind::kGranted;
+  Duration wait{};
+  // The key's blocking generation when the slot was reserved; a cooldown that
+  // starts later changes it and invalidates the reservation (still_valid()).
+  std::uint64_t epoch = 0;
+};
+
+// One quota policy of a response, with times relative to the record's `now`.
+struct PolicyUpdate {
+  std::string id;                          // policy name and partition (bounded length)
+  std::optional<std::int64_t> limit;       // quota units per window (> 0 to count)
+  std::optional<Duration> window;          // the policy's window (> 0 to count)
+  std::optional<std::int64_t> remaining;   // units left (negative counts as zero)
+  std::optional<Duration> reset;           // from now until the quota resets (>= 0)
+};
+
+// One response, as the store sees it.
+struct StoreRecord {
+  MonoTime now{};                     // the caller's monotonic now
+  Duration age{};                     // how long ago the response was received (>= 0)
+  std::optional<Duration> cooldown;   // nothing may be sent before now + cooldown
+  std::vector<PolicyUpdate> policies; // at most kMaxPolicies are kept per key
+  double spread_seed = 0.0;           // in [0, 1), from the pacer's random source
+};
+
+// What a record changed.
+struct RecordOutcome {
+  bool blocked = false;   // a cooldown started or grew: reservations made before are void
+  bool released = false;  // an outstanding probe was answered: waiters may go on
+};
+
+// Per-key quota state behind the pacer. Implementations are thread-safe.
+class QuotaStore {
+ public:
+  // The most policies a key keeps (the most restrictive wins among them).
+  static constexpr std::size_t kMaxPolicies = 8;
+
+  // One key's state, resolved once so later operations skip the lookup.
+  class Handle {
+   public:
+    virtual ~Handle() = default;
+  };
+
+  virtual ~QuotaStore() = default;
+
+  // The handle for a key (created empty when new). Never null.
+  virtual std::shared_ptr<Handle> open(std::string_view key) = 0;
+  // Decides, and reserves when granted, in one atomic operation.
+  virtual StoreGrant acquire(Handle& key, const StoreAcquire& request, const PacingRules& rules) = 0;
+  // Applies what one response said, in one atomic operation.
+  virtual RecordOutcome record(Handle& key, const StoreRecord& record, const PacingRules& rules) = 0;
+  // True when no cooldown has started on the key since `epoch` was handed out.
+  virtual bool still_valid(Handle& key, std::uint64_t epoch, MonoTime now) = 0;
+  // Forgets the outstanding probe (it will get no answer): the next acquire probes.
+  virtual void abandon_probe(Handle& key, MonoTime now) = 0;
+  // True when other processes share the state: a record there cannot wake
+  // waiters here, so the pacer polls while it waits for a probe's answer.
+  virtual bool shared() const noexcept { return false; }
+};
+
+// Bounds for MemoryStore.
+struct MemoryStoreOptions {
+  // The most keys held. Expired keys are dropped first; when every key is live,
+  // further keys share one overflow state (more conservative, never unbounded).
+  std::size_t max_keys = 65536;
+};
+
+// The in-process store: the default. State lives in memory, one lock per key.
+class MemoryStore final : public QuotaStore {
+ public:
+  explicit MemoryStore(MemoryStoreOptions options = {});
+  ~MemoryStore() override;
+  MemoryStore(const MemoryStore&) = delete;
+  MemoryStore& operator=(const MemoryStore&) = delete;
+
+  std::shared_ptr<Handle> open(std::string_view key) override;
+  StoreGrant acquire(Handle& key, const StoreAcquire& request, const PacingRules& rules) override;
+  RecordOutcome record(Handle& key, const StoreRecord& record, const PacingRules& rules) override;
+  bool still_valid(Handle& key, std::uint64_t epoch, MonoTime now) override;
+  void abandon_probe(Handle& key, MonoTime now) override;
+
+  // Keys held right now (for tests and bounds).
+  std::size_t size() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace abide
