@@ -107,149 +107,187 @@ std::string_view to_string(Type type) noexcept {
   return "unknown";
 }
 
-// ---- Parser -----------------------------------------------------------------
+// ---- scanning bare items -------------------------------------------------------
+// Each scan_* starts with p at the item's first byte. On success it fills `out`,
+// leaves p after the item and returns kOk; on failure it leaves p at the error's
+// offset and returns the error code. Working on locals (not Parser members)
+// lets the compiler keep the cursor in a register.
 
-Parser::Parser(std::string_view field, const Limits& limits) noexcept
-    : begin_(field.data()), size_(field.size()), limits_(limits) {}
+namespace {
 
-bool Parser::fail(ErrorCode code, std::size_t at) noexcept {
-  error_ = {code, at};
-  state_ = State::failed;
-  return false;
+using Status = std::uint8_t;
+constexpr Status kOk = 0xFF;
+constexpr Status bad(ErrorCode code) noexcept { return static_cast<Status>(code); }
+
+inline bool is_digit(char c) noexcept { return static_cast<unsigned char>(c - '0') < 10; }
+
+inline std::uint64_t load8(const char* p) noexcept {
+  std::uint64_t x;
+  std::memcpy(&x, p, sizeof x);
+  return x;
 }
 
-bool Parser::check_length() noexcept {
-  if (size_ > limits_.max_field_length) return fail(ErrorCode::field_too_long, limits_.max_field_length);
-  while (pos_ < size_ && begin_[pos_] == ' ') ++pos_;
-  return true;
+// Bit 7 of each byte of the result is set where x's byte is not plain string
+// text (below 0x20, 0x7F and above, DQUOTE, backslash); the lowest set bit
+// marks the first such byte exactly.
+inline std::uint64_t string_specials(std::uint64_t x) noexcept {
+  constexpr std::uint64_t k01 = 0x0101010101010101ULL;
+  constexpr std::uint64_t k80 = 0x8080808080808080ULL;
+  auto zero = [](std::uint64_t v) { return (v - k01) & ~v & k80; };
+  const std::uint64_t low = (x - 0x20 * k01) & ~x & k80;
+  return low | (x & k80) | zero(x ^ (0x7F * k01)) | zero(x ^ (0x22 * k01)) | zero(x ^ (0x5C * k01));
 }
 
-bool Parser::parse_number(BareView& out) noexcept {
-  const std::size_t start = pos_;
-  const char* s = begin_;
-  std::size_t p = pos_;
-  bool negative = false;
-  if (s[p] == '-') {
-    negative = true;
-    ++p;
+inline Status scan_number(const char* s, std::size_t n, std::size_t& p, BareView& out) noexcept {
+  const std::size_t start = p;
+  std::size_t q = p;
+  const bool negative = s[q] == '-';
+  q += negative ? 1 : 0;
+  if (q == n || !is_digit(s[q])) {
+    p = q;
+    return bad(ErrorCode::invalid_number);
   }
-  if (p == size_ || !is(s[p], kDigit)) return fail(ErrorCode::invalid_number, p);
+  const std::size_t digits_start = q;
   std::int64_t value = 0;
-  const std::size_t digits_start = p;
-  while (p < size_ && is(s[p], kDigit)) {
-    if (p - digits_start == 15) return fail(ErrorCode::number_too_long, p);
-    value = value * 10 + (s[p] - '0');
-    ++p;
+  const std::size_t digits_end = n - q > 15 ? q + 15 : n;
+  do {
+    value = value * 10 + (s[q] - '0');
+    ++q;
+  } while (q < digits_end && is_digit(s[q]));
+  if (q < n && is_digit(s[q])) {
+    p = q;
+    return bad(ErrorCode::number_too_long);
   }
-  if (p < size_ && s[p] == '.') {
-    if (p - digits_start > 12) return fail(ErrorCode::number_too_long, p);
-    ++p;
-    const std::size_t frac_start = p;
-    std::int64_t frac = 0;
-    while (p < size_ && is(s[p], kDigit)) {
-      if (p - frac_start == 3) return fail(ErrorCode::number_too_long, p);
-      frac = frac * 10 + (s[p] - '0');
-      ++p;
+  if (q < n && s[q] == '.') [[unlikely]] {
+    if (q - digits_start > 12) {
+      p = q;
+      return bad(ErrorCode::number_too_long);
     }
-    const std::size_t frac_digits = p - frac_start;
-    if (frac_digits == 0) return fail(ErrorCode::invalid_number, p);
-    value = value * 1000 + frac * kPow10[3 - frac_digits];
+    ++q;
+    const std::size_t frac_start = q;
+    const std::size_t frac_end = n - q > 3 ? q + 3 : n;
+    std::int64_t frac = 0;
+    while (q < frac_end && is_digit(s[q])) {
+      frac = frac * 10 + (s[q] - '0');
+      ++q;
+    }
+    if (q == frac_start || (q < n && is_digit(s[q]))) {
+      p = q;
+      return bad(q == frac_start ? ErrorCode::invalid_number : ErrorCode::number_too_long);
+    }
+    value = value * 1000 + frac * kPow10[3 - (q - frac_start)];
     out.type = Type::decimal;
   } else {
     out.type = Type::integer;
   }
   out.number = negative ? -value : value;
-  out.raw = std::string_view(s + start, p - start);
+  out.raw = std::string_view(s + start, q - start);
   out.escaped = false;
-  pos_ = p;
-  return true;
+  p = q;
+  return kOk;
 }
 
-bool Parser::parse_string(BareView& out) noexcept {
-  const char* s = begin_;
-  std::size_t p = pos_ + 1;  // after the opening quote
-  const std::size_t start = p;
+inline Status scan_string(const char* s, std::size_t n, std::size_t& p, BareView& out) noexcept {
+  std::size_t q = p + 1;  // after the opening quote
+  const std::size_t start = q;
   bool escaped = false;
   for (;;) {
-    while (p < size_ && is(s[p], kStringPlain)) ++p;
-    if (p == size_) return fail(ErrorCode::invalid_string, p);
-    const char c = s[p];
-    if (c == '"') break;
-    if (c != '\\') return fail(ErrorCode::invalid_string, p);
-    ++p;
-    if (p == size_ || (s[p] != '"' && s[p] != '\\')) return fail(ErrorCode::invalid_string, p);
+    while (n - q >= 8) {
+      const std::uint64_t m = string_specials(load8(s + q));
+      if (m != 0) {
+        q += static_cast<std::size_t>(__builtin_ctzll(m)) / 8;
+        break;
+      }
+      q += 8;
+    }
+    while (q < n && is(s[q], kStringPlain)) ++q;
+    if (q == n) break;
+    const char c = s[q];
+    if (c == '"') {
+      out.type = Type::string;
+      out.number = 0;
+      out.raw = std::string_view(s + start, q - start);
+      out.escaped = escaped;
+      p = q + 1;
+      return kOk;
+    }
+    if (c != '\\') break;
+    ++q;
+    if (q == n || (s[q] != '"' && s[q] != '\\')) break;
     escaped = true;
-    ++p;
+    ++q;
   }
-  out.type = Type::string;
-  out.number = 0;
-  out.raw = std::string_view(s + start, p - start);
-  out.escaped = escaped;
-  pos_ = p + 1;
-  return true;
+  p = q;
+  return bad(ErrorCode::invalid_string);
 }
 
-bool Parser::parse_token(BareView& out) noexcept {
-  const char* s = begin_;
-  std::size_t p = pos_ + 1;
-  while (p < size_ && is(s[p], kTokenChar)) ++p;
+inline Status scan_token(const char* s, std::size_t n, std::size_t& p, BareView& out) noexcept {
+  std::size_t q = p + 1;
+  while (q < n && is(s[q], kTokenChar)) ++q;
   out.type = Type::token;
   out.number = 0;
-  out.raw = std::string_view(s + pos_, p - pos_);
+  out.raw = std::string_view(s + p, q - p);
   out.escaped = false;
-  pos_ = p;
-  return true;
+  p = q;
+  return kOk;
 }
 
 // base64 text: alphabet characters, then at most two '=' that complete a
 // group of four. Missing padding and non-zero pad bits are accepted, as RFC
 // 9651 section 4.2.7 recommends.
-bool Parser::parse_byte_sequence(BareView& out) noexcept {
-  const char* s = begin_;
-  std::size_t p = pos_ + 1;
-  const std::size_t start = p;
-  while (p < size_ && is(s[p], kBase64)) ++p;
-  const std::size_t chars = p - start;
-  const std::size_t pad_start = p;
-  while (p < size_ && s[p] == '=') ++p;
-  const std::size_t pad = p - pad_start;
-  if (p == size_ || s[p] != ':') return fail(ErrorCode::invalid_byte_sequence, p);
-  if (chars % 4 == 1) return fail(ErrorCode::invalid_byte_sequence, pad_start);
-  if (pad != 0 && (pad > 2 || (chars + pad) % 4 != 0)) return fail(ErrorCode::invalid_byte_sequence, pad_start);
+[[gnu::noinline]] Status scan_byte_sequence(const char* s, std::size_t n, std::size_t& p, BareView& out) noexcept {
+  std::size_t q = p + 1;
+  const std::size_t start = q;
+  while (q < n && is(s[q], kBase64)) ++q;
+  const std::size_t chars = q - start;
+  const std::size_t pad_start = q;
+  while (q < n && s[q] == '=') ++q;
+  const std::size_t pad = q - pad_start;
+  if (q == n || s[q] != ':') {
+    p = q;
+    return bad(ErrorCode::invalid_byte_sequence);
+  }
+  if (chars % 4 == 1 || (pad != 0 && (pad > 2 || (chars + pad) % 4 != 0))) {
+    p = pad_start;
+    return bad(ErrorCode::invalid_byte_sequence);
+  }
   out.type = Type::byte_sequence;
   out.number = 0;
-  out.raw = std::string_view(s + start, p - start);
+  out.raw = std::string_view(s + start, q - start);
   out.escaped = false;
-  pos_ = p + 1;
-  return true;
+  p = q + 1;
+  return kOk;
 }
 
 // %"...": printable ASCII except DQUOTE and "%", or "%" and two lowercase hex
 // digits; the decoded bytes must be UTF-8 (checked here, without decoding).
-bool Parser::parse_display_string(BareView& out) noexcept {
-  const char* s = begin_;
-  std::size_t p = pos_ + 1;
-  if (p == size_ || s[p] != '"') return fail(ErrorCode::invalid_display_string, p);
-  ++p;
-  const std::size_t start = p;
+[[gnu::noinline]] Status scan_display_string(const char* s, std::size_t n, std::size_t& p, BareView& out) noexcept {
+  std::size_t q = p + 1;
+  auto failed = [&p](std::size_t at) {
+    p = at;
+    return bad(ErrorCode::invalid_display_string);
+  };
+  if (q == n || s[q] != '"') return failed(q);
+  ++q;
+  const std::size_t start = q;
   bool escaped = false;
-  int need = 0;            // continuation bytes still expected
-  unsigned lo = 0x80;      // range of the next continuation byte
+  int need = 0;        // continuation bytes still expected
+  unsigned lo = 0x80;  // range of the next continuation byte
   unsigned hi = 0xBF;
   for (;;) {
-    if (p == size_) return fail(ErrorCode::invalid_display_string, p);
-    const char c = s[p];
+    if (q == n) return failed(q);
+    const char c = s[q];
     if (c == '"') {
-      if (need != 0) return fail(ErrorCode::invalid_display_string, p);
+      if (need != 0) return failed(q);
       break;
     }
     if (c == '%') {
-      if (p + 1 >= size_ || !is(s[p + 1], kLowerHex)) return fail(ErrorCode::invalid_display_string, p + 1);
-      if (p + 2 >= size_ || !is(s[p + 2], kLowerHex)) return fail(ErrorCode::invalid_display_string, p + 2);
-      const auto b = static_cast<unsigned>(hex_value(s[p + 1]) * 16 + hex_value(s[p + 2]));
+      if (q + 1 >= n || !is(s[q + 1], kLowerHex)) return failed(q + 1);
+      if (q + 2 >= n || !is(s[q + 2], kLowerHex)) return failed(q + 2);
+      const auto b = static_cast<unsigned>(hex_value(s[q + 1]) * 16 + hex_value(s[q + 2]));
       escaped = true;
       if (need != 0) {
-        if (b < lo || b > hi) return fail(ErrorCode::invalid_display_string, p);
+        if (b < lo || b > hi) return failed(q);
         --need;
         lo = 0x80;
         hi = 0xBF;
@@ -265,97 +303,134 @@ bool Parser::parse_display_string(BareView& out) noexcept {
           if (b == 0xF0) lo = 0x90;
           if (b == 0xF4) hi = 0x8F;
         } else {
-          return fail(ErrorCode::invalid_display_string, p);
+          return failed(q);
         }
       }
-      p += 3;
+      q += 3;
       continue;
     }
     const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u > 0x7E || need != 0) return fail(ErrorCode::invalid_display_string, p);
-    ++p;
+    if (u < 0x20 || u > 0x7E || need != 0) return failed(q);
+    ++q;
   }
   out.type = Type::display_string;
   out.number = 0;
-  out.raw = std::string_view(s + start, p - start);
+  out.raw = std::string_view(s + start, q - start);
   out.escaped = escaped;
-  pos_ = p + 1;
-  return true;
+  p = q + 1;
+  return kOk;
 }
 
-bool Parser::parse_bare(BareView& out) noexcept {
-  if (pos_ == size_) return fail(ErrorCode::missing_item, pos_);
-  const char c = begin_[pos_];
-  if (c == '-' || is(c, kDigit)) return parse_number(out);
-  if (c == '"') return parse_string(out);
-  if (is(c, kTokenFirst)) return parse_token(out);
-  switch (c) {
-    case ':': return parse_byte_sequence(out);
+[[gnu::noinline]] Status scan_rare(const char* s, std::size_t n, std::size_t& p, BareView& out) noexcept {
+  const std::size_t at = p;
+  switch (s[at]) {
+    case ':': return scan_byte_sequence(s, n, p, out);
     case '?': {
-      const std::size_t p = pos_ + 1;
-      if (p == size_ || (begin_[p] != '0' && begin_[p] != '1')) return fail(ErrorCode::invalid_boolean, p);
+      const std::size_t q = at + 1;
+      if (q == n || (s[q] != '0' && s[q] != '1')) {
+        p = q;
+        return bad(ErrorCode::invalid_boolean);
+      }
       out.type = Type::boolean;
-      out.number = begin_[p] == '1' ? 1 : 0;
-      out.raw = std::string_view(begin_ + pos_, 2);
+      out.number = s[q] == '1' ? 1 : 0;
+      out.raw = std::string_view(s + at, 2);
       out.escaped = false;
-      pos_ = p + 1;
-      return true;
+      p = q + 1;
+      return kOk;
     }
     case '@': {
-      const std::size_t at = pos_;
-      ++pos_;
-      if (pos_ == size_ || (begin_[pos_] != '-' && !is(begin_[pos_], kDigit))) {
-        return fail(ErrorCode::invalid_date, pos_);
-      }
-      if (!parse_number(out)) return false;
+      p = at + 1;
+      if (p == n || (s[p] != '-' && !is_digit(s[p]))) return bad(ErrorCode::invalid_date);
+      const Status st = scan_number(s, n, p, out);
+      if (st != kOk) return st;
       if (out.type != Type::integer) {
-        return fail(ErrorCode::invalid_date, at + 1 + out.raw.find('.'));
+        p = at + 1 + out.raw.find('.');
+        return bad(ErrorCode::invalid_date);
       }
       out.type = Type::date;
-      out.raw = std::string_view(begin_ + at, pos_ - at);
-      return true;
+      out.raw = std::string_view(s + at, p - at);
+      return kOk;
     }
-    case '%': return parse_display_string(out);
-    default: return fail(ErrorCode::invalid_bare_item, pos_);
+    case '%': return scan_display_string(s, n, p, out);
+    default: return bad(ErrorCode::invalid_bare_item);
   }
 }
 
-bool Parser::parse_key(std::string_view& out) noexcept {
-  const char* s = begin_;
-  std::size_t p = pos_;
-  if (p == size_ || !is(s[p], kKeyFirst)) return fail(ErrorCode::invalid_key, p);
-  ++p;
-  while (p < size_ && is(s[p], kKeyChar)) ++p;
-  out = std::string_view(s + pos_, p - pos_);
-  pos_ = p;
+inline Status scan_bare(const char* s, std::size_t n, std::size_t& p, BareView& out) noexcept {
+  if (p == n) return bad(ErrorCode::missing_item);
+  const char c = s[p];
+  if (c == '"') return scan_string(s, n, p, out);
+  if (is_digit(c) || c == '-') return scan_number(s, n, p, out);
+  if (is(c, kTokenFirst)) return scan_token(s, n, p, out);
+  return scan_rare(s, n, p, out);
+}
+
+inline Status scan_key(const char* s, std::size_t n, std::size_t& p, std::string_view& out) noexcept {
+  if (p == n || !is(s[p], kKeyFirst)) return bad(ErrorCode::invalid_key);
+  std::size_t q = p + 1;
+  while (q < n && is(s[q], kKeyChar)) ++q;
+  out = std::string_view(s + p, q - p);
+  p = q;
+  return kOk;
+}
+
+}  // namespace
+
+// ---- Parser -----------------------------------------------------------------
+
+Parser::Parser(std::string_view field, const Limits& limits) noexcept
+    : begin_(field.data()), size_(field.size()), limits_(limits) {}
+
+bool Parser::fail(ErrorCode code, std::size_t at) noexcept {
+  error_ = {code, at};
+  state_ = State::failed;
+  return false;
+}
+
+bool Parser::check_length() noexcept {
+  if (size_ > limits_.max_field_length) [[unlikely]] {
+    return fail(ErrorCode::field_too_long, limits_.max_field_length);
+  }
+  while (pos_ < size_ && begin_[pos_] == ' ') ++pos_;
   return true;
 }
 
 std::optional<ParamView> Parser::next_param() noexcept {
-  if (state_ == State::inner && !skip_inner()) return std::nullopt;
-  if (state_ != State::params && state_ != State::inner_params) return std::nullopt;
-  if (pos_ < size_ && begin_[pos_] == ';') {
-    ++pos_;
-    while (pos_ < size_ && begin_[pos_] == ' ') ++pos_;
-    if (++params_ > limits_.max_params) {
-      fail(ErrorCode::too_many_params, pos_);
+  if (state_ != State::params && state_ != State::inner_params) [[unlikely]] {
+    if (state_ != State::inner || !skip_inner()) return std::nullopt;
+  }
+  const char* s = begin_;
+  const std::size_t n = size_;
+  std::size_t p = pos_;
+  if (p < n && s[p] == ';') {
+    ++p;
+    while (p < n && s[p] == ' ') ++p;
+    if (++params_ > limits_.max_params) [[unlikely]] {
+      fail(ErrorCode::too_many_params, p);
       return std::nullopt;
     }
-    ParamView param;
-    if (!parse_key(param.key)) return std::nullopt;
-    if (pos_ < size_ && begin_[pos_] == '=') {
-      ++pos_;
-      if (!parse_bare(param.value)) return std::nullopt;
-    } else {
-      param.value.type = Type::boolean;
-      param.value.number = 1;
+    std::optional<ParamView> param(std::in_place);
+    Status st = scan_key(s, n, p, param->key);
+    if (st == kOk) {
+      if (p < n && s[p] == '=') {
+        ++p;
+        st = scan_bare(s, n, p, param->value);
+      } else {
+        param->value.type = Type::boolean;
+        param->value.number = 1;
+      }
     }
+    if (st != kOk) [[unlikely]] {
+      fail(static_cast<ErrorCode>(st), p);
+      return std::nullopt;
+    }
+    pos_ = p;
     return param;
   }
   // No more parameters: the item (or inner list) is complete.
   if (state_ == State::inner_params) {
-    if (pos_ == size_ || (begin_[pos_] != ' ' && begin_[pos_] != ')')) {
-      fail(ErrorCode::invalid_inner_list, pos_);
+    if (p == n || (s[p] != ' ' && s[p] != ')')) {
+      fail(ErrorCode::invalid_inner_list, p);
       return std::nullopt;
     }
     state_ = State::inner;
@@ -392,8 +467,13 @@ std::optional<BareView> Parser::next_inner_item() noexcept {
     fail(ErrorCode::too_many_inner_items, pos_);
     return std::nullopt;
   }
-  BareView item;
-  if (!parse_bare(item)) return std::nullopt;
+  std::optional<BareView> item(std::in_place);
+  std::size_t p = pos_;
+  if (const Status st = scan_bare(begin_, size_, p, *item); st != kOk) {
+    fail(static_cast<ErrorCode>(st), p);
+    return std::nullopt;
+  }
+  pos_ = p;
   state_ = State::inner_params;
   params_ = 0;
   return item;
@@ -413,13 +493,16 @@ bool Parser::skip_inner() noexcept {
 }
 
 std::optional<MemberView> Parser::next_member(Top top) noexcept {
-  if (top_ == Top::none) top_ = top;
-  if (top_ != top) return std::nullopt;
+  if (top_ != top) [[unlikely]] {
+    if (top_ != Top::none) return std::nullopt;
+    top_ = top;
+  }
   const char* s = begin_;
+  const std::size_t n = size_;
   switch (state_) {
     case State::start:
       if (!check_length()) return std::nullopt;
-      if (pos_ == size_) {
+      if (pos_ == n) {
         state_ = State::done;
         return std::nullopt;
       }
@@ -432,52 +515,67 @@ std::optional<MemberView> Parser::next_member(Top top) noexcept {
       if (!skip_params()) return std::nullopt;
       [[fallthrough]];
     case State::after_member: {
-      while (pos_ < size_ && (s[pos_] == ' ' || s[pos_] == '\t')) ++pos_;
-      if (pos_ == size_) {
+      std::size_t p = pos_;
+      while (p < n && (s[p] == ' ' || s[p] == '\t')) ++p;
+      if (p == n) {
+        pos_ = p;
         state_ = State::done;
         return std::nullopt;
       }
-      if (s[pos_] != ',') {
-        fail(ErrorCode::expected_comma, pos_);
+      if (s[p] != ',') {
+        fail(ErrorCode::expected_comma, p);
         return std::nullopt;
       }
-      const std::size_t comma = pos_;
-      ++pos_;
-      while (pos_ < size_ && (s[pos_] == ' ' || s[pos_] == '\t')) ++pos_;
-      if (pos_ == size_) {
+      const std::size_t comma = p;
+      ++p;
+      while (p < n && (s[p] == ' ' || s[p] == '\t')) ++p;
+      if (p == n) {
         fail(ErrorCode::trailing_comma, comma);
         return std::nullopt;
       }
+      pos_ = p;
       break;
     }
     case State::done:
     case State::failed:
       return std::nullopt;
   }
-  if (++members_ > limits_.max_members) {
-    fail(ErrorCode::too_many_members, pos_);
+  std::size_t p = pos_;
+  if (++members_ > limits_.max_members) [[unlikely]] {
+    fail(ErrorCode::too_many_members, p);
     return std::nullopt;
   }
-  MemberView m;
+  std::optional<MemberView> m(std::in_place);
+  Status st = kOk;
   if (top == Top::dictionary) {
-    if (!parse_key(m.key)) return std::nullopt;
-    if (pos_ == size_ || s[pos_] != '=') {
-      m.item.type = Type::boolean;
-      m.item.number = 1;
+    st = scan_key(s, n, p, m->key);
+    if (st != kOk) {
+      fail(static_cast<ErrorCode>(st), p);
+      return std::nullopt;
+    }
+    if (p == n || s[p] != '=') {
+      m->item.type = Type::boolean;
+      m->item.number = 1;
+      pos_ = p;
       state_ = State::params;
       params_ = 0;
       return m;
     }
-    ++pos_;
+    ++p;
   }
-  if (pos_ < size_ && s[pos_] == '(') {
-    ++pos_;
-    m.inner_list = true;
+  if (p < n && s[p] == '(') {
+    pos_ = p + 1;
+    m->inner_list = true;
     state_ = State::inner;
     inner_items_ = 0;
     return m;
   }
-  if (!parse_bare(m.item)) return std::nullopt;
+  st = scan_bare(s, n, p, m->item);
+  if (st != kOk) [[unlikely]] {
+    fail(static_cast<ErrorCode>(st), p);
+    return std::nullopt;
+  }
+  pos_ = p;
   state_ = State::params;
   params_ = 0;
   return m;
@@ -491,8 +589,13 @@ std::optional<BareView> Parser::item() noexcept {
   if (top_ == Top::none) top_ = Top::item;
   if (top_ != Top::item || state_ != State::start) return std::nullopt;
   if (!check_length()) return std::nullopt;
-  BareView v;
-  if (!parse_bare(v)) return std::nullopt;
+  std::optional<BareView> v(std::in_place);
+  std::size_t p = pos_;
+  if (const Status st = scan_bare(begin_, size_, p, *v); st != kOk) {
+    fail(static_cast<ErrorCode>(st), p);
+    return std::nullopt;
+  }
+  pos_ = p;
   state_ = State::params;
   params_ = 0;
   return v;

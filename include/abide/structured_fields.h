@@ -198,13 +198,6 @@ class Parser {
 
   bool fail(ErrorCode code, std::size_t at) noexcept;
   bool check_length() noexcept;
-  bool parse_bare(BareView& out) noexcept;
-  bool parse_number(BareView& out) noexcept;
-  bool parse_string(BareView& out) noexcept;
-  bool parse_token(BareView& out) noexcept;
-  bool parse_byte_sequence(BareView& out) noexcept;
-  bool parse_display_string(BareView& out) noexcept;
-  bool parse_key(std::string_view& out) noexcept;
   bool skip_params() noexcept;
   bool skip_inner() noexcept;
   bool end_item() noexcept;
