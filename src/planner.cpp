@@ -305,25 +305,37 @@ std::string format_seconds(Duration d) {
 
 namespace {
 
+// Concatenates by appending (never `literal + std::string`, which trips GCC 12's
+// -Wrestrict false positive at -O3).
+std::string cat(std::initializer_list<std::string_view> parts) {
+  std::size_t n = 0;
+  for (std::string_view x : parts) n += x.size();
+  std::string out;
+  out.reserve(n);
+  for (std::string_view x : parts) out.append(x);
+  return out;
+}
+
 // "the server's Retry-After asks for 30 s", ... for the basis of the plan.
 std::string basis_phrase(const Plan& p, const PlanInput& in) {
+  const std::string hint = format_seconds(p.server_hint.value_or(kZero));
   switch (p.basis) {
     case Basis::kRetryAfter:
-      return "the server's Retry-After asks for " + format_seconds(p.server_hint.value_or(kZero));
+      return cat({"the server's Retry-After asks for ", hint});
     case Basis::kRateLimit:
     case Basis::kVendor: {
       std::string who = p.basis == Basis::kRateLimit ? "the RateLimit quota" : "the vendor quota";
       const Signals* s = in.outcome.signals;
       if (s && p.quota_index && *p.quota_index < s->quota.size()) {
         const QuotaObservation& q = s->quota[*p.quota_index];
-        if (!q.policy.empty()) who += " \"" + q.policy + "\"";
-        if (p.basis == Basis::kVendor && !q.source.empty()) who += " (" + q.source + ")";
+        if (!q.policy.empty()) who.append(cat({" \"", q.policy, "\""}));
+        if (p.basis == Basis::kVendor && !q.source.empty()) who.append(cat({" (", q.source, ")"}));
       }
-      return who + " is exhausted for " + format_seconds(p.server_hint.value_or(kZero));
+      return cat({who, " is exhausted for ", hint});
     }
     case Basis::kBackoff:
-      return "the local backoff for attempt " + std::to_string(std::max<std::int64_t>(in.attempt, 1)) + " is " +
-             format_seconds(p.nominal_backoff);
+      return cat({"the local backoff for attempt ", std::to_string(std::max<std::int64_t>(in.attempt, 1)), " is ",
+                  format_seconds(p.nominal_backoff)});
     case Basis::kNone:
       break;
   }
@@ -333,58 +345,71 @@ std::string basis_phrase(const Plan& p, const PlanInput& in) {
 }  // namespace
 
 std::string Planner::describe(const Plan& p, const PlanInput& in) const {
-  const std::string when = p.not_before_wall ? "in " + format_seconds(p.wait) : std::string{};
-  const std::string status = "status " + std::to_string(p.status);
+  const std::string when = p.not_before_wall ? cat({"in ", format_seconds(p.wait)}) : std::string{};
+  const std::string status = cat({"status ", std::to_string(p.status)});
+  const std::string attempt = std::to_string(std::max<std::int64_t>(in.attempt, 1));
+  const std::string max_attempts = std::to_string(std::max<std::int64_t>(in.max_attempts, 1));
   std::string s;
   switch (p.reason) {
     case Reason::kSucceeded:
-      s = "The request succeeded (" + status + "); nothing to retry";
-      if (p.server_hint) s += ", but the server permits the next request only " + when + " (" + basis_phrase(p, in) + ")";
+      s = cat({"The request succeeded (", status, "); nothing to retry"});
+      if (p.server_hint) {
+        s.append(cat({", but the server permits the next request only ", when, " (", basis_phrase(p, in), ")"}));
+      }
       break;
     case Reason::kNotAFailure:
-      s = "The response (" + status + ") is not a failure; nothing to retry";
-      if (p.server_hint) s += ", and the server asks for " + format_seconds(*p.server_hint) + " before the next request";
+      s = cat({"The response (", status, ") is not a failure; nothing to retry"});
+      if (p.server_hint) {
+        s.append(cat({", and the server asks for ", format_seconds(*p.server_hint), " before the next request"}));
+      }
       break;
     case Reason::kStatusNotRetryable:
-      s = "The " + status + " is not retryable";
-      if (p.server_hint) s += "; the server would permit a new request " + when;
+      s = cat({"The ", status, " is not retryable"});
+      if (p.server_hint) s.append(cat({"; the server would permit a new request ", when}));
       break;
     case Reason::kNotIdempotent:
-      s = std::string(in.method) +
-          " is not idempotent and the request carried no idempotency key, so it is not repeated automatically; "
-          "a retry would be permitted " + when;
+      s = cat({in.method,
+               " is not idempotent and the request carried no idempotency key, so it is not repeated automatically; "
+               "a retry would be permitted ",
+               when});
       break;
     case Reason::kAmbiguous:
-      s = "The connection failed after the " + std::string(in.method) +
-          " request was sent, so it may have been applied: reconcile before repeating (a retry would be permitted " +
-          when + ")";
+      s = cat({"The connection failed after the ", in.method,
+               " request was sent, so it may have been applied: reconcile before repeating (a retry would be "
+               "permitted ",
+               when, ")"});
       break;
     case Reason::kAttemptsExhausted:
-      s = "Attempt " + std::to_string(std::max<std::int64_t>(in.attempt, 1)) + " of " +
-          std::to_string(std::max<std::int64_t>(in.max_attempts, 1)) + " was the last; a retry would be permitted " +
-          when + " (" + basis_phrase(p, in) + ")";
+      s = cat({"Attempt ", attempt, " of ", max_attempts, " was the last; a retry would be permitted ", when, " (",
+               basis_phrase(p, in), ")"});
       break;
     case Reason::kBudgetExhausted:
-      s = "The client's retry budget is empty (too many recent retries), so this one is not retried; a retry would "
-          "be permitted " + when;
+      s = cat({"The client's retry budget is empty (too many recent retries), so this one is not retried; a retry "
+               "would be permitted ",
+               when});
       break;
     case Reason::kHintTooLong:
-      s = "Deferred: " + basis_phrase(p, in) + ", longer than the acceptable " + format_seconds(config_.max_wait) +
-          "; come back " + when;
+      s = cat({"Deferred: ", basis_phrase(p, in), ", longer than the acceptable ", format_seconds(config_.max_wait),
+               "; come back ", when});
       break;
-    case Reason::kDeadline:
-      s = "The earliest permitted retry is " + when + " (" + basis_phrase(p, in) + "), after the deadline " +
-          (p.time_left && *p.time_left < kZero ? std::string("that had already passed")
-                                               : "(" + format_seconds(p.time_left.value_or(kZero)) + " left)") +
-          "; it is not cut short";
+    case Reason::kDeadline: {
+      const std::string left = p.time_left && *p.time_left < kZero
+                                   ? std::string("that had already passed")
+                                   : cat({"(", format_seconds(p.time_left.value_or(kZero)), " left)"});
+      s = cat({"The earliest permitted retry is ", when, " (", basis_phrase(p, in), "), after the deadline ", left,
+               "; it is not cut short"});
       break;
+    }
     case Reason::kRetry:
-      s = "Retry " + when + ": " + basis_phrase(p, in);
-      if (p.basis != Basis::kBackoff && p.backoff > kZero) s += " (local backoff " + format_seconds(p.backoff) + ")";
-      if (p.jitter > kZero) s += ", plus " + format_seconds(p.jitter) + " of jitter";
+      s = cat({"Retry ", when, ": ", basis_phrase(p, in)});
+      if (p.basis != Basis::kBackoff && p.backoff > kZero) {
+        s.append(cat({" (local backoff ", format_seconds(p.backoff), ")"}));
+      }
+      if (p.jitter > kZero) s.append(cat({", plus ", format_seconds(p.jitter), " of jitter"}));
       break;
   }
-  return s + ".";
+  s.push_back('.');
+  return s;
 }
 
 }  // namespace abide
