@@ -152,6 +152,9 @@ Result<ResponseHead, HeadError> parse_response_head(std::string_view text, const
     global_warnings.push_back("response head longer than " + std::to_string(limits.max_bytes) +
                               " bytes; the rest was not read");
     text = text.substr(0, limits.max_bytes);
+    // The line cut in the middle is incomplete: drop it rather than read half a value.
+    const std::size_t last_lf = text.rfind('\n');
+    text = last_lf == std::string_view::npos ? std::string_view{} : text.substr(0, last_lf + 1);
   }
 
   std::size_t pos = 0;
