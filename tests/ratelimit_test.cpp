@@ -1,0 +1,423 @@
+// The IETF RateLimit fields in every draft generation. Examples are written
+// from the draft texts (see ../shared/reference/header-formats.md section 1).
+#include "abide/ratelimit.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+namespace abide {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+const WallTime kNow{std::chrono::seconds{1767225600}};  // 2026-01-01T00:00:00Z
+
+RateLimitReading read(std::initializer_list<Header> h, RateLimitOptions o = {}) {
+  o.received = kNow;
+  return read_ratelimit(HeaderList(h), o);
+}
+
+bool any_warning_contains(const RateLimitReading& r, std::string_view text) {
+  for (const auto& w : r.warnings) {
+    if (w.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// ---- era A: draft-polli-00 to ietf-01 (ABNF) -------------------------------------------
+
+TEST(Polli00, WindowParameterAndExpiringLimit) {
+  const auto r = read({{"RateLimit-Limit", "100, 100;window=60"}, {"RateLimit-Remaining", "50"}, {"RateLimit-Reset", "30"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  const auto& q = r.quota[0];
+  EXPECT_EQ(q.source, "draft-03");
+  EXPECT_EQ(q.limit, 100);
+  EXPECT_EQ(q.remaining, 50);
+  EXPECT_EQ(q.window, 60s);
+  EXPECT_EQ(q.reset, 30s);
+  EXPECT_EQ(q.unit, "requests");
+  EXPECT_EQ(q.confidence, Confidence::kHigh);
+  EXPECT_TRUE(r.warnings.empty());
+}
+
+TEST(Polli00, ResetAsImfFixdate) {
+  const auto r = read({{"RateLimit-Limit", "100"}, {"RateLimit-Remaining", "0"},
+                       {"RateLimit-Reset", "Thu, 01 Jan 2026 00:01:30 GMT"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].source, "draft-polli-00");
+  EXPECT_EQ(r.quota[0].reset, 90s);
+  EXPECT_TRUE(r.quota[0].exhausted());
+}
+
+TEST(Polli00, ResetDateUsesServerDateSoSkewCannotShortenIt) {
+  RateLimitOptions o;
+  o.server_date = kNow - 20s;  // server clock behind: date - server Date is longer
+  const auto r = read({{"RateLimit-Reset", "Thu, 01 Jan 2026 00:01:00 GMT"}}, o);
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].reset, 80s);
+}
+
+// ---- polli-01 to ietf-03: quota policies in RateLimit-Limit ------------------------------
+
+TEST(Draft03, PolicyListInLimit) {
+  const auto r = read({{"RateLimit-Limit", "10, 10;w=1, 50;w=60, 1000;w=3600, 5000;w=86400"},
+                       {"RateLimit-Remaining", "9"},
+                       {"RateLimit-Reset", "1"}});
+  ASSERT_EQ(r.quota.size(), 4u);
+  EXPECT_EQ(r.quota[0].limit, 10);
+  EXPECT_EQ(r.quota[0].window, 1s);
+  EXPECT_EQ(r.quota[0].remaining, 9);
+  EXPECT_EQ(r.quota[0].reset, 1s);
+  EXPECT_EQ(r.quota[1].limit, 50);
+  EXPECT_EQ(r.quota[1].window, 60s);
+  EXPECT_FALSE(r.quota[1].remaining);
+  EXPECT_EQ(r.quota[3].limit, 5000);
+  EXPECT_EQ(r.quota[3].window, 86400s);
+  for (const auto& q : r.quota) EXPECT_EQ(q.source, "draft-03");
+}
+
+TEST(Draft03, UnknownPolicyParametersAreComments) {
+  const auto r = read({{"RateLimit-Limit", "10, 10;w=1;burst=1000, 1000;w=3600;comment=\"hourly\""},
+                       {"RateLimit-Reset", "1"}});
+  ASSERT_EQ(r.quota.size(), 2u);
+  EXPECT_EQ(r.quota[0].window, 1s);
+  EXPECT_EQ(r.quota[1].limit, 1000);
+  EXPECT_TRUE(r.warnings.empty());
+}
+
+// ---- ietf-04 to -06: Integer limit plus RateLimit-Policy ---------------------------------
+
+TEST(Draft06, SeparateFieldsWithPolicy) {
+  const auto r = read({{"RateLimit-Limit", "100"},
+                       {"RateLimit-Policy", "100;w=10"},
+                       {"Ratelimit-Remaining", "50"},  // the drafts' own casing
+                       {"Ratelimit-Reset", "50"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].source, "draft-06");
+  EXPECT_EQ(r.quota[0].limit, 100);
+  EXPECT_EQ(r.quota[0].window, 10s);
+  EXPECT_EQ(r.quota[0].remaining, 50);
+  EXPECT_EQ(r.quota[0].reset, 50s);
+}
+
+TEST(Draft06, ParametersOnItemsAreIgnored) {
+  const auto r = read({{"RateLimit-Limit", "100;foo=bar"}, {"RateLimit-Remaining", "5;x=1"}, {"RateLimit-Reset", "7;y"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].limit, 100);
+  EXPECT_EQ(r.quota[0].remaining, 5);
+  EXPECT_EQ(r.quota[0].reset, 7s);
+}
+
+TEST(Draft06, SeveralPoliciesTheCurrentOneMatched) {
+  const auto r = read({{"RateLimit-Limit", "50"},
+                       {"RateLimit-Policy", "10;w=1, 50;w=60, 1000;w=3600"},
+                       {"RateLimit-Remaining", "3"},
+                       {"RateLimit-Reset", "20"}});
+  ASSERT_EQ(r.quota.size(), 3u);
+  EXPECT_EQ(r.quota[0].limit, 50);
+  EXPECT_EQ(r.quota[0].window, 60s);
+  EXPECT_EQ(r.quota[0].remaining, 3);
+  EXPECT_EQ(r.quota[1].limit, 10);
+  EXPECT_EQ(r.quota[2].limit, 1000);
+}
+
+TEST(Draft06, RemainingAboveLimitIsKeptWithAWarning) {
+  const auto r = read({{"RateLimit-Limit", "10"}, {"RateLimit-Remaining", "20"}, {"RateLimit-Reset", "1"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_TRUE(any_warning_contains(r, "exceeds"));
+}
+
+// ---- ietf-07: the Dictionary ----------------------------------------------------------
+
+TEST(Draft07, Dictionary) {
+  const auto r = read({{"RateLimit", "limit=100, remaining=50, reset=5"}, {"RateLimit-Policy", "100;w=10"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].source, "draft-07");
+  EXPECT_EQ(r.quota[0].limit, 100);
+  EXPECT_EQ(r.quota[0].remaining, 50);
+  EXPECT_EQ(r.quota[0].reset, 5s);
+  EXPECT_EQ(r.quota[0].window, 10s);
+  EXPECT_TRUE(r.warnings.empty());
+}
+
+TEST(Draft07, UnknownKeysAndParametersIgnoredDuplicateLastWins) {
+  const auto r = read({{"RateLimit", "limit=100;x=1, remaining=60, remaining=50, reset=5, policy=?1"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].remaining, 50);
+}
+
+TEST(Draft07, WrongTypeIgnoresTheField) {
+  const auto r = read({{"RateLimit", "limit=100, remaining=fifty, reset=5"}, {"RateLimit-Remaining", "4"}});
+  // The dictionary is ignored as a whole; the other field is still read.
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].remaining, 4);
+  EXPECT_EQ(r.quota[0].source, "draft-06");
+  EXPECT_TRUE(any_warning_contains(r, "RateLimit ignored"));
+}
+
+// ---- ietf-08 to -11: named policies ----------------------------------------------------
+
+TEST(Draft08, NamedPoliciesMatchedByName) {
+  const auto r = read({{"RateLimit-Policy", "\"burst\";q=100;w=60,\"daily\";q=1000;w=86400"},
+                       {"RateLimit", "\"burst\";r=50;t=30"}});
+  ASSERT_EQ(r.quota.size(), 2u);
+  EXPECT_EQ(r.quota[0].policy, "burst");
+  EXPECT_EQ(r.quota[0].limit, 100);
+  EXPECT_EQ(r.quota[0].window, 60s);
+  EXPECT_EQ(r.quota[0].remaining, 50);
+  EXPECT_EQ(r.quota[0].reset, 30s);
+  EXPECT_EQ(r.quota[0].source, "draft-08");
+  EXPECT_EQ(r.quota[1].policy, "daily");
+  EXPECT_EQ(r.quota[1].limit, 1000);
+  EXPECT_EQ(r.quota[1].window, 86400s);
+  EXPECT_FALSE(r.quota[1].remaining);
+  EXPECT_TRUE(r.warnings.empty());
+}
+
+TEST(Draft08, QuotaUnitsAndPartitionKeys) {
+  const auto r = read({{"RateLimit-Policy", "\"peruser\";q=65535;qu=\"content-bytes\";w=10;pk=:sdfjLJUOUH==:"},
+                       {"RateLimit", "\"default\";r=300000000;t=60;pk=:QXBwLTk5OQ==:"}});
+  ASSERT_EQ(r.quota.size(), 2u);  // names differ: two policies
+  EXPECT_EQ(r.quota[0].policy, "peruser");
+  EXPECT_EQ(r.quota[0].unit, "content-bytes");
+  EXPECT_EQ(r.quota[0].limit, 65535);
+  ASSERT_TRUE(r.quota[0].partition_key);
+  EXPECT_EQ(r.quota[0].partition_key->size(), 7u);  // non-zero pad bits are tolerated
+  EXPECT_EQ(r.quota[1].policy, "default");
+  EXPECT_EQ(r.quota[1].remaining, 300000000);
+  EXPECT_EQ(r.quota[1].partition_key, "App-999");
+}
+
+TEST(Draft08, Draft08BytesSpellingAndSingularRequest) {
+  const auto r = read({{"RateLimit-Policy", "\"a\";q=1;qu=\"bytes\", \"b\";q=2;qu=\"request\", \"c\";q=3;qu=\"concurrent-requests\""}});
+  ASSERT_EQ(r.quota.size(), 3u);
+  EXPECT_EQ(r.quota[0].unit, "content-bytes");
+  EXPECT_EQ(r.quota[1].unit, "requests");
+  EXPECT_EQ(r.quota[2].unit, "concurrent-requests");
+}
+
+TEST(Draft08, UnknownParameterOnRateLimitIsAComment) {
+  // The draft appendix itself puts q on RateLimit.
+  const auto r = read({{"RateLimit", "\"sliding\";q=12;r=6;t=1;x-acme-cost=3"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].policy, "sliding");
+  EXPECT_FALSE(r.quota[0].limit);
+  EXPECT_EQ(r.quota[0].remaining, 6);
+  EXPECT_EQ(r.quota[0].reset, 1s);
+  EXPECT_TRUE(r.warnings.empty());
+}
+
+TEST(Draft08, SpacesAfterSemicolonsAsExpressRateLimitSends) {
+  const auto r = read({{"RateLimit-Policy", "\"100-in-1min\"; q=100; w=60; pk=:ZGVtbw==:"},
+                       {"RateLimit", "\"100-in-1min\"; r=99; t=60"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].remaining, 99);
+  EXPECT_EQ(r.quota[0].partition_key, "demo");
+}
+
+TEST(Draft08, SeveralFieldLinesAreCombined) {
+  const auto r = read({{"RateLimit-Policy", "\"a\";q=10;w=1"},
+                       {"RateLimit", "\"a\";r=1;t=1"},
+                       {"RateLimit-Policy", "\"b\";q=100;w=60"},
+                       {"RateLimit", "\"b\";r=40;t=50"}});
+  ASSERT_EQ(r.quota.size(), 2u);
+  EXPECT_EQ(r.quota[1].policy, "b");
+  EXPECT_EQ(r.quota[1].limit, 100);
+  EXPECT_EQ(r.quota[1].remaining, 40);
+}
+
+TEST(Draft08, TokenPolicyNamesAreAccepted) {
+  const auto r = read({{"RateLimit-Policy", "default;q=100;w=60"}, {"RateLimit", "default;r=50;t=30"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].policy, "default");
+  EXPECT_EQ(r.quota[0].remaining, 50);
+}
+
+TEST(Draft08, EscapedPolicyName) {
+  const auto r = read({{"RateLimit-Policy", "\"a\\\"b\";q=5"}, {"RateLimit", "\"a\\\"b\";r=1"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].policy, "a\"b");
+  EXPECT_EQ(r.quota[0].remaining, 1);
+}
+
+TEST(Draft08, ResetIsAlwaysSecondsFromReceiptNeverATimestamp) {
+  const auto r = read({{"RateLimit", "\"x\";r=0;t=1767225660"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].reset, std::chrono::seconds{1767225660});
+}
+
+TEST(Draft08, DecimalResetIgnoresTheWholeFieldButNotThePolicy) {
+  const auto r = read({{"RateLimit-Policy", "\"default\";q=100;w=60"}, {"RateLimit", "\"default\";r=50;t=1.5"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].limit, 100);
+  EXPECT_FALSE(r.quota[0].remaining);
+  EXPECT_FALSE(r.quota[0].reset);
+  EXPECT_TRUE(any_warning_contains(r, "RateLimit ignored"));
+}
+
+TEST(Draft08, MalformedPolicyIgnoredRateLimitStillRead) {
+  const auto r = read({{"RateLimit-Policy", "\"default\";q=abc;w=60"}, {"RateLimit", "\"default\";r=5;t=3"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].remaining, 5);
+  EXPECT_FALSE(r.quota[0].limit);
+  EXPECT_TRUE(any_warning_contains(r, "RateLimit-Policy ignored: parameter q"));
+}
+
+TEST(Draft08, NegativeRemainingIsMalformed) {
+  const auto r = read({{"RateLimit", "\"default\";r=-1;t=3"}});
+  EXPECT_TRUE(r.quota.empty());
+  EXPECT_EQ(r.warnings.size(), 1u);
+}
+
+TEST(Draft08, SyntaxErrorIsReportedWithItsPosition) {
+  const auto r = read({{"RateLimit", "\"default;r=1"}});
+  EXPECT_TRUE(r.quota.empty());
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_THAT(r.warnings[0], HasSubstr("RateLimit ignored"));
+  EXPECT_THAT(r.warnings[0], HasSubstr("byte"));
+}
+
+TEST(Draft08, BetaPrefixAsAtlassianSendsIt) {
+  RateLimitOptions o;
+  o.prefix = "beta-";
+  o.source = "atlassian";
+  const auto r = read({{"Beta-RateLimit-Policy", "\"global-app-quota\";q=65000;w=3600"},
+                       {"Beta-RateLimit", "\"global-app-quota\";r=12;t=600"},
+                       {"RateLimit", "\"other\";r=1;t=1"}},
+                      o);
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].source, "atlassian");
+  EXPECT_EQ(r.quota[0].limit, 65000);
+  EXPECT_EQ(r.quota[0].remaining, 12);
+}
+
+// ---- malformed fields never fail the response ---------------------------------------
+
+TEST(Malformed, EachFieldIgnoredAloneTheRestRead) {
+  const auto r = read({{"RateLimit-Limit", "100"},
+                       {"RateLimit-Remaining", "-1"},
+                       {"RateLimit-Reset", "soon"},
+                       {"RateLimit", "!!!"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].limit, 100);
+  EXPECT_FALSE(r.quota[0].remaining);
+  EXPECT_FALSE(r.quota[0].reset);
+  EXPECT_EQ(r.warnings.size(), 3u);
+  EXPECT_TRUE(any_warning_contains(r, "RateLimit-Remaining ignored"));
+  EXPECT_TRUE(any_warning_contains(r, "RateLimit-Reset ignored"));
+}
+
+TEST(Malformed, RepeatedSingletonIsIgnored) {
+  const auto r = read({{"RateLimit-Remaining", "5"}, {"RateLimit-Remaining", "6"}});
+  EXPECT_TRUE(r.quota.empty());
+  EXPECT_TRUE(any_warning_contains(r, "RateLimit-Remaining ignored"));
+}
+
+TEST(Malformed, DecimalOrHugeOrInnerList) {
+  EXPECT_TRUE(read({{"RateLimit-Remaining", "1.5"}}).quota.empty());
+  EXPECT_TRUE(read({{"RateLimit-Remaining", "9999999999999999"}}).quota.empty());  // 16 digits
+  EXPECT_TRUE(read({{"RateLimit-Policy", "(1 2);w=1"}}).quota.empty());
+  EXPECT_TRUE(read({{"RateLimit-Policy", "\"a\";q=1, 5;w=1"}}).quota.empty());  // mixed forms
+  EXPECT_TRUE(read({{"RateLimit", ""}}).quota.empty());
+}
+
+TEST(Malformed, LargestIntegerSaturatesInsteadOfOverflowing) {
+  const auto r = read({{"RateLimit", "\"x\";r=0;t=999999999999999"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].reset, kMaxDuration);
+}
+
+TEST(Malformed, EpochLookingResetWarnsAndStaysSecondsUnlessHeuristic) {
+  const auto plain = read({{"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "1767225660"}});
+  ASSERT_EQ(plain.quota.size(), 1u);
+  EXPECT_EQ(plain.quota[0].reset, std::chrono::seconds{1767225660});
+  EXPECT_EQ(plain.quota[0].confidence, Confidence::kHigh);
+  EXPECT_TRUE(any_warning_contains(plain, "looks like a Unix timestamp"));
+
+  RateLimitOptions o;
+  o.heuristic = true;
+  const auto guessed = read({{"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "1767225660"}}, o);
+  ASSERT_EQ(guessed.quota.size(), 1u);
+  EXPECT_EQ(guessed.quota[0].reset, 60s);
+  EXPECT_EQ(guessed.quota[0].confidence, Confidence::kLow);
+}
+
+TEST(Malformed, NothingPresentNothingRead) {
+  const auto r = read({{"Content-Type", "text/plain"}, {"X-RateLimit-Limit", "5"}});
+  EXPECT_TRUE(r.quota.empty());
+  EXPECT_TRUE(r.warnings.empty());
+}
+
+// ---- Envoy: draft-03 under x- --------------------------------------------------------
+
+TEST(Prefixed, EnvoyGlobalFilterDraft03) {
+  RateLimitOptions o;
+  o.prefix = "x-";
+  o.source = "envoy";
+  const auto r = read({{"x-ratelimit-limit", "10, 10;w=60;name=\"per-minute\", 100;w=3600;name=\"per-hour\""},
+                       {"x-ratelimit-remaining", "0"},
+                       {"x-ratelimit-reset", "42"}},
+                      o);
+  ASSERT_EQ(r.quota.size(), 2u);
+  EXPECT_EQ(r.quota[0].source, "envoy");
+  EXPECT_EQ(r.quota[0].policy, "per-minute");
+  EXPECT_EQ(r.quota[0].window, 60s);
+  EXPECT_EQ(r.quota[0].reset, 42s);
+  EXPECT_TRUE(r.quota[0].exhausted());
+  EXPECT_EQ(r.quota[1].policy, "per-hour");
+}
+
+// ---- the most restrictive of several policies ------------------------------------------
+
+QuotaObservation obs(std::optional<std::int64_t> limit, std::optional<std::int64_t> remaining,
+                     std::optional<Duration> reset, std::optional<Duration> window = std::nullopt,
+                     Confidence c = Confidence::kHigh) {
+  QuotaObservation q;
+  q.limit = limit;
+  q.remaining = remaining;
+  q.reset = reset;
+  q.window = window;
+  q.confidence = c;
+  return q;
+}
+
+TEST(MostRestrictive, ExhaustedWithLongestResetFirst) {
+  std::vector<QuotaObservation> v{obs(100, 50, 30s), obs(10, 0, 5s), obs(1000, 0, 3600s), obs(5, 1, 1s)};
+  EXPECT_EQ(most_restrictive(v), 2u);
+}
+
+TEST(MostRestrictive, LargestPacingIntervalAmongQuotasWithRoom) {
+  // burst: 50 left for 30 s (0.6 s each); daily: 900 left for 3600 s (4 s each).
+  std::vector<QuotaObservation> v{obs(100, 50, 30s), obs(1000, 900, 3600s)};
+  EXPECT_EQ(most_restrictive(v), 1u);
+  // The window stands in for an unknown reset.
+  std::vector<QuotaObservation> w{obs(100, 50, std::nullopt, 10s), obs(1000, 10, std::nullopt, 60s)};
+  EXPECT_EQ(most_restrictive(w), 1u);
+}
+
+TEST(MostRestrictive, FromDraftFields) {
+  const auto r = read({{"RateLimit-Policy", "\"burst\";q=100;w=60,\"daily\";q=1000;w=86400"},
+                       {"RateLimit", "\"burst\";r=80;t=30, \"daily\";r=20;t=7200"}});
+  ASSERT_EQ(r.quota.size(), 2u);
+  EXPECT_EQ(most_restrictive(r.quota), 1u);
+}
+
+TEST(MostRestrictive, WithoutTimeTheSmallestShareLeft) {
+  std::vector<QuotaObservation> v{obs(100, 50, std::nullopt), obs(10, 2, std::nullopt), obs(std::nullopt, 1, std::nullopt)};
+  EXPECT_EQ(most_restrictive(v), 1u);
+}
+
+TEST(MostRestrictive, LowConfidenceOnlyWhenNothingElse) {
+  std::vector<QuotaObservation> v{obs(100, 50, 30s), obs(10, 0, 500s, std::nullopt, Confidence::kLow)};
+  EXPECT_EQ(most_restrictive(v), 0u);
+  std::vector<QuotaObservation> low{obs(10, 0, 500s, std::nullopt, Confidence::kLow)};
+  EXPECT_EQ(most_restrictive(low), 0u);
+  EXPECT_FALSE(most_restrictive({}));
+}
+
+}  // namespace
+}  // namespace abide
