@@ -317,7 +317,7 @@ std::string cat(std::initializer_list<std::string_view> parts) {
 }
 
 // "the server's Retry-After asks for 30 s", ... for the basis of the plan.
-std::string basis_phrase(const Plan& p, const PlanInput& in) {
+std::string basis_phrase(const Plan& p, const PlanInput& in, Jitter jitter) {
   const std::string hint = format_seconds(p.server_hint.value_or(kZero));
   switch (p.basis) {
     case Basis::kRetryAfter:
@@ -335,7 +335,8 @@ std::string basis_phrase(const Plan& p, const PlanInput& in) {
     }
     case Basis::kBackoff:
       return cat({"the local backoff for attempt ", std::to_string(std::max<std::int64_t>(in.attempt, 1)), " is ",
-                  format_seconds(p.nominal_backoff)});
+                  format_seconds(p.nominal_backoff), " nominal with ",
+                  jitter == Jitter::kNone ? "no" : to_string(jitter), " jitter"});
     case Basis::kNone:
       break;
   }
@@ -354,7 +355,8 @@ std::string Planner::describe(const Plan& p, const PlanInput& in) const {
     case Reason::kSucceeded:
       s = cat({"The request succeeded (", status, "); nothing to retry"});
       if (p.server_hint) {
-        s.append(cat({", but the server permits the next request only ", when, " (", basis_phrase(p, in), ")"}));
+        s.append(cat({", but the server permits the next request only in ", format_seconds(*p.server_hint), " (",
+                      basis_phrase(p, in, config_.backoff.jitter()), ")"}));
       }
       break;
     case Reason::kNotAFailure:
@@ -381,7 +383,7 @@ std::string Planner::describe(const Plan& p, const PlanInput& in) const {
       break;
     case Reason::kAttemptsExhausted:
       s = cat({"Attempt ", attempt, " of ", max_attempts, " was the last; a retry would be permitted ", when, " (",
-               basis_phrase(p, in), ")"});
+               basis_phrase(p, in, config_.backoff.jitter()), ")"});
       break;
     case Reason::kBudgetExhausted:
       s = cat({"The client's retry budget is empty (too many recent retries), so this one is not retried; a retry "
@@ -389,23 +391,25 @@ std::string Planner::describe(const Plan& p, const PlanInput& in) const {
                when});
       break;
     case Reason::kHintTooLong:
-      s = cat({"Deferred: ", basis_phrase(p, in), ", longer than the acceptable ", format_seconds(config_.max_wait),
+      s = cat({"Deferred: ", basis_phrase(p, in, config_.backoff.jitter()), ", longer than the acceptable ", format_seconds(config_.max_wait),
                "; come back ", when});
       break;
     case Reason::kDeadline: {
       const std::string left = p.time_left && *p.time_left < kZero
                                    ? std::string("that had already passed")
                                    : cat({"(", format_seconds(p.time_left.value_or(kZero)), " left)"});
-      s = cat({"The earliest permitted retry is ", when, " (", basis_phrase(p, in), "), after the deadline ", left,
+      s = cat({"The earliest permitted retry is ", when, " (", basis_phrase(p, in, config_.backoff.jitter()), "), after the deadline ", left,
                "; it is not cut short"});
       break;
     }
     case Reason::kRetry:
-      s = cat({"Retry ", when, ": ", basis_phrase(p, in)});
+      s = cat({"Retry ", when, ": ", basis_phrase(p, in, config_.backoff.jitter())});
       if (p.basis != Basis::kBackoff && p.backoff > kZero) {
         s.append(cat({" (local backoff ", format_seconds(p.backoff), ")"}));
       }
-      if (p.jitter > kZero) s.append(cat({", plus ", format_seconds(p.jitter), " of jitter"}));
+      if (p.basis != Basis::kBackoff && p.jitter > kZero) {
+        s.append(cat({", plus ", format_seconds(p.jitter), " of jitter"}));
+      }
       break;
   }
   s.push_back('.');

@@ -1,0 +1,210 @@
+// abide explain [options] [FILE]
+//
+// Reads a response head (status line and header lines, as `curl -sI` prints
+// it) and explains what abide would do next: in words by default, as JSON with
+// --json (fields as DESIGN.md's command-line contract lists them, plus
+// "status", "ambiguous" and "retry_after").
+//
+// Exit status: 0 whenever the decision was explained, whatever it is (retry,
+// deferred, not_retryable, ...: the command succeeded in explaining it); 1 when
+// the input cannot be read or is not a response head; 2 for a usage error.
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "abide/clock.h"
+#include "abide/headers.h"
+#include "abide/http_date.h"
+#include "abide/planner.h"
+#include "abide/profiles.h"
+#include "abide/signals.h"
+#include "command.h"
+#include "common.h"
+#include "explain_text.h"
+#include "signals_json.h"
+#include "time_option.h"
+
+namespace abide::cli {
+namespace {
+
+struct Options {
+  std::optional<WallTime> now;
+  std::int64_t attempt = 1;
+  std::int64_t max_attempts = 5;
+  std::optional<double> deadline_s;
+  std::string method = "GET";
+  bool idempotency_key = false;
+  std::string host;
+  std::string profile;
+  std::vector<std::string> profile_files;
+  bool heuristic = false;
+  bool strict = false;
+  double backoff_base_s = 1.0;
+  double backoff_cap_s = 60.0;
+  std::string jitter = "full";
+  std::optional<std::uint64_t> seed;
+  std::optional<double> max_wait_s;
+  bool json = false;
+  std::string file;
+};
+
+// Seconds from the command line to a Duration, saturating (finite values only:
+// the options' validators reject the rest).
+Duration seconds_duration(double s) {
+  constexpr double kMaxSeconds = 9.2e9;  // below Duration::max() (about 9.22e9 s)
+  if (s >= kMaxSeconds) return kMaxDuration;
+  if (s <= -kMaxSeconds) return Duration::min();
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
+}
+
+// "https://api.github.com/x" -> "api.github.com"; a bare host is kept.
+std::string host_of(std::string h) {
+  const auto scheme = h.find("://");
+  if (scheme != std::string::npos) h = h.substr(scheme + 3);
+  const auto slash = h.find_first_of("/?#");
+  if (slash != std::string::npos) h = h.substr(0, slash);
+  const auto at = h.rfind('@');
+  if (at != std::string::npos) h = h.substr(at + 1);
+  return h;
+}
+
+nlohmann::ordered_json duration_or_null(const std::optional<Duration>& d) {
+  return d ? seconds_json(*d) : nlohmann::ordered_json(nullptr);
+}
+
+nlohmann::ordered_json plan_json(const ExplainContext& c) {
+  const Plan& p = c.plan;
+  nlohmann::ordered_json j;
+  j["decision"] = to_string(p.decision);
+  j["delay_s"] = seconds_json(p.wait);
+  j["not_before"] = p.not_before_wall ? nlohmann::ordered_json(format_rfc3339(*p.not_before_wall))
+                                      : nlohmann::ordered_json(nullptr);
+  j["basis"] = p.basis == Basis::kNone ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(to_string(p.basis));
+  j["server_hint_s"] = duration_or_null(p.server_hint);
+  j["backoff_s"] = seconds_json(p.backoff);
+  j["jitter_s"] = seconds_json(p.jitter);
+  j["clock_skew_s"] = duration_or_null(p.clock_skew);
+  j["quota"] = quota_list_json(c.signals.quota);
+  // Through signals_json for the same UTF-8 safety as `parse ratelimit`.
+  const std::vector<std::string> warnings = explain_warnings(c);
+  j["warnings"] = signals_json(Signals{}, warnings)["warnings"];
+  j["reason"] = c.planner.describe(p, c.input);
+  j["status"] = p.status;
+  j["ambiguous"] = p.ambiguous;
+  j["retry_after"] = retry_hint_json(c.signals.retry_after);
+  return j;
+}
+
+int run(const Options& o) {
+  ProfileRegistry registry = ProfileRegistry::with_builtins();
+  for (const auto& f : o.profile_files) {
+    auto loaded = registry.load_file(f);
+    if (!loaded) return reject("profile rejected: " + loaded.error().what());
+  }
+  if (!o.profile.empty() && o.profile != "none" && registry.find(o.profile) == nullptr) {
+    std::string names;
+    for (const Profile* p : registry.all()) {
+      if (!names.empty()) names += ", ";
+      names += p->name;
+    }
+    std::cerr << "abide: no profile named \"" << o.profile << "\" (known: " << names << ", or none)\n";
+    return kExitUsage;
+  }
+
+  const auto text = read_input(o.file);
+  if (!text) return kExitRejected;
+  const auto head = parse_response_head(*text);
+  if (!head) {
+    const std::string where = o.file.empty() || o.file == "-" ? "<stdin>" : o.file;
+    return reject(where + ":" + std::to_string(head.error().line) + ": " + head.error().message);
+  }
+
+  const std::string host = host_of(o.host);
+  ObserveOptions options;
+  options.host = host;
+  options.profile = o.profile;
+  options.registry = &registry;
+  options.heuristic = o.heuristic;
+  options.robust = !o.strict;
+  const WallTime now = time_or_now(o.now);
+  const MonoTime mono = system_monotonic_clock().now();
+  const Signals s = observe(head->status, head->headers, now, mono, options);
+
+  PlannerConfig config;
+  config.backoff = BackoffPolicy(seconds_duration(o.backoff_base_s), seconds_duration(o.backoff_cap_s),
+                                 parse_jitter(o.jitter).value_or(Jitter::kFull));
+  if (o.max_wait_s) config.max_wait = seconds_duration(*o.max_wait_s);
+  const Planner planner(std::move(config));
+
+  PlanInput input(s);
+  input.method = o.method;
+  input.idempotency_key = o.idempotency_key;
+  input.attempt = o.attempt;
+  input.max_attempts = o.max_attempts;
+  if (o.deadline_s) input.deadline = saturating_add(mono, seconds_duration(*o.deadline_s));
+
+  SeededRandom rng(o.seed ? *o.seed : std::random_device{}());
+  const Plan plan = planner.decide(input, rng);
+
+  const ExplainContext c{s, plan, input, planner, head->warnings, host, o.profile};
+  if (o.json) {
+    std::cout << plan_json(c).dump(2) << "\n";
+  } else {
+    std::cout << explain_text(c);
+  }
+  return kExitOk;
+}
+
+const Registration explain_cmd{
+    {"explain"},
+    "Read a response head and explain what to do next: retry when, or why not",
+    [](CLI::App& app) -> Run {
+      auto o = std::make_shared<Options>();
+      auto finite = CLI::Validator(
+          [](std::string& v) -> std::string {
+            try {
+              std::size_t used = 0;
+              const double d = std::stod(v, &used);
+              if (used != v.size() || !std::isfinite(d)) return "not a finite number of seconds: " + v;
+            } catch (const std::exception&) {
+              return "not a number of seconds: " + v;
+            }
+            return {};
+          },
+          "SECONDS");
+      add_time_option(app, "--now", o->now, "Receive time of the response, RFC 3339 UTC (default: now)");
+      app.add_option("--attempt", o->attempt, "Attempts made, this one included (default 1)")
+          ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
+      app.add_option("--max-attempts", o->max_attempts, "Attempts allowed in all (default 5)")
+          ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
+      app.add_option("--deadline", o->deadline_s, "Time left for the task, in seconds from receipt (default: none)")
+          ->check(finite);
+      app.add_option("--method", o->method, "Request method (default GET); POST and PATCH need an idempotency key");
+      app.add_flag("--idempotency-key", o->idempotency_key, "The request carried an Idempotency-Key");
+      app.add_option("--host", o->host,
+                     "Host the response came from (or a URL); selects its vendor profile (exact or domain suffix)");
+      app.add_option("--profile", o->profile, "Vendor profile by name (github, gitlab, ...), or none");
+      app.add_option("--profile-file", o->profile_files, "Load a profile from this JSON file first (repeatable)");
+      app.add_flag("--heuristic", o->heuristic,
+                   "Interpret vendor-style headers from a host without a profile (low confidence; reported, not used)");
+      app.add_flag("--strict", o->strict, "Strict Retry-After: reject fractional delays and date deviations");
+      app.add_option("--backoff-base", o->backoff_base_s, "First local backoff, seconds (default 1)")
+          ->check(finite & CLI::NonNegativeNumber);
+      app.add_option("--backoff-cap", o->backoff_cap_s, "Largest local backoff, seconds (default 60)")
+          ->check(finite & CLI::NonNegativeNumber);
+      app.add_option("--jitter", o->jitter, "Jitter: none, full, equal or decorrelated (default full)")
+          ->check(CLI::IsMember({"none", "full", "equal", "decorrelated"}));
+      app.add_option("--seed", o->seed, "Seed for the jitter (default: random)");
+      app.add_option("--max-wait", o->max_wait_s, "Longest acceptable server hint, seconds (default: no limit)")
+          ->check(finite & CLI::NonNegativeNumber);
+      app.add_flag("--json", o->json, "Print JSON instead of words");
+      app.add_option("file", o->file, "File holding the response head (default: standard input)");
+      return [o] { return run(*o); };
+    }};
+
+}  // namespace
+}  // namespace abide::cli
