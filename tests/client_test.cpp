@@ -1,0 +1,536 @@
+// abide::Client against real HTTP servers on 127.0.0.1 (cpp-httplib, and raw
+// sockets for servers that misbehave).
+#include <abide/client.h>
+#include <abide/clock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace abide {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Nothing may leave the machine: no proxy from the environment.
+const bool kNoProxy = [] {
+  for (const char* v : {"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"})
+    unsetenv(v);
+  return true;
+}();
+
+// A cpp-httplib server on 127.0.0.1 with a request log.
+class TestServer {
+ public:
+  struct Seen {
+    std::string method;
+    std::string path;
+    std::string idempotency_key;
+    std::string authorization;
+    int remote_port = 0;
+    std::chrono::steady_clock::time_point at;
+  };
+
+  TestServer() {
+    svr_.set_keep_alive_timeout(1);
+    svr_.set_keep_alive_max_count(1000);
+    port_ = svr_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { svr_.listen_after_bind(); });
+    for (int i = 0; i < 2000 && !svr_.is_running(); ++i) std::this_thread::sleep_for(1ms);
+  }
+  ~TestServer() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    svr_.stop();
+    thread_.join();
+  }
+
+  httplib::Server& svr() { return svr_; }
+  std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+
+  // Logs a request; returns how many came before it on this path.
+  std::size_t log(const httplib::Request& req) {
+    std::lock_guard lock(mu_);
+    std::size_t n = 0;
+    for (const auto& s : seen_)
+      if (s.path == req.path) ++n;
+    seen_.push_back({req.method, req.path, req.get_header_value("Idempotency-Key"),
+                     req.get_header_value("Authorization"), req.remote_port, std::chrono::steady_clock::now()});
+    return n;
+  }
+  std::vector<Seen> seen() {
+    std::lock_guard lock(mu_);
+    return seen_;
+  }
+  // Blocks a handler until the server stops or `d` passes.
+  void hold(std::chrono::milliseconds d) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, d, [this] { return stopping_; });
+  }
+
+ private:
+  httplib::Server svr_;
+  int port_ = -1;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::vector<Seen> seen_;
+};
+
+// A quick planner for tests: small backoff, no jitter.
+ClientConfig fast_config() {
+  ClientConfig c;
+  c.planner.backoff = BackoffPolicy(20ms, 100ms, Jitter::kNone);
+  c.max_attempts = 3;
+  c.connect_timeout = 2s;
+  c.pacer_config.rules.probe_timeout = 2s;
+  return c;
+}
+
+TEST(Client, GetDoneWithHeadersBodyAndOneAttempt) {
+  TestServer server;
+  server.svr().Get("/hello", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    res.set_header("X-Test", "yes");
+    res.set_content("hello " + req.get_header_value("X-Name"), "text/plain");
+  });
+  Client client(fast_config());
+  Request r;
+  r.url = server.url("/hello");
+  r.headers.add("X-Name", "abide");
+  r.headers.add("Authorization", "Bearer secret");
+  const RequestOutcome out = client.fetch(r);
+  ASSERT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
+  ASSERT_TRUE(out.response);
+  EXPECT_EQ(out.response->status, 200);
+  EXPECT_EQ(out.response->body, "hello abide");
+  EXPECT_EQ(out.response->headers.first("x-test").value_or(""), "yes");
+  ASSERT_EQ(out.attempts.size(), 1u);
+  EXPECT_EQ(out.attempts[0].status, 200);
+  EXPECT_TRUE(out.attempts[0].sent);
+  EXPECT_EQ(out.attempts[0].plan.decision, Decision::kDone);
+  EXPECT_FALSE(out.ambiguous);
+  const auto seen = server.seen();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].authorization, "Bearer secret");
+  EXPECT_EQ(seen[0].idempotency_key, "");
+}
+
+TEST(Client, RetryAfterIsWaitedForBeforeTheRetry) {
+  TestServer server;
+  server.svr().Get("/limited", [&](const httplib::Request& req, httplib::Response& res) {
+    if (server.log(req) == 0) {
+      res.status = 429;
+      res.set_header("Retry-After", "1");
+      return;
+    }
+    res.set_content("ok", "text/plain");
+  });
+  Client client(fast_config());
+  Request r;
+  r.url = server.url("/limited");
+  const RequestOutcome out = client.fetch(r);
+  ASSERT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
+  ASSERT_EQ(out.attempts.size(), 2u);
+  EXPECT_EQ(out.attempts[0].status, 429);
+  EXPECT_EQ(out.attempts[0].plan.decision, Decision::kRetry);
+  EXPECT_EQ(out.attempts[0].plan.basis, Basis::kRetryAfter);
+  EXPECT_GE(out.attempts[0].plan.wait, 1s);
+  const auto seen = server.seen();
+  ASSERT_EQ(seen.size(), 2u);
+  // The server's lower bound held: never earlier than 1 s after it answered.
+  EXPECT_GE(seen[1].at - seen[0].at, 1s);
+  EXPECT_GE(out.waited, 1s - 5ms);
+}
+
+TEST(Client, PostWithoutIdempotencyKeyIsNotRetried) {
+  TestServer server;
+  server.svr().Post("/orders", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    res.status = 503;
+    res.set_header("Retry-After", "0");
+  });
+  Client client(fast_config());
+  Request r;
+  r.method = "POST";
+  r.url = server.url("/orders");
+  r.body = "{}";
+  const RequestOutcome out = client.fetch(r);
+  EXPECT_EQ(out.kind, OutcomeKind::kNotRetryable);
+  ASSERT_EQ(out.attempts.size(), 1u);
+  EXPECT_EQ(out.attempts[0].plan.reason, Reason::kNotIdempotent);
+  EXPECT_FALSE(out.ambiguous);  // the server answered: it was not applied ambiguously
+  EXPECT_EQ(server.seen().size(), 1u);
+}
+
+TEST(Client, PostWithIdempotencyKeyIsRetriedWithTheSameKey) {
+  TestServer server;
+  server.svr().Post("/orders", [&](const httplib::Request& req, httplib::Response& res) {
+    if (server.log(req) == 0) {
+      res.status = 503;
+      return;
+    }
+    res.status = 201;
+  });
+  Client client(fast_config());
+  Request r;
+  r.method = "POST";
+  r.url = server.url("/orders");
+  r.body = "{\"item\":1}";
+  r.idempotency_key = "order-42";
+  const RequestOutcome out = client.fetch(r);
+  ASSERT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
+  EXPECT_EQ(out.response->status, 201);
+  const auto seen = server.seen();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].idempotency_key, "order-42");
+  EXPECT_EQ(seen[1].idempotency_key, "order-42");
+}
+
+// The first answer promises 1000 bytes and the connection closes after 10.
+void serve_cut_body(TestServer& server, httplib::Response& res, bool cut) {
+  if (!cut) {
+    res.set_content(std::string(1000, 'x'), "text/plain");
+    return;
+  }
+  res.set_content_provider(1000, "text/plain", [](std::size_t, std::size_t, httplib::DataSink& sink) {
+    sink.write("0123456789", 10);
+    return false;  // closes the connection mid-body
+  });
+  static_cast<void>(server);
+}
+
+TEST(Client, GetCutMidBodyIsRetried) {
+  TestServer server;
+  server.svr().Get("/cut", [&](const httplib::Request& req, httplib::Response& res) {
+    serve_cut_body(server, res, server.log(req) == 0);
+  });
+  Client client(fast_config());
+  Request r;
+  r.url = server.url("/cut");
+  const RequestOutcome out = client.fetch(r);
+  ASSERT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
+  ASSERT_EQ(out.attempts.size(), 2u);
+  EXPECT_EQ(out.attempts[0].status, 200);  // the head arrived ...
+  EXPECT_FALSE(out.attempts[0].error.empty());  // ... the body did not
+  EXPECT_TRUE(out.attempts[0].sent);
+  EXPECT_EQ(out.attempts[0].plan.decision, Decision::kRetry);
+  EXPECT_EQ(out.response->body.size(), 1000u);
+  EXPECT_EQ(server.seen().size(), 2u);
+}
+
+TEST(Client, PostCutMidBodyIsAmbiguousAndNotRepeated) {
+  TestServer server;
+  server.svr().Post("/cut", [&](const httplib::Request& req, httplib::Response& res) {
+    serve_cut_body(server, res, server.log(req) == 0);
+  });
+  Client client(fast_config());
+  Request r;
+  r.method = "POST";
+  r.url = server.url("/cut");
+  r.body = "pay";
+  const RequestOutcome out = client.fetch(r);
+  EXPECT_EQ(out.kind, OutcomeKind::kNotRetryable);
+  EXPECT_TRUE(out.ambiguous);
+  ASSERT_EQ(out.attempts.size(), 1u);
+  EXPECT_EQ(out.attempts[0].plan.reason, Reason::kAmbiguous);
+  EXPECT_TRUE(out.attempts[0].sent);
+  EXPECT_EQ(server.seen().size(), 1u);
+}
+
+// A socket that listens and never accepts: the kernel completes the handshake,
+// the request goes out, no answer ever comes.
+class SilentServer {
+ public:
+  SilentServer() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(fd_, 16);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+  }
+  ~SilentServer() { ::close(fd_); }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/"; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST(Client, ServerThatNeverAnswersEndsAtTheDeadline) {
+  SilentServer silent;
+  Client client(fast_config());
+  Request r;
+  r.url = silent.url();
+  r.deadline = system_monotonic_clock().now() + 300ms;
+  const RequestOutcome out = client.fetch(r);
+  EXPECT_EQ(out.kind, OutcomeKind::kDeadlineExceeded);
+  EXPECT_NE(out.reason.find("deadline"), std::string::npos) << out.reason;
+  ASSERT_EQ(out.attempts.size(), 1u);
+  EXPECT_TRUE(out.attempts[0].sent);
+  EXPECT_FALSE(out.ambiguous);  // a GET
+}
+
+TEST(Client, RefusedConnectionIsNotSentSoEvenPostIsRepeated) {
+  int port = 0;
+  {
+    TestServer gone;  // a port that was just free, now closed
+    port = std::stoi(gone.url("").substr(std::string("http://127.0.0.1:").size()));
+  }
+  Client client(fast_config());
+  Request r;
+  r.method = "POST";
+  r.url = "http://127.0.0.1:" + std::to_string(port) + "/x";
+  const RequestOutcome out = client.fetch(r);
+  EXPECT_EQ(out.kind, OutcomeKind::kExhausted) << out.reason;
+  EXPECT_EQ(out.attempts.size(), 3u);
+  EXPECT_FALSE(out.attempts[0].sent);
+  EXPECT_FALSE(out.ambiguous);
+}
+
+TEST(Client, StopCancelsARetryWaitPromptly) {
+  TestServer server;
+  server.svr().Get("/slow", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    res.status = 503;
+    res.set_header("Retry-After", "30");
+  });
+  Client client(fast_config());
+  Request r;
+  r.url = server.url("/slow");
+  std::stop_source stop;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto fut = std::async(std::launch::async, [&] { return client.fetch(r, stop.get_token()); });
+  while (server.seen().empty()) std::this_thread::sleep_for(5ms);
+  std::this_thread::sleep_for(50ms);
+  stop.request_stop();
+  const RequestOutcome out = fut.get();
+  EXPECT_EQ(out.kind, OutcomeKind::kCancelled);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  ASSERT_TRUE(out.not_before_wall);  // the server's time is kept for a resume
+  EXPECT_EQ(server.seen().size(), 1u);
+}
+
+TEST(Client, StopAbortsATransferInFlight) {
+  TestServer server;
+  server.svr().Post("/hang", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    server.hold(20s);
+    res.set_content("late", "text/plain");
+  });
+  Client client(fast_config());
+  Request r;
+  r.method = "POST";
+  r.url = server.url("/hang");
+  r.body = "x";
+  std::stop_source stop;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto fut = std::async(std::launch::async, [&] { return client.fetch(r, stop.get_token()); });
+  while (server.seen().empty()) std::this_thread::sleep_for(5ms);
+  stop.request_stop();
+  const RequestOutcome out = fut.get();
+  EXPECT_EQ(out.kind, OutcomeKind::kCancelled);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  ASSERT_EQ(out.attempts.size(), 1u);
+  EXPECT_TRUE(out.attempts[0].sent);
+  EXPECT_TRUE(out.ambiguous);  // a POST that went out may have been applied
+}
+
+TEST(Client, InvalidRequestsEndWithoutSending) {
+  Client client(fast_config());
+  Request bad_url;
+  bad_url.url = "ftp://127.0.0.1/file";
+  RequestOutcome out = client.fetch(bad_url);
+  EXPECT_EQ(out.kind, OutcomeKind::kNotRetryable);
+  EXPECT_TRUE(out.attempts.empty());
+  EXPECT_NE(out.reason.find("scheme"), std::string::npos) << out.reason;
+
+  TestServer server;
+  server.svr().Get("/x", [&](const httplib::Request& req, httplib::Response&) { server.log(req); });
+  Request injected;
+  injected.url = server.url("/x");
+  injected.headers = HeaderList(std::vector<Header>{{"X-A", "1\r\nX-Evil: 2"}});
+  out = client.fetch(injected);
+  EXPECT_EQ(out.kind, OutcomeKind::kNotRetryable);
+  EXPECT_TRUE(server.seen().empty());
+
+  Request method;
+  method.method = "GE T";
+  method.url = server.url("/x");
+  EXPECT_EQ(client.fetch(method).kind, OutcomeKind::kNotRetryable);
+  EXPECT_TRUE(server.seen().empty());
+}
+
+TEST(Client, BodyOverTheLimitIsNotRetryable) {
+  TestServer server;
+  server.svr().Get("/big", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    res.set_content(std::string(5000, 'b'), "text/plain");
+  });
+  ClientConfig c = fast_config();
+  c.max_body_bytes = 100;
+  Client client(c);
+  Request r;
+  r.url = server.url("/big");
+  const RequestOutcome out = client.fetch(r);
+  EXPECT_EQ(out.kind, OutcomeKind::kNotRetryable);
+  EXPECT_NE(out.reason.find("larger than"), std::string::npos) << out.reason;
+  EXPECT_EQ(server.seen().size(), 1u);
+}
+
+TEST(Client, NotBeforeAfterTheDeadlineSendsNothing) {
+  TestServer server;
+  server.svr().Get("/x", [&](const httplib::Request& req, httplib::Response&) { server.log(req); });
+  Client client(fast_config());
+  Request r;
+  r.url = server.url("/x");
+  r.not_before = system_wall_clock().now() + 60s;
+  r.deadline = system_monotonic_clock().now() + 1s;
+  const RequestOutcome out = client.fetch(r);
+  EXPECT_EQ(out.kind, OutcomeKind::kDeadlineExceeded);
+  EXPECT_TRUE(out.not_before_wall);
+  EXPECT_TRUE(server.seen().empty());
+}
+
+TEST(Client, EventsTellTheStoryInOrder) {
+  TestServer server;
+  server.svr().Get("/e", [&](const httplib::Request& req, httplib::Response& res) {
+    if (server.log(req) == 0) {
+      res.status = 503;
+      return;
+    }
+    res.set_content("ok", "text/plain");
+  });
+  std::mutex mu;
+  std::vector<ClientEvent::Kind> kinds;
+  ClientConfig c = fast_config();
+  c.on_event = [&](const ClientEvent& e) {
+    std::lock_guard lock(mu);
+    kinds.push_back(e.kind);
+  };
+  Client client(c);
+  Request r;
+  r.url = server.url("/e");
+  ASSERT_EQ(client.fetch(r).kind, OutcomeKind::kDone);
+  using K = ClientEvent::Kind;
+  const std::vector<K> want{K::kWaitStarted, K::kWaitEnded, K::kAttemptStarted, K::kResponseObserved, K::kDecision,
+                            K::kWaitStarted, K::kWaitEnded,  // the retry wait
+                            K::kWaitStarted, K::kWaitEnded,  // the pacer
+                            K::kAttemptStarted, K::kResponseObserved, K::kDecision, K::kFinished};
+  EXPECT_EQ(kinds, want);
+}
+
+TEST(Client, BatchSharesConnectionsAndEndsEveryRequest) {
+  TestServer server;
+  std::atomic<int> n{0};
+  server.svr().Get(R"(/item/(\d+))", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    if (n.fetch_add(1) % 5 == 4) {  // every fifth answer: come back shortly
+      res.status = 503;
+      return;
+    }
+    res.set_content(req.matches[1].str(), "text/plain");
+  });
+  Client client(fast_config());
+  std::vector<Request> batch(24);
+  for (std::size_t i = 0; i < batch.size(); ++i) batch[i].url = server.url("/item/" + std::to_string(i));
+  std::atomic<std::size_t> callbacks{0};
+  BatchOptions opts;
+  opts.jobs = 3;
+  opts.on_done = [&](std::size_t, const RequestOutcome&) { callbacks.fetch_add(1); };
+  const auto outcomes = client.fetch_all(batch, opts);
+  ASSERT_EQ(outcomes.size(), batch.size());
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    ASSERT_EQ(outcomes[i].kind, OutcomeKind::kDone) << i << ": " << outcomes[i].reason;
+    EXPECT_EQ(outcomes[i].response->body, std::to_string(i));
+  }
+  EXPECT_EQ(callbacks.load(), batch.size());
+  std::set<int> ports;
+  for (const auto& s : server.seen()) ports.insert(s.remote_port);
+  EXPECT_LE(ports.size(), 3u);  // one connection per worker, reused
+}
+
+TEST(Client, StoppedBatchEndsEveryRequestAsCancelled) {
+  TestServer server;
+  server.svr().Get(R"(/w/(\d+))", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    res.status = 429;
+    res.set_header("Retry-After", "30");
+  });
+  Client client(fast_config());
+  std::vector<Request> batch(10);
+  for (std::size_t i = 0; i < batch.size(); ++i) batch[i].url = server.url("/w/" + std::to_string(i));
+  std::stop_source stop;
+  auto fut = std::async(std::launch::async, [&] {
+    BatchOptions o;
+    o.jobs = 4;
+    return client.fetch_all(batch, o, stop.get_token());
+  });
+  while (server.seen().empty()) std::this_thread::sleep_for(5ms);
+  std::this_thread::sleep_for(100ms);
+  stop.request_stop();
+  const auto outcomes = fut.get();
+  ASSERT_EQ(outcomes.size(), batch.size());
+  for (const auto& o : outcomes) EXPECT_EQ(o.kind, OutcomeKind::kCancelled) << o.reason;
+  EXPECT_LE(server.seen().size(), 4u);  // one cooldown held the others back
+}
+
+TEST(Client, ManualClockDrivesTheWaits) {
+  TestServer server;
+  server.svr().Get("/m", [&](const httplib::Request& req, httplib::Response& res) {
+    if (server.log(req) == 0) {
+      res.status = 429;
+      res.set_header("Retry-After", "3600");
+      return;
+    }
+    res.set_content("ok", "text/plain");
+  });
+  ManualClock clock;
+  ClientConfig c = fast_config();
+  c.mono = &clock.monotonic();
+  c.wall = &clock.wall();
+  Client client(c);
+  Request r;
+  r.url = server.url("/m");
+  auto fut = std::async(std::launch::async, [&] { return client.fetch(r); });
+  // An hour passes in a few steps of the manual clock, none on the real one.
+  for (int i = 0; i < 20000 && fut.wait_for(1ms) != std::future_status::ready; ++i) {
+    if (clock.sleepers() > 0) clock.advance(10min);
+  }
+  ASSERT_EQ(fut.wait_for(5s), std::future_status::ready);
+  const RequestOutcome out = fut.get();
+  ASSERT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
+  EXPECT_EQ(out.attempts.size(), 2u);
+  EXPECT_GE(out.waited, 3600s);
+}
+
+TEST(Client, OriginOf) {
+  EXPECT_EQ(Client::origin_of("https://API.Example.com/v1?x=1").value_or(""), "https://api.example.com");
+  EXPECT_EQ(Client::origin_of("http://127.0.0.1:8080/").value_or(""), "http://127.0.0.1:8080");
+  EXPECT_EQ(Client::origin_of("https://h:443/").value_or(""), "https://h");
+  EXPECT_FALSE(Client::origin_of("file:///etc/passwd"));
+  EXPECT_FALSE(Client::origin_of("not a url"));
+}
+
+}  // namespace
+}  // namespace abide
