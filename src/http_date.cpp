@@ -59,9 +59,13 @@ static_assert(days_from_civil(2000, 3, 1) == 11017);
 static_assert(weekday_from_days(days_from_civil(1994, 11, 6)) == 0);
 static_assert(civil_from_days(11017).year == 2000 && civil_from_days(11017).month == 3);
 
-constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) noexcept {
-  const std::int64_t q = a / b;
-  return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+// a / B rounded toward negative infinity. B is a template argument so that the
+// division is always by a constant (a multiply), never a hardware divide.
+template <std::int64_t B>
+constexpr std::int64_t floor_div(std::int64_t a) noexcept {
+  static_assert(B > 0);
+  const std::int64_t q = a / B;
+  return (a % B != 0 && a < 0) ? q - 1 : q;
 }
 
 // Whole seconds plus 0..999999999 ns -> WallTime, saturating at its range.
@@ -312,6 +316,8 @@ class DateParser {
   bool rfc850_rest() noexcept;  // after the day: "-" month "-" year SP time SP GMT
   bool asctime_rest() noexcept; // after the month: date3 SP time SP year
   bool resolve(WallTime now) noexcept;
+  bool canonical_layout() noexcept;  // the fast path, see below
+  Result<HttpDate, DateError> finish(WallTime now) noexcept;
 
   std::string_view s_;
   bool robust_;
@@ -359,10 +365,10 @@ bool DateParser::resolve(WallTime now) noexcept {
     // RFC 9110: a date more than 50 years in the future means the most recent
     // past year with the same last two digits.
     const std::int64_t now_secs = std::chrono::floor<std::chrono::seconds>(now.time_since_epoch()).count();
-    const std::int64_t now_days = floor_div(now_secs, 86400);
+    const std::int64_t now_days = floor_div<86400>(now_secs);
     const Civil nc = civil_from_days(now_days);
     const std::int64_t now_sod = now_secs - now_days * 86400;
-    year += floor_div(nc.year, 100) * 100;
+    year += floor_div<100>(nc.year) * 100;
     if (year > nc.year + 50) year -= 100;
     if (year <= nc.year - 50) year += 100;
     if (year == nc.year + 50) {
@@ -386,8 +392,126 @@ bool DateParser::resolve(WallTime now) noexcept {
   return true;
 }
 
+// Two digits at fixed positions.
+inline bool two_digits_at(const char* p, unsigned& v) noexcept {
+  const unsigned a = digit(p[0]);
+  const unsigned b = digit(p[1]);
+  v = a * 10 + b;
+  return a <= 9 && b <= 9;
+}
+
+// hh:mm:ss at p.
+inline bool time_at(const char* p, unsigned& h, unsigned& m, unsigned& s) noexcept {
+  return two_digits_at(p, h) && p[2] == ':' && two_digits_at(p + 3, m) && p[5] == ':' && two_digits_at(p + 6, s);
+}
+
+// The exact-case three-letter day name at p: 0..6, or -1.
+inline int exact_day(const char* p) noexcept {
+  const std::uint32_t raw = pack3(p[0], p[1], p[2]);
+  const int d = day_index(raw | kFold);
+  return d >= 0 && raw == canonical(kDayShort[static_cast<std::size_t>(d)]) ? d : -1;
+}
+
+// The exact-case month name at p: 1..12, or 0.
+inline unsigned exact_month(const char* p) noexcept {
+  const std::uint32_t raw = pack3(p[0], p[1], p[2]);
+  const unsigned m = month_index(raw | kFold);
+  return m != 0 && raw == canonical(kMonth[m - 1]) ? m : 0;
+}
+
+// The fast path: a value laid out exactly as the grammar's canonical form
+// (what nearly every server sends) is read at fixed offsets. On any mismatch
+// it changes nothing and the general parser below takes over, and reports the
+// error precisely.
+bool DateParser::canonical_layout() noexcept {
+  const char* p = s_.data();
+  const std::size_t n = s_.size();
+  unsigned d = 0, m = 0, y = 0, yy = 0, h = 0, mi = 0, sec = 0;
+  if (n == 29) {
+    // Sun, 06 Nov 1994 08:49:37 GMT
+    const int wd = exact_day(p);
+    if (wd < 0 || p[3] != ',' || p[4] != ' ' || !two_digits_at(p + 5, d) || p[7] != ' ' || p[11] != ' ' ||
+        !two_digits_at(p + 12, y) || !two_digits_at(p + 14, yy) || p[16] != ' ' || !time_at(p + 17, h, mi, sec) ||
+        p[25] != ' ' || p[26] != 'G' || p[27] != 'M' || p[28] != 'T') {
+      return false;
+    }
+    if ((m = exact_month(p + 8)) == 0) return false;
+    wday_ = wd;
+    form_ = HttpDateForm::kImfFixdate;
+    day_at_ = 5;
+    hour_at_ = 17;
+    year_ = y * 100 + yy;
+    year_digits_ = 4;
+  } else if (n == 24) {
+    // Sun Nov  6 08:49:37 1994
+    const int wd = exact_day(p);
+    if (wd < 0 || p[3] != ' ' || p[7] != ' ' || p[10] != ' ' || !time_at(p + 11, h, mi, sec) || p[19] != ' ' ||
+        !two_digits_at(p + 20, y) || !two_digits_at(p + 22, yy)) {
+      return false;
+    }
+    if (p[8] == ' ') {
+      d = digit(p[9]);
+      if (d > 9) return false;
+    } else if (!two_digits_at(p + 8, d)) {
+      return false;
+    }
+    if ((m = exact_month(p + 4)) == 0) return false;
+    wday_ = wd;
+    form_ = HttpDateForm::kAsctime;
+    day_at_ = p[8] == ' ' ? 9 : 8;
+    hour_at_ = 11;
+    year_ = y * 100 + yy;
+    year_digits_ = 4;
+  } else if (n >= 30 && n <= 33) {
+    // Sunday, 06-Nov-94 08:49:37 GMT
+    const int wd = exact_day(p);
+    if (wd < 0) return false;
+    const std::string_view tail = kDayLongTail[static_cast<std::size_t>(wd)];
+    const std::size_t k = 3 + tail.size();
+    if (n != k + 24) return false;
+    for (std::size_t j = 0; j < tail.size(); ++j) {
+      if (p[3 + j] != tail[j]) return false;
+    }
+    const char* q = p + k;
+    if (q[0] != ',' || q[1] != ' ' || !two_digits_at(q + 2, d) || q[4] != '-' || q[8] != '-' ||
+        !two_digits_at(q + 9, y) || q[11] != ' ' || !time_at(q + 12, h, mi, sec) || q[20] != ' ' ||
+        q[21] != 'G' || q[22] != 'M' || q[23] != 'T') {
+      return false;
+    }
+    if ((m = exact_month(q + 5)) == 0) return false;
+    wday_ = wd;
+    form_ = HttpDateForm::kRfc850;
+    day_at_ = k + 2;
+    hour_at_ = k + 12;
+    year_ = y;
+    year_digits_ = 2;
+  } else {
+    return false;
+  }
+  day_ = d;
+  month_ = m;
+  hour_ = h;
+  minute_ = mi;
+  second_ = sec;
+  minute_at_ = hour_at_ + 3;
+  second_at_ = hour_at_ + 6;
+  i_ = n;
+  return true;
+}
+
+Result<HttpDate, DateError> DateParser::finish(WallTime now) noexcept {
+  if (!resolve(now)) return fail(err_);
+  HttpDate out;
+  out.seconds = std::chrono::sys_seconds{std::chrono::seconds{seconds_}};
+  out.time = to_wall(seconds_);
+  out.form = form_;
+  out.deviations = dev_;
+  return out;
+}
+
 Result<HttpDate, DateError> DateParser::run(WallTime now) noexcept {
   if (s_.empty()) return fail(DateError{DateErrorCode::kEmpty, 0, '\0'});
+  if (canonical_layout()) return finish(now);
   bool ok = false;
   std::uint32_t folded = 0, raw = 0;
   if (name3(folded, raw) && day_index(folded) >= 0) {
@@ -457,13 +581,7 @@ Result<HttpDate, DateError> DateParser::run(WallTime now) noexcept {
   }
   if (!ok) return fail(err_);
   if (!at_end()) return fail(DateError{DateErrorCode::kTrailingGarbage, static_cast<std::uint32_t>(i_), '\0'});
-  if (!resolve(now)) return fail(err_);
-  HttpDate out;
-  out.seconds = std::chrono::sys_seconds{std::chrono::seconds{seconds_}};
-  out.time = to_wall(seconds_);
-  out.form = form_;
-  out.deviations = dev_;
-  return out;
+  return finish(now);
 }
 
 // ---- formatting -----------------------------------------------------------
@@ -482,7 +600,7 @@ void write_imf(std::int64_t secs, char* out) noexcept {
   constexpr std::int64_t kFirst = days_from_civil(0, 1, 1) * 86400;
   constexpr std::int64_t kLast = days_from_civil(10000, 1, 1) * 86400 - 1;
   secs = secs < kFirst ? kFirst : secs > kLast ? kLast : secs;
-  const std::int64_t days = floor_div(secs, 86400);
+  const std::int64_t days = floor_div<86400>(secs);
   const auto sod = static_cast<unsigned>(secs - days * 86400);
   const Civil c = civil_from_days(days);
   std::memcpy(out, kDayShort[weekday_from_days(days)], 3);
@@ -723,7 +841,7 @@ std::string format_rfc3339(WallTime t) {
     nanos += 1'000'000'000;
     secs -= 1;
   }
-  const std::int64_t days = floor_div(secs, 86400);
+  const std::int64_t days = floor_div<86400>(secs);
   const auto sod = static_cast<unsigned>(secs - days * 86400);
   const Civil c = civil_from_days(days);
   char buf[32];

@@ -319,6 +319,13 @@ TEST(HttpDateRange, YearsBeyondWallTimeSaturate) {
   const HttpDate early = strict_ok("Sat, 01 Jan 0000 00:00:00 GMT");
   EXPECT_EQ(unix_of(early), -62135596800 - 366 * 86400);
   EXPECT_EQ(early.time, WallTime::min());
+  // A leap second at the very end of 9999 is 10000-01-01T00:00:00Z: read
+  // exactly, but IMF-fixdate cannot write it, so formatting clamps to the last
+  // four-digit second (found by fuzz/http_date_fuzz).
+  const HttpDate leap = strict_ok("Fri, 31 Dec 9999 23:59:60 GMT");
+  EXPECT_EQ(unix_of(leap), 253402300800);
+  EXPECT_EQ(leap.time, WallTime::max());
+  EXPECT_EQ(format_imf_fixdate(leap.seconds), "Fri, 31 Dec 9999 23:59:59 GMT");
   // The last whole second WallTime holds is still exact.
   const HttpDate edge = strict_ok("Fri, 11 Apr 2262 23:47:16 GMT");
   EXPECT_EQ(edge.time, at(9223372036));

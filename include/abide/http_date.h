@@ -143,6 +143,8 @@ inline constexpr std::size_t kImfFixdateLength = 29;
 void format_imf_fixdate(WallTime t, std::span<char, kImfFixdateLength> out) noexcept;
 // t as IMF-fixdate.
 std::string format_imf_fixdate(WallTime t);
+// t as IMF-fixdate; instants outside years 0000..9999 (which IMF-fixdate cannot
+// write) are clamped to its first or last second.
 std::string format_imf_fixdate(std::chrono::sys_seconds t);
 
 // Parses an RFC 3339 date-time: "2026-11-29T22:30:00Z", with optional fraction
