@@ -1,0 +1,800 @@
+// Vendor profiles: every built-in profile against its vendor's documented
+// example (../shared/reference/header-formats.md section 3; [3p] marks facts
+// from third-party captures), value semantics, selection, and malformed files.
+#include "abide/profiles.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "abide/headers.h"
+#include "abide/signals.h"
+
+namespace abide {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+const WallTime kNow{std::chrono::seconds{1767225600}};  // 2026-01-01T00:00:00Z
+
+Signals see(std::string_view head_text, std::string_view host, std::string_view profile = {},
+            WallTime now = kNow, bool heuristic = false) {
+  auto head = parse_response_head(head_text);
+  EXPECT_TRUE(head) << head.error().message;
+  if (!head) return {};
+  ObserveOptions o;
+  o.host = host;
+  o.profile = profile;
+  o.heuristic = heuristic;
+  return observe(head->status, head->headers, now, MonoTime{}, o);
+}
+
+const QuotaObservation* policy(const Signals& s, std::string_view name) {
+  for (const auto& q : s.quota) {
+    if (q.policy == name) return &q;
+  }
+  return nullptr;
+}
+
+bool warned(const Signals& s, std::string_view text) {
+  for (const auto& w : s.warnings) {
+    if (w.find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// ---- built-in profiles -------------------------------------------------------------
+
+TEST(BuiltinProfiles, EveryFileInProfilesDirLoads) {
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(ABIDE_SOURCE_DIR) + "/profiles")) {
+    if (entry.path().extension() != ".json") continue;
+    ++files;
+    std::ifstream in(entry.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto p = parse_profile(text, entry.path().filename().string());
+    EXPECT_TRUE(p) << (p ? "" : p.error().what());
+  }
+  EXPECT_EQ(ProfileRegistry::builtin().size(), files);
+  for (std::string_view name : {"github", "gitlab", "openai", "anthropic", "discord", "reddit", "x", "shopify", "okta",
+                                "azure-resource-manager", "salesforce", "zendesk", "atlassian", "slack", "envoy",
+                                "kong", "cloudflare"}) {
+    EXPECT_NE(ProfileRegistry::builtin().find(name), nullptr) << name;
+  }
+}
+
+// GitHub REST docs: primary limit exceeded, 403 or 429, remaining 0, reset in epoch seconds.
+TEST(GitHub, PrimaryLimitExceededOn403) {
+  const auto s = see(
+      "HTTP/2 403 \r\n"
+      "date: Thu, 01 Jan 2026 00:00:00 GMT\r\n"
+      "x-ratelimit-limit: 60\r\n"
+      "x-ratelimit-remaining: 0\r\n"
+      "x-ratelimit-used: 60\r\n"
+      "x-ratelimit-reset: 1767226000\r\n"
+      "x-ratelimit-resource: core\r\n\r\n",
+      "api.github.com");
+  EXPECT_EQ(s.profile, "github");
+  ASSERT_EQ(s.quota.size(), 1u);
+  const auto& q = s.quota[0];
+  EXPECT_EQ(q.policy, "core");
+  EXPECT_EQ(q.limit, 60);
+  EXPECT_EQ(q.remaining, 0);
+  EXPECT_EQ(q.reset, 400s);
+  EXPECT_EQ(q.source, "github");
+  EXPECT_EQ(q.confidence, Confidence::kHigh);
+  EXPECT_TRUE(s.limited);
+  EXPECT_EQ(s.quota_wait(), 400s);
+  EXPECT_TRUE(s.uninterpreted.empty());
+  EXPECT_TRUE(s.warnings.empty());
+}
+
+TEST(GitHub, PermissionError403IsNotALimit) {
+  const auto s = see("HTTP/2 403 \r\nx-ratelimit-limit: 5000\r\nx-ratelimit-remaining: 4999\r\n"
+                     "x-ratelimit-reset: 1767229200\r\nx-ratelimit-resource: core\r\n\r\n",
+                     "api.github.com");
+  EXPECT_FALSE(s.limited);
+  EXPECT_FALSE(s.quota_wait());
+}
+
+// GitHub docs: secondary limit with retry-after; remaining may be non-zero [3p capture: 14].
+TEST(GitHub, SecondaryLimitWithRetryAfter) {
+  const auto s = see("HTTP/2 403 \r\nretry-after: 60\r\nx-ratelimit-limit: 5000\r\nx-ratelimit-remaining: 14\r\n"
+                     "x-ratelimit-reset: 1767229200\r\n\r\n",
+                     "api.github.com");
+  EXPECT_TRUE(s.limited);
+  ASSERT_TRUE(s.retry_after);
+  EXPECT_EQ(s.retry_after->wait, 60s);
+  EXPECT_EQ(s.quota[0].remaining, 14);  // room left never overrides Retry-After
+}
+
+// GitLab issue 199738 capture: RateLimit-Reset is epoch seconds, agreeing with RateLimit-ResetTime.
+TEST(GitLab, ResetIsUnixSecondsNotTheDraftsDelta) {
+  const WallTime now{std::chrono::seconds{1580393657}};  // 60 s before the reset
+  const auto s = see(
+      "HTTP/1.1 429 Too Many Requests\r\n"
+      "RateLimit-Limit: 600\r\n"
+      "RateLimit-Name: throttle_authenticated_api\r\n"
+      "RateLimit-Observed: 5\r\n"
+      "RateLimit-Remaining: 595\r\n"
+      "RateLimit-Reset: 1580393717\r\n"
+      "RateLimit-ResetTime: Thu, 30 Jan 2020 14:15:17 GMT\r\n\r\n",
+      "gitlab.com", {}, now);
+  EXPECT_EQ(s.profile, "gitlab");
+  ASSERT_EQ(s.quota.size(), 1u);  // not also read as the IETF draft
+  EXPECT_EQ(s.quota[0].source, "gitlab");
+  EXPECT_EQ(s.quota[0].policy, "throttle_authenticated_api");
+  EXPECT_EQ(s.quota[0].limit, 600);
+  EXPECT_EQ(s.quota[0].remaining, 595);
+  EXPECT_EQ(s.quota[0].reset, 60s);
+  EXPECT_EQ(s.quota[0].window, 60s);
+  EXPECT_TRUE(s.limited);
+  EXPECT_TRUE(s.warnings.empty());
+  EXPECT_TRUE(s.uninterpreted.empty());
+}
+
+TEST(GitLab, ResetTimeUsedWhenResetIsMissing) {
+  const WallTime now{std::chrono::seconds{1580393657}};
+  const auto s = see("HTTP/1.1 429 Too Many Requests\r\nRateLimit-Remaining: 0\r\n"
+                     "RateLimit-ResetTime: Thu, 30 Jan 2020 14:15:17 GMT\r\n\r\n",
+                     "gitlab.com", {}, now);
+  ASSERT_EQ(s.quota.size(), 1u);
+  EXPECT_EQ(s.quota[0].reset, 60s);
+}
+
+// GitLab MR !50833 lists RateLimit-Reset 1800 next to Retry-After 1800: a small "epoch" is read as a delta.
+TEST(GitLab, SmallResetIsReadAsSecondsFromNow) {
+  const auto s = see("HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1800\r\nRateLimit-Remaining: 0\r\n"
+                     "RateLimit-Reset: 1800\r\n\r\n",
+                     "gitlab.example.com", "gitlab");
+  ASSERT_EQ(s.quota.size(), 1u);
+  EXPECT_EQ(s.quota[0].reset, 1800s);
+  EXPECT_TRUE(warned(s, "too small for Unix time"));
+}
+
+// OpenAI docs sample values: 60 / 150000 / 59 / 149984 / 1s / 6m0s.
+TEST(OpenAI, RequestsAndTokensWithGoDurations) {
+  const auto s = see(
+      "HTTP/2 200 \r\n"
+      "x-ratelimit-limit-requests: 60\r\n"
+      "x-ratelimit-limit-tokens: 150000\r\n"
+      "x-ratelimit-remaining-requests: 59\r\n"
+      "x-ratelimit-remaining-tokens: 149984\r\n"
+      "x-ratelimit-reset-requests: 1s\r\n"
+      "x-ratelimit-reset-tokens: 6m0s\r\n\r\n",
+      "api.openai.com");
+  ASSERT_EQ(s.quota.size(), 2u);
+  const auto* r = policy(s, "requests");
+  const auto* t = policy(s, "tokens");
+  ASSERT_TRUE(r && t);
+  EXPECT_EQ(r->limit, 60);
+  EXPECT_EQ(r->remaining, 59);
+  EXPECT_EQ(r->reset, 1s);
+  EXPECT_EQ(t->unit, "tokens");
+  EXPECT_EQ(t->remaining, 149984);
+  EXPECT_EQ(t->reset, 6min);
+}
+
+// openai-python reads retry-after-ms first; [3p] observed 12ms resets.
+TEST(OpenAI, RetryAfterMsLongerThanRetryAfterIsUsed) {
+  const auto s = see("HTTP/2 429 \r\nretry-after: 1\r\nretry-after-ms: 1500\r\nx-ratelimit-remaining-requests: 0\r\n"
+                     "x-ratelimit-reset-requests: 12ms\r\n\r\n",
+                     "api.openai.com");
+  ASSERT_TRUE(s.retry_after);
+  EXPECT_EQ(s.retry_after->wait, 1500ms);
+  EXPECT_EQ(s.retry_after->source, "retry-after-ms");
+  EXPECT_EQ(s.quota[0].reset, 12ms);
+  EXPECT_TRUE(warned(s, "longer than Retry-After"));
+}
+
+TEST(OpenAI, RetryAfterMsNeverShortensRetryAfter) {
+  const auto s = see("HTTP/2 429 \r\nretry-after: 2\r\nretry-after-ms: 500\r\n\r\n", "api.openai.com");
+  ASSERT_TRUE(s.retry_after);
+  EXPECT_EQ(s.retry_after->wait, 2s);
+  EXPECT_EQ(s.retry_after->source, "retry-after");
+}
+
+// Azure OpenAI [3p]: same names; host selection by suffix.
+TEST(OpenAI, AzureOpenAIHost) {
+  const auto s = see("HTTP/1.1 429 Too Many Requests\r\nx-ratelimit-remaining-requests: 0\r\n"
+                     "x-ratelimit-reset-requests: 20ms\r\nretry-after-ms: 20\r\n\r\n",
+                     "myres.openai.azure.com");
+  EXPECT_EQ(s.profile, "openai");
+  ASSERT_TRUE(s.retry_after);
+  EXPECT_EQ(s.retry_after->wait, 20ms);
+}
+
+// Anthropic docs: anthropic-ratelimit-*-reset in RFC 3339 [3p value 2025-08-21T12:40:59Z]; 529 overload.
+TEST(Anthropic, Rfc3339Resets) {
+  const WallTime now{std::chrono::sys_days{std::chrono::year{2025} / 8 / 21} + 12h + 40min};
+  const auto s = see(
+      "HTTP/1.1 429 Too Many Requests\r\n"
+      "retry-after: 59\r\n"
+      "anthropic-ratelimit-requests-limit: 50\r\n"
+      "anthropic-ratelimit-requests-remaining: 0\r\n"
+      "anthropic-ratelimit-requests-reset: 2025-08-21T12:40:59Z\r\n"
+      "anthropic-ratelimit-tokens-limit: 80000\r\n"
+      "anthropic-ratelimit-tokens-remaining: 80000\r\n"
+      "anthropic-ratelimit-tokens-reset: 2025-08-21T12:40:01Z\r\n"
+      "anthropic-ratelimit-input-tokens-limit: 40000\r\n"
+      "anthropic-ratelimit-input-tokens-remaining: 39000\r\n"
+      "anthropic-ratelimit-input-tokens-reset: 2025-08-21T12:40:02Z\r\n"
+      "anthropic-ratelimit-output-tokens-limit: 8000\r\n"
+      "anthropic-ratelimit-output-tokens-remaining: 8000\r\n"
+      "anthropic-ratelimit-output-tokens-reset: 2025-08-21T12:40:00Z\r\n\r\n",
+      "api.anthropic.com", {}, now);
+  ASSERT_EQ(s.quota.size(), 4u);
+  EXPECT_EQ(policy(s, "requests")->reset, 59s);
+  EXPECT_EQ(policy(s, "input-tokens")->unit, "input-tokens");
+  EXPECT_EQ(policy(s, "input-tokens")->reset, 2s);
+  EXPECT_EQ(policy(s, "output-tokens")->reset, 0s);
+  EXPECT_EQ(s.quota_wait(), 59s);
+  EXPECT_TRUE(s.limited);
+  EXPECT_TRUE(see("HTTP/1.1 529 Overloaded\r\n\r\n", "api.anthropic.com").limited);
+}
+
+// Discord docs: Reset-After (float seconds) preferred, bucket as partition key, scope on 429.
+TEST(Discord, RateLimitedRoute) {
+  const auto s = see(
+      "HTTP/1.1 429 TOO MANY REQUESTS\r\n"
+      "Retry-After: 65\r\n"
+      "X-RateLimit-Limit: 10\r\n"
+      "X-RateLimit-Remaining: 0\r\n"
+      "X-RateLimit-Reset: 1470173023.123\r\n"
+      "X-RateLimit-Reset-After: 64.57\r\n"
+      "X-RateLimit-Bucket: abcd1234\r\n"
+      "X-RateLimit-Scope: user\r\n\r\n",
+      "discord.com");
+  ASSERT_EQ(s.quota.size(), 1u);
+  const auto& q = s.quota[0];
+  EXPECT_EQ(q.policy, "user");
+  EXPECT_EQ(q.limit, 10);
+  EXPECT_EQ(q.remaining, 0);
+  EXPECT_EQ(q.reset, 64570ms);
+  EXPECT_EQ(q.partition_key, "abcd1234");
+  EXPECT_EQ(s.retry_after->wait, 65s);
+  EXPECT_TRUE(s.uninterpreted.empty());
+}
+
+TEST(Discord, EpochWithFractionWhenResetAfterIsMissing) {
+  const WallTime now{std::chrono::seconds{1470173000}};
+  const auto s = see("HTTP/1.1 200 OK\r\nX-RateLimit-Limit: 5\r\nX-RateLimit-Remaining: 1\r\n"
+                     "X-RateLimit-Reset: 1470173023.123\r\nX-RateLimit-Bucket: abcd1234\r\n\r\n",
+                     "discord.com", {}, now);
+  ASSERT_EQ(s.quota.size(), 1u);
+  EXPECT_EQ(s.quota[0].reset, 23123ms);
+  EXPECT_EQ(s.quota[0].policy, "");
+}
+
+// Reddit wiki: used / remaining (decimal in PRAW) / reset in seconds; no limit header.
+TEST(Reddit, UsedRemainingResetDelta) {
+  const auto s = see("HTTP/1.1 200 OK\r\nX-Ratelimit-Used: 4\r\nX-Ratelimit-Remaining: 596.0\r\n"
+                     "X-Ratelimit-Reset: 240\r\n\r\n",
+                     "oauth.reddit.com");
+  ASSERT_EQ(s.quota.size(), 1u);
+  EXPECT_EQ(s.quota[0].remaining, 596);
+  EXPECT_EQ(s.quota[0].limit, 600);
+  EXPECT_EQ(s.quota[0].reset, 240s);  // a delta here, an epoch at GitHub
+}
+
+// X API v2 docs: x-rate-limit-reset is a Unix timestamp; 15-minute windows.
+TEST(X, RateLimitExceeded) {
+  const auto s = see("HTTP/1.1 429 Too Many Requests\r\nx-rate-limit-limit: 900\r\nx-rate-limit-remaining: 0\r\n"
+                     "x-rate-limit-reset: 1767226500\r\n\r\n",
+                     "api.x.com");
+  ASSERT_EQ(s.quota.size(), 1u);
+  EXPECT_EQ(s.quota[0].reset, 900s);
+  EXPECT_EQ(s.quota_wait(), 900s);
+  EXPECT_EQ(see("HTTP/1.1 200 OK\r\n\r\n", "api.twitter.com").profile, "x");
+}
+
+// Shopify REST Admin docs: 32/40 call limit; Retry-After: 2.0 on 429.
+TEST(Shopify, CallLimitAndDecimalRetryAfter) {
+  const auto s = see("HTTP/1.1 429 Too Many Requests\r\nX-Shopify-Shop-Api-Call-Limit: 40/40\r\nRetry-After: 2.0\r\n\r\n",
+                     "shop.myshopify.com");
+  ASSERT_EQ(s.quota.size(), 1u);
+  EXPECT_EQ(s.quota[0].limit, 40);
+  EXPECT_EQ(s.quota[0].remaining, 0);
+  ASSERT_TRUE(s.retry_after);
+  EXPECT_EQ(s.retry_after->wait, 2s);
+  const auto ok = see("HTTP/1.1 200 OK\r\nX-Shopify-Shop-Api-Call-Limit: 32/40\r\n\r\n", "shop.myshopify.com");
+  EXPECT_EQ(ok.quota[0].remaining, 8);
+  EXPECT_EQ(ok.quota[0].policy, "rest-admin");
+}
+
+// Okta docs: X-Rate-Limit-* with reset in UTC epoch seconds.
+TEST(Okta, EpochReset) {
+  const auto s = see("HTTP/1.1 200 OK\r\nX-Rate-Limit-Limit: 600\r\nX-Rate-Limit-Remaining: 599\r\n"
+                     "X-Rate-Limit-Reset: 1767225660\r\n\r\n",
+                     "dev-123.okta.com");
+  ASSERT_EQ(s.quota.size(), 1u);
+  EXPECT_EQ(s.quota[0].limit, 600);
+  EXPECT_EQ(s.quota[0].reset, 60s);
+}
+
+// Azure docs: remaining-only counters; [3p] global-reads and a Compute resource list; ms retry delays.
+TEST(AzureResourceManager, RemainingCountersAndResourceList) {
+  const auto s = see(
+      "HTTP/1.1 200 OK\r\n"
+      "x-ms-ratelimit-remaining-subscription-reads: 11999\r\n"
+      "x-ms-ratelimit-remaining-subscription-global-reads: 3749\r\n"
+      "x-ms-ratelimit-remaining-tenant-writes: 1199\r\n"
+      "x-ms-ratelimit-remaining-resource: Microsoft.Compute/GetVMScaleSet3Min;197,Microsoft.Compute/GetVMScaleSet30Min;1297\r\n\r\n",
+      "management.azure.com");
+  ASSERT_EQ(s.quota.size(), 5u);
+  EXPECT_EQ(policy(s, "Microsoft.Compute/GetVMScaleSet3Min")->remaining, 197);
+  EXPECT_EQ(policy(s, "Microsoft.Compute/GetVMScaleSet30Min")->remaining, 1297);
+  EXPECT_EQ(policy(s, "subscription-reads")->remaining, 11999);
+  EXPECT_EQ(policy(s, "subscription-global-reads")->remaining, 3749);
+  EXPECT_EQ(policy(s, "tenant-writes")->remaining, 1199);
+  EXPECT_TRUE(s.uninterpreted.empty());
+}
+
+TEST(AzureResourceManager, ThrottledWithMillisecondRetryDelay) {
+  const auto s = see("HTTP/1.1 429 Too Many Requests\r\nRetry-After: 17\r\nx-ms-retry-after-ms: 17500\r\n"
+                     "x-ms-ratelimit-remaining-subscription-writes: 0\r\n\r\n",
+                     "management.azure.com");
+  EXPECT_TRUE(s.limited);
+  ASSERT_TRUE(s.retry_after);
+  EXPECT_EQ(s.retry_after->wait, 17500ms);
+  EXPECT_EQ(s.retry_after->source, "x-ms-retry-after-ms");
+}
+
+// Azure Cosmos DB [3p]: x-ms-retry-after-ms from a host without a profile: reported, not used.
+TEST(AzureResourceManager, CosmosHostWithoutProfileIsUninterpreted) {
+  const auto s = see("HTTP/1.1 429 Too Many Requests\r\nx-ms-retry-after-ms: 1500\r\n\r\n", "acct.documents.azure.com");
+  EXPECT_EQ(s.profile, "");
+  EXPECT_FALSE(s.retry_after);
+  ASSERT_EQ(s.uninterpreted.size(), 1u);
+  EXPECT_EQ(s.uninterpreted[0].name, "x-ms-retry-after-ms");
+  const auto chosen = see("HTTP/1.1 429 Too Many Requests\r\nx-ms-retry-after-ms: 1500\r\n\r\n",
+                          "acct.documents.azure.com", "azure-resource-manager");
+  ASSERT_TRUE(chosen.retry_after);
+  EXPECT_EQ(chosen.retry_after->wait, 1500ms);
+}
+
+// Salesforce docs: Sforce-Limit-Info: api-usage=18/5000; pilot per-app usage after "; ".
+TEST(Salesforce, ApiUsage) {
+  const auto s = see("HTTP/1.1 200 OK\r\nSforce-Limit-Info: api-usage=18/5000\r\n\r\n", "na1.salesforce.com");
+  ASSERT_EQ(s.quota.size(), 1u);
+  EXPECT_EQ(s.quota[0].policy, "api-usage");
+  EXPECT_EQ(s.quota[0].limit, 5000);
+  EXPECT_EQ(s.quota[0].remaining, 4982);
+  EXPECT_EQ(s.quota[0].window, 24h);
+}
+
+TEST(Salesforce, PerAppUsageAndBursts) {
+  const auto s = see("HTTP/1.1 200 OK\r\nSforce-Limit-Info: api-usage=25/5000; "
+                     "per-app-api-usage=17/250(appName=sample-connected-app); api-bursts=1/750\r\n\r\n",
+                     "acme.my.salesforce.com");
+  ASSERT_EQ(s.quota.size(), 3u);
+  const auto* app = policy(s, "per-app-api-usage");
+  ASSERT_NE(app, nullptr);
+  EXPECT_EQ(app->remaining, 233);
+  EXPECT_EQ(app->partition_key, "appName=sample-connected-app");
+  EXPECT_EQ(policy(s, "api-bursts")->remaining, 749);
+}
+
+TEST(Salesforce, Forbidden403WithExhaustedUsageIsLimited) {
+  EXPECT_TRUE(see("HTTP/1.1 403 Forbidden\r\nSforce-Limit-Info: api-usage=5000/5000\r\n\r\n", "na1.salesforce.com").limited);
+  EXPECT_FALSE(see("HTTP/1.1 403 Forbidden\r\nSforce-Limit-Info: api-usage=18/5000\r\n\r\n", "na1.salesforce.com").limited);
+}
+
+// Zendesk docs: X-Rate-Limit (no -Limit suffix), ratelimit-* delta, and the endpoint field.
+TEST(Zendesk, AccountEndpointAndTicketsIndex) {
+  const auto s = see(
+      "HTTP/1.1 200 OK\r\n"
+      "X-Rate-Limit: 700\r\n"
+      "X-Rate-Limit-Remaining: 699\r\n"
+      "ratelimit-limit: 100\r\n"
+      "ratelimit-remaining: 99\r\n"
+      "ratelimit-reset: 41\r\n"
+      "zendesk-ratelimit-tickets-index: total=100; remaining=99; resets=41\r\n\r\n",
+      "acme.zendesk.com");
+  ASSERT_EQ(s.quota.size(), 3u);
+  EXPECT_EQ(policy(s, "account")->limit, 700);
+  EXPECT_EQ(policy(s, "account")->window, 60s);
+  EXPECT_EQ(policy(s, "endpoint")->reset, 41s);
+  const auto* t = policy(s, "tickets-index");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->limit, 100);
+  EXPECT_EQ(t->remaining, 99);
+  EXPECT_EQ(t->reset, 41s);
+  for (const auto& q : s.quota) EXPECT_EQ(q.source, "zendesk");
+}
+
+// Atlassian Jira Cloud docs: Retry-After plus X-RateLimit-Reset in yyyy-MM-ddTHH:mmZ; RateLimit-Reason.
+TEST(Atlassian, MinutePrecisionResetAndReason) {
+  const auto s = see(
+      "HTTP/1.1 429 Too Many Requests\r\n"
+      "Retry-After: 5\r\n"
+      "X-RateLimit-Limit: 100\r\n"
+      "X-RateLimit-Remaining: 0\r\n"
+      "X-RateLimit-Reset: 2026-01-01T00:05Z\r\n"
+      "X-RateLimit-NearLimit: true\r\n"
+      "RateLimit-Reason: jira-burst-based\r\n\r\n",
+      "acme.atlassian.net");
+  ASSERT_EQ(s.quota.size(), 1u);
+  EXPECT_EQ(s.quota[0].policy, "jira-burst-based");
+  EXPECT_EQ(s.quota[0].reset, 300s);
+  EXPECT_EQ(s.retry_after->wait, 5s);
+  EXPECT_TRUE(s.uninterpreted.empty());
+  EXPECT_TRUE(s.warnings.empty());
+}
+
+// Atlassian 2026 points quota [3p capture]: Beta-RateLimit in draft-08 syntax.
+TEST(Atlassian, BetaPointsQuota) {
+  const auto s = see(
+      "HTTP/1.1 200 OK\r\n"
+      "Beta-RateLimit-Policy: \"global-app-quota\";q=65000;w=3600\r\n"
+      "Beta-RateLimit: \"global-app-quota\";r=120;t=1500\r\n"
+      "X-Beta-RateLimit-Reset: 2026-01-01T00:25Z\r\n\r\n",
+      "acme.atlassian.net");
+  const auto* q = policy(s, "global-app-quota");
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->source, "atlassian");
+  EXPECT_EQ(q->limit, 65000);
+  EXPECT_EQ(q->remaining, 120);
+  EXPECT_EQ(q->window, 1h);
+  EXPECT_EQ(policy(s, "beta")->reset, 25min);
+}
+
+// Slack docs: only Retry-After on 429.
+TEST(Slack, RetryAfterOnly) {
+  const auto s = see("HTTP/1.1 429 Too Many Requests\r\nRetry-After: 30\r\n\r\n", "slack.com");
+  EXPECT_EQ(s.profile, "slack");
+  EXPECT_TRUE(s.limited);
+  EXPECT_TRUE(s.quota.empty());
+  EXPECT_EQ(s.retry_after->wait, 30s);
+}
+
+// Envoy global filter: draft-03 list under x-ratelimit-*; x-envoy-ratelimited on 429.
+TEST(Envoy, GlobalAndLocalFilters) {
+  const auto global = see(
+      "HTTP/1.1 429 Too Many Requests\r\n"
+      "x-envoy-ratelimited: true\r\n"
+      "x-ratelimit-limit: 10, 10;w=60;name=\"per-minute\", 1000;w=86400\r\n"
+      "x-ratelimit-remaining: 0\r\n"
+      "x-ratelimit-reset: 42\r\n\r\n",
+      "gateway.internal", "envoy");
+  EXPECT_EQ(global.profile, "envoy");
+  ASSERT_EQ(global.quota.size(), 2u);
+  EXPECT_EQ(global.quota[0].source, "envoy");
+  EXPECT_EQ(global.quota[0].policy, "per-minute");
+  EXPECT_EQ(global.quota[0].reset, 42s);
+  EXPECT_EQ(global.quota_wait(), 42s);
+  EXPECT_TRUE(global.uninterpreted.empty());
+  EXPECT_TRUE(global.limited);
+
+  const auto local = see("HTTP/1.1 200 OK\r\nx-ratelimit-limit: 100\r\nx-ratelimit-remaining: 99\r\n"
+                         "x-ratelimit-reset: 1\r\n\r\n",
+                         "gateway.internal", "envoy");
+  ASSERT_EQ(local.quota.size(), 1u);
+  EXPECT_EQ(local.quota[0].limit, 100);
+}
+
+// Kong rate-limiting plugin: RateLimit-* for the tightest window plus per-window headers.
+TEST(Kong, PerWindowHeaders) {
+  const auto s = see(
+      "HTTP/1.1 429 Too Many Requests\r\n"
+      "Retry-After: 40\r\n"
+      "RateLimit-Limit: 5\r\n"
+      "RateLimit-Remaining: 0\r\n"
+      "RateLimit-Reset: 40\r\n"
+      "X-RateLimit-Limit-Minute: 5\r\n"
+      "X-RateLimit-Remaining-Minute: 0\r\n"
+      "X-RateLimit-Limit-Hour: 100\r\n"
+      "X-RateLimit-Remaining-Hour: 95\r\n\r\n",
+      "kong.internal", "kong");
+  ASSERT_EQ(s.quota.size(), 3u);
+  for (const auto& q : s.quota) EXPECT_EQ(q.source, "kong");
+  EXPECT_EQ(s.quota[0].reset, 40s);
+  EXPECT_EQ(policy(s, "minute")->window, 60s);
+  EXPECT_EQ(policy(s, "hour")->remaining, 95);
+  EXPECT_TRUE(s.uninterpreted.empty());
+}
+
+// Cloudflare docs: the draft-08 fields, names need not match.
+TEST(Cloudflare, Draft08FieldsDifferentNames) {
+  const auto s = see("HTTP/2 429 \r\nretry-after: 300\r\nratelimit: \"default\";r=0;t=300\r\n"
+                     "ratelimit-policy: \"burst\";q=1200;w=300\r\n\r\n",
+                     "api.cloudflare.com");
+  EXPECT_EQ(s.profile, "cloudflare");
+  ASSERT_EQ(s.quota.size(), 2u);
+  EXPECT_EQ(policy(s, "default")->remaining, 0);
+  EXPECT_EQ(policy(s, "burst")->limit, 1200);
+  EXPECT_EQ(policy(s, "default")->source, "draft-08");
+}
+
+// ---- selection -------------------------------------------------------------------------
+
+TEST(Selection, ByHostExactOrSuffixIgnoringCaseAndPort) {
+  const auto& r = ProfileRegistry::builtin();
+  EXPECT_EQ(r.for_host("api.github.com")->name, "github");
+  EXPECT_EQ(r.for_host("API.GitHub.com:443")->name, "github");
+  EXPECT_EQ(r.for_host("github.com.")->name, "github");
+  EXPECT_EQ(r.for_host("uploads.github.com")->name, "github");
+  EXPECT_EQ(r.for_host("notgithub.com"), nullptr);
+  EXPECT_EQ(r.for_host("github.com.evil.example"), nullptr);
+  EXPECT_EQ(r.for_host(""), nullptr);
+  EXPECT_EQ(r.for_host("example.com"), nullptr);
+  EXPECT_EQ(r.find("GitHub")->name, "github");
+  EXPECT_EQ(r.find("nope"), nullptr);
+}
+
+TEST(Selection, ExactBeatsSuffixAndLongerSuffixBeatsShorter) {
+  ProfileRegistry r;
+  ASSERT_TRUE(r.load_text(R"({"name":"wide","hosts":[".example.com"]})", "wide.json"));
+  ASSERT_TRUE(r.load_text(R"({"name":"narrow","hosts":[".api.example.com"]})", "narrow.json"));
+  ASSERT_TRUE(r.load_text(R"({"name":"exact","hosts":["v2.api.example.com"]})", "exact.json"));
+  EXPECT_EQ(r.for_host("www.example.com")->name, "wide");
+  EXPECT_EQ(r.for_host("v1.api.example.com")->name, "narrow");
+  EXPECT_EQ(r.for_host("v2.api.example.com")->name, "exact");
+}
+
+TEST(Selection, ProfileNoneAndUnknownName) {
+  const char* head = "HTTP/2 200 \r\nx-ratelimit-remaining: 1\r\nx-ratelimit-reset: 1767229200\r\n\r\n";
+  const auto none = see(head, "api.github.com", "none");
+  EXPECT_EQ(none.profile, "");
+  EXPECT_TRUE(none.quota.empty());
+  EXPECT_EQ(none.uninterpreted.size(), 2u);
+  const auto unknown = see(head, "", "nope");
+  EXPECT_TRUE(warned(unknown, "no profile named \"nope\""));
+}
+
+// A host without a profile: vendor headers reported, never used; heuristic only on request.
+TEST(NoProfile, VendorHeadersAreReportedNotUsed) {
+  const char* head = "HTTP/1.1 429 Too Many Requests\r\nX-RateLimit-Limit: 100\r\nX-RateLimit-Remaining: 0\r\n"
+                     "X-RateLimit-Reset: 1767225630\r\nContent-Type: text/plain\r\n\r\n";
+  const auto s = see(head, "api.unknown.example");
+  EXPECT_TRUE(s.quota.empty());
+  EXPECT_FALSE(s.quota_wait());
+  ASSERT_EQ(s.uninterpreted.size(), 3u);
+  EXPECT_EQ(s.uninterpreted[0].name, "X-RateLimit-Limit");
+  EXPECT_TRUE(warned(s, "not interpreted (no vendor profile)"));
+  EXPECT_TRUE(s.limited);
+
+  const auto h = see(head, "api.unknown.example", {}, kNow, /*heuristic=*/true);
+  ASSERT_EQ(h.quota.size(), 1u);
+  EXPECT_EQ(h.quota[0].confidence, Confidence::kLow);
+  EXPECT_EQ(h.quota[0].source, "heuristic");
+  EXPECT_EQ(h.quota[0].reset, 30s);  // a large number is read as Unix seconds
+  EXPECT_FALSE(h.quota_wait());       // low confidence never blocks
+  EXPECT_TRUE(h.uninterpreted.empty());
+}
+
+TEST(NoProfile, HeuristicGuessesTheResetFormat) {
+  const auto delta = see("HTTP/1.1 200 OK\r\nX-RateLimit-Remaining: 5\r\nX-RateLimit-Reset: 30\r\n\r\n", "h", {}, kNow, true);
+  EXPECT_EQ(delta.quota[0].reset, 30s);
+  const auto go = see("HTTP/1.1 200 OK\r\nX-RateLimit-Reset: 6m0s\r\n\r\n", "h", {}, kNow, true);
+  EXPECT_EQ(go.quota[0].reset, 6min);
+  const auto iso = see("HTTP/1.1 200 OK\r\nX-Rate-Limit-Reset: 2026-01-01T00:01:00Z\r\n\r\n", "h", {}, kNow, true);
+  EXPECT_EQ(iso.quota[0].reset, 60s);
+  // lemlist [3p]: Date.toString() text is not understood, and says so.
+  const auto js = see("HTTP/1.1 200 OK\r\nX-RateLimit-Reset: Tue Feb 16 2021 09:02:42 GMT+0100 (Central European Standard Time)\r\n\r\n",
+                      "h", {}, kNow, true);
+  EXPECT_TRUE(js.quota.empty());
+  EXPECT_TRUE(warned(js, "not understood"));
+}
+
+TEST(VendorHeaderNames, WhatLooksLikeAQuotaHeader) {
+  EXPECT_TRUE(looks_like_vendor_quota_header("X-RateLimit-Remaining"));
+  EXPECT_TRUE(looks_like_vendor_quota_header("x-rate-limit-reset"));
+  EXPECT_TRUE(looks_like_vendor_quota_header("anthropic-ratelimit-tokens-reset"));
+  EXPECT_TRUE(looks_like_vendor_quota_header("RateLimit-Observed"));
+  EXPECT_TRUE(looks_like_vendor_quota_header("retry-after-ms"));
+  EXPECT_TRUE(looks_like_vendor_quota_header("Sforce-Limit-Info"));
+  EXPECT_FALSE(looks_like_vendor_quota_header("RateLimit"));
+  EXPECT_FALSE(looks_like_vendor_quota_header("ratelimit-policy"));
+  EXPECT_FALSE(looks_like_vendor_quota_header("RateLimit-Reset"));
+  EXPECT_FALSE(looks_like_vendor_quota_header("Retry-After"));
+  EXPECT_FALSE(looks_like_vendor_quota_header("Content-Type"));
+}
+
+// ---- malformed profile files ---------------------------------------------------------------
+
+std::string load_error(std::string_view text, std::string_view file = "mine.json") {
+  ProfileRegistry r;
+  auto loaded = r.load_text(text, file);
+  EXPECT_FALSE(loaded);
+  return loaded ? std::string() : loaded.error().what();
+}
+
+TEST(MalformedProfile, MessageNamesFileAndField) {
+  EXPECT_EQ(load_error(R"({"name": "acme", "quotas": [{"reset": {"header": "x-reset", "format": "epoch"}}]})"),
+            "mine.json: quotas[0].reset.format: unknown time format \"epoch\" (line 1)");
+  EXPECT_EQ(load_error("{\n  \"name\": \"acme\",\n  \"quotas\": [\n    {\"limit\": \"x-limit\", \"remaining\": 5}\n  ]\n}"),
+            "mine.json: quotas[0].remaining: expected a header name or an object with \"header\" (line 4)");
+  EXPECT_EQ(load_error(R"({"name": "acme", "limited_statuses": [429, "403"]})"),
+            "mine.json: limited_statuses[1]: expected an HTTP status (an integer from 100 to 999) (line 1)");
+  EXPECT_EQ(load_error(R"({"name": "acme", "hosts": ["api.acme.com"], "quota": []})"),
+            "mine.json: quota: unknown field (line 1)");
+  EXPECT_EQ(load_error(R"({"hosts": []})"), "mine.json: name: missing (line 1)");
+  EXPECT_EQ(load_error(R"({"name": "Acme Corp"})"), "mine.json: name: use lower-case letters, digits, '-' and '_' (line 1)");
+  EXPECT_THAT(load_error(R"({"name": "acme", "quotas": [{"window": {"header": "x-w", "format": "rfc3339"}, "limit": "x-l"}]})"),
+              HasSubstr("quotas[0].window.format: a window is a length"));
+  EXPECT_THAT(load_error(R"({"name": "acme", "quotas": [{"limit": {"header": "x-l", "format": "used_limit"}}]})"),
+              HasSubstr("quotas[0].limit.format: format \"used_limit\" is not allowed here"));
+  EXPECT_THAT(load_error(R"({"name": "acme", "quotas": [{"policy": "p"}]})"), HasSubstr("quotas[0]: a quota must read"));
+  EXPECT_THAT(load_error(R"({"name": "acme", "quotas": [{"limit": "bad name"}]})"),
+              HasSubstr("quotas[0].limit: not a valid header name"));
+  EXPECT_THAT(load_error(R"({"name": "acme", "retry_delays": [{"header": "x-ms", "format": "minutes"}]})"),
+              HasSubstr("retry_delays[0].format: unknown time format"));
+  EXPECT_THAT(load_error(R"({"name": "none", "limited_statuses": [429]})"), HasSubstr("reserved"));
+}
+
+TEST(MalformedProfile, InvalidJsonNamesFileAndLine) {
+  EXPECT_EQ(load_error("{\"name\": \"acme\",\n \"hosts\": [\"a.com\",]\n}"),
+            "mine.json: invalid JSON: unexpected character ']' at column 20 (line 2)");
+  EXPECT_THAT(load_error(R"({"name": "a", "name": "b"})"), HasSubstr("duplicate member \"name\""));
+  EXPECT_THAT(load_error(R"({"name": "acme"} trailing)"), HasSubstr("unexpected characters after"));
+  EXPECT_THAT(load_error("[1, 2]"), HasSubstr("expected object, found array"));
+  EXPECT_THAT(load_error(""), HasSubstr("invalid JSON"));
+  EXPECT_THAT(load_error(R"({"name": "acme\u0000"})"), HasSubstr("name"));
+  EXPECT_THAT(load_error("{\"name\": \"a\xff\"}"), HasSubstr("invalid UTF-8"));
+  EXPECT_THAT(load_error(std::string(100, '[') + std::string(100, ']')), HasSubstr("nesting deeper than 32"));
+  EXPECT_THAT(load_error(R"({"name": "acme", "limited_statuses": [01]})"), HasSubstr("leading zero"));
+  EXPECT_THAT(load_error(R"({"name": "acme", // comment
+  })"), HasSubstr("invalid JSON"));
+}
+
+TEST(MalformedProfile, LoadFileReportsThePath) {
+  const auto dir = std::filesystem::temp_directory_path() / "abide_profiles_test";
+  std::filesystem::create_directories(dir);
+  const auto bad = dir / "broken.json";
+  std::ofstream(bad) << R"({"name": "acme", "quotas": [{"reset": [{"header": "x-r", "format": "fortnights"}]}]})";
+  ProfileRegistry r;
+  auto loaded = r.load_file(bad);
+  ASSERT_FALSE(loaded);
+  EXPECT_EQ(loaded.error().file, bad.string());
+  EXPECT_EQ(loaded.error().field, "quotas[0].reset[0].format");
+  EXPECT_THAT(loaded.error().what(), HasSubstr("broken.json: quotas[0].reset[0].format: unknown time format"));
+  auto missing = r.load_file(dir / "missing.json");
+  ASSERT_FALSE(missing);
+  EXPECT_THAT(missing.error().what(), HasSubstr("missing.json: cannot be read"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(UserProfiles, LoadedAtRunTimeAndOverrideBuiltins) {
+  ProfileRegistry r = ProfileRegistry::with_builtins();
+  const std::size_t before = r.size();
+  auto name = r.load_text(R"({
+    "name": "acme",
+    "hosts": ["api.acme.test"],
+    "limited_statuses": [429, 420],
+    "quotas": [{"policy": "main", "limit": "x-acme-limit", "remaining": "x-acme-left",
+                "reset": {"header": "x-acme-reset", "format": "milliseconds"}, "window_s": 1.5}]
+  })", "acme.json");
+  ASSERT_TRUE(name);
+  EXPECT_EQ(*name, "acme");
+  EXPECT_EQ(r.size(), before + 1);
+  ASSERT_TRUE(r.load_text(R"({"name": "github", "hosts": ["api.github.com"], "limited_statuses": [418]})", "gh.json"));
+  EXPECT_EQ(r.size(), before + 1);
+  EXPECT_EQ(r.find("github")->file, "gh.json");
+
+  HeaderList h{{"X-Acme-Limit", "10"}, {"X-Acme-Left", "0"}, {"X-Acme-Reset", "2500"}};
+  ObserveOptions o;
+  o.host = "api.acme.test";
+  o.registry = &r;
+  const auto s = observe(420, h, kNow, MonoTime{}, o);
+  EXPECT_TRUE(s.limited);
+  ASSERT_EQ(s.quota.size(), 1u);
+  EXPECT_EQ(s.quota[0].reset, 2500ms);
+  EXPECT_EQ(s.quota[0].window, 1500ms);
+}
+
+// ---- value semantics -------------------------------------------------------------------------
+
+TEST(GoDuration, ParsesGoStrings) {
+  EXPECT_EQ(parse_go_duration("1s"), 1s);
+  EXPECT_EQ(parse_go_duration("6m0s"), 6min);
+  EXPECT_EQ(parse_go_duration("20ms"), 20ms);
+  EXPECT_EQ(parse_go_duration("12ms"), 12ms);
+  EXPECT_EQ(parse_go_duration("1h2m3.5s"), 1h + 2min + 3500ms);
+  EXPECT_EQ(parse_go_duration("1.5h"), 90min);
+  EXPECT_EQ(parse_go_duration("300us"), 300us);
+  EXPECT_EQ(parse_go_duration("300\xC2\xB5s"), 300us);
+  EXPECT_EQ(parse_go_duration("300\xCE\xBCs"), 300us);
+  EXPECT_EQ(parse_go_duration("7ns"), 7ns);
+  EXPECT_EQ(parse_go_duration("0"), 0s);
+  EXPECT_EQ(parse_go_duration(".5s"), 500ms);
+  EXPECT_EQ(parse_go_duration("5.s"), 5s);
+  EXPECT_EQ(parse_go_duration("0.0000000001s"), 1ns);  // rounds up, never down
+  EXPECT_EQ(parse_go_duration("99999999999h"), kMaxDuration);
+  for (const char* bad : {"", "1", "s", "-1s", "+1s", "1x", "1s ", " 1s", "1..5s", ".s", "1m-2s", "1S"}) {
+    EXPECT_FALSE(parse_go_duration(bad)) << bad;
+  }
+}
+
+TEST(DecimalDuration, ExactToTheNanosecond) {
+  EXPECT_EQ(parse_decimal_duration("64.57", 1s), 64570ms);
+  EXPECT_EQ(parse_decimal_duration("1470173023.123", 1s), std::chrono::milliseconds{1470173023123});
+  EXPECT_EQ(parse_decimal_duration("1500", 1ms), 1500ms);
+  EXPECT_EQ(parse_decimal_duration("0.5", 1ms), 500us);
+  EXPECT_EQ(parse_decimal_duration("0.1234567891", 1s), 123456790ns);
+  EXPECT_EQ(parse_decimal_duration("99999999999999999999999", 1s), kMaxDuration);
+  for (const char* bad : {"", ".", "1.", ".5", "-1", "+1", "1e3", "1,5", "0x10", " 1"}) {
+    EXPECT_FALSE(parse_decimal_duration(bad, 1s)) << bad;
+  }
+}
+
+TEST(TimeValue, EveryFormat) {
+  const auto v = [](std::string_view text, TimeFormat f, std::optional<WallTime> date = std::nullopt) {
+    auto t = parse_time_value(text, f, kNow, date);
+    return t ? std::optional<Duration>(t->from_receipt) : std::nullopt;
+  };
+  EXPECT_EQ(v("1767225630", TimeFormat::kUnixSeconds), 30s);
+  EXPECT_FALSE(v("1767225630.5", TimeFormat::kUnixSeconds));
+  EXPECT_EQ(v("1767225630.5", TimeFormat::kUnixSecondsFraction), 30500ms);
+  EXPECT_EQ(v("1767225000", TimeFormat::kUnixSeconds), 0s);  // in the past
+  EXPECT_EQ(v("30", TimeFormat::kDeltaSeconds), 30s);
+  EXPECT_FALSE(v("-30", TimeFormat::kDeltaSeconds));
+  EXPECT_FALSE(v("1.5", TimeFormat::kDeltaSeconds));
+  EXPECT_EQ(v("1.5", TimeFormat::kFloatSeconds), 1500ms);
+  EXPECT_EQ(v("600000", TimeFormat::kMilliseconds), 600s);  // Prisjakt [3p]
+  EXPECT_EQ(v("6m0s", TimeFormat::kGoDuration), 6min);
+  EXPECT_EQ(v("2026-01-01T00:00:30Z", TimeFormat::kRfc3339), 30s);
+  EXPECT_EQ(v("2026-01-01T01:00:30+01:00", TimeFormat::kRfc3339), 30s);
+  EXPECT_EQ(v("2026-01-01T00:01Z", TimeFormat::kRfc3339), 60s);
+  EXPECT_FALSE(v("2026-01-01T00Z", TimeFormat::kRfc3339));
+  EXPECT_EQ(v("Thu, 01 Jan 2026 00:00:30 GMT", TimeFormat::kHttpDate), 30s);
+  // Skew: the server's clock is 10 s behind ours, so its reset instant is 10 s further away.
+  EXPECT_EQ(v("1767225630", TimeFormat::kUnixSeconds, kNow - 10s), 40s);
+  EXPECT_EQ(v("1767225630", TimeFormat::kUnixSeconds, kNow + 10s), 30s);
+  // A delta ignores Date.
+  EXPECT_EQ(v("30", TimeFormat::kDeltaSeconds, kNow - 10s), 30s);
+}
+
+TEST(Counts, IntegerNumberUsedLimitMembers) {
+  EXPECT_EQ(parse_count("4999", CountFormat::kInteger), 4999);
+  EXPECT_FALSE(parse_count("596.0", CountFormat::kInteger));
+  EXPECT_EQ(parse_count("596.9", CountFormat::kNumber), 596);
+  EXPECT_EQ(parse_count("4.2", CountFormat::kNumber, /*round_up=*/true), 5);
+  EXPECT_EQ(parse_count("4.0", CountFormat::kNumber, true), 4);
+  EXPECT_FALSE(parse_count("-1", CountFormat::kInteger));
+  EXPECT_FALSE(parse_count("", CountFormat::kNumber));
+  EXPECT_FALSE(parse_count("9999999999999999999", CountFormat::kInteger));
+
+  auto ul = parse_used_limit("32/40");
+  ASSERT_TRUE(ul);
+  EXPECT_EQ(ul->used, 32);
+  EXPECT_EQ(ul->limit, 40);
+  ul = parse_used_limit("17/250(appName=sample-connected-app)");
+  ASSERT_TRUE(ul);
+  EXPECT_EQ(ul->detail, "appName=sample-connected-app");
+  EXPECT_FALSE(parse_used_limit("32"));
+  EXPECT_FALSE(parse_used_limit("a/40"));
+  EXPECT_FALSE(parse_used_limit("1/2(x"));
+
+  EXPECT_EQ(find_member("api-usage=25/5000; per-app-api-usage=17/250(appName=x)", "per-app-api-usage"),
+            "17/250(appName=x)");
+  EXPECT_EQ(find_member("total=100; remaining=99; resets=41", "resets"), "41");
+  EXPECT_FALSE(find_member("total=100", "remaining"));
+}
+
+TEST(MalformedVendorValues, IgnoredWithWarningRestRead) {
+  const auto s = see("HTTP/2 200 \r\nx-ratelimit-limit: lots\r\nx-ratelimit-remaining: 10\r\n"
+                     "x-ratelimit-reset: tomorrow\r\nx-ratelimit-resource: core\r\n\r\n",
+                     "api.github.com");
+  ASSERT_EQ(s.quota.size(), 1u);
+  EXPECT_FALSE(s.quota[0].limit);
+  EXPECT_EQ(s.quota[0].remaining, 10);
+  EXPECT_FALSE(s.quota[0].reset);
+  EXPECT_TRUE(warned(s, "github: x-ratelimit-limit \"lots\" ignored"));
+  EXPECT_TRUE(warned(s, "x-ratelimit-reset \"tomorrow\" ignored: not unix_seconds"));
+}
+
+TEST(MalformedVendorValues, RepeatedDifferentValuesUseTheFirst) {
+  const auto s = see("HTTP/2 200 \r\nx-ratelimit-remaining: 10\r\nx-ratelimit-remaining: 3\r\n\r\n", "api.github.com");
+  ASSERT_EQ(s.quota.size(), 1u);
+  EXPECT_EQ(s.quota[0].remaining, 10);
+  EXPECT_TRUE(warned(s, "several different values"));
+}
+
+}  // namespace
+}  // namespace abide
