@@ -1,0 +1,317 @@
+// Tests for `abide explain`: the contract of DESIGN.md (options, JSON fields,
+// exit statuses), the words for people, and every shipped example head.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "support/run.h"
+
+namespace abide {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using json = nlohmann::json;
+
+const std::string kNow = "2026-01-01T00:00:00Z";
+const std::string kHeads = std::string(ABIDE_SOURCE_DIR) + "/examples/heads/";
+
+// Runs explain --json --now kNow --seed 1 with the extra arguments; parses stdout.
+json explain_json(std::vector<std::string> args, const std::string& input = {}) {
+  std::vector<std::string> all{"explain", "--json", "--now", kNow, "--seed", "1"};
+  all.insert(all.end(), args.begin(), args.end());
+  const auto r = test::abide(all, input);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return json::parse(r.out);
+}
+
+json explain_head(const std::string& head, std::vector<std::string> args = {}) {
+  return explain_json(std::move(args), head);
+}
+
+// ---- the JSON contract -----------------------------------------------------------
+
+TEST(CliExplain, JsonHasEveryContractField) {
+  const json j = explain_json({kHeads + "429-retry-after-seconds.http"});
+  for (const char* field : {"decision", "delay_s", "not_before", "basis", "server_hint_s", "backoff_s", "jitter_s",
+                            "clock_skew_s", "quota", "warnings", "reason"}) {
+    EXPECT_TRUE(j.contains(field)) << field;
+  }
+  EXPECT_EQ(j["decision"], "retry");
+  EXPECT_EQ(j["basis"], "retry-after");
+  EXPECT_EQ(j["server_hint_s"], 30);
+  EXPECT_GE(j["delay_s"].get<double>(), 30.0);
+  EXPECT_GE(j["jitter_s"].get<double>(), 0.0);
+  EXPECT_EQ(j["clock_skew_s"], 0);
+  EXPECT_TRUE(j["quota"].is_array());
+  EXPECT_TRUE(j["warnings"].is_array());
+  EXPECT_TRUE(j["reason"].is_string());
+}
+
+TEST(CliExplain, NoJitterGivesExactNumbers) {
+  const json j = explain_json({"--jitter", "none", "--attempt", "2", kHeads + "429-retry-after-seconds.http"});
+  EXPECT_EQ(j["delay_s"], 30);
+  EXPECT_EQ(j["not_before"], "2026-01-01T00:00:30Z");
+  EXPECT_EQ(j["backoff_s"], 2);
+  EXPECT_EQ(j["jitter_s"], 0);
+  EXPECT_EQ(j["reason"], "Retry in 30 s: the server's Retry-After asks for 30 s (local backoff 2 s).");
+}
+
+TEST(CliExplain, SameSeedSameJitter) {
+  const std::vector<std::string> args{"explain", "--json", "--now", kNow, "--seed", "7",
+                                      kHeads + "429-retry-after-seconds.http"};
+  const json a = json::parse(test::abide(args).out);
+  const json b = json::parse(test::abide(args).out);
+  EXPECT_EQ(a["jitter_s"], b["jitter_s"]);
+  EXPECT_EQ(a["not_before"], b["not_before"]);
+  EXPECT_NE(a["jitter_s"], explain_json({kHeads + "429-retry-after-seconds.http"})["jitter_s"]);  // seed 1
+}
+
+TEST(CliExplain, ReadsStandardInput) {
+  const json j = explain_head("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 12\r\n\r\n", {"--jitter", "none"});
+  EXPECT_EQ(j["decision"], "retry");
+  EXPECT_EQ(j["delay_s"], 12);
+  EXPECT_EQ(j["status"], 503);
+  EXPECT_EQ(j["clock_skew_s"], nullptr);  // no Date
+}
+
+// ---- rules through the CLI ---------------------------------------------------------------
+
+TEST(CliExplain, WorkedExampleIsDeadlineExceededAtTheServersTime) {
+  const json j = explain_json({"--deadline", "12", "--attempt", "4", kHeads + "429-retry-after-seconds.http"});
+  EXPECT_EQ(j["decision"], "deadline_exceeded");
+  EXPECT_EQ(j["not_before"], "2026-01-01T00:00:30Z");
+  EXPECT_EQ(j["delay_s"], 30);
+  EXPECT_EQ(j["backoff_s"], 0);  // full jitter: the floor is zero; nominal 8 s
+}
+
+TEST(CliExplain, HintAboveMaxWaitIsDeferred) {
+  const json j = explain_json({"--max-wait", "300", kHeads + "503-retry-after-one-day.http"});
+  EXPECT_EQ(j["decision"], "deferred");
+  EXPECT_EQ(j["not_before"], "2026-01-02T00:00:00Z");
+  EXPECT_EQ(j["delay_s"], 86400);
+}
+
+TEST(CliExplain, MalformedRetryAfterIsBackoffWithAWarning) {
+  const json j = explain_json({"--jitter", "none", kHeads + "429-retry-after-malformed.http"});
+  EXPECT_EQ(j["decision"], "retry");
+  EXPECT_EQ(j["basis"], "backoff");
+  EXPECT_EQ(j["delay_s"], 1);
+  EXPECT_EQ(j["server_hint_s"], nullptr);
+  EXPECT_THAT(j["warnings"].dump(), HasSubstr("soon"));
+  EXPECT_THAT(j["warnings"].dump(), HasSubstr("malformed"));
+}
+
+TEST(CliExplain, PastDateIsZeroHintPlusBackoff) {
+  const json j = explain_json({"--jitter", "none", "--attempt", "3", kHeads + "503-retry-after-past-date.http"});
+  EXPECT_EQ(j["server_hint_s"], 0);
+  EXPECT_EQ(j["delay_s"], 4);
+  EXPECT_EQ(j["basis"], "backoff");
+}
+
+TEST(CliExplain, SkewedDateCountsFromTheServersClock) {
+  const json j = explain_json({"--jitter", "none", kHeads + "503-retry-after-date-skew.http"});
+  EXPECT_EQ(j["clock_skew_s"], -20);
+  EXPECT_EQ(j["server_hint_s"], 30);
+  EXPECT_EQ(j["not_before"], "2026-01-01T00:00:30Z");
+}
+
+TEST(CliExplain, RateLimitAtZeroBoundsTheWait) {
+  const json j = explain_json({"--jitter", "none", kHeads + "429-ratelimit-draft08-zero.http"});
+  EXPECT_EQ(j["basis"], "ratelimit");
+  EXPECT_EQ(j["delay_s"], 42);
+  ASSERT_EQ(j["quota"].size(), 2u);
+  EXPECT_EQ(j["quota"][0]["policy"], "burst");
+  EXPECT_EQ(j["quota"][0]["remaining"], 0);
+}
+
+TEST(CliExplain, QuotaOutlastingRetryAfterWins) {
+  const json j = explain_json({"--jitter", "none", kHeads + "429-ratelimit-draft07-outlasts-retry-after.http"});
+  EXPECT_EQ(j["basis"], "ratelimit");
+  EXPECT_EQ(j["delay_s"], 50);
+  EXPECT_EQ(j["retry_after"]["seconds"], 5);
+}
+
+TEST(CliExplain, GitHub403ReadsThroughItsProfileOnlyWithTheHost) {
+  const json with = explain_json({"--jitter", "none", "--host", "api.github.com", kHeads + "403-github-remaining-0.http"});
+  EXPECT_EQ(with["decision"], "retry");
+  EXPECT_EQ(with["basis"], "vendor");
+  EXPECT_EQ(with["delay_s"], 1800);
+  EXPECT_EQ(with["quota"][0]["source"], "github");
+  const json by_name = explain_json({"--jitter", "none", "--profile", "github", kHeads + "403-github-remaining-0.http"});
+  EXPECT_EQ(by_name["delay_s"], 1800);
+  const json without = explain_json({kHeads + "403-github-remaining-0.http"});
+  EXPECT_EQ(without["decision"], "not_retryable");
+  EXPECT_TRUE(without["quota"].empty());
+  EXPECT_THAT(without["warnings"].dump(), HasSubstr("no vendor profile"));
+  const json none = explain_json({"--host", "api.github.com", "--profile", "none", kHeads + "403-github-remaining-0.http"});
+  EXPECT_EQ(none["decision"], "not_retryable");
+}
+
+TEST(CliExplain, PostWithoutIdempotencyKeyIsNotRetryableWithItsTime) {
+  const json j = explain_json({"--method", "POST", kHeads + "429-retry-after-seconds.http"});
+  EXPECT_EQ(j["decision"], "not_retryable");
+  EXPECT_EQ(j["not_before"], "2026-01-01T00:00:30Z");
+  EXPECT_THAT(j["reason"].get<std::string>(), HasSubstr("idempotency key"));
+  const json keyed = explain_json({"--method", "POST", "--idempotency-key", kHeads + "429-retry-after-seconds.http"});
+  EXPECT_EQ(keyed["decision"], "retry");
+}
+
+TEST(CliExplain, SuccessIsDoneWithItsQuota) {
+  const json j = explain_json({kHeads + "200-quota.http"});
+  EXPECT_EQ(j["decision"], "done");
+  EXPECT_EQ(j["delay_s"], 0);
+  EXPECT_EQ(j["not_before"], nullptr);
+  EXPECT_EQ(j["basis"], nullptr);
+  EXPECT_EQ(j["quota"][0]["remaining"], 57);
+  const json exhausted = explain_json({kHeads + "200-quota-exhausted.http"});
+  EXPECT_EQ(exhausted["decision"], "done");
+  EXPECT_EQ(exhausted["not_before"], "2026-01-01T00:00:21Z");
+}
+
+TEST(CliExplain, NotFoundIsNotRetryable) {
+  const json j = explain_json({kHeads + "404-not-found.http"});
+  EXPECT_EQ(j["decision"], "not_retryable");
+  EXPECT_EQ(j["not_before"], nullptr);
+}
+
+TEST(CliExplain, LastAttemptIsExhaustedWithItsTime) {
+  const json j = explain_json({"--attempt", "3", "--max-attempts", "3", kHeads + "429-retry-after-seconds.http"});
+  EXPECT_EQ(j["decision"], "exhausted");
+  EXPECT_EQ(j["not_before"], "2026-01-01T00:00:30Z");
+}
+
+TEST(CliExplain, BackoffOptionsShapeTheLocalBackoff) {
+  const json j = explain_json({"--jitter", "none", "--backoff-base", "0.5", "--backoff-cap", "3", "--attempt", "4",
+                               "--max-attempts", "10", kHeads + "429-retry-after-malformed.http"});
+  EXPECT_EQ(j["backoff_s"], 3);  // 0.5 * 8 = 4, capped at 3
+  EXPECT_EQ(j["delay_s"], 3);
+  const json eq = explain_json({"--jitter", "equal", "--attempt", "3", kHeads + "429-retry-after-malformed.http"});
+  EXPECT_EQ(eq["backoff_s"], 2);
+  EXPECT_GE(eq["delay_s"].get<double>(), 2.0);
+  EXPECT_LE(eq["delay_s"].get<double>(), 4.0);
+}
+
+// ---- every shipped example explains, in words and in JSON ------------------------------------
+
+TEST(CliExplain, EveryExampleHeadExplains) {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kHeads)) {
+    if (entry.path().extension() != ".http") continue;
+    const std::string name = entry.path().filename().string();
+    const bool invalid = name.rfind("invalid-", 0) == 0;
+    const auto text = test::abide({"explain", "--now", kNow, "--seed", "1", entry.path().string()});
+    const auto js = test::abide({"explain", "--json", "--now", kNow, "--seed", "1", entry.path().string()});
+    if (invalid) {
+      EXPECT_EQ(text.exit_code, 1) << name;
+      EXPECT_EQ(js.exit_code, 1) << name;
+      continue;
+    }
+    ++n;
+    EXPECT_EQ(text.exit_code, 0) << name << text.err;
+    EXPECT_EQ(js.exit_code, 0) << name << js.err;
+    EXPECT_FALSE(text.out.empty()) << name;
+    const json j = json::parse(js.out);
+    // The text starts with the decision, in capitals.
+    std::string upper = j["decision"].get<std::string>();
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    EXPECT_EQ(text.out.rfind(upper, 0), 0u) << name << "\n" << text.out;
+  }
+  EXPECT_GE(n, 10);
+}
+
+// ---- words for people --------------------------------------------------------------------------
+
+TEST(CliExplain, TextSaysDecisionWinnerSignalsIgnoredAndSkew) {
+  const auto r = test::abide({"explain", "--now", kNow, "--seed", "1", kHeads + "429-retry-after-and-ratelimit.http"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("RETRY in 30.", 0), 0u) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("Which signal won: Retry-After (30 s)"));
+  EXPECT_THAT(r.out, HasSubstr("Quota \"daily\": 870 of 1000 requests left"));
+  EXPECT_THAT(r.out, HasSubstr("overridden by Retry-After"));
+  EXPECT_THAT(r.out, HasSubstr("Clock skew: none"));
+}
+
+TEST(CliExplain, TextNamesIgnoredVendorHeadersWithoutAProfile) {
+  const auto r = test::abide({"explain", "--now", kNow, "--seed", "1", kHeads + "429-vendor-headers-no-profile.http"});
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("X-RateLimit-Remaining: 0 -> ignored: no profile for this host"));
+  EXPECT_THAT(r.out, HasSubstr("Which signal won: the local backoff"));
+}
+
+TEST(CliExplain, TextReportsMalformedAndSkew) {
+  auto r = test::abide({"explain", "--now", kNow, kHeads + "429-retry-after-malformed.http"});
+  EXPECT_THAT(r.out, HasSubstr("Retry-After: malformed, ignored"));
+  EXPECT_THAT(r.out, HasSubstr("\"soon\""));
+  r = test::abide({"explain", "--now", kNow, kHeads + "503-retry-after-date-skew.http"});
+  EXPECT_THAT(r.out, HasSubstr("20 s behind the local clock"));
+}
+
+TEST(CliExplain, HostileHeadIsShownSafely) {
+  const std::string head = "HTTP/1.1 429 x\r\nRetry-After: \x01\x02" + std::string(5000, 'x') + "\r\n\r\n";
+  const auto r = test::abide({"explain", "--now", kNow}, head);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, Not(HasSubstr("\x01")));
+  const auto j = test::abide({"explain", "--json", "--now", kNow}, "HTTP/1.1 429 x\r\nRetry-After: \xff\xfe\r\n\r\n");
+  EXPECT_EQ(j.exit_code, 0);
+  EXPECT_TRUE(json::accept(j.out)) << j.out;
+}
+
+// ---- exit statuses ---------------------------------------------------------------------------------
+
+TEST(CliExplain, MalformedInputIsRejectedWithWhere) {
+  const auto r = test::abide({"explain", "--now", kNow, kHeads + "invalid-not-a-head.http"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("invalid-not-a-head.http:1:"));
+  EXPECT_EQ(test::abide({"explain"}, "").exit_code, 1);
+  EXPECT_EQ(test::abide({"explain", "/nonexistent/head.http"}).exit_code, 1);
+}
+
+TEST(CliExplain, DecisionsThatStopStillExitZero) {
+  EXPECT_EQ(test::abide({"explain", "--method", "POST", kHeads + "429-retry-after-seconds.http"}).exit_code, 0);
+  EXPECT_EQ(test::abide({"explain", "--max-wait", "1", kHeads + "503-retry-after-one-day.http"}).exit_code, 0);
+  EXPECT_EQ(test::abide({"explain", kHeads + "404-not-found.http"}).exit_code, 0);
+}
+
+TEST(CliExplain, UsageErrorsExitTwo) {
+  const std::string head = kHeads + "429-retry-after-seconds.http";
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--attempt", "0"},
+           {"--attempt", "x"},
+           {"--max-attempts", "-1"},
+           {"--jitter", "sometimes"},
+           {"--deadline", "soon"},
+           {"--deadline", "nan"},
+           {"--backoff-base", "-1"},
+           {"--backoff-cap", "inf"},
+           {"--max-wait", "-5"},
+           {"--now", "yesterday"},
+           {"--profile", "no-such-vendor"},
+           {"--no-such-option"},
+       }) {
+    std::vector<std::string> all{"explain"};
+    all.insert(all.end(), args.begin(), args.end());
+    all.push_back(head);
+    EXPECT_EQ(test::abide(all).exit_code, 2) << args[0] << " " << (args.size() > 1 ? args[1] : "");
+  }
+}
+
+TEST(CliExplain, NegativeDeadlineMeansAlreadyPassed) {
+  const json j = explain_json({"--deadline", "-1", kHeads + "429-retry-after-seconds.http"});
+  EXPECT_EQ(j["decision"], "deadline_exceeded");
+}
+
+TEST(CliExplain, HugeNumbersSaturate) {
+  const json j = explain_json({"--backoff-base", "1e300", "--backoff-cap", "1e300", "--jitter", "none",
+                               "--deadline", "1e300", kHeads + "429-retry-after-malformed.http"});
+  EXPECT_EQ(j["decision"], "retry");
+  EXPECT_GT(j["delay_s"].get<double>(), 9e9);
+}
+
+}  // namespace
+}  // namespace abide
