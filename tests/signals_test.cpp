@@ -1,0 +1,261 @@
+// observe(): DESIGN.md rules 1 (Retry-After authoritative), 2 (malformed is
+// not zero), 3 (dates and skew) and 8 (order of trust).
+#include "abide/signals.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "abide/clock.h"
+#include "abide/headers.h"
+
+namespace abide {
+namespace {
+
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+
+class ObserveTest : public ::testing::Test {
+ protected:
+  ManualClock clock;  // 2026-01-01T00:00:00Z
+
+  Signals see(int status, std::initializer_list<Header> h, ObserveOptions o = {}) {
+    return observe(status, HeaderList(h), clock.wall_now(), clock.mono_now(), o);
+  }
+  static bool warned(const Signals& s, std::string_view text) {
+    for (const auto& w : s.warnings) {
+      if (w.find(text) != std::string::npos) return true;
+    }
+    return false;
+  }
+};
+
+TEST_F(ObserveTest, KeepsStatusAndReceiveTimes) {
+  clock.advance(5s);
+  const auto s = see(200, {});
+  EXPECT_EQ(s.status, 200);
+  EXPECT_EQ(s.received_wall, clock.wall_now());
+  EXPECT_EQ(s.received_mono, clock.mono_now());
+  EXPECT_FALSE(s.retry_after);
+  EXPECT_FALSE(s.retry_after_rejected);
+  EXPECT_TRUE(s.quota.empty());
+  EXPECT_FALSE(s.server_date);
+  EXPECT_FALSE(s.clock_skew);
+  EXPECT_FALSE(s.limited);
+  EXPECT_TRUE(s.warnings.empty());
+  EXPECT_FALSE(s.quota_wait());
+  EXPECT_EQ(s.most_restrictive(), nullptr);
+}
+
+TEST_F(ObserveTest, RetryAfterDelay) {
+  const auto s = see(429, {{"retry-after", "120"}});
+  ASSERT_TRUE(s.retry_after);
+  EXPECT_EQ(s.retry_after->kind, RetryHint::Kind::kDelay);
+  EXPECT_EQ(s.retry_after->wait, 120s);
+  EXPECT_EQ(s.retry_after->source, "retry-after");
+  EXPECT_FALSE(s.retry_after->date);
+  EXPECT_TRUE(s.limited);
+}
+
+TEST_F(ObserveTest, RetryAfterOnAnyStatus) {
+  for (int status : {503, 301, 413, 200}) {
+    const auto s = see(status, {{"Retry-After", "7"}});
+    ASSERT_TRUE(s.retry_after) << status;
+    EXPECT_EQ(s.retry_after->wait, 7s);
+    EXPECT_FALSE(s.limited) << status;  // without a profile only 429 means "limited"
+  }
+}
+
+TEST_F(ObserveTest, RetryAfterDateCountsFromReceipt) {
+  const auto s = see(503, {{"Retry-After", "Thu, 01 Jan 2026 00:02:00 GMT"}});
+  ASSERT_TRUE(s.retry_after);
+  EXPECT_EQ(s.retry_after->kind, RetryHint::Kind::kDate);
+  EXPECT_EQ(s.retry_after->wait, 120s);
+  EXPECT_EQ(s.retry_after->date, clock.wall_now() + 120s);
+}
+
+TEST_F(ObserveTest, RetryAfterDateInThePastIsZero) {
+  const auto s = see(503, {{"Retry-After", "Fri, 31 Dec 1999 23:59:59 GMT"}});
+  ASSERT_TRUE(s.retry_after);
+  EXPECT_EQ(s.retry_after->wait, 0s);
+}
+
+TEST_F(ObserveTest, DateGivesSkewAndSkewCannotMakeARetryEarly) {
+  // The server's clock is 30 s behind ours: its "2 minutes from now" is 150 s away for us.
+  const auto s = see(503, {{"Date", "Wed, 31 Dec 2025 23:59:30 GMT"}, {"Retry-After", "Thu, 01 Jan 2026 00:02:00 GMT"}});
+  ASSERT_TRUE(s.server_date);
+  ASSERT_TRUE(s.clock_skew);
+  EXPECT_EQ(*s.clock_skew, -30s);
+  EXPECT_EQ(s.retry_after->wait, 150s);
+  // Server clock ahead by 30 s: the local reading (120 s) is the larger one.
+  const auto ahead = see(503, {{"Date", "Thu, 01 Jan 2026 00:00:30 GMT"}, {"Retry-After", "Thu, 01 Jan 2026 00:02:00 GMT"}});
+  EXPECT_EQ(*ahead.clock_skew, 30s);
+  EXPECT_EQ(ahead.retry_after->wait, 120s);
+  // A delay ignores Date.
+  const auto delay = see(503, {{"Date", "Wed, 31 Dec 2025 23:59:30 GMT"}, {"Retry-After", "10"}});
+  EXPECT_EQ(delay.retry_after->wait, 10s);
+}
+
+TEST_F(ObserveTest, MalformedDateIsIgnoredWithAWarning) {
+  const auto s = see(200, {{"Date", "yesterday"}});
+  EXPECT_FALSE(s.server_date);
+  EXPECT_FALSE(s.clock_skew);
+  EXPECT_TRUE(warned(s, "Date \"yesterday\" ignored"));
+}
+
+TEST_F(ObserveTest, MalformedRetryAfterIsRejectedNeverRetryNow) {
+  for (const char* bad : {"soon", "-43", "", "12s", "30, 60", "0x1A"}) {
+    const auto s = see(429, {{"Retry-After", bad}});
+    EXPECT_FALSE(s.retry_after) << bad;
+    EXPECT_TRUE(s.retry_after_rejected) << bad;
+    EXPECT_TRUE(warned(s, "rejected")) << bad;
+    EXPECT_TRUE(s.limited);
+  }
+}
+
+TEST_F(ObserveTest, RobustModeRoundsAFractionUpStrictRejectsIt) {
+  const auto robust = see(429, {{"Retry-After", "2.542"}});
+  ASSERT_TRUE(robust.retry_after);
+  EXPECT_EQ(robust.retry_after->wait, 3s);
+  EXPECT_TRUE(warned(robust, "rounded up"));
+  ObserveOptions strict;
+  strict.robust = false;
+  const auto s = see(429, {{"Retry-After", "2.542"}}, strict);
+  EXPECT_FALSE(s.retry_after);
+  EXPECT_TRUE(s.retry_after_rejected);
+}
+
+TEST_F(ObserveTest, RobustDateDeviationIsReported) {
+  const auto s = see(503, {{"Retry-After", "Thu, 01 Jan 2026 00:01:00 UTC"}});
+  ASSERT_TRUE(s.retry_after);
+  EXPECT_EQ(s.retry_after->wait, 60s);
+  EXPECT_TRUE(warned(s, "deviations"));
+}
+
+TEST_F(ObserveTest, SeveralRetryAfterLinesTheLongestWins) {
+  const auto s = see(503, {{"Retry-After", "30"}, {"Retry-After", "Thu, 01 Jan 2026 00:02:00 GMT"}, {"Retry-After", "5"}});
+  ASSERT_TRUE(s.retry_after);
+  EXPECT_EQ(s.retry_after->wait, 120s);
+  EXPECT_FALSE(s.warnings.empty());
+  std::initializer_list<Header> many = {{"Retry-After", "1"}, {"Retry-After", "2"}, {"Retry-After", "3"},
+                                        {"Retry-After", "4"}, {"Retry-After", "5"}, {"Retry-After", "6"},
+                                        {"Retry-After", "7"}, {"Retry-After", "8"}, {"Retry-After", "90"},
+                                        {"Retry-After", "10"}};
+  const auto m = see(503, many);
+  EXPECT_EQ(m.retry_after->wait, 90s);
+}
+
+TEST_F(ObserveTest, HugeRetryAfterSaturatesAndSaysSo) {
+  const auto s = see(503, {{"Retry-After", "99999999999999999999999"}});
+  ASSERT_TRUE(s.retry_after);
+  EXPECT_EQ(s.retry_after->wait, kMaxDuration);
+  EXPECT_TRUE(warned(s, "too large"));
+}
+
+TEST_F(ObserveTest, QuotaWithRoomNeverOverridesRetryAfter) {
+  const auto s = see(429, {{"Retry-After", "30"},
+                           {"RateLimit-Policy", "\"default\";q=100;w=60"},
+                           {"RateLimit", "\"default\";r=50;t=5"}});
+  ASSERT_TRUE(s.retry_after);
+  EXPECT_EQ(s.retry_after->wait, 30s);
+  ASSERT_EQ(s.quota.size(), 1u);
+  EXPECT_EQ(s.quota[0].remaining, 50);
+  EXPECT_FALSE(s.quota_wait());
+}
+
+TEST_F(ObserveTest, MalformedRateLimitDoesNotStopTheRest) {
+  const auto s = see(429, {{"Retry-After", "30"},
+                           {"Date", "Thu, 01 Jan 2026 00:00:00 GMT"},
+                           {"RateLimit", "\"default\";r=50;t=1.5"},
+                           {"RateLimit-Policy", "\"default\";q=100;w=60"}});
+  ASSERT_TRUE(s.retry_after);
+  EXPECT_EQ(s.retry_after->wait, 30s);
+  EXPECT_EQ(s.clock_skew, 0s);
+  ASSERT_EQ(s.quota.size(), 1u);
+  EXPECT_EQ(s.quota[0].limit, 100);
+  EXPECT_TRUE(warned(s, "RateLimit ignored"));
+}
+
+TEST_F(ObserveTest, QuotaWaitIsTheLongestExhaustedReset) {
+  const auto s = see(429, {{"RateLimit-Policy", "\"a\";q=10;w=1, \"b\";q=100;w=60, \"c\";q=5;w=10"},
+                           {"RateLimit", "\"a\";r=0;t=1, \"b\";r=0;t=45, \"c\";r=2;t=9"}});
+  ASSERT_EQ(s.quota.size(), 3u);
+  EXPECT_EQ(s.quota_wait(), 45s);
+  ASSERT_NE(s.most_restrictive(), nullptr);
+  EXPECT_EQ(s.most_restrictive()->policy, "b");
+}
+
+TEST_F(ObserveTest, IetfFieldsComeBeforeVendorFieldsInTrustOrder) {
+  ObserveOptions o;
+  o.host = "api.github.com";
+  const auto s = see(200, {{"x-ratelimit-remaining", "10"},
+                           {"x-ratelimit-resource", "core"},
+                           {"RateLimit", "\"default\";r=50;t=30"}},
+                     o);
+  ASSERT_EQ(s.quota.size(), 2u);
+  EXPECT_EQ(s.quota[0].source, "draft-08");
+  EXPECT_EQ(s.quota[1].source, "github");
+  EXPECT_EQ(s.profile, "github");
+}
+
+TEST_F(ObserveTest, VendorRetryDelayStandsInForARejectedRetryAfter) {
+  ObserveOptions o;
+  o.host = "api.openai.com";
+  const auto s = see(429, {{"retry-after", "later"}, {"retry-after-ms", "2500"}}, o);
+  EXPECT_TRUE(s.retry_after_rejected);
+  ASSERT_TRUE(s.retry_after);
+  EXPECT_EQ(s.retry_after->wait, 2500ms);
+  EXPECT_EQ(s.retry_after->source, "retry-after-ms");
+  EXPECT_TRUE(warned(s, "since Retry-After was rejected"));
+}
+
+TEST_F(ObserveTest, MalformedVendorRetryDelayIsIgnored) {
+  ObserveOptions o;
+  o.host = "api.openai.com";
+  const auto s = see(429, {{"retry-after-ms", "-5"}}, o);
+  EXPECT_FALSE(s.retry_after);
+  EXPECT_TRUE(warned(s, "retry-after-ms \"-5\" ignored"));
+}
+
+TEST_F(ObserveTest, VendorDateResetsUseServerDate) {
+  ObserveOptions o;
+  o.host = "api.github.com";
+  // Server 20 s behind: its reset instant is 20 s further away than our clock says.
+  const auto s = see(403, {{"Date", "Wed, 31 Dec 2025 23:59:40 GMT"},
+                           {"x-ratelimit-remaining", "0"},
+                           {"x-ratelimit-reset", "1767225660"}},
+                     o);
+  ASSERT_EQ(s.quota.size(), 1u);
+  EXPECT_EQ(s.quota[0].reset, 80s);
+  EXPECT_TRUE(s.limited);
+}
+
+TEST_F(ObserveTest, HeaderNamesMatchInAnyCase) {
+  const auto s = see(429, {{"RETRY-AFTER", "3"}, {"rAtElImIt", "\"x\";r=0;t=3"}, {"DATE", "Thu, 01 Jan 2026 00:00:00 GMT"}});
+  ASSERT_TRUE(s.retry_after);
+  EXPECT_EQ(s.quota.size(), 1u);
+  EXPECT_TRUE(s.server_date);
+}
+
+TEST_F(ObserveTest, ParsedHeadEndToEnd) {
+  auto head = parse_response_head(
+      "HTTP/1.1 429 Too Many Requests\r\n"
+      "Date: Thu, 01 Jan 2026 00:00:01 GMT\r\n"
+      "Retry-After: 30\r\n"
+      "RateLimit-Policy: \"burst\";q=100;w=60,\"daily\";q=1000;w=86400\r\n"
+      "RateLimit: \"burst\";r=0;t=30\r\n"
+      "RateLimit: \"daily\";r=900;t=3600\r\n\r\n");
+  ASSERT_TRUE(head);
+  const auto s = observe(head->status, head->headers, clock.wall_now(), clock.mono_now());
+  EXPECT_TRUE(s.limited);
+  EXPECT_EQ(s.retry_after->wait, 30s);
+  EXPECT_EQ(s.clock_skew, 1s);
+  ASSERT_EQ(s.quota.size(), 2u);
+  EXPECT_EQ(s.quota_wait(), 30s);
+  EXPECT_TRUE(s.warnings.empty());
+}
+
+}  // namespace
+}  // namespace abide
