@@ -333,12 +333,9 @@ RequestOutcome Client::Impl::Run::go(Transport& transport, std::stop_token stop)
     input.deadline = req_.deadline;
     input.previous_backoff = previous_backoff;
     if (response) {
-      Response view;  // the event's view; the body is moved into the outcome later
+      keep_response();  // the outcome keeps the last response
       ClientEvent e = event(ClientEvent::Kind::kResponseObserved);
-      view.status = ex.status;
-      view.received_wall = ex.received_wall;
-      view.received_mono = ex.received_mono;
-      e.response = &view;
+      e.response = &*out_.response;
       e.signals = &*signals;
       emit(e);
     } else {
@@ -360,7 +357,6 @@ RequestOutcome Client::Impl::Run::go(Transport& transport, std::stop_token stop)
     }
     std::string reason = a.reason;
     out_.attempts.push_back(std::move(a));
-    if (response) keep_response();
     if (plan.not_before_mono) set_not_before(plan);
 
     switch (plan.decision) {

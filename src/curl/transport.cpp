@@ -386,8 +386,7 @@ Exchange Transport::perform(const Request& request, const TransferLimits& limits
     if (!decided_by_debug(code)) ex.sent = true;
     ex.error = describe(code);
   }
-  if (ex.result != Exchange::Result::kResponse && ex.result != Exchange::Result::kBodyTooLarge)
-    ex.body.clear();
+  if (ex.result != Exchange::Result::kResponse) ex.body.clear();  // never half a body
   return ex;
 }
 

@@ -1,0 +1,550 @@
+// abide fetch: a curl-like client that obeys the server (abide::Client), for
+// one URL or a batch.
+#if defined(ABIDE_CURL)
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "abide/client.h"
+#include "abide/http_date.h"
+#include "abide/profiles.h"
+#include "command.h"
+#include "common.h"
+#include "fetch_jobs.h"
+#include "fetch_progress.h"
+#include "fetch_redact.h"
+#include "fetch_store.h"
+
+namespace abide::cli {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct FetchOptions {
+  std::string url;
+  std::string method;
+  std::vector<std::string> headers;
+  std::string data;
+  std::string output;
+  std::string output_dir;
+  std::string idempotency_key;
+  std::string urls_file;
+  std::size_t jobs = 4;
+  double deadline_s = 0;
+  std::int64_t max_attempts = 5;
+  std::string profile;
+  std::string store = "memory";
+  std::string pacing = "smooth";
+  std::string stats;
+  std::string resume;
+  std::string resume_file = "abide-resume.json";
+  double max_wait_s = 0;
+  double max_time_s = 0;
+  double connect_timeout_s = 10;
+  std::uint64_t seed = 0;
+  bool verbose = false;
+  bool silent = false;
+  // Which options were given.
+  bool has_data = false;
+  bool has_deadline = false;
+  bool has_max_wait = false;
+  bool has_seed = false;
+};
+
+constexpr const char* kFooter = R"(Sources (exactly one): URL, --urls FILE (one URL per line; '#' comments), or
+--resume FILE. -X, -H, -d and --idempotency-key apply to every request; in a
+batch, --idempotency-key KEY sends KEY-N for the request on line N.
+
+Outputs: bodies of final answers go to stdout, to -o FILE (all of them, in
+the order they finish; -o /dev/null discards them), or with --output-dir DIR
+to one file per request, named NNNNNN-LAST_PATH_SEGMENT (N: the request's
+line). Failed attempts' bodies are never written.
+
+--deadline S counts from the start of the run and applies to every request: a
+request that cannot finish by then ends deadline_exceeded, with the time the
+server permits another try.
+
+Interrupt (Ctrl-C, SIGINT; or SIGTERM): waits are cancelled and transfers in
+flight aborted at once; every request not done that is worth running again
+(cancelled, deferred, deadline_exceeded, exhausted; never an ambiguous one) is
+written to the resume file (--resume-file, default abide-resume.json), and the
+exit status is 130 (143 for SIGTERM). The resume file is also written when a
+run ends with such requests unfinished. `abide fetch --resume FILE` runs
+them again, never before each one's permitted time. Request headers are not
+stored in it (they may carry credentials): give -H again when resuming.
+A second Ctrl-C exits at once, without writing anything.
+
+--stats FILE writes a JSON summary: requests, done, attempts, retries,
+status_counts {"STATUS": count}, transport_errors, outcomes {kind: count},
+ambiguous, waited_s (summed over requests), elapsed_s, interrupted, and
+unfinished [{url, outcome, not_before (RFC 3339 or null), method, index,
+reason, ambiguous, resumable}].
+
+On a terminal, a progress line shows done/total, requests in flight and
+waiting, and an ETA. --verbose prints every attempt, response and decision
+with Authorization, Cookie, Proxy-Authorization and API-key-style headers
+(and credential query parameters) redacted.
+
+Exit status: 0 every request done, 1 some request not done (or an output
+could not be written), 2 usage error, 130 interrupted.)";
+
+Result<Header, std::string> parse_header_option(const std::string& text) {
+  const auto colon = text.find(':');
+  if (colon == std::string::npos || colon == 0) return fail("-H \"" + text + "\": expected 'Name: value'");
+  Header h;
+  h.name = text.substr(0, colon);
+  std::string_view v = std::string_view(text).substr(colon + 1);
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  h.value = std::string(v);
+  for (char c : h.name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= ' ' || u >= 0x7f || std::string_view("\"(),/:;<=>?@[\\]{}").find(c) != std::string_view::npos)
+      return fail("-H \"" + text + "\": invalid header name");
+  }
+  for (char c : h.value)
+    if (c == '\r' || c == '\n' || c == '\0') return fail("-H \"" + h.name + "\": the value contains CR, LF or NUL");
+  return h;
+}
+
+// A file name for request `index` in --output-dir.
+std::string output_name(const FetchJob& job) {
+  char num[32];
+  std::snprintf(num, sizeof num, "%06zu", job.index + 1);
+  std::string_view path = job.url;
+  if (const auto q = path.find_first_of("?#"); q != std::string_view::npos) path = path.substr(0, q);
+  if (const auto s = path.find("://"); s != std::string_view::npos) path = path.substr(s + 3);
+  while (!path.empty() && path.back() == '/') path.remove_suffix(1);
+  const auto slash = path.rfind('/');
+  std::string seg;
+  if (slash != std::string_view::npos) {
+    for (char c : path.substr(slash + 1)) {
+      if (seg.size() >= 60) break;
+      const auto u = static_cast<unsigned char>(c);
+      seg += (std::isalnum(u) != 0 || c == '.' || c == '-' || c == '_') ? c : '_';
+    }
+  }
+  if (seg.empty() || seg == "." || seg == "..") return num;
+  return std::string(num) + "-" + seg;
+}
+
+Duration seconds_option(double s) {
+  if (!(s > 0)) return Duration::zero();
+  if (s > 1e9) return kMaxDuration;
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
+}
+
+std::string fmt_seconds(Duration d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f s", to_seconds(d));
+  return buf;
+}
+
+// Takes SIGINT and SIGTERM on a thread of its own (they are blocked in every
+// other thread): the first cancels the run, a second exits at once.
+class SignalWatcher {
+ public:
+  SignalWatcher() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    // An inherited "ignore" would discard the signal before sigtimedwait.
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+    thread_ = std::thread([this] { watch(); });
+  }
+  ~SignalWatcher() {
+    finished_.store(true);
+    thread_.join();
+    pthread_sigmask(SIG_UNBLOCK, &set_, nullptr);
+  }
+  std::stop_token token() const { return source_.get_token(); }
+  int signal_number() const { return signo_.load(); }
+
+ private:
+  void watch() {
+    while (!finished_.load()) {
+      timespec ts{0, 100'000'000};
+      const int s = sigtimedwait(&set_, nullptr, &ts);
+      if (s <= 0) continue;
+      if (signo_.load() != 0) {
+        static constexpr char kMsg[] = "\nabide: interrupted again; exiting without writing the resume file\n";
+        static_cast<void>(::write(2, kMsg, sizeof kMsg - 1));
+        std::_Exit(s == SIGTERM ? 143 : 130);
+      }
+      signo_.store(s);
+      source_.request_stop();
+    }
+  }
+  sigset_t set_{};
+  std::stop_source source_;
+  std::atomic<bool> finished_{false};
+  std::atomic<int> signo_{0};
+  std::thread thread_;
+};
+
+// Where bodies go.
+class BodySink {
+ public:
+  // Opens -o FILE (or stdout); --output-dir is written per request.
+  std::optional<std::string> open(const FetchOptions& o) {
+    dir_ = o.output_dir;
+    if (!dir_.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(dir_, ec);
+      if (ec || !std::filesystem::is_directory(dir_)) return "cannot create --output-dir " + dir_;
+      return std::nullopt;
+    }
+    if (o.output.empty() || o.output == "-") {
+      file_ = stdout;
+      return std::nullopt;
+    }
+    file_ = std::fopen(o.output.c_str(), "wb");
+    owned_ = file_ != nullptr;
+    if (file_ == nullptr) return "cannot write " + o.output;
+    return std::nullopt;
+  }
+  ~BodySink() {
+    if (owned_) std::fclose(file_);
+  }
+  // Writes one request's body; false on failure.
+  bool write(const FetchJob& job, const std::string& body) {
+    std::lock_guard lock(mu_);
+    if (!dir_.empty()) {
+      const auto path = std::filesystem::path(dir_) / output_name(job);
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      out.write(body.data(), static_cast<std::streamsize>(body.size()));
+      return static_cast<bool>(out);
+    }
+    if (body.empty()) return true;
+    const bool ok = std::fwrite(body.data(), 1, body.size(), file_) == body.size();
+    return std::fflush(file_) == 0 && ok;
+  }
+  bool close() {
+    if (!owned_) return std::fflush(stdout) == 0;
+    owned_ = false;
+    return std::fclose(file_) == 0;
+  }
+
+ private:
+  std::mutex mu_;
+  std::string dir_;
+  std::FILE* file_ = nullptr;
+  bool owned_ = false;
+};
+
+// --verbose: one line per thing that happened, credentials redacted.
+void verbose_event(Progress& progress, const std::vector<FetchJob>& jobs, const ClientEvent& e) {
+  using K = ClientEvent::Kind;
+  const std::string tag = "* [" + std::to_string(jobs[e.index].index + 1) + "] ";
+  switch (e.kind) {
+    case K::kAttemptStarted: {
+      std::string s = "> [" + std::to_string(jobs[e.index].index + 1) + "] " + e.request->method + " " +
+                      redact_url(e.request->url) + " (attempt " + std::to_string(e.attempt) + ")";
+      if (e.attempt == 1) {
+        for (const Header& h : e.request->headers.lines())
+          s += "\n>   " + h.name + ": " + printable_header_value(h.name, h.value);
+        if (e.request->idempotency_key) s += "\n>   Idempotency-Key: " + *e.request->idempotency_key;
+      }
+      progress.print_line(s);
+      break;
+    }
+    case K::kResponseObserved: {
+      std::string s = "< [" + std::to_string(jobs[e.index].index + 1) + "] " + std::to_string(e.response->status);
+      for (const Header& h : e.response->headers.lines())
+        s += "\n<   " + h.name + ": " + printable_header_value(h.name, h.value);
+      progress.print_line(s);
+      break;
+    }
+    case K::kTransportError:
+      progress.print_line(tag + "error: " + std::string(e.error));
+      break;
+    case K::kDecision:
+      progress.print_line(tag + std::string(to_string(e.plan->decision)) + ": " + std::string(e.reason));
+      break;
+    case K::kWaitEnded:
+      if (e.wait_kind == ClientEvent::WaitKind::kPacer && e.wait >= 1ms)
+        progress.print_line(tag + "paced " + fmt_seconds(e.wait));
+      break;
+    case K::kFinished:
+      progress.print_line(tag + "outcome " + std::string(to_string(e.outcome->kind)) +
+                          (e.outcome->ambiguous ? " (ambiguous)" : "") + ": " + e.outcome->reason);
+      break;
+    case K::kWaitStarted:
+      break;
+  }
+}
+
+int run_fetch(const FetchOptions& o) {
+  // --- the requests -------------------------------------------------------
+  const int sources = (o.url.empty() ? 0 : 1) + (o.urls_file.empty() ? 0 : 1) + (o.resume.empty() ? 0 : 1);
+  if (sources != 1) {
+    std::cerr << "abide fetch: give exactly one of URL, --urls FILE, --resume FILE\n";
+    return kExitUsage;
+  }
+  if (!o.output.empty() && !o.output_dir.empty()) {
+    std::cerr << "abide fetch: -o and --output-dir cannot be combined\n";
+    return kExitUsage;
+  }
+  HeaderList headers;
+  for (const std::string& h : o.headers) {
+    auto parsed = parse_header_option(h);
+    if (!parsed) {
+      std::cerr << "abide fetch: " << parsed.error() << "\n";
+      return kExitUsage;
+    }
+    headers.add(parsed->name, parsed->value);
+  }
+  std::string body = o.data;
+  if (o.has_data && !body.empty() && body.front() == '@') {
+    auto text = read_input(body.substr(1));
+    if (!text) return kExitRejected;
+    body = std::move(*text);
+  }
+  const std::string method = !o.method.empty() ? o.method : o.has_data ? "POST" : "GET";
+  auto spec = parse_store_spec(o.store);
+  if (!spec) {
+    std::cerr << "abide fetch: " << spec.error() << "\n";
+    return kExitUsage;
+  }
+  if (!o.profile.empty() && o.profile != "none" && ProfileRegistry::builtin().find(o.profile) == nullptr) {
+    std::cerr << "abide fetch: unknown --profile \"" << o.profile << "\"\n";
+    return kExitUsage;
+  }
+
+  std::vector<FetchJob> jobs;
+  bool batch = false;
+  if (!o.resume.empty()) {
+    auto read = read_resume(o.resume);
+    if (!read) return reject(read.error());
+    jobs = std::move(*read);
+    batch = true;
+  } else {
+    std::vector<std::string> urls;
+    if (!o.urls_file.empty()) {
+      auto list = read_url_list(o.urls_file);
+      if (!list) return reject(list.error());
+      urls = std::move(*list);
+      batch = true;
+    } else {
+      urls.push_back(o.url);
+    }
+    for (std::size_t i = 0; i < urls.size(); ++i) {
+      FetchJob job;
+      job.index = i;
+      job.method = method;
+      job.url = std::move(urls[i]);
+      job.body = body;
+      if (!o.idempotency_key.empty())
+        job.idempotency_key = batch ? o.idempotency_key + "-" + std::to_string(i + 1) : o.idempotency_key;
+      jobs.push_back(std::move(job));
+    }
+  }
+
+  BodySink sink;
+  if (auto err = sink.open(o)) return reject(*err);
+  auto store = open_store(*spec);
+  if (!store) return reject(store.error());
+
+  // --- the client -----------------------------------------------------------
+  // Signals first: every thread started from here on inherits the mask.
+  SignalWatcher signals;
+  const bool tty = isatty(STDERR_FILENO) == 1;
+  Progress progress(jobs.size(), tty && !o.silent && !o.verbose);
+
+  ClientConfig config;
+  config.max_attempts = o.max_attempts;
+  config.profile = o.profile;
+  config.connect_timeout = seconds_option(o.connect_timeout_s);
+  config.attempt_timeout = seconds_option(o.max_time_s);
+  PacerConfig pacer_config;
+  pacer_config.rules.pacing = o.pacing == "burst" ? Pacing::kBurst : Pacing::kSmooth;
+  if (o.has_max_wait) {
+    config.planner.max_wait = seconds_option(o.max_wait_s);
+    pacer_config.max_wait = config.planner.max_wait;
+  }
+  if (o.has_seed) {
+    config.random = std::make_shared<SeededRandom>(o.seed);
+    pacer_config.seed = o.seed;
+  }
+  config.pacer = std::make_shared<Pacer>(pacer_config, std::move(*store));
+  config.on_event = [&](const ClientEvent& e) {
+    progress.on_event(e);
+    if (o.verbose) verbose_event(progress, jobs, e);
+  };
+  Client client(config);
+
+  const WallTime start_wall = system_wall_clock().now();
+  const MonoTime start = system_monotonic_clock().now();
+  // A resumed run: what the server permitted holds for the whole origin, so the
+  // pacer starts with that cooldown (a fresh process knows nothing else).
+  std::map<std::string, WallTime> cooldowns;
+  for (const FetchJob& job : jobs) {
+    if (!job.not_before) continue;
+    if (auto origin = Client::origin_of(job.url)) {
+      auto [it, fresh] = cooldowns.emplace(*origin, *job.not_before);
+      if (!fresh && *job.not_before > it->second) it->second = *job.not_before;
+    }
+  }
+  for (const auto& [origin, until] : cooldowns) {
+    if (until <= start_wall) continue;
+    Signals s;
+    s.received_wall = start_wall;
+    s.received_mono = start;
+    s.retry_after = RetryHint{RetryHint::Kind::kDate, until - start_wall, until, "resume"};
+    client.pacer().record(pacer_key(origin), s);
+  }
+
+  std::vector<Request> requests(jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    Request& r = requests[i];
+    r.method = jobs[i].method;
+    r.url = jobs[i].url;
+    r.headers = headers;
+    r.body = jobs[i].body;
+    r.idempotency_key = jobs[i].idempotency_key;
+    r.not_before = jobs[i].not_before;
+    if (o.has_deadline) r.deadline = saturating_add(start, seconds_option(o.deadline_s));
+  }
+
+  std::atomic<bool> write_failed{false};
+  BatchOptions batch_options;
+  batch_options.jobs = o.jobs;
+  batch_options.on_done = [&](std::size_t i, const RequestOutcome& out) {
+    progress.on_done();
+    const bool final_answer = out.kind == OutcomeKind::kDone || out.kind == OutcomeKind::kNotRetryable;
+    if (final_answer && out.response && !sink.write(jobs[i], out.response->body)) write_failed.store(true);
+  };
+  progress.start();
+  const std::vector<RequestOutcome> outcomes = client.fetch_all(requests, batch_options, signals.token());
+  progress.stop();
+  const Duration elapsed = system_monotonic_clock().now() - start;
+  if (!sink.close()) write_failed.store(true);
+  const int signo = signals.signal_number();
+
+  // --- records ---------------------------------------------------------------
+  std::size_t done = 0, resumable_left = 0, unfinished = 0;
+  for (const auto& out : outcomes) {
+    if (out.done()) ++done;
+    else ++unfinished;
+    if (resumable(out)) ++resumable_left;
+  }
+  int status = done == outcomes.size() ? kExitOk : kExitRejected;
+  if (write_failed.load()) {
+    std::cerr << "abide fetch: could not write every body\n";
+    status = kExitRejected;
+  }
+  if (!o.stats.empty()) {
+    const auto j = stats_json(jobs, outcomes, elapsed, signo != 0);
+    if (auto err = write_file_atomically(o.stats, j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n")) {
+      std::cerr << "abide fetch: " << *err << "\n";
+      status = kExitRejected;
+    }
+  }
+  if (resumable_left > 0) {
+    const auto j = resume_json(jobs, outcomes, system_wall_clock().now());
+    if (auto err = write_file_atomically(o.resume_file, j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n")) {
+      std::cerr << "abide fetch: " << *err << "\n";
+      status = kExitRejected;
+    } else if (!o.silent || signo != 0) {
+      std::cerr << "abide fetch: " << resumable_left << " unfinished request" << (resumable_left == 1 ? "" : "s")
+                << " written to " << o.resume_file << " (run again with: abide fetch --resume " << o.resume_file
+                << ")\n";
+    }
+  } else if (!o.resume.empty() && o.resume == o.resume_file) {
+    std::filesystem::remove(o.resume_file);  // nothing left to resume
+  }
+  if (!o.silent) {
+    std::size_t shown = 0;
+    for (std::size_t i = 0; i < outcomes.size(); ++i) {
+      const auto& out = outcomes[i];
+      if (out.done() || out.kind == OutcomeKind::kCancelled) continue;
+      if (++shown > 20) continue;
+      std::cerr << "abide fetch: " << jobs[i].method << " " << redact_url(jobs[i].url) << ": "
+                << to_string(out.kind) << (out.ambiguous ? " (ambiguous: may have been applied)" : "") << ": "
+                << out.reason << "\n";
+    }
+    if (shown > 20) std::cerr << "abide fetch: ... and " << shown - 20 << " more\n";
+    if (batch || o.verbose) {
+      std::cerr << "abide fetch: " << outcomes.size() << " requests, " << done << " done, " << unfinished
+                << " not done; elapsed " << fmt_seconds(elapsed) << "\n";
+    }
+  }
+  if (signo != 0) return signo == SIGTERM ? 143 : 130;
+  return status;
+}
+
+const Registration fetch_cmd{
+    {"fetch"},
+    "Fetch URLs like curl, obeying Retry-After, RateLimit and vendor quotas",
+    [](CLI::App& app) -> Run {
+      auto o = std::make_shared<FetchOptions>();
+      app.add_option("url", o->url, "The URL (http or https)");
+      app.add_option("-X,--request", o->method, "Method (default GET, or POST with -d)");
+      app.add_option("-H,--header", o->headers, "A request header 'Name: value' (repeatable)")->allow_extra_args(false);
+      auto* data = app.add_option("-d,--data", o->data, "Request body (@FILE reads a file, @- standard input)");
+      app.add_option("-o,--output", o->output, "Write bodies to FILE (/dev/null discards them)");
+      app.add_option("--output-dir", o->output_dir, "Write one file per request into DIR");
+      app.add_option("--idempotency-key", o->idempotency_key,
+                     "Send Idempotency-Key: KEY (KEY-N in a batch), so POST/PATCH may be retried");
+      app.add_option("--urls", o->urls_file, "A batch: one URL per line (- for standard input)");
+      app.add_option("-j,--jobs", o->jobs, "Concurrent requests in a batch")
+          ->capture_default_str()
+          ->check(CLI::Range(std::size_t{1}, std::size_t{256}));
+      auto* deadline = app.add_option("--deadline", o->deadline_s, "Seconds from the start by which every request must be done")
+                           ->check(CLI::Range(0.0, 1e9));
+      app.add_option("--max-attempts", o->max_attempts, "Attempts per request, the first included")
+          ->capture_default_str()
+          ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000}));
+      auto* max_wait = app.add_option("--max-wait", o->max_wait_s,
+                                      "Longest acceptable wait in seconds; a longer server hint ends the request deferred")
+                           ->check(CLI::Range(0.0, 1e9));
+      app.add_option("--max-time", o->max_time_s, "Longest time for one attempt's transfer, in seconds (0: none)")
+          ->check(CLI::Range(0.0, 1e9));
+      app.add_option("--connect-timeout", o->connect_timeout_s, "Connect timeout in seconds")
+          ->capture_default_str()
+          ->check(CLI::Range(0.001, 1e6));
+      app.add_option("--profile", o->profile, "Vendor profile for quota headers (default: by host; none: off)");
+      app.add_option("--store", o->store, "Quota state: memory, or redis://HOST:PORT[/PREFIX] to share it")
+          ->capture_default_str();
+      app.add_option("--pacing", o->pacing, "Spend known quota smoothly, or in a burst")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"smooth", "burst"}));
+      app.add_option("--stats", o->stats, "Write a JSON summary to FILE");
+      app.add_option("--resume", o->resume, "Run the unfinished requests recorded in FILE");
+      app.add_option("--resume-file", o->resume_file, "Where unfinished requests are recorded")->capture_default_str();
+      auto* seed = app.add_option("--seed", o->seed, "Seed for the jitter (reproducible runs)");
+      app.add_flag("-v,--verbose", o->verbose, "Print every attempt and decision (credentials redacted)");
+      app.add_flag("-s,--silent", o->silent, "No progress line, no summary");
+      app.footer(kFooter);
+      return [o, data, deadline, max_wait, seed] {
+        o->has_data = data->count() > 0;
+        o->has_deadline = deadline->count() > 0;
+        o->has_max_wait = max_wait->count() > 0;
+        o->has_seed = seed->count() > 0;
+        return run_fetch(*o);
+      };
+    }};
+
+}  // namespace
+}  // namespace abide::cli
+
+#endif  // ABIDE_CURL

@@ -1,0 +1,203 @@
+#include "fetch_jobs.h"
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <sstream>
+
+#include "abide/http_date.h"
+#include "common.h"
+
+namespace abide::cli {
+namespace {
+
+constexpr std::size_t kMaxListBytes = std::size_t{256} << 20;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+nlohmann::ordered_json time_or_null(const std::optional<WallTime>& t) {
+  return t ? nlohmann::ordered_json(format_rfc3339(*t)) : nlohmann::ordered_json();
+}
+
+}  // namespace
+
+Result<std::vector<std::string>, std::string> read_url_list(const std::string& path) {
+  auto text = read_input(path);
+  if (!text) return fail("cannot read " + path);
+  if (text->size() > kMaxListBytes) return fail(path + ": larger than 256 MiB");
+  std::vector<std::string> urls;
+  std::size_t line_no = 0;
+  std::string_view rest = *text;
+  while (!rest.empty()) {
+    ++line_no;
+    const std::size_t nl = rest.find('\n');
+    const std::string_view line = trim(rest.substr(0, nl));
+    rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
+    if (line.empty() || line.front() == '#') continue;
+    if (line.find_first_of(" \t") != std::string_view::npos)
+      return fail(path + ":" + std::to_string(line_no) + ": one URL per line, without spaces");
+    urls.emplace_back(line);
+  }
+  return urls;
+}
+
+bool resumable(const RequestOutcome& o) noexcept {
+  switch (o.kind) {
+    case OutcomeKind::kCancelled:
+    case OutcomeKind::kDeferred:
+    case OutcomeKind::kDeadlineExceeded:
+    case OutcomeKind::kExhausted:
+      return !o.ambiguous;
+    case OutcomeKind::kDone:
+    case OutcomeKind::kNotRetryable:
+      return false;
+  }
+  return false;
+}
+
+nlohmann::ordered_json resume_json(const std::vector<FetchJob>& jobs, const std::vector<RequestOutcome>& outcomes,
+                                   WallTime now) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < jobs.size() && i < outcomes.size(); ++i) {
+    const RequestOutcome& o = outcomes[i];
+    if (!resumable(o)) continue;
+    const FetchJob& job = jobs[i];
+    nlohmann::ordered_json e;
+    e["index"] = job.index;
+    e["method"] = job.method;
+    e["url"] = job.url;
+    if (!job.body.empty()) e["body"] = job.body;
+    if (job.idempotency_key) e["idempotency_key"] = *job.idempotency_key;
+    e["outcome"] = to_string(o.kind);
+    e["reason"] = o.reason;
+    // The later of what this run learnt and what the earlier run knew.
+    std::optional<WallTime> nb = o.not_before_wall;
+    if (job.not_before && (!nb || *job.not_before > *nb)) nb = job.not_before;
+    e["not_before"] = time_or_null(nb);
+    list.push_back(std::move(e));
+  }
+  nlohmann::ordered_json j;
+  j["version"] = 1;
+  j["written"] = format_rfc3339(now);
+  j["requests"] = std::move(list);
+  return j;
+}
+
+Result<std::vector<FetchJob>, std::string> read_resume(const std::string& path) {
+  auto text = read_input(path);
+  if (!text) return fail("cannot read " + path);
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return fail(path + ": not a JSON object");
+  if (!j.contains("version") || j["version"] != 1) return fail(path + ": not an abide resume file (version 1)");
+  if (!j.contains("requests") || !j["requests"].is_array()) return fail(path + ": \"requests\" must be a list");
+  std::vector<FetchJob> jobs;
+  std::size_t n = 0;
+  for (const auto& e : j["requests"]) {
+    const std::string where = path + ": requests[" + std::to_string(n++) + "]";
+    if (!e.is_object()) return fail(where + ": not an object");
+    FetchJob job;
+    if (!e.contains("url") || !e["url"].is_string()) return fail(where + ": \"url\" must be a string");
+    job.url = e["url"].get<std::string>();
+    if (e.contains("method")) {
+      if (!e["method"].is_string()) return fail(where + ": \"method\" must be a string");
+      job.method = e["method"].get<std::string>();
+    }
+    if (e.contains("index")) {
+      if (!e["index"].is_number_unsigned()) return fail(where + ": \"index\" must be a non-negative integer");
+      job.index = e["index"].get<std::size_t>();
+    } else {
+      job.index = n - 1;
+    }
+    if (e.contains("body")) {
+      if (!e["body"].is_string()) return fail(where + ": \"body\" must be a string");
+      job.body = e["body"].get<std::string>();
+    }
+    if (e.contains("idempotency_key") && !e["idempotency_key"].is_null()) {
+      if (!e["idempotency_key"].is_string()) return fail(where + ": \"idempotency_key\" must be a string");
+      job.idempotency_key = e["idempotency_key"].get<std::string>();
+    }
+    if (e.contains("not_before") && !e["not_before"].is_null()) {
+      if (!e["not_before"].is_string()) return fail(where + ": \"not_before\" must be an RFC 3339 string");
+      auto t = parse_rfc3339(e["not_before"].get<std::string>());
+      if (!t) return fail(where + ": \"not_before\" is not an RFC 3339 date-time");
+      job.not_before = *t;
+    }
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+nlohmann::ordered_json stats_json(const std::vector<FetchJob>& jobs, const std::vector<RequestOutcome>& outcomes,
+                                  Duration elapsed, bool interrupted) {
+  std::uint64_t done = 0, attempts = 0, retries = 0, transport_errors = 0, ambiguous = 0;
+  Duration waited{};
+  std::map<int, std::uint64_t> statuses;
+  std::map<std::string, std::uint64_t> kinds;
+  nlohmann::ordered_json unfinished = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    const RequestOutcome& o = outcomes[i];
+    if (o.done()) ++done;
+    ++kinds[std::string(to_string(o.kind))];
+    attempts += o.attempts.size();
+    if (o.attempts.size() > 1) retries += o.attempts.size() - 1;
+    waited += o.waited;
+    if (o.ambiguous) ++ambiguous;
+    for (const Attempt& a : o.attempts) {
+      if (a.status != 0) ++statuses[a.status];
+      else ++transport_errors;
+    }
+    if (!o.done() && i < jobs.size()) {
+      nlohmann::ordered_json u;
+      u["url"] = jobs[i].url;
+      u["outcome"] = to_string(o.kind);
+      u["not_before"] = time_or_null(o.not_before_wall);
+      u["method"] = jobs[i].method;
+      u["index"] = jobs[i].index;
+      u["reason"] = o.reason;
+      u["ambiguous"] = o.ambiguous;
+      u["resumable"] = resumable(o);
+      unfinished.push_back(std::move(u));
+    }
+  }
+  nlohmann::ordered_json status_counts = nlohmann::ordered_json::object();
+  for (const auto& [status, count] : statuses) status_counts[std::to_string(status)] = count;
+  nlohmann::ordered_json outcome_counts = nlohmann::ordered_json::object();
+  for (const auto& [kind, count] : kinds) outcome_counts[kind] = count;
+  nlohmann::ordered_json j;
+  j["requests"] = outcomes.size();
+  j["done"] = done;
+  j["attempts"] = attempts;
+  j["retries"] = retries;
+  j["status_counts"] = std::move(status_counts);
+  j["transport_errors"] = transport_errors;
+  j["outcomes"] = std::move(outcome_counts);
+  j["ambiguous"] = ambiguous;
+  j["waited_s"] = to_seconds(waited);
+  j["elapsed_s"] = to_seconds(elapsed);
+  j["interrupted"] = interrupted;
+  j["unfinished"] = std::move(unfinished);
+  return j;
+}
+
+std::optional<std::string> write_file_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return "cannot write " + tmp;
+    out << text;
+    out.flush();
+    if (!out) return "cannot write " + tmp;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return "cannot write " + path;
+  }
+  return std::nullopt;
+}
+
+}  // namespace abide::cli

@@ -1,0 +1,59 @@
+// `abide fetch`: the requests of a run, where they come from (one URL, a URL
+// list, a resume file), and the records it writes (the --stats summary and the
+// resume file).
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "abide/client.h"
+#include "abide/clock.h"
+#include "abide/result.h"
+
+namespace abide::cli {
+
+// One request of a run, as the command line (or a resume file) describes it.
+struct FetchJob {
+  std::size_t index = 0;  // position in the original batch (0-based): output names, resume
+  std::string method = "GET";
+  std::string url;
+  std::string body;
+  std::optional<std::string> idempotency_key;
+  std::optional<WallTime> not_before;  // from a resume file: nothing is sent before it
+};
+
+// The URLs of a --urls file ("-" for standard input): one per line; blank
+// lines and lines starting with '#' are skipped; surrounding whitespace is
+// trimmed. An error names the file and line.
+Result<std::vector<std::string>, std::string> read_url_list(const std::string& path);
+
+// True when running the request again may finish it: cancelled, deferred,
+// deadline_exceeded, exhausted. not_retryable requests are not (repeating them
+// is unsafe or pointless); done ones are finished.
+bool resumable(const RequestOutcome& outcome) noexcept;
+
+// The resume file: every resumable request that is not done, with its
+// permitted time. Request headers are not written (they may carry
+// credentials): a resumed run takes them from its command line again.
+//   {"version": 1, "written": RFC3339, "requests": [{"index", "method", "url",
+//    "body"?, "idempotency_key"?, "outcome", "reason", "not_before": RFC3339|null}]}
+nlohmann::ordered_json resume_json(const std::vector<FetchJob>& jobs, const std::vector<RequestOutcome>& outcomes,
+                                   WallTime now);
+
+// Reads a resume file written by resume_json().
+Result<std::vector<FetchJob>, std::string> read_resume(const std::string& path);
+
+// The --stats summary (DESIGN.md, `abide fetch`): requests, done, attempts,
+// retries, status_counts, waited_s, elapsed_s, unfinished [{url, outcome,
+// not_before}], and more (outcomes, transport_errors, ambiguous, interrupted).
+nlohmann::ordered_json stats_json(const std::vector<FetchJob>& jobs, const std::vector<RequestOutcome>& outcomes,
+                                  Duration elapsed, bool interrupted);
+
+// Writes text to a file (replacing it through a temporary in the same folder,
+// so a reader never sees half a file). An error message on failure.
+std::optional<std::string> write_file_atomically(const std::string& path, const std::string& text);
+
+}  // namespace abide::cli
