@@ -1,0 +1,125 @@
+// abide/redis_store.h: the pacer's quota state shared by many processes and
+// machines through Redis (target abide::redis).
+//
+// Each key's state is one Redis string, changed only by Lua scripts, so every
+// operation is atomic and one acquire is one round trip (EVALSHA, falling back
+// to EVAL when the server has no copy of the script). Keys expire once nothing
+// in them matters any more. By default time is the Redis server's clock, which
+// every client shares.
+//
+// When Redis is down or unreachable the store never crashes and never queues:
+// by default it goes on with an in-process MemoryStore, reports the outage once
+// through on_event, and reconnects with exponential backoff; fail-closed makes
+// acquire wait for Redis (up to the caller's deadline) and then report
+// AcquireStatus::kUnavailable. The library prints nothing, and no message or
+// description ever contains a password or user name.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "abide/clock.h"
+#include "abide/quota_store.h"
+#include "abide/result.h"
+
+namespace abide {
+
+// Where Redis listens and how to log in.
+struct RedisEndpoint {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 6379;
+  std::string unix_socket;        // used instead of host:port when set
+  std::string user;               // ACL user; empty: the default user
+  std::string password;           // empty: no AUTH
+  std::string prefix = "abide:";  // put before every key
+
+  // "redis://host:port" or "unix:/path", without credentials: safe to print.
+  std::string describe() const;
+};
+
+// Parses a Redis location:
+//   redis://[[user]:password@]host[:port][/prefix]
+//   unix://[[user]:password@]/path/to/socket[?prefix=P]   (also unix:/path)
+//   /path/to/socket
+// User, password and prefix are percent-decoded. An empty prefix keeps the
+// default. The error message never repeats the credentials.
+Result<RedisEndpoint, std::string> parse_redis_url(std::string_view url);
+
+// What the store does while Redis cannot be reached.
+enum class RedisDownPolicy : std::uint8_t {
+  kFallback,    // go on with the in-process store (the default)
+  kFailClosed,  // acquire waits for Redis, then reports unavailable
+};
+
+// Whose clock the shared state runs on.
+enum class RedisTimeBase : std::uint8_t {
+  kServer,  // the Redis server's TIME: every client agrees (the default)
+  kClient,  // the caller's monotonic clock: one host only, or tests with a manual clock
+};
+
+// Reported through RedisStoreOptions::on_event.
+enum class RedisEvent : std::uint8_t {
+  kDown,         // Redis became unreachable (once per outage)
+  kRecovered,    // Redis answers again
+  kScriptError,  // Redis refused a script (a key of the wrong type, ...); once per store
+};
+
+// "down", "recovered", "script_error".
+std::string_view to_string(RedisEvent e) noexcept;
+
+struct RedisStoreOptions {
+  RedisEndpoint endpoint;
+  RedisDownPolicy on_down = RedisDownPolicy::kFallback;
+  RedisTimeBase time_base = RedisTimeBase::kServer;
+  Duration connect_timeout = std::chrono::milliseconds{250};
+  Duration command_timeout = std::chrono::milliseconds{250};
+  // Reconnect attempts back off exponentially from min to max.
+  Duration reconnect_min = std::chrono::milliseconds{100};
+  Duration reconnect_max = std::chrono::seconds{10};
+  // At most this many connections (one per concurrent operation).
+  std::size_t connections = 4;
+  // Outage, recovery and script errors, with a message safe to log. Called
+  // without locks held, from whichever thread noticed.
+  std::function<void(RedisEvent, std::string_view message)> on_event;
+  MemoryStoreOptions fallback;
+};
+
+// Counters, for tests and monitoring.
+struct RedisStoreStats {
+  std::uint64_t round_trips = 0;   // commands sent (an EVALSHA retried as EVAL counts twice)
+  std::uint64_t fallbacks = 0;     // operations answered by the in-process store
+  std::uint64_t failures = 0;      // operations that found Redis unreachable
+  std::uint64_t reconnects = 0;    // successful reconnections after an outage
+};
+
+// QuotaStore over Redis. Thread-safe. Constructing it does not connect; the
+// first operation does.
+class RedisStore final : public QuotaStore {
+ public:
+  explicit RedisStore(RedisStoreOptions options);
+  ~RedisStore() override;
+  RedisStore(const RedisStore&) = delete;
+  RedisStore& operator=(const RedisStore&) = delete;
+
+  std::shared_ptr<Handle> open(std::string_view key) override;
+  StoreGrant acquire(Handle& key, const StoreAcquire& request, const PacingRules& rules) override;
+  RecordOutcome record(Handle& key, const StoreRecord& record, const PacingRules& rules) override;
+  bool still_valid(Handle& key, std::uint64_t epoch, MonoTime now) override;
+  void abandon_probe(Handle& key, MonoTime now) override;
+  bool shared() const noexcept override { return true; }
+
+  // True unless the last attempt found Redis unreachable.
+  bool up() const noexcept;
+  RedisStoreStats stats() const noexcept;
+  // The full Redis key of a pacer key (prefix included).
+  std::string redis_key(std::string_view key) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace abide

@@ -1,0 +1,725 @@
+// The pacer's rules, each driven by the manual clock (no test sleeps).
+#include "abide/pacer.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "support/pacer_clock.h"
+
+namespace abide {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+// A manual clock with an exact sleeper count (see support/pacer_clock.h).
+using Clock = test::StepClock;
+
+Signals response(const Clock& clock, int status = 200) {
+  Signals s;
+  s.status = status;
+  s.received_wall = clock.wall_now();
+  s.received_mono = clock.mono_now();
+  return s;
+}
+
+Signals retry_after(const Clock& clock, Duration wait) {
+  Signals s = response(clock, 429);
+  s.limited = true;
+  s.retry_after = RetryHint{RetryHint::Kind::kDelay, wait, std::nullopt, "retry-after"};
+  return s;
+}
+
+QuotaObservation window_obs(std::int64_t remaining, Duration reset, std::string policy = "") {
+  QuotaObservation o;
+  o.policy = std::move(policy);
+  o.remaining = remaining;
+  o.reset = reset;
+  return o;
+}
+
+QuotaObservation policy_obs(std::int64_t limit, Duration window, std::string policy = "") {
+  QuotaObservation o;
+  o.policy = std::move(policy);
+  o.limit = limit;
+  o.window = window;
+  return o;
+}
+
+Signals with(Signals s, QuotaObservation o) {
+  s.quota.push_back(std::move(o));
+  return s;
+}
+
+// Advances the clock by `step` whenever every worker still waiting sleeps,
+// until all of f[from..] are ready.
+void drive_until_ready(Clock& clock, std::vector<std::future<AcquireResult>>& f, std::size_t from,
+                       Duration step) {
+  for (;;) {
+    std::size_t pending = 0;
+    for (std::size_t i = from; i < f.size(); ++i) {
+      if (f[i].wait_for(std::chrono::seconds{0}) != std::future_status::ready) ++pending;
+    }
+    if (pending == 0) return;
+    if (clock.sleepers() >= pending) {
+      clock.advance(step);
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+struct Fixture : ::testing::Test {
+  Clock clock;
+  PacerConfig config() {
+    PacerConfig c;
+    c.seed = 42;
+    return c;
+  }
+  Pacer make(PacerConfig c) { return Pacer(std::move(c), nullptr, clock.monotonic(), clock.wall()); }
+
+  // Acquires without waiting: a permit now, or the time one would be permitted.
+  AcquireResult peek(Pacer& p, const Pacer::Key& k) { return p.acquire(k, clock.mono_now()); }
+
+  // Acquires sequentially, jumping the clock to each permitted time, and
+  // returns the permit times (offsets from `t0`) until `until`.
+  std::vector<Duration> drain(Pacer& p, const Pacer::Key& k, MonoTime until, std::size_t max = 1000) {
+    std::vector<Duration> times;
+    const MonoTime t0 = clock.mono_now();
+    while (times.size() < max && clock.mono_now() < until) {
+      const AcquireResult r = peek(p, k);
+      if (r.ok()) {
+        times.push_back(clock.mono_now() - t0);
+        continue;
+      }
+      if (r.status != AcquireStatus::kDeadlineExceeded || r.not_before <= clock.mono_now()) break;
+      if (r.not_before >= until) break;
+      clock.advance(r.not_before - clock.mono_now());
+    }
+    return times;
+  }
+};
+
+// ---- keys ---------------------------------------------------------------------------
+
+TEST(PacerKey, OriginAndScope) {
+  EXPECT_EQ(pacer_key("https://api.github.com"), "https://api.github.com");
+  EXPECT_EQ(pacer_key("https://api.github.com", "search"), "https://api.github.com|search");
+  QuotaObservation o;
+  o.policy = "burst";
+  o.partition_key = "user-7";
+  EXPECT_EQ(quota_scope(o), "burst;pk=user-7");
+  EXPECT_EQ(quota_scope(QuotaObservation{}), "");
+}
+
+TEST(PacerKey, LongKeysAreBoundedAndDistinct) {
+  const std::string a(5000, 'a');
+  std::string b = a;
+  b.back() = 'b';
+  const std::string ka = pacer_key("https://x", a);
+  const std::string kb = pacer_key("https://x", b);
+  EXPECT_LE(ka.size(), 256u);
+  EXPECT_NE(ka, kb);
+  EXPECT_EQ(ka, pacer_key("https://x", a));
+}
+
+TEST(PacerKey, StatusNames) {
+  EXPECT_EQ(to_string(AcquireStatus::kPermit), "permit");
+  EXPECT_EQ(to_string(AcquireStatus::kDeadlineExceeded), "deadline_exceeded");
+  EXPECT_EQ(to_string(AcquireStatus::kDeferred), "deferred");
+}
+
+// ---- basics -------------------------------------------------------------------------
+
+TEST_F(Fixture, PermitsAtOnceWithNothingKnown) {
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  for (int i = 0; i < 100; ++i) {
+    const AcquireResult r = peek(p, k);
+    ASSERT_TRUE(r.ok());
+    EXPECT_FALSE(r.probe);
+    EXPECT_EQ(r.not_before, clock.mono_now());
+  }
+}
+
+TEST_F(Fixture, KeysAreIndependent) {
+  Pacer p = make(config());
+  p.record("a", retry_after(clock, seconds{30}));
+  EXPECT_FALSE(p.acquire("a", clock.mono_now()).ok());
+  EXPECT_TRUE(p.acquire("b", clock.mono_now()).ok());
+}
+
+// ---- cooldown -----------------------------------------------------------------------
+
+TEST_F(Fixture, CooldownGivesDeadlineExceededWithEarliestTime) {
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  const MonoTime t0 = clock.mono_now();
+  p.record(k, retry_after(clock, seconds{30}));
+  const AcquireResult r = p.acquire(k, t0 + seconds{10});
+  EXPECT_EQ(r.status, AcquireStatus::kDeadlineExceeded);
+  EXPECT_EQ(r.not_before, t0 + seconds{30});
+  ASSERT_TRUE(r.not_before_wall.has_value());
+  EXPECT_EQ(*r.not_before_wall, clock.wall_now() + seconds{30});
+}
+
+TEST_F(Fixture, CooldownBeyondMaxWaitIsDeferred) {
+  PacerConfig c = config();
+  c.max_wait = seconds{5};
+  Pacer p = make(c);
+  const auto k = p.key("k");
+  const MonoTime t0 = clock.mono_now();
+  p.record(k, retry_after(clock, seconds{30}));
+  AcquireResult r = p.acquire(k);
+  EXPECT_EQ(r.status, AcquireStatus::kDeferred);
+  EXPECT_EQ(r.not_before, t0 + seconds{30});
+  // A deadline shorter than max_wait decides instead.
+  r = p.acquire(k, t0 + seconds{1});
+  EXPECT_EQ(r.status, AcquireStatus::kDeadlineExceeded);
+  // A deadline already past never permits a send.
+  clock.advance(seconds{31});
+  r = p.acquire(k, clock.mono_now() - seconds{1});
+  EXPECT_EQ(r.status, AcquireStatus::kDeadlineExceeded);
+}
+
+TEST_F(Fixture, CooldownCountsFromReceipt) {
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  Signals s = retry_after(clock, seconds{30});
+  clock.advance(seconds{10});  // recorded 10 s after it was received
+  p.record(k, s);
+  const AcquireResult r = peek(p, k);
+  EXPECT_EQ(r.not_before, s.received_mono + seconds{30});
+  // An unset receive time counts as now, never as long ago.
+  Signals unset = retry_after(clock, seconds{30});
+  unset.received_mono = MonoTime{};
+  p.record(k, unset);
+  EXPECT_EQ(peek(p, k).not_before, clock.mono_now() + seconds{30});
+}
+
+TEST_F(Fixture, ExhaustedQuotaIsACooldown) {
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  const MonoTime t0 = clock.mono_now();
+  p.record(k, with(response(clock), window_obs(0, seconds{12})));
+  const AcquireResult r = peek(p, k);
+  EXPECT_EQ(r.status, AcquireStatus::kDeadlineExceeded);
+  EXPECT_EQ(r.not_before, t0 + seconds{12});
+}
+
+TEST_F(Fixture, WaitingAcquireGetsTheProbeWhenTheCooldownEnds) {
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  const MonoTime t0 = clock.mono_now();
+  p.record(k, retry_after(clock, seconds{30}));
+  auto f = std::async(std::launch::async, [&] { return p.acquire(k); });
+  clock.wait_for_sleepers(1);
+  clock.advance(seconds{29});
+  clock.wait_for_sleepers(1);
+  EXPECT_EQ(f.wait_for(seconds{0}), std::future_status::timeout);
+  clock.advance(seconds{1});
+  const AcquireResult r = f.get();
+  EXPECT_TRUE(r.ok());
+  EXPECT_TRUE(r.probe);
+  EXPECT_EQ(r.not_before, t0 + seconds{30});
+  EXPECT_EQ(r.waited, seconds{30});
+}
+
+TEST_F(Fixture, CooldownReachesEveryWaitingWorker) {
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  // One request per second: workers hold reservations one second apart.
+  p.record(k, with(response(clock), policy_obs(1, seconds{1})));
+  constexpr int kWorkers = 8;
+  std::vector<std::future<AcquireResult>> f;
+  for (int i = 0; i < kWorkers; ++i) {
+    f.push_back(std::async(std::launch::async, [&] { return p.acquire(k); }));
+    if (i > 0) clock.wait_for_sleepers(static_cast<std::size_t>(i));
+  }
+  ASSERT_TRUE(f[0].get().ok());
+  const MonoTime t0 = clock.mono_now();
+  p.record(k, retry_after(clock, seconds{60}));
+  for (int s = 1; s < 60; ++s) {
+    clock.advance(seconds{1});
+    clock.wait_for_sleepers(kWorkers - 1);
+    for (int i = 1; i < kWorkers; ++i) {
+      ASSERT_EQ(f[static_cast<std::size_t>(i)].wait_for(seconds{0}), std::future_status::timeout)
+          << "worker " << i << " sent during the cooldown, at " << s << " s";
+    }
+  }
+  clock.advance(seconds{1});
+  // The earliest arrival probes; the others wait for its answer.
+  const AcquireResult probe = f[1].get();
+  EXPECT_TRUE(probe.ok());
+  EXPECT_TRUE(probe.probe);
+  EXPECT_EQ(probe.not_before, t0 + seconds{60});
+  clock.wait_for_sleepers(kWorkers - 2);
+  clock.advance(seconds{1});
+  const MonoTime answered = clock.mono_now();
+  p.record(k, response(clock));
+  drive_until_ready(clock, f, 2, milliseconds{100});
+  for (std::size_t i = 2; i < kWorkers; ++i) {
+    const AcquireResult r = f[i].get();
+    EXPECT_TRUE(r.ok());
+    EXPECT_FALSE(r.probe);
+    EXPECT_GE(r.not_before, answered) << "worker " << i << " did not wait for the probe's answer";
+  }
+}
+
+TEST_F(Fixture, ReleasedWorkersAreSpreadInArrivalOrder) {
+  PacerConfig c = config();
+  c.rules.probe_after_cooldown = false;
+  c.rules.cooldown_spread = milliseconds{20};
+  Pacer p = make(c);
+  const auto k = p.key("k");
+  const MonoTime t0 = clock.mono_now();
+  p.record(k, retry_after(clock, seconds{10}));
+  constexpr std::size_t kWorkers = 16;
+  std::vector<std::future<AcquireResult>> f;
+  for (std::size_t i = 0; i < kWorkers; ++i) {
+    f.push_back(std::async(std::launch::async, [&] { return p.acquire(k); }));
+    clock.wait_for_sleepers(i + 1);
+  }
+  clock.advance(seconds{11});
+  MonoTime previous = t0 + seconds{10} - milliseconds{1};
+  for (std::size_t i = 0; i < kWorkers; ++i) {
+    const AcquireResult r = f[i].get();
+    ASSERT_TRUE(r.ok());
+    EXPECT_FALSE(r.probe);
+    EXPECT_GE(r.not_before, t0 + seconds{10});
+    if (i > 0) {
+      // Never the same millisecond, never more than the spread apart.
+      EXPECT_GE(r.not_before - previous, milliseconds{5}) << i;
+      EXPECT_LE(r.not_before - previous, milliseconds{20}) << i;
+    }
+    previous = r.not_before;
+  }
+}
+
+TEST_F(Fixture, ProbeAnswerReleasesWaitersInArrivalOrderWithSpread) {
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  p.record(k, retry_after(clock, seconds{10}));
+  constexpr std::size_t kWorkers = 12;
+  std::vector<std::future<AcquireResult>> f;
+  for (std::size_t i = 0; i < kWorkers; ++i) {
+    f.push_back(std::async(std::launch::async, [&] { return p.acquire(k); }));
+    clock.wait_for_sleepers(i + 1);
+  }
+  clock.advance(seconds{10});
+  const AcquireResult probe = f[0].get();
+  ASSERT_TRUE(probe.ok());
+  EXPECT_TRUE(probe.probe);
+  clock.wait_for_sleepers(kWorkers - 1);
+  clock.advance(seconds{1});  // the probe's answer takes a second
+  clock.wait_for_sleepers(kWorkers - 1);
+  for (std::size_t i = 1; i < kWorkers; ++i) {
+    EXPECT_EQ(f[i].wait_for(seconds{0}), std::future_status::timeout);
+  }
+  const MonoTime answered = clock.mono_now();
+  p.record(k, response(clock));
+  drive_until_ready(clock, f, 1, milliseconds{1});
+  MonoTime previous = answered - milliseconds{1};
+  for (std::size_t i = 1; i < kWorkers; ++i) {
+    const AcquireResult r = f[i].get();
+    ASSERT_TRUE(r.ok());
+    EXPECT_FALSE(r.probe);
+    EXPECT_GE(r.not_before, answered);
+    EXPECT_GT(r.not_before, previous) << "worker " << i << " overtook an earlier arrival";
+    if (i > 1) {
+      EXPECT_GE(r.not_before - previous, milliseconds{5});
+    }
+    previous = r.not_before;
+  }
+}
+
+// ---- probe after a window -----------------------------------------------------------
+
+struct ProbeFixture : Fixture {
+  Pacer p = make([] {
+    PacerConfig c;
+    c.rules.pacing = Pacing::kBurst;
+    c.rules.probe_timeout = seconds{5};
+    return c;
+  }());
+  Pacer::Key k = p.key("k");
+  MonoTime t0 = clock.mono_now();
+
+  // Spends a window of two, then three workers queue: the first is the probe.
+  std::vector<std::future<AcquireResult>> queue_three() {
+    p.record(k, with(response(clock), window_obs(2, seconds{10})));
+    EXPECT_TRUE(peek(p, k).ok());
+    EXPECT_TRUE(peek(p, k).ok());
+    std::vector<std::future<AcquireResult>> f;
+    for (std::size_t i = 0; i < 3; ++i) {
+      f.push_back(std::async(std::launch::async, [this] { return p.acquire(k); }));
+      clock.wait_for_sleepers(i + 1);
+    }
+    return f;
+  }
+};
+
+TEST_F(ProbeFixture, OneProbeGoesFirstWhenAWindowEnds) {
+  auto f = queue_three();
+  clock.advance(seconds{10});
+  const AcquireResult probe = f[0].get();
+  ASSERT_TRUE(probe.ok());
+  EXPECT_TRUE(probe.probe);
+  EXPECT_EQ(probe.not_before, t0 + seconds{10});
+  clock.wait_for_sleepers(2);
+  clock.advance(seconds{2});
+  clock.wait_for_sleepers(2);
+  EXPECT_EQ(f[1].wait_for(seconds{0}), std::future_status::timeout);
+  EXPECT_EQ(f[2].wait_for(seconds{0}), std::future_status::timeout);
+  // The answer: a fresh window of five.
+  p.record(k, with(response(clock), window_obs(5, seconds{10})));
+  drive_until_ready(clock, f, 1, milliseconds{1});
+  const AcquireResult a = f[1].get();
+  const AcquireResult b = f[2].get();
+  EXPECT_TRUE(a.ok());
+  EXPECT_TRUE(b.ok());
+  EXPECT_FALSE(a.probe);
+  EXPECT_LE(a.not_before, b.not_before);
+}
+
+TEST_F(ProbeFixture, ALostProbeTimesOut) {
+  auto f = queue_three();
+  clock.advance(seconds{10});
+  ASSERT_TRUE(f[0].get().probe);
+  clock.wait_for_sleepers(2);
+  clock.advance(seconds{4});
+  clock.wait_for_sleepers(2);
+  EXPECT_EQ(f[1].wait_for(seconds{0}), std::future_status::timeout);
+  // No answer within the probe timeout: the next worker probes.
+  clock.advance(seconds{1});
+  const AcquireResult second = f[1].get();
+  EXPECT_TRUE(second.ok());
+  EXPECT_TRUE(second.probe);
+  EXPECT_EQ(second.not_before, t0 + seconds{15});
+  clock.wait_for_sleepers(1);
+  EXPECT_EQ(f[2].wait_for(seconds{0}), std::future_status::timeout);
+  p.abandon_probe(k);  // the second probe failed at the transport: the next one probes at once
+  const AcquireResult third = f[2].get();
+  EXPECT_TRUE(third.probe);
+  EXPECT_EQ(third.not_before, t0 + seconds{15});
+}
+
+TEST_F(ProbeFixture, WaitingForAProbeRespectsTheDeadline) {
+  auto f = queue_three();
+  clock.advance(seconds{10});
+  ASSERT_TRUE(f[0].get().probe);
+  // Queued behind the waiters: the deadline (now) has come, so it reports.
+  const AcquireResult r = p.acquire(k, clock.mono_now());
+  EXPECT_EQ(r.status, AcquireStatus::kDeadlineExceeded);
+  EXPECT_EQ(r.not_before, t0 + seconds{15});  // at the latest when the probe times out
+  p.record(k, response(clock));
+  drive_until_ready(clock, f, 1, milliseconds{1});
+  EXPECT_TRUE(f[1].get().ok());
+  EXPECT_TRUE(f[2].get().ok());
+}
+
+TEST_F(ProbeFixture, ALateResponseFromBeforeTheWindowEndIsNoAnswer) {
+  auto f = queue_three();
+  Signals old = response(clock);  // received before the window ended
+  old.quota.push_back(window_obs(1, seconds{10}));
+  clock.advance(seconds{10});
+  ASSERT_TRUE(f[0].get().probe);
+  p.record(k, old);
+  clock.wait_for_sleepers(2);
+  EXPECT_EQ(f[1].wait_for(seconds{0}), std::future_status::timeout);
+  p.record(k, response(clock));
+  drive_until_ready(clock, f, 1, milliseconds{1});
+  EXPECT_TRUE(f[1].get().ok());
+  EXPECT_TRUE(f[2].get().ok());
+}
+
+// ---- pacing -------------------------------------------------------------------------
+
+TEST_F(Fixture, SmoothSpreadsTheRemainingQuotaOverTheWindow) {
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  const MonoTime t0 = clock.mono_now();
+  p.record(k, with(response(clock), window_obs(10, seconds{10})));
+  const auto times = drain(p, k, t0 + seconds{10});
+  ASSERT_EQ(times.size(), 10u) << "never more than the remaining quota before the reset";
+  EXPECT_EQ(times[0], Duration::zero());
+  for (std::size_t i = 1; i < times.size(); ++i) {
+    const Duration gap = times[i] - times[i - 1];
+    EXPECT_GE(gap, milliseconds{900}) << i;
+    EXPECT_LE(gap, milliseconds{1100}) << i;
+  }
+  // The quota lasts the window, with the margin to spare.
+  EXPECT_GE(times.back(), seconds{8});
+  EXPECT_LT(times.back(), seconds{10});
+  // After the reset, with no fresh information: a probe.
+  clock.advance(t0 + seconds{10} - clock.mono_now());
+  const AcquireResult r = peek(p, k);
+  EXPECT_TRUE(r.ok());
+  EXPECT_TRUE(r.probe);
+}
+
+TEST_F(Fixture, BurstSpendsTheRestThenWaitsForTheReset) {
+  PacerConfig c = config();
+  c.rules.pacing = Pacing::kBurst;
+  Pacer p = make(c);
+  const auto k = p.key("k");
+  const MonoTime t0 = clock.mono_now();
+  p.record(k, with(response(clock), window_obs(5, seconds{10})));
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(peek(p, k).ok()) << i;
+  const AcquireResult r = peek(p, k);
+  EXPECT_EQ(r.status, AcquireStatus::kDeadlineExceeded);
+  EXPECT_EQ(r.not_before, t0 + seconds{10});
+}
+
+TEST_F(Fixture, AStaleResponseNeverRaisesTheRemainingCount) {
+  PacerConfig c = config();
+  c.rules.pacing = Pacing::kBurst;
+  Pacer p = make(c);
+  const auto k = p.key("k");
+  const Signals early = with(response(clock), window_obs(9, seconds{10}));
+  p.record(k, with(response(clock), window_obs(3, seconds{10})));
+  p.record(k, early);  // arrives late, says more is left
+  int permits = 0;
+  while (peek(p, k).ok() && permits < 100) ++permits;
+  EXPECT_EQ(permits, 3);
+}
+
+TEST_F(Fixture, PolicyAloneRunsAGcra) {
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  const MonoTime t0 = clock.mono_now();
+  p.record(k, with(response(clock), policy_obs(10, seconds{1})));
+  const auto times = drain(p, k, t0 + seconds{5});
+  ASSERT_GE(times.size(), 45u);
+  for (std::size_t i = 1; i < times.size(); ++i) {
+    EXPECT_EQ(times[i] - times[i - 1], milliseconds{105});  // w/q stretched by the 5% margin
+  }
+}
+
+TEST_F(Fixture, TheMostRestrictivePolicyWins) {
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  const MonoTime t0 = clock.mono_now();
+  Signals s = response(clock);
+  s.quota.push_back(policy_obs(100, seconds{1}, "burst"));
+  s.quota.push_back(policy_obs(600, seconds{60}, "minute"));  // 10 per second
+  p.record(k, s);
+  auto times = drain(p, k, t0 + seconds{3});
+  ASSERT_GE(times.size(), 20u);
+  EXPECT_EQ(times[1] - times[0], milliseconds{105});
+  // A known window that is tighter still takes over.
+  Signals w = response(clock);
+  w.quota.push_back(window_obs(2, seconds{10}, "daily"));
+  p.record(k, w);
+  const MonoTime t1 = clock.mono_now();
+  times = drain(p, k, t1 + seconds{10});
+  EXPECT_EQ(times.size(), 2u);
+}
+
+TEST_F(Fixture, OtherQuotaUnitsAreNotCounted) {
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  QuotaObservation o = policy_obs(1, seconds{60});
+  o.unit = "content-bytes";
+  p.record(k, with(response(clock), o));
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(peek(p, k).ok());
+}
+
+TEST_F(Fixture, CancellationInterruptsAWait) {
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  p.record(k, retry_after(clock, seconds{3600}));
+  std::stop_source stop;
+  auto f = std::async(std::launch::async, [&] { return p.acquire(k, std::nullopt, stop.get_token()); });
+  clock.wait_for_sleepers(1);
+  stop.request_stop();
+  EXPECT_EQ(f.get().status, AcquireStatus::kCancelled);
+  // Already cancelled: no wait at all.
+  EXPECT_EQ(p.acquire(k, std::nullopt, stop.get_token()).status, AcquireStatus::kCancelled);
+}
+
+TEST_F(Fixture, CancellingQueuedWorkersKeepsTheQueueMoving) {
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  p.record(k, retry_after(clock, seconds{10}));
+  std::vector<std::stop_source> stops(4);
+  std::vector<std::future<AcquireResult>> f;
+  for (std::size_t i = 0; i < 4; ++i) {
+    f.push_back(std::async(std::launch::async, [&, i] { return p.acquire(k, std::nullopt, stops[i].get_token()); }));
+    clock.wait_for_sleepers(i + 1);
+  }
+  stops[1].request_stop();  // the head of the probe queue
+  stops[2].request_stop();
+  EXPECT_EQ(f[1].get().status, AcquireStatus::kCancelled);
+  EXPECT_EQ(f[2].get().status, AcquireStatus::kCancelled);
+  clock.advance(seconds{10});
+  EXPECT_TRUE(f[0].get().probe);
+  p.record(k, response(clock));
+  EXPECT_TRUE(f[3].get().ok());
+}
+
+TEST_F(Fixture, ACancelledProbeIsHandedOn) {
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  p.record(k, retry_after(clock, seconds{10}));
+  std::stop_source stop;
+  auto probe = std::async(std::launch::async, [&] { return p.acquire(k, std::nullopt, stop.get_token()); });
+  clock.wait_for_sleepers(1);
+  auto next = std::async(std::launch::async, [&] { return p.acquire(k); });
+  clock.wait_for_sleepers(2);
+  stop.request_stop();
+  EXPECT_EQ(probe.get().status, AcquireStatus::kCancelled);
+  clock.advance(seconds{10});
+  const AcquireResult r = next.get();
+  EXPECT_TRUE(r.probe);
+}
+
+// ---- many workers against a server that counts ---------------------------------------
+
+// A server with fixed windows that answers with RateLimit-style observations
+// and counts every request per window.
+class CountingServer {
+ public:
+  CountingServer(const Clock& clock, std::int64_t quota, Duration window)
+      : clock_(clock), quota_(quota), window_(window), origin_(clock.mono_now()) {}
+
+  Signals send() {
+    std::lock_guard lock(mu_);
+    const MonoTime now = clock_.mono_now();
+    const auto index = (now - origin_) / window_;
+    const std::int64_t used = ++counts_[index];
+    sends_.push_back(now);
+    Signals s = response(clock_, used > quota_ ? 429 : 200);
+    QuotaObservation o;
+    o.limit = quota_;
+    o.window = window_;
+    o.remaining = std::max<std::int64_t>(quota_ - used, 0);
+    o.reset = origin_ + (index + 1) * window_ - now;
+    s.quota.push_back(o);
+    return s;
+  }
+  std::int64_t max_per_window() const {
+    std::int64_t m = 0;
+    for (const auto& [i, c] : counts_) m = std::max(m, c);
+    return m;
+  }
+  // The most sends in any interval [t, t + window).
+  std::int64_t max_per_sliding_window() const {
+    std::vector<MonoTime> s = sends_;
+    std::sort(s.begin(), s.end());
+    std::int64_t best = 0;
+    std::size_t lo = 0;
+    for (std::size_t hi = 0; hi < s.size(); ++hi) {
+      while (s[hi] - s[lo] >= window_) ++lo;
+      best = std::max<std::int64_t>(best, static_cast<std::int64_t>(hi - lo + 1));
+    }
+    return best;
+  }
+  std::size_t total() const { return sends_.size(); }
+
+ private:
+  const Clock& clock_;
+  std::int64_t quota_;
+  Duration window_;
+  MonoTime origin_;
+  std::mutex mu_;
+  std::map<std::int64_t, std::int64_t> counts_;
+  std::vector<MonoTime> sends_;
+};
+
+struct ManyWorkers : Fixture, ::testing::WithParamInterface<Pacing> {};
+
+TEST_P(ManyWorkers, SixteenThreadsOnOneKeyNeverExceedTheQuota) {
+  PacerConfig c = config();
+  c.rules.pacing = GetParam();
+  Pacer p = make(c);
+  const auto k = p.key("api");
+  CountingServer server(clock, 20, seconds{1});
+  p.record(k, server.send());  // the first response teaches the window
+  constexpr int kThreads = 16;
+  constexpr int kPerThread = 8;
+  std::atomic<int> alive{kThreads};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const AcquireResult r = p.acquire(k);
+        if (!r.ok()) break;
+        p.record(k, server.send());
+      }
+      alive.fetch_sub(1);
+    });
+  }
+  clock.drive(alive, milliseconds{5});
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(server.total(), std::size_t{kThreads * kPerThread + 1});
+  EXPECT_LE(server.max_per_window(), 20);
+}
+
+TEST_P(ManyWorkers, SixteenThreadsUnderAPolicyNeverExceedItInAnyWindow) {
+  PacerConfig c = config();
+  c.rules.pacing = GetParam();
+  Pacer p = make(c);
+  const auto k = p.key("api");
+  p.record(k, with(response(clock), policy_obs(20, seconds{1})));
+  constexpr int kThreads = 16;
+  constexpr int kPerThread = 6;
+  std::atomic<int> alive{kThreads};
+  std::mutex mu;
+  std::vector<MonoTime> sends;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kPerThread; ++i) {
+        if (!p.acquire(k).ok()) break;
+        std::lock_guard lock(mu);
+        sends.push_back(clock.mono_now());
+      }
+      alive.fetch_sub(1);
+    });
+  }
+  clock.drive(alive, milliseconds{5});
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(sends.size(), std::size_t{kThreads * kPerThread});
+  std::sort(sends.begin(), sends.end());
+  for (std::size_t i = 20; i < sends.size(); ++i) {
+    EXPECT_GE(sends[i] - sends[i - 20], seconds{1}) << "21 sends within one second, ending at " << i;
+  }
+}
+
+std::string pacing_name(const ::testing::TestParamInfo<Pacing>& p) {
+  return p.param == Pacing::kSmooth ? "Smooth" : "Burst";
+}
+INSTANTIATE_TEST_SUITE_P(Pacing, ManyWorkers, ::testing::Values(Pacing::kSmooth, Pacing::kBurst), pacing_name);
+
+TEST_F(Fixture, SixteenThreadsRecordingCooldownsConcurrently) {
+  Pacer p = make(config());
+  const auto k = p.key("api");
+  constexpr int kThreads = 16;
+  std::atomic<int> alive{kThreads};
+  std::atomic<int> permits{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        const AcquireResult r = p.acquire(k, clock.mono_now() + seconds{30});
+        if (r.ok()) ++permits;
+        if ((i + t) % 5 == 0) p.record(k, retry_after(clock, milliseconds{50}));
+        else p.record(k, response(clock));
+      }
+      alive.fetch_sub(1);
+    });
+  }
+  clock.drive(alive, milliseconds{10});
+  for (auto& t : threads) t.join();
+  EXPECT_GT(permits.load(), 0);
+}
+
+}  // namespace
+}  // namespace abide
