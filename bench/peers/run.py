@@ -219,7 +219,7 @@ def window_series(stats):
 
 # --------------------------------------------------------------- clients ----
 
-def client_command(name, abide, urls, jobs, retries, workdir, extra_abide=()):
+def client_command(name, abide, style, urls, jobs, retries, workdir):
     summary = os.path.join(workdir, "client-summary.json")
     common = ["--urls", urls, "--jobs", str(jobs), "--client-id", name, "--retries", str(retries),
               "--summary", summary]
@@ -227,7 +227,7 @@ def client_command(name, abide, urls, jobs, retries, workdir, extra_abide=()):
         pacing = "burst" if name == "abide-burst" else "smooth"
         cmd = [abide, "fetch", "--urls", urls, "--jobs", str(jobs), "-o", "/dev/null", "--stats", summary,
                "-H", f"X-Client-Id: {name}", "--max-attempts", str(retries + 1), "--pacing", pacing,
-               *extra_abide]
+               "--resume-file", os.path.join(workdir, "resume.json"), "--silent", *profile_args(style)]
     elif name == "curl":
         cmd = ["bash", os.path.join(HERE, "clients", "curl.sh"), *common]
     elif name == "urllib3":
@@ -239,6 +239,13 @@ def client_command(name, abide, urls, jobs, retries, workdir, extra_abide=()):
     else:
         raise ValueError(name)
     return cmd, summary
+
+
+def profile_args(style):
+    """abide reads vendor headers only through the profile of the API that sent
+    them (DESIGN.md rule 8): on api.github.com the host selects it; the mock
+    server is 127.0.0.1, so name it, as a user of a GitHub-like API would."""
+    return ["--profile", "github"] if style == "github" else []
 
 
 def read_summary(name, path, requests):
@@ -283,7 +290,7 @@ def one_run(args, abide, style, name, rundir):
         with open(urls, "w") as f:
             for i in range(args.requests):
                 f.write(f"{server.base}/items/{i}\n")
-        cmd, summary = client_command(name, abide, urls, args.jobs, args.retries, workdir)
+        cmd, summary = client_command(name, abide, style, urls, args.jobs, args.retries, workdir)
         wall, rc, timed_out = run_process(cmd, workdir, args.timeout)
         time.sleep(0.1)
         stats = server.stats()
@@ -363,7 +370,8 @@ def fleet_run(args, abide, style, store, rundir, redis):
                     f.write(f"{server.base}/items/{p}-{i}\n")
             cmd = [abide, "fetch", "--urls", urls, "--jobs", str(args.jobs), "-o", "/dev/null", "--stats",
                    os.path.join(pdir, "stats.json"), "-H", f"X-Client-Id: fleet-p{p}", "--max-attempts",
-                   str(args.retries + 1), "--store", store_arg]
+                   str(args.retries + 1), "--store", store_arg, "--resume-file", os.path.join(pdir, "resume.json"),
+                   "--silent", *profile_args(style)]
             procs.append(subprocess.Popen(cmd, stdout=open(os.path.join(pdir, "out"), "w"),
                                           stderr=open(os.path.join(pdir, "err"), "w"), env=client_env(),
                                           start_new_session=True))
@@ -386,11 +394,15 @@ def fleet_run(args, abide, style, store, rundir, redis):
                 pr.wait()
         server.stop()
     done = failed = 0
+    error = None
     for p in range(args.fleet):
         got = read_summary("abide", os.path.join(workdir, f"p{p}", "stats.json"), per)
         if got:
             done += got[0]
             failed += got[1]
+        elif error is None:  # no summary: the process did not run; say why
+            with open(os.path.join(workdir, f"p{p}", "err")) as f:
+                error = (f.readline().strip() or f"exit {procs[p].returncode}")[:160]
     total = per * args.fleet
     records = read_record(server.record)
     anchor = stats["server"].get("anchor_unix") or 0
@@ -403,8 +415,10 @@ def fleet_run(args, abide, style, store, rundir, redis):
         "done": done, "failed": failed, "lost": max(0, total - done - failed),
         "max_per_window": max((w["requests"] for w in windows), default=0),
         "windows_over_quota": sum(1 for w in windows if w["requests"] > args.limit),
-        "windows": windows, "workdir": os.path.relpath(workdir, ROOT),
+        "windows": windows, "workdir": os.path.relpath(workdir, ROOT), "error": error,
     }
+    if error:
+        log(f"peers: fleet {style} {store}: did not run: {error}")
     log(f"peers: fleet {style} {store:6} {res['ratio']:.3f}x  max/window {res['max_per_window']} "
         f"(quota {args.limit})  over-quota windows {res['windows_over_quota']}/{len(windows)}  429s {res['limited']}"
         f"  premature {res['premature']}  done {done} failed {failed} lost {res['lost']}")
@@ -466,6 +480,9 @@ def markdown(meta, runs, fleet, checks, styles, clients):
                  "| premature (per process) | premature (key-wide) | done | failed | lost |")
         L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in fleet:
+            if r.get("error") and r["done"] == 0:
+                L.append(f"| {r['style']} | {r['store']} | not run: {r['error']} | | | | | | | | |")
+                continue
             L.append(f"| {r['style']} | {r['store']} | {r['ratio']:.3f} | {r['max_per_window']} ({meta['limit']}) | "
                      f"{r['windows_over_quota']} of {len(r['windows'])} | {r['limited']} | {r['premature']} | "
                      f"{r['premature_key_wide']} | {r['done']} | {r['failed']} | {r['lost']} |")
@@ -533,10 +550,12 @@ def plot(path, meta, runs, fleet, styles, clients):
         ax.set_xlabel("time since first request (s)", fontsize=7)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles + [plt.Line2D([], [], color="black", linestyle="--")], labels + [f"quota ({meta['limit']})"],
-               loc="upper center", ncol=3, fontsize=8, frameon=False)
+               loc="upper center", bbox_to_anchor=(0.5, 1 - 0.32 / fig.get_figheight()), ncol=3, fontsize=8,
+               frameon=False)
     fig.suptitle(f"Requests per {w:g} s window as the mock server saw them ({meta['requests']} requests, "
-                 f"{meta['jobs']} workers)", fontsize=9, y=0.995)
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
+                 f"{meta['jobs']} workers, quota {meta['limit']} per {w:g} s)", fontsize=9,
+                 y=1 - 0.08 / fig.get_figheight())
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / fig.get_figheight()))
     fig.savefig(path, dpi=110)
 
 
