@@ -96,7 +96,7 @@ void read_retry_after(const HeaderList& headers, WallTime received, const Observ
   for (auto& w : parsed->warnings) s.warnings.push_back("Retry-After: " + std::move(w));
   const RetryAfter& ra = parsed->value;
   if (ra.rounded_up) {
-    s.warnings.push_back("Retry-After " + shown(lines[parsed->line]) + " is not whole seconds; rounded up");
+    s.warnings.push_back("Retry-After " + shown(lines[parsed->line]) + " has a fraction, which the grammar does not allow; read rounded up");
   }
   if (!ra.date.deviations.empty()) {
     s.warnings.push_back("Retry-After " + shown(lines[parsed->line]) +
