@@ -1,0 +1,844 @@
+// abide mock-server: the limiter with a manual clock (exact values, exact
+// premature boundaries), then the real server as a child process over HTTP.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../tools/abide/mock_server_core.h"
+#include "abide/retry_after.h"
+#include "support/process.h"
+
+namespace abide::mock {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+// 2026-01-01T00:00:00.250Z: a quarter second into a whole second, so that the
+// rounding of every stated wait shows.
+const WallTime kT0 = WallTime{1767225600s} + 250ms;
+
+std::optional<std::string> header(const Answer& a, std::string_view name) {
+  for (const auto& [n, v] : a.headers)
+    if (n == name) return v;
+  return std::nullopt;
+}
+
+std::vector<std::string> header_names(const Answer& a) {
+  std::vector<std::string> names;
+  for (const auto& [n, v] : a.headers) names.push_back(n);
+  return names;
+}
+
+LimiterOptions options(Style style, std::uint32_t limit, Duration window) {
+  LimiterOptions o;
+  o.style = style;
+  o.limit = limit;
+  o.window = window;
+  return o;
+}
+
+Answer get(Limiter& l, std::string_view client = "c", std::string_view conn = "127.0.0.1:1000") {
+  return l.handle({"GET", "/items/1", client, conn});
+}
+
+// ---- the limiter, with a manual clock ----------------------------------------
+
+TEST(MockLimiter, FixedWindowAcceptsTheLimitThenLimits) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kDraft11, 3, 2s), clock.wall());
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(get(l).status, 200);
+  const Answer limited = get(l);
+  EXPECT_EQ(limited.status, 429);
+  EXPECT_EQ(limited.outcome, Outcome::kLimited);
+  clock.advance(1999ms);
+  EXPECT_EQ(get(l).status, 429);  // still window 0
+  clock.advance(1ms);             // exactly the window's end: window 1
+  const Answer next = get(l);
+  EXPECT_EQ(next.status, 200);
+  EXPECT_EQ(next.window, 1);
+  const Counts t = l.totals();
+  EXPECT_EQ(t.requests, 6u);
+  EXPECT_EQ(t.accepted, 4u);
+  EXPECT_EQ(t.limited, 2u);
+  const json s = json::parse(l.stats().dump());
+  ASSERT_EQ(s["windows"].size(), 2u);
+  EXPECT_EQ(s["windows"][0]["accepted"], 3);
+  EXPECT_EQ(s["windows"][0]["limited"], 2);
+  EXPECT_EQ(s["windows"][1]["accepted"], 1);
+  EXPECT_DOUBLE_EQ(s["windows"][1]["start_unix"].get<double>(), unix_seconds(kT0 + 2s));
+}
+
+TEST(MockLimiter, Draft11Fields) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kDraft11, 2, 2s), clock.wall());
+  const Answer a = get(l);
+  EXPECT_EQ(header(a, "Date"), "Thu, 01 Jan 2026 00:00:00 GMT");
+  EXPECT_EQ(header(a, "RateLimit-Policy"), "\"default\";q=2;w=2");
+  EXPECT_EQ(header(a, "RateLimit"), "\"default\";r=1;t=2");
+  EXPECT_FALSE(header(a, "Retry-After"));
+  clock.advance(500ms);  // 1.5 s left: stated as 2
+  EXPECT_EQ(header(get(l), "RateLimit"), "\"default\";r=0;t=2");
+  clock.advance(600ms);  // 0.9 s left: 1
+  const Answer limited = get(l);
+  EXPECT_EQ(limited.status, 429);
+  EXPECT_EQ(header(limited, "RateLimit"), "\"default\";r=0;t=1");
+  EXPECT_EQ(header(limited, "Retry-After"), "1");
+}
+
+TEST(MockLimiter, DraftLegacyFields) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kDraftLegacy, 2, 3s), clock.wall());
+  const Answer a = get(l);
+  EXPECT_EQ(header(a, "RateLimit-Limit"), "2");
+  EXPECT_EQ(header(a, "RateLimit-Remaining"), "1");
+  EXPECT_EQ(header(a, "RateLimit-Reset"), "3");
+  EXPECT_EQ(header(a, "RateLimit-Policy"), "2;w=3");
+  get(l);
+  clock.advance(1200ms);
+  const Answer limited = get(l);
+  EXPECT_EQ(header(limited, "RateLimit-Remaining"), "0");
+  EXPECT_EQ(header(limited, "RateLimit-Reset"), "2");
+  EXPECT_EQ(header(limited, "Retry-After"), "2");
+}
+
+TEST(MockLimiter, GithubFieldsWithEpochReset) {
+  ManualClock clock(kT0);
+  LimiterOptions o = options(Style::kGithub, 2, 2s);
+  o.limited_status = 403;
+  Limiter l(o, clock.wall());
+  const Answer a = get(l);
+  EXPECT_EQ(header(a, "x-ratelimit-limit"), "2");
+  EXPECT_EQ(header(a, "x-ratelimit-remaining"), "1");
+  EXPECT_EQ(header(a, "x-ratelimit-used"), "1");
+  // The window ends at ...602.25; an epoch is stated rounded up.
+  EXPECT_EQ(header(a, "x-ratelimit-reset"), "1767225603");
+  EXPECT_EQ(header(a, "x-ratelimit-resource"), "core");
+  get(l);
+  const Answer limited = get(l);
+  EXPECT_EQ(limited.status, 403);
+  EXPECT_EQ(header(limited, "x-ratelimit-remaining"), "0");
+  EXPECT_EQ(header(limited, "x-ratelimit-used"), "2");
+  EXPECT_FALSE(header(limited, "Retry-After"));
+  EXPECT_NE(limited.body.find("documentation_url"), std::string::npos);
+  // Told: not before 603. 602.999999999 is premature, 603 is not.
+  clock.set_wall(WallTime{1767225603s} - 1ns);
+  EXPECT_TRUE(get(l).premature);
+  clock.set_wall(WallTime{1767225603s});
+  EXPECT_FALSE(get(l).premature);
+}
+
+TEST(MockLimiter, OpenaiFieldsWithGoDurations) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kOpenai, 1, 2s), clock.wall());
+  const Answer a = get(l);
+  EXPECT_EQ(header(a, "x-ratelimit-limit-requests"), "1");
+  EXPECT_EQ(header(a, "x-ratelimit-remaining-requests"), "0");
+  EXPECT_EQ(header(a, "x-ratelimit-reset-requests"), "2s");
+  clock.advance(250ms + 500us);
+  const Answer limited = get(l);
+  EXPECT_EQ(limited.status, 429);
+  EXPECT_EQ(header(limited, "x-ratelimit-reset-requests"), "1.75s");  // 1.7495 s, rounded up to ms
+  EXPECT_FALSE(header(limited, "Retry-After"));
+  clock.advance(1749ms);
+  EXPECT_TRUE(get(l).premature);
+  clock.advance(1ms);
+  EXPECT_FALSE(get(l).premature);
+}
+
+TEST(MockLimiter, RetryAfterSecondsOnlyOnTheLimitedAnswer) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kRetryAfterSeconds, 1, 2s), clock.wall());
+  const Answer a = get(l);
+  EXPECT_EQ(header_names(a), std::vector<std::string>{"Date"});
+  clock.advance(300ms);
+  const Answer limited = get(l);
+  EXPECT_EQ(header_names(limited), (std::vector<std::string>{"Date", "Retry-After"}));
+  EXPECT_EQ(header(limited, "Retry-After"), "2");  // 1.7 s left
+}
+
+TEST(MockLimiter, RetryAfterDateStatesTheWindowEndRoundedUp) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kRetryAfterDate, 1, 2s), clock.wall());
+  get(l);
+  const Answer limited = get(l);
+  EXPECT_EQ(header(limited, "Retry-After"), "Thu, 01 Jan 2026 00:00:03 GMT");
+  clock.set_wall(WallTime{1767225603s} - 1ns);
+  EXPECT_TRUE(get(l).premature);
+  clock.set_wall(WallTime{1767225603s});
+  EXPECT_FALSE(get(l).premature);
+}
+
+TEST(MockLimiter, MalformedRetryAfterIsRejectedEvenByAbideRobustMode) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kMalformed, 1, 2s), clock.wall());
+  get(l);
+  std::vector<std::string> seen;
+  for (std::size_t i = 0; i < kMalformedRetryAfter.size(); ++i) {
+    const Answer limited = get(l);
+    ASSERT_TRUE(header(limited, "Retry-After"));
+    EXPECT_TRUE(header(limited, "RateLimit"));  // the valid signal to fall back on
+    const std::string v = *header(limited, "Retry-After");
+    seen.push_back(v);
+    EXPECT_FALSE(parse_retry_after(v, clock.wall_now(), ParseMode::kStrict)) << v;
+    EXPECT_FALSE(parse_retry_after(v, clock.wall_now(), ParseMode::kRobust)) << v;
+  }
+  EXPECT_EQ(seen, std::vector<std::string>(kMalformedRetryAfter.begin(), kMalformedRetryAfter.end()));
+}
+
+TEST(MockLimiter, MalformedCountsARetryThatTookGarbageAsZero) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kMalformed, 1, 2s), clock.wall());
+  get(l);
+  get(l);                         // limited; its RateLimit says t=2
+  clock.advance(10ms);
+  EXPECT_TRUE(get(l).premature);  // "retry now"
+  clock.advance(2s);              // past t
+  EXPECT_FALSE(get(l).premature);
+}
+
+TEST(MockLimiter, NoneStatesNothingSoNothingIsPremature) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kNone, 1, 2s), clock.wall());
+  get(l);
+  for (int i = 0; i < 3; ++i) {
+    const Answer limited = get(l);
+    EXPECT_EQ(limited.status, 429);
+    EXPECT_EQ(header_names(limited), std::vector<std::string>{"Date"});
+    EXPECT_FALSE(limited.premature);
+  }
+  EXPECT_EQ(l.totals().premature, 0u);
+}
+
+TEST(MockLimiter, PrematureOnlyWhenStrictlyEarlier) {
+  ManualClock clock(kT0);
+  LimiterOptions o = options(Style::kRetryAfterSeconds, 1, 2s);
+  o.grace = 0ms;
+  Limiter l(o, clock.wall());
+  EXPECT_EQ(get(l).status, 200);
+  clock.advance(500ms);
+  const Answer limited = get(l);
+  ASSERT_EQ(header(limited, "Retry-After"), "2");  // 1.5 s left, stated as 2: P = t0 + 2.5 s
+  clock.set_wall(kT0 + 2500ms - 1ns);
+  const Answer early = get(l);
+  EXPECT_TRUE(early.premature);
+  EXPECT_EQ(early.status, 200);  // the quota is back (window 1), but the client was told to wait
+  clock.set_wall(kT0 + 2500ms);
+  const Answer on_time = get(l);
+  EXPECT_FALSE(on_time.premature);
+  EXPECT_EQ(l.totals().premature, 1u);
+  const json s = json::parse(l.stats().dump());
+  EXPECT_EQ(s["clients"]["c"]["premature"], 1);
+  EXPECT_EQ(s["windows"][1]["premature"], 1);
+}
+
+TEST(MockLimiter, InFlightRequestsOnOtherConnectionsAreNotPremature) {
+  ManualClock clock(kT0);
+  LimiterOptions o = options(Style::kRetryAfterSeconds, 1, 1s);
+  o.grace = 50ms;
+  Limiter l(o, clock.wall());
+  get(l, "c", "A");
+  get(l, "c", "A");                          // limited at t0: the wait begins, P = t0 + 1 s
+  clock.advance(10ms);
+  EXPECT_FALSE(get(l, "c", "B").premature);  // was on its way
+  EXPECT_TRUE(get(l, "c", "A").premature);   // sent after reading the answer
+  clock.advance(39ms);                       // 49 ms after the wait began
+  EXPECT_FALSE(get(l, "c", "C").premature);
+  clock.advance(1ms);                        // 50 ms after it (the answers since did not move it)
+  EXPECT_TRUE(get(l, "c", "D").premature);
+  clock.advance(40ms);
+  EXPECT_TRUE(get(l, "c", "E").premature);
+  EXPECT_EQ(l.totals().premature, 3u);
+  clock.set_wall(kT0 + 2s);  // past every P: the next limited answer begins a new wait
+  get(l, "c", "F");
+  get(l, "c", "F");
+  clock.advance(10ms);
+  EXPECT_FALSE(get(l, "c", "G").premature);
+}
+
+TEST(MockLimiter, LatencyDelaysWhenTheAnswerCountsAsSent) {
+  ManualClock clock(kT0);
+  LimiterOptions o = options(Style::kRetryAfterSeconds, 1, 1s);
+  o.grace = 0ms;
+  o.latency = 100ms;
+  Limiter l(o, clock.wall());
+  get(l, "c", "A");
+  get(l, "c", "A");  // limited; leaves at t0 + 100 ms
+  clock.advance(99ms);
+  EXPECT_FALSE(get(l, "c", "B").premature);
+  clock.advance(1ms);
+  EXPECT_TRUE(get(l, "c", "C").premature);
+}
+
+TEST(MockLimiter, ClientsAreCountedApart) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kRetryAfterSeconds, 1, 1s), clock.wall());
+  EXPECT_EQ(get(l, "a", "a:1").status, 200);
+  EXPECT_EQ(get(l, "a", "a:1").status, 429);
+  EXPECT_EQ(get(l, "b", "b:1").status, 429);  // one shared quota; b was never told
+  EXPECT_TRUE(get(l, "b", "b:1").premature);  // b retries at once where it was told
+  EXPECT_TRUE(get(l, "a", "a:1").premature);
+  const json s = json::parse(l.stats().dump());
+  EXPECT_EQ(s["clients"]["a"]["requests"], 3);
+  EXPECT_EQ(s["clients"]["a"]["accepted"], 1);
+  EXPECT_EQ(s["clients"]["a"]["premature"], 1);
+  EXPECT_EQ(s["clients"]["b"]["requests"], 2);
+  EXPECT_EQ(s["clients"]["b"]["limited"], 2);
+  EXPECT_EQ(s["clients"]["b"]["premature"], 1);
+  EXPECT_EQ(s["totals"]["premature"], 2);
+}
+
+TEST(MockLimiter, FailRateIsReproducibleFromTheSeed) {
+  const auto run = [](std::uint64_t seed, int n) {
+    ManualClock clock(kT0);
+    LimiterOptions o = options(Style::kDraft11, 1000, 1s);
+    o.fail_rate = 0.3;
+    o.seed = seed;
+    Limiter l(o, clock.wall());
+    std::vector<int> statuses;
+    for (int i = 0; i < n; ++i) statuses.push_back(get(l).status);
+    return statuses;
+  };
+  const auto a = run(42, 100);
+  EXPECT_EQ(a, run(42, 100));
+  EXPECT_NE(a, run(43, 100));
+  const auto failures = std::count(a.begin(), a.end(), 503);
+  EXPECT_GT(failures, 0);
+  EXPECT_LT(failures, 100);
+  EXPECT_EQ(std::count(a.begin(), a.end(), 200) + failures, 100);
+}
+
+TEST(MockLimiter, FailuresUseNoQuotaAndStateNoWait) {
+  ManualClock clock(kT0);
+  LimiterOptions o = options(Style::kDraft11, 3, 10s);
+  o.fail_rate = 0.5;
+  o.seed = 7;
+  Limiter l(o, clock.wall());
+  std::vector<int> first;
+  for (int i = 0; i < 20; ++i) {
+    const Answer a = get(l);
+    first.push_back(a.status);
+    if (a.status == 503) {
+      EXPECT_FALSE(header(a, "Retry-After"));
+      EXPECT_TRUE(header(a, "RateLimit"));
+    }
+  }
+  const Counts t = l.totals();
+  EXPECT_EQ(t.accepted, 3u);
+  EXPECT_EQ(t.accepted + t.limited + t.failed, 20u);
+  EXPECT_GT(t.failed, 0u);
+  l.reset();  // the draws start again from the seed
+  std::vector<int> again;
+  for (int i = 0; i < 20; ++i) again.push_back(get(l).status);
+  EXPECT_EQ(first, again);
+}
+
+TEST(MockLimiter, EpochAlignmentMakesWholeSecondResetsExact) {
+  ManualClock clock(kT0);
+  LimiterOptions o = options(Style::kGithub, 1, 2s);
+  o.align = Align::kEpoch;
+  Limiter l(o, clock.wall());
+  const Answer a = get(l);
+  EXPECT_EQ(header(a, "x-ratelimit-reset"), "1767225602");  // 1767225600 is a multiple of 2
+  const json s = json::parse(l.stats().dump());
+  EXPECT_DOUBLE_EQ(s["server"]["anchor_unix"].get<double>(), 1767225600.0);
+  clock.set_wall(WallTime{1767225602s});
+  EXPECT_EQ(get(l).status, 200);
+}
+
+TEST(MockLimiter, ResetClearsEverythingAndReanchors) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kDraft11, 1, 2s), clock.wall());
+  get(l);
+  get(l);
+  clock.advance(700ms);
+  l.reset();
+  const json empty = json::parse(l.stats().dump());
+  EXPECT_EQ(empty["totals"]["requests"], 0);
+  EXPECT_TRUE(empty["clients"].empty());
+  EXPECT_TRUE(empty["windows"].empty());
+  EXPECT_TRUE(empty["server"]["anchor_unix"].is_null());
+  const Answer a = get(l);
+  EXPECT_EQ(a.status, 200);
+  EXPECT_EQ(a.window, 0);
+  EXPECT_EQ(header(a, "RateLimit"), "\"default\";r=0;t=2");
+}
+
+TEST(MockLimiter, StatsJsonShape) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kRetryAfterSeconds, 1, 1s), clock.wall());
+  get(l, "w1", "x:1");
+  get(l, "w1", "x:1");
+  clock.advance(1s);
+  get(l, "w2", "x:2");
+  const json s = json::parse(l.stats().dump());
+  for (const char* k : {"server", "totals", "windows", "windows_dropped", "clients"}) EXPECT_TRUE(s.contains(k)) << k;
+  for (const char* k : {"style", "limit", "window_s", "align", "limited_status", "latency_ms", "fail_rate", "seed",
+                        "grace_ms", "now_unix", "anchor_unix", "current_window"})
+    EXPECT_TRUE(s["server"].contains(k)) << k;
+  EXPECT_EQ(s["server"]["style"], "retry-after-seconds");
+  EXPECT_EQ(s["server"]["current_window"], 1);
+  EXPECT_EQ(s["totals"], (json{{"requests", 3}, {"accepted", 2}, {"limited", 1}, {"failed", 0}, {"premature", 0}}));
+  ASSERT_EQ(s["windows"].size(), 2u);
+  EXPECT_EQ(s["windows"][0]["index"], 0);
+  const json& w1 = s["clients"]["w1"];
+  for (const char* k : {"requests", "accepted", "limited", "failed", "premature", "first_unix", "last_unix",
+                        "not_before_unix", "windows"})
+    EXPECT_TRUE(w1.contains(k)) << k;
+  EXPECT_DOUBLE_EQ(w1["not_before_unix"].get<double>(), unix_seconds(kT0 + 1s));
+  EXPECT_TRUE(s["clients"]["w2"]["not_before_unix"].is_null());
+  ASSERT_EQ(s["clients"]["w2"]["windows"].size(), 1u);
+  EXPECT_EQ(s["clients"]["w2"]["windows"][0]["index"], 1);
+  EXPECT_EQ(s["clients"]["w2"]["windows"][0]["accepted"], 1);
+}
+
+TEST(MockLimiter, RecordWritesOneJsonLinePerRequest) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kDraft11, 1, 1s), clock.wall());
+  std::ostringstream out;
+  l.set_record(&out);
+  get(l, "r", "r:1");
+  get(l, "r", "r:1");
+  l.reset();
+  std::istringstream in(out.str());
+  std::vector<json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(json::parse(line));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["client"], "r");
+  EXPECT_EQ(lines[0]["status"], 200);
+  EXPECT_EQ(lines[0]["outcome"], "accepted");
+  EXPECT_EQ(lines[1]["status"], 429);
+  EXPECT_EQ(lines[1]["premature"], false);
+  EXPECT_EQ(lines[1]["window"], 0);
+  EXPECT_DOUBLE_EQ(lines[1]["t"].get<double>(), unix_seconds(kT0));
+  EXPECT_EQ(lines[2]["event"], "reset");
+}
+
+TEST(MockLimiter, AWallClockStepBackIsHeld) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kDraft11, 1, 1s), clock.wall());
+  get(l);
+  clock.advance(1500ms);
+  EXPECT_EQ(get(l).window, 1);
+  clock.jump_wall(-1h);
+  const Answer a = get(l);
+  EXPECT_EQ(a.window, 1);
+  EXPECT_EQ(a.status, 429);
+}
+
+TEST(MockLimiter, BoundsMemory) {
+  WindowHistory h(4);
+  for (std::int64_t k = 0; k < 10; ++k) h.at(k).add(Outcome::kAccepted, false);
+  EXPECT_EQ(h.counts().size(), 4u);
+  EXPECT_EQ(h.first(), 6);
+  EXPECT_EQ(h.dropped(), 6u);
+  h.at(1'000'000'000).add(Outcome::kLimited, false);  // a long idle gap allocates nothing between
+  EXPECT_EQ(h.counts().size(), 1u);
+  EXPECT_EQ(h.first(), 1'000'000'000);
+
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kDraft11, 1, 1s), clock.wall());
+  for (std::size_t i = 0; i < Limiter::kMaxClients + 10; ++i) get(l, "client-" + std::to_string(i));
+  get(l, std::string(1000, 'x'));
+  const json s = json::parse(l.stats().dump());
+  EXPECT_EQ(s["clients"].size(), Limiter::kMaxClients + 1);
+  EXPECT_EQ(s["clients"]["(other)"]["requests"], 11);
+}
+
+TEST(MockLimiter, ClientIdsAreReportedAsValidJson) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kDraft11, 1, 1s), clock.wall());
+  get(l, "\xff\xfe bad utf-8 \"quoted\"");
+  const json s = json::parse(l.stats().dump(-1, ' ', false, json::error_handler_t::replace), nullptr, false);
+  ASSERT_FALSE(s.is_discarded());
+  EXPECT_EQ(s["clients"].size(), 1u);
+}
+
+TEST(MockLimiter, ThreadsShareOneExactQuota) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kDraft11, 100, 1s), clock.wall());
+  std::vector<std::thread> threads;
+  std::atomic<int> accepted{0};
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      const std::string id = "t" + std::to_string(t);
+      for (int i = 0; i < 200; ++i)
+        if (l.handle({"GET", "/", id, id}).status == 200) accepted.fetch_add(1);
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(accepted.load(), 100);
+  EXPECT_EQ(l.totals().accepted, 100u);
+  EXPECT_EQ(l.totals().requests, 1600u);
+}
+
+TEST(MockHelpers, GoDurations) {
+  EXPECT_EQ(go_duration(0s), "0s");
+  EXPECT_EQ(go_duration(-3s), "0s");
+  EXPECT_EQ(go_duration(1ns), "1ms");
+  EXPECT_EQ(go_duration(12ms), "12ms");
+  EXPECT_EQ(go_duration(1s), "1s");
+  EXPECT_EQ(go_duration(1500ms), "1.5s");
+  EXPECT_EQ(go_duration(1010ms), "1.01s");
+  EXPECT_EQ(go_duration(6min), "6m0s");
+  EXPECT_EQ(go_duration(61250ms), "1m1.25s");
+  EXPECT_EQ(go_duration(1h), "1h0m0s");
+}
+
+TEST(MockHelpers, LoopbackOnly) {
+  for (const char* ok : {"127.0.0.1", "127.1.2.3", "localhost"}) EXPECT_TRUE(is_loopback_address(ok)) << ok;
+  for (const char* no : {"0.0.0.0", "10.0.0.1", "192.168.1.1", "::1", "::", "example.com", "", "127.0.0.1 ",
+                         "128.0.0.1", "127.0.0.256"})
+    EXPECT_FALSE(is_loopback_address(no)) << no;
+}
+
+TEST(MockHelpers, Styles) {
+  for (const auto& [style, name] : kStyleNames) EXPECT_EQ(parse_style(name), style);
+  EXPECT_FALSE(parse_style("Draft11"));
+  LimiterOptions o;
+  EXPECT_EQ(validate(o), "");
+  o.limited_status = 500;
+  EXPECT_NE(validate(o), "");
+}
+
+// ---- the real server, as `abide mock-server` in a child process --------------
+
+#ifdef ABIDE_CLI_PATH
+
+// `abide mock-server --port 0 ARGS...`, its port read from its first line.
+class MockProcess {
+ public:
+  explicit MockProcess(std::vector<std::string> args) : proc_(argv(std::move(args))) {
+    const auto line = proc_.read_line(30s);
+    const std::string prefix = "listening on 127.0.0.1:";
+    if (line && line->rfind(prefix, 0) == 0) port_ = std::stoi(line->substr(prefix.size()));
+  }
+  int port() const { return port_; }
+
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_connection_timeout(10s);
+    c.set_read_timeout(20s);
+    c.set_write_timeout(10s);
+    return c;
+  }
+
+  json stats() const {
+    auto c = client();
+    const auto r = c.Get("/__stats");
+    if (!r || r->status != 200) return json();
+    return json::parse(r->body);
+  }
+
+  // Stops with SIGTERM and expects a clean exit: 0, and no sanitizer report.
+  test::RunResult stop_cleanly(int sig = SIGTERM) {
+    auto r = proc_.stop(sig);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err.find("Sanitizer"), std::string::npos) << r.err;
+    return r;
+  }
+
+ private:
+  static std::vector<std::string> argv(std::vector<std::string> args) {
+    args.insert(args.begin(), {ABIDE_CLI_PATH, "mock-server", "--port", "0", "--threads", "16"});
+    return args;
+  }
+  test::BackgroundProcess proc_;
+  int port_ = -1;
+};
+
+httplib::Headers id(const std::string& client) { return {{"X-Client-Id", client}}; }
+
+TEST(MockServerCli, ServesEveryMethodOnAnyPathAndControlPathsDoNotCount) {
+  MockProcess m({"--style", "draft11", "--limit", "100", "--window", "1"});
+  ASSERT_GT(m.port(), 0);
+  auto c = m.client();
+  auto get = c.Get("/v1/items?x=1");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 200);
+  EXPECT_NE(get->body.find("\"ok\":true"), std::string::npos);
+  EXPECT_TRUE(get->has_header("RateLimit"));
+  EXPECT_TRUE(get->has_header("Date"));
+  auto head = c.Head("/a");
+  ASSERT_TRUE(head);
+  EXPECT_EQ(head->status, 200);
+  EXPECT_TRUE(head->body.empty());
+  EXPECT_EQ(c.Post("/b", "{\"k\":1}", "application/json")->status, 200);
+  EXPECT_EQ(c.Put("/c", "x", "text/plain")->status, 200);
+  EXPECT_EQ(c.Patch("/d", "x", "text/plain")->status, 200);
+  EXPECT_EQ(c.Delete("/e")->status, 200);
+  EXPECT_EQ(c.Post("/__stats", "", "text/plain")->status, 405);
+  EXPECT_EQ(c.Get("/__reset")->status, 405);
+  const json s = m.stats();
+  EXPECT_EQ(s["totals"]["requests"], 6);
+  EXPECT_EQ(s["totals"]["accepted"], 6);
+  EXPECT_TRUE(s["clients"].contains("127.0.0.1"));
+  EXPECT_EQ(c.Post("/__reset", "", "text/plain")->status, 200);
+  EXPECT_EQ(m.stats()["totals"]["requests"], 0);
+  m.stop_cleanly();
+}
+
+TEST(MockServerCli, EveryStyleSendsItsFieldsAndItsWaitSignal) {
+  struct Case {
+    std::string style;
+    std::string status;
+    std::vector<std::string> on_every;   // fields on the accepted answer
+    std::vector<std::string> on_limited; // fields added when limited
+  };
+  const std::vector<Case> cases{
+      {"draft11", "429", {"RateLimit", "RateLimit-Policy"}, {"Retry-After"}},
+      {"draft11", "503", {"RateLimit", "RateLimit-Policy"}, {"Retry-After"}},
+      {"draft-legacy", "429", {"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit-Policy"},
+       {"Retry-After"}},
+      {"github", "403", {"x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-used", "x-ratelimit-reset"}, {}},
+      {"openai", "429", {"x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"},
+       {}},
+      {"retry-after-seconds", "429", {}, {"Retry-After"}},
+      {"retry-after-date", "429", {}, {"Retry-After"}},
+      {"malformed", "429", {"RateLimit"}, {"Retry-After"}},
+      {"none", "429", {}, {}},
+  };
+  for (const auto& k : cases) {
+    SCOPED_TRACE(k.style + " " + k.status);
+    MockProcess m({"--style", k.style, "--limited-status", k.status, "--limit", "1", "--window", "1"});
+    ASSERT_GT(m.port(), 0);
+    auto c = m.client();
+    const auto ok = c.Get("/");
+    const auto limited = c.Get("/");
+    ASSERT_TRUE(ok && limited);
+    EXPECT_EQ(ok->status, 200);
+    EXPECT_EQ(limited->status, std::stoi(k.status));
+    for (const auto& h : k.on_every) {
+      EXPECT_TRUE(ok->has_header(h)) << h;
+      EXPECT_TRUE(limited->has_header(h)) << h;
+    }
+    for (const auto& h : k.on_limited) {
+      EXPECT_FALSE(ok->has_header(h)) << h;
+      EXPECT_TRUE(limited->has_header(h)) << h;
+    }
+    if (k.style == "retry-after-seconds" || k.style == "draft11") {
+      EXPECT_EQ(limited->get_header_value("Retry-After"), "1");
+    }
+    if (k.style == "retry-after-date") {
+      EXPECT_TRUE(parse_retry_after(limited->get_header_value("Retry-After"), system_wall_clock().now()));
+    }
+    if (k.style == "github") {
+      EXPECT_EQ(limited->get_header_value("x-ratelimit-remaining"), "0");
+    }
+    if (k.style == "none" || k.style == "retry-after-seconds" || k.style == "retry-after-date") {
+      for (const auto& [name, value] : ok->headers) {
+        std::string lower = name;
+        for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        EXPECT_EQ(lower.find("ratelimit"), std::string::npos) << name;
+      }
+    }
+    m.stop_cleanly();
+  }
+}
+
+TEST(MockServerCli, CountsAnEarlyRetryAndNotAnOnTimeOne) {
+  MockProcess m({"--style", "retry-after-seconds", "--limit", "1", "--window", "1"});
+  ASSERT_GT(m.port(), 0);
+  auto c = m.client();
+  c.set_keep_alive(true);  // the early retry goes on the connection that got the answer
+  ASSERT_EQ(c.Get("/", id("early"))->status, 200);
+  ASSERT_EQ(c.Get("/", id("early"))->status, 429);
+  const auto again = c.Get("/", id("early"));  // at once: premature
+  ASSERT_TRUE(again);
+  ASSERT_EQ(again->status, 429);
+  const auto received = std::chrono::steady_clock::now();
+  const int wait_s = std::stoi(again->get_header_value("Retry-After"));
+  std::this_thread::sleep_until(received + std::chrono::seconds(wait_s) + 20ms);
+  const auto on_time = c.Get("/", id("early"));
+  ASSERT_TRUE(on_time);
+  EXPECT_EQ(on_time->status, 200);
+  c.stop();
+  const json s = m.stats();
+  EXPECT_EQ(s["clients"]["early"]["premature"], 1);
+  EXPECT_EQ(s["clients"]["early"]["limited"], 2);
+  EXPECT_EQ(s["clients"]["early"]["accepted"], 2);
+  EXPECT_EQ(s["totals"]["premature"], 1);
+  m.stop_cleanly();
+}
+
+TEST(MockServerCli, InFlightAllowanceOnNewConnections) {
+  MockProcess m({"--style", "retry-after-seconds", "--limit", "1", "--window", "1", "--grace", "500"});
+  ASSERT_GT(m.port(), 0);
+  auto c = m.client();  // no keep-alive: each request on a new connection
+  ASSERT_EQ(c.Get("/", id("g"))->status, 200);
+  ASSERT_EQ(c.Get("/", id("g"))->status, 429);
+  ASSERT_EQ(c.Get("/", id("g"))->status, 429);  // within the allowance: not counted
+  std::this_thread::sleep_for(600ms);
+  ASSERT_TRUE(c.Get("/", id("g")));              // past it, before the stated second
+  const json s = m.stats();
+  EXPECT_EQ(s["clients"]["g"]["premature"], 1);
+  m.stop_cleanly();
+}
+
+TEST(MockServerCli, ClientIdsAreSeparate) {
+  MockProcess m({"--style", "draft11", "--limit", "1", "--window", "1"});
+  ASSERT_GT(m.port(), 0);
+  auto c = m.client();
+  c.set_keep_alive(true);
+  auto d = m.client();
+  d.set_keep_alive(true);
+  EXPECT_EQ(c.Get("/", id("a"))->status, 200);
+  EXPECT_EQ(c.Get("/", id("a"))->status, 429);
+  EXPECT_EQ(d.Get("/", id("b"))->status, 429);  // shared quota; b was not told before
+  EXPECT_EQ(c.Get("/", id("a"))->status, 429);  // a retries at once
+  EXPECT_EQ(d.Get("/")->status, 429);           // no id: the peer address
+  c.stop();
+  d.stop();
+  const json s = m.stats();
+  EXPECT_EQ(s["clients"]["a"]["requests"], 3);
+  EXPECT_EQ(s["clients"]["a"]["premature"], 1);
+  EXPECT_EQ(s["clients"]["b"]["requests"], 1);
+  EXPECT_EQ(s["clients"]["b"]["premature"], 0);
+  EXPECT_EQ(s["clients"]["127.0.0.1"]["requests"], 1);
+  EXPECT_EQ(s["totals"]["requests"], 5);
+  m.stop_cleanly();
+}
+
+TEST(MockServerCli, FailRateWithASeedIsReproducible) {
+  const auto statuses = [](MockProcess& m, int n) {
+    auto c = m.client();
+    std::vector<int> out;
+    for (int i = 0; i < n; ++i) {
+      const auto r = c.Get("/");
+      out.push_back(r ? r->status : -1);
+    }
+    return out;
+  };
+  std::vector<int> first;
+  {
+    MockProcess m({"--fail-rate", "0.5", "--seed", "7", "--limit", "1000", "--window", "1"});
+    ASSERT_GT(m.port(), 0);
+    first = statuses(m, 30);
+    m.client().Post("/__reset", "", "text/plain");
+    EXPECT_EQ(statuses(m, 30), first);
+    EXPECT_EQ(m.stats()["totals"]["failed"], std::count(first.begin(), first.end(), 503));
+    m.stop_cleanly();
+  }
+  EXPECT_GT(std::count(first.begin(), first.end(), 503), 0);
+  EXPECT_GT(std::count(first.begin(), first.end(), 200), 0);
+  MockProcess again({"--fail-rate", "0.5", "--seed", "7", "--limit", "1000", "--window", "1"});
+  ASSERT_GT(again.port(), 0);
+  EXPECT_EQ(statuses(again, 30), first);
+  again.stop_cleanly();
+}
+
+TEST(MockServerCli, LatencyDelaysEveryApiAnswer) {
+  MockProcess m({"--latency", "300"});
+  ASSERT_GT(m.port(), 0);
+  auto c = m.client();
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = c.Get("/slow");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms);
+  m.stop_cleanly();
+}
+
+TEST(MockServerCli, ConcurrentClientsAreCountedExactly) {
+  const auto record = std::filesystem::temp_directory_path() / ("abide_mock_record_" + std::to_string(getpid()));
+  // One long window: every request falls in it whatever the machine's speed.
+  MockProcess m({"--limit", "100", "--window", "600", "--record", record.string()});
+  ASSERT_GT(m.port(), 0);
+  constexpr int kThreads = 8, kEach = 40;
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0}, limited{0}, other{0};
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      auto c = m.client();
+      c.set_keep_alive(t % 2 == 0);
+      for (int i = 0; i < kEach; ++i) {
+        const auto r = c.Get("/w", id("w" + std::to_string(t)));
+        (r && r->status == 200 ? ok : r && r->status == 429 ? limited : other).fetch_add(1);
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok.load(), 100);
+  EXPECT_EQ(limited.load(), kThreads * kEach - 100);
+  EXPECT_EQ(other.load(), 0);
+  const json s = m.stats();
+  EXPECT_EQ(s["totals"]["requests"], kThreads * kEach);
+  EXPECT_EQ(s["totals"]["accepted"], 100);
+  int sum = 0;
+  for (const auto& [name, cj] : s["clients"].items()) {
+    EXPECT_EQ(cj["requests"], kEach) << name;
+    sum += cj["accepted"].get<int>();
+  }
+  EXPECT_EQ(sum, 100);
+  ASSERT_EQ(s["windows"].size(), 1u);
+  EXPECT_EQ(s["windows"][0]["accepted"], 100);
+  m.stop_cleanly();
+  std::ifstream in(record);
+  int lines = 0, accepted = 0;
+  for (std::string line; std::getline(in, line); ++lines)
+    if (json::parse(line)["status"] == 200) ++accepted;
+  EXPECT_EQ(lines, kThreads * kEach);
+  EXPECT_EQ(accepted, 100);
+  std::filesystem::remove(record);
+}
+
+TEST(MockServerCli, RefusesAnythingButLoopback) {
+  for (const char* addr : {"0.0.0.0", "192.168.1.1", "10.0.0.1", "::1", "::", "example.com"}) {
+    const auto r = test::abide({"mock-server", "--bind", addr, "--port", "0"});
+    EXPECT_EQ(r.exit_code, 2) << addr;
+    EXPECT_NE(r.err.find("loopback"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("listening"), std::string::npos);
+  }
+}
+
+TEST(MockServerCli, UsageErrors) {
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--style", "bogus"}, {"--limited-status", "500"}, {"--window", "0"},
+        {"--limit", "0"}, {"--fail-rate", "2"}, {"--port", "70000"}, {"--align", "noon"}}) {
+    std::vector<std::string> args{"mock-server"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    const auto r = test::abide(args);
+    EXPECT_EQ(r.exit_code, 2) << bad[0] << " " << bad[1] << ": " << r.err;
+  }
+}
+
+TEST(MockServerCli, StopsOnSigintAndAfterItsDuration) {
+  {
+    MockProcess m({});
+    ASSERT_GT(m.port(), 0);
+    const auto r = m.stop_cleanly(SIGINT);
+    EXPECT_NE(r.err.find("stopped (SIGINT)"), std::string::npos) << r.err;
+  }
+  const auto stats_file = std::filesystem::temp_directory_path() / ("abide_mock_stats_" + std::to_string(getpid()));
+  const auto r = test::abide({"mock-server", "--port", "0", "--duration", "0.3", "--quiet", "--stats-file",
+                              stats_file.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("listening on 127.0.0.1:", 0), 0u) << r.out;
+  EXPECT_EQ(r.err.find("abide"), std::string::npos) << r.err;  // --quiet
+  std::ifstream in(stats_file);
+  const json s = json::parse(in, nullptr, false);
+  ASSERT_FALSE(s.is_discarded());
+  EXPECT_EQ(s["totals"]["requests"], 0);
+  std::filesystem::remove(stats_file);
+}
+
+TEST(MockServerCli, HelpDefinesPrematureAndTheStatsShape) {
+  const auto r = test::abide({"mock-server", "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("Premature request"), std::string::npos);
+  EXPECT_NE(r.out.find("strictly earlier"), std::string::npos);
+  EXPECT_NE(r.out.find("/__stats"), std::string::npos);
+}
+
+#endif  // ABIDE_CLI_PATH
+
+}  // namespace
+}  // namespace abide::mock

@@ -1,0 +1,221 @@
+// abide mock-server: a simulated rate-limited API on loopback (mock_server.h).
+#include <pthread.h>
+#include <signal.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "command.h"
+#include "mock_server.h"
+
+namespace abide::cli {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct MockOptions {
+  std::string bind = "127.0.0.1";
+  int port = 0;
+  std::string style = "draft11";
+  std::uint32_t limit = 10;
+  double window_s = 1.0;
+  std::string align = "first";
+  int limited_status = 429;
+  double latency_ms = 0;
+  double fail_rate = 0;
+  std::uint64_t seed = 1;
+  double grace_ms = 50;
+  std::size_t threads = 64;
+  std::string record;
+  std::string stats_file;
+  double duration_s = 0;
+  bool quiet = false;
+};
+
+constexpr const char* kFooter = R"(Windows: fixed; LIMIT requests are accepted per WINDOW, shared by all clients
+(one quota, like one API key); limited and failed requests use none. Windows
+start at the first API request after start or POST /__reset (--align first), or
+at Unix-time multiples of WINDOW (--align epoch). Every stated wait is rounded
+up (whole seconds, or ms for openai), never down.
+
+Styles (fields on every answer; what the limited answer adds):
+  draft11              RateLimit-Policy: "default";q=N;w=W  RateLimit: "default";r=R;t=T
+                       + Retry-After: T
+  draft-legacy         RateLimit-Limit, -Remaining, -Reset (delta), RateLimit-Policy: N;w=W
+                       + Retry-After: T
+  github               x-ratelimit-limit, -remaining, -used, -reset (Unix epoch), -resource
+                       (remaining 0 is the wait signal; use --limited-status 403 or 429)
+  openai               x-ratelimit-limit-requests, -remaining-requests,
+                       -reset-requests (Go duration, e.g. 1.25s)
+  retry-after-seconds  + Retry-After: T
+  retry-after-date     + Retry-After: IMF-fixdate of the window's end
+  malformed            draft11 fields + a garbage Retry-After ("soon", "-1", "", ...)
+  none                 the limited status with no hint at all
+Every answer carries Date. --fail-rate answers 503 without a wait signal.
+
+Clients: the X-Client-Id header, else the peer address.
+
+Premature request: per client, the server keeps P, the earliest permitted time
+stated by the last limited answer sent to it (as its wait signal states it:
+decision time + T, the date, the epoch reset, decision time + the duration; for
+malformed, its RateLimit t; none states nothing, so has no P), and S, when the
+first limited answer of this wait left (a wait begins when the client had no P
+in the future; later answers update P, not S). A request from that client
+arriving at A is premature when A is strictly earlier than P and the client
+must have had an answer: it came on a connection that carried a limited answer
+whose P is still ahead (HTTP/1.1 answers in order), or A >= S + GRACE
+(requests already in flight when the wait began are not counted).
+
+Control paths (never counted as API requests):
+  GET /__stats   {"server": {...options, now_unix, anchor_unix, current_window},
+                  "totals": {requests, accepted, limited, failed, premature},
+                  "windows": [{index, start_unix, requests, accepted, limited,
+                               failed, premature}, ...],
+                  "windows_dropped": N,
+                  "clients": {"ID": {requests, accepted, limited, failed, premature,
+                               first_unix, last_unix, not_before_unix,
+                               windows: [...]}}}
+  POST /__reset  clears counters, clients and windows; fail-rate draws restart
+                 from the seed.
+--record FILE writes one JSON line per API request: {"t", "client", "method",
+"path", "status", "outcome", "premature", "window"} (and {"t","event":"reset"}).
+
+The first line on stdout is "listening on 127.0.0.1:PORT". SIGINT or SIGTERM
+(or --duration) stops the server; exit 0.)";
+
+const Registration mock_server_cmd{
+    {"mock-server"},
+    "Serve a simulated rate-limited API on loopback and count premature retries",
+    [](CLI::App& app) -> Run {
+      auto o = std::make_shared<MockOptions>();
+      std::vector<std::string> styles;
+      for (const auto& [s, name] : mock::kStyleNames) styles.emplace_back(name);
+      app.add_option("--bind", o->bind, "Address to listen on: IPv4 loopback only (127.0.0.0/8)")
+          ->capture_default_str();
+      app.add_option("--port", o->port, "Port; 0 picks a free one (printed on the first line)")
+          ->capture_default_str()
+          ->check(CLI::Range(0, 65535));
+      app.add_option("--style", o->style, "Header style")->capture_default_str()->check(CLI::IsMember(styles));
+      app.add_option("--limit", o->limit, "Accepted requests per window")
+          ->capture_default_str()
+          ->check(CLI::Range(1u, 1'000'000'000u));
+      app.add_option("--window", o->window_s, "Window length in seconds")
+          ->capture_default_str()
+          ->check(CLI::Range(0.001, 86400.0));
+      app.add_option("--align", o->align, "Where windows start: first (request) or epoch")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"first", "epoch"}));
+      app.add_option("--limited-status", o->limited_status, "Status of a limited answer")
+          ->capture_default_str()
+          ->check(CLI::IsMember({429, 503, 403}));
+      app.add_option("--latency", o->latency_ms, "Added to every API answer, in ms")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 60000.0));
+      app.add_option("--fail-rate", o->fail_rate, "Probability of a random 503")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 1.0));
+      app.add_option("--seed", o->seed, "Seed for --fail-rate")->capture_default_str();
+      app.add_option("--grace", o->grace_ms, "In-flight allowance for premature counting, in ms")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 3600000.0));
+      app.add_option("--threads", o->threads, "Worker threads (each open connection holds one)")
+          ->capture_default_str()
+          ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
+      app.add_option("--record", o->record, "Write one JSON line per API request to FILE");
+      app.add_option("--stats-file", o->stats_file, "Write the /__stats JSON to FILE on exit");
+      app.add_option("--duration", o->duration_s, "Stop by itself after this many seconds (0: run until a signal)")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 86400.0 * 365));
+      app.add_flag("--quiet,-q", o->quiet, "Print nothing on stderr");
+      app.footer(kFooter);
+      return [o] {
+        if (!mock::is_loopback_address(o->bind)) {
+          std::cerr << "abide: refusing to bind " << o->bind
+                    << ": the mock server binds IPv4 loopback (127.0.0.0/8) only\n";
+          return kExitUsage;
+        }
+        mock::ServerOptions so;
+        so.bind = o->bind;
+        so.port = o->port;
+        so.threads = o->threads;
+        so.record_path = o->record;
+        auto& lo = so.limiter;
+        lo.style = *mock::parse_style(o->style);
+        lo.limit = o->limit;
+        lo.window = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o->window_s));
+        lo.align = o->align == "epoch" ? mock::Align::kEpoch : mock::Align::kFirstRequest;
+        lo.limited_status = o->limited_status;
+        lo.latency = std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::milli>(o->latency_ms));
+        lo.fail_rate = o->fail_rate;
+        lo.seed = o->seed;
+        lo.grace = std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::milli>(o->grace_ms));
+        if (auto err = mock::validate(lo); !err.empty()) {
+          std::cerr << "abide: " << err << "\n";
+          return kExitUsage;
+        }
+
+        // Signals are taken by sigtimedwait below; block them before any
+        // server thread exists so that every thread inherits the mask.
+        sigset_t stop_signals;
+        sigemptyset(&stop_signals);
+        sigaddset(&stop_signals, SIGINT);
+        sigaddset(&stop_signals, SIGTERM);
+        pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+        mock::MockServer server(so);
+        if (auto err = server.start(); !err.empty()) {
+          std::cerr << "abide: " << err << "\n";
+          return kExitRejected;
+        }
+        const std::string host = o->bind == "localhost" ? "127.0.0.1" : o->bind;
+        std::cout << "listening on " << host << ":" << server.port() << std::endl;
+        if (!o->quiet)
+          std::cerr << "abide mock-server: style " << o->style << ", " << o->limit << " requests per " << o->window_s
+                    << " s window, " << o->limited_status << " when limited; GET /__stats, POST /__reset\n";
+
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o->duration_s);
+        int got = 0;
+        while (got == 0) {
+          auto wait = std::chrono::duration<double>(1.0);
+          if (o->duration_s > 0) {
+            const auto left = deadline - std::chrono::steady_clock::now();
+            if (left <= std::chrono::steady_clock::duration::zero()) break;
+            wait = std::min<std::chrono::duration<double>>(wait, left);
+          }
+          const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
+          timespec ts{};
+          ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+          ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+          const int s = sigtimedwait(&stop_signals, nullptr, &ts);
+          if (s > 0) got = s;
+        }
+        server.stop();
+
+        const auto stats = server.stats();
+        if (!o->stats_file.empty()) {
+          std::ofstream f(o->stats_file, std::ios::out | std::ios::trunc);
+          f << stats.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+          if (!f) {
+            std::cerr << "abide: cannot write " << o->stats_file << "\n";
+            return kExitRejected;
+          }
+        }
+        if (!o->quiet) {
+          const auto t = server.totals();
+          std::cerr << "abide mock-server: stopped" << (got == SIGINT ? " (SIGINT)" : got == SIGTERM ? " (SIGTERM)" : "")
+                    << "; " << t.requests << " requests: " << t.accepted << " accepted, " << t.limited
+                    << " limited, " << t.failed << " failed, " << t.premature << " premature\n";
+        }
+        return kExitOk;
+      };
+    }};
+
+}  // namespace
+}  // namespace abide::cli

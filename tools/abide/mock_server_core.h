@@ -1,0 +1,630 @@
+// The logic of `abide mock-server`, without HTTP: header styles, fixed-window
+// quota, per-client accounting (accepted, limited, failed, premature), the
+// optional request record, and the /__stats JSON. Header-only so that a test
+// can drive it with a manual clock; mock_server.h puts it behind cpp-httplib.
+//
+// Time: the limiter reads the *wall* clock it is given. A mock server is a real
+// server, and the signals it sends mix deltas ("Retry-After: 2") with instants
+// (GitHub's epoch reset, an IMF-fixdate Retry-After); reading one clock keeps
+// them describing the same instant. Within the limiter, time never runs
+// backwards (a wall-clock step back is held at the latest instant seen).
+//
+// Quota: one global quota of `limit` accepted requests per fixed window of
+// length `window` (all clients share it, like one API key). Windows start at
+// the first API request after start or /__reset (Align::kFirstRequest), or at
+// multiples of `window` in Unix time (Align::kEpoch). Only accepted requests
+// use quota, so a client that obeys the headers reaches exactly `limit` per
+// `window` in the long run.
+//
+// Premature requests (the number this server exists to count). For each client
+// the limiter keeps P, the earliest permitted time stated by the last limited
+// answer sent to it (what the answer's wait signal says, below), and S, the
+// time the first answer of this wait was sent (a wait begins with a limited
+// answer sent when the client had no P in the future; later limited answers
+// while it lasts update P, not S). Per connection it also keeps the P of the
+// last limited answer sent on that connection. A request from the client that
+// arrives at A is premature when A is strictly earlier than the P that applies
+// and the client must already have had an answer:
+//   - it came on a connection that carried a limited answer, and A is earlier
+//     than that answer's P (HTTP/1.1 answers in order, so the client had read
+//     it), or
+//   - A < P and A >= S + grace: requests already on their way when the wait
+//     began are in flight, not disobedient (grace, `--grace`, default 50 ms;
+//     0 = none). S stays put while the wait lasts, so a client cannot escape
+//     the count by hammering on fresh connections.
+// P per style, from the answer's own wait signal:
+//   draft11, draft-legacy, retry-after-seconds: S' + T, the delta-seconds T
+//     counted from the decision time S' (<= the time the client received it);
+//   malformed: the same, from its valid RateLimit field (the garbage
+//     Retry-After tells nothing, and a client must fall back, not retry now);
+//   retry-after-date: the IMF-fixdate sent; github: x-ratelimit-reset (epoch);
+//   openai: S' + x-ratelimit-reset-requests (a Go duration, whole ms);
+//   none: no signal, so nothing is ever premature.
+// Every stated wait is rounded up (whole seconds or ms), never down, so a
+// client that obeys it always arrives at or after the real window end.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
+#include <random>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <arpa/inet.h>
+
+#include "abide/clock.h"
+#include "abide/http_date.h"
+
+namespace abide::mock {
+
+using namespace std::chrono_literals;
+
+// How the server words its quota and its "wait" signal.
+enum class Style : std::uint8_t {
+  kDraft11,            // RateLimit-Policy / RateLimit, IETF draft -08 to -11; Retry-After on limit
+  kDraftLegacy,        // RateLimit-Limit/-Remaining/-Reset + RateLimit-Policy (ietf-06); Retry-After
+  kGithub,             // x-ratelimit-limit/-remaining/-used/-reset (epoch)/-resource
+  kOpenai,             // x-ratelimit-{limit,remaining,reset}-requests, reset a Go duration
+  kRetryAfterSeconds,  // only Retry-After: delay-seconds, on the limited answer
+  kRetryAfterDate,     // only Retry-After: IMF-fixdate, on the limited answer
+  kMalformed,          // draft11 fields, and a garbage Retry-After on the limited answer
+  kNone,               // the limited status, no hint at all
+};
+
+inline constexpr std::array<std::pair<Style, std::string_view>, 8> kStyleNames{{
+    {Style::kDraft11, "draft11"},
+    {Style::kDraftLegacy, "draft-legacy"},
+    {Style::kGithub, "github"},
+    {Style::kOpenai, "openai"},
+    {Style::kRetryAfterSeconds, "retry-after-seconds"},
+    {Style::kRetryAfterDate, "retry-after-date"},
+    {Style::kMalformed, "malformed"},
+    {Style::kNone, "none"},
+}};
+
+// The style's command-line name ("draft11", ...).
+inline std::string_view to_string(Style s) noexcept {
+  for (const auto& [style, name] : kStyleNames)
+    if (style == s) return name;
+  return "?";
+}
+
+// The style with that command-line name, if any.
+inline std::optional<Style> parse_style(std::string_view name) noexcept {
+  for (const auto& [style, n] : kStyleNames)
+    if (n == name) return style;
+  return std::nullopt;
+}
+
+// Where fixed windows start.
+enum class Align : std::uint8_t {
+  kFirstRequest,  // at the first API request after start or /__reset
+  kEpoch,         // at Unix-time multiples of the window
+};
+
+// The Retry-After values the malformed style rotates through. Each is garbage
+// that a reader may be tempted to take as "now" (or a date in the past); none
+// is valid even in abide's robust mode.
+inline constexpr std::array<std::string_view, 7> kMalformedRetryAfter{
+    "soon", "-1", "", "NaN", "1e3", "0x10", "Thu, 31 Feb 2000 25:61:61 GMT"};
+
+// Everything that decides what the limiter answers.
+struct LimiterOptions {
+  Style style = Style::kDraft11;
+  std::uint32_t limit = 10;            // accepted requests per window (>= 1)
+  Duration window = 1s;                // window length (1 ms to 1 day)
+  Align align = Align::kFirstRequest;
+  int limited_status = 429;            // 429, 503 or 403
+  double fail_rate = 0.0;              // probability of a random 503, in [0, 1]
+  std::uint64_t seed = 1;              // seeds the fail-rate draws
+  Duration grace = 50ms;               // in-flight allowance for premature counting
+  Duration latency = 0ms;              // added before each API answer leaves (by the server)
+};
+
+// Why the options cannot be used, or "" when they can.
+inline std::string validate(const LimiterOptions& o) {
+  if (o.limit < 1) return "--limit must be at least 1";
+  if (o.window < 1ms || o.window > 24h) return "--window must be between 0.001 and 86400 seconds";
+  if (o.limited_status != 429 && o.limited_status != 503 && o.limited_status != 403)
+    return "--limited-status must be 429, 503 or 403";
+  if (!(o.fail_rate >= 0.0 && o.fail_rate <= 1.0)) return "--fail-rate must be between 0 and 1";
+  if (o.grace < 0ms || o.grace > 1h) return "--grace must be between 0 and 3600000 ms";
+  if (o.latency < 0ms || o.latency > 1min) return "--latency must be between 0 and 60000 ms";
+  return {};
+}
+
+// True for an IPv4 loopback address (127.0.0.0/8, dotted quad) or "localhost".
+// The mock server binds nothing else.
+inline bool is_loopback_address(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr a{};
+  if (inet_pton(AF_INET, host.c_str(), &a) != 1) return false;
+  return (ntohl(a.s_addr) >> 24) == 127;
+}
+
+// d rounded up to whole seconds (0 for d <= 0).
+inline std::int64_t ceil_seconds(Duration d) noexcept {
+  if (d <= Duration::zero()) return 0;
+  return std::chrono::ceil<std::chrono::seconds>(d).count();
+}
+
+// t as Unix seconds rounded up (an instant never stated earlier than it is).
+inline std::int64_t unix_ceil(WallTime t) noexcept {
+  return std::chrono::ceil<std::chrono::seconds>(t.time_since_epoch()).count();
+}
+
+// t as fractional Unix seconds, for JSON.
+inline double unix_seconds(WallTime t) noexcept { return to_seconds(t.time_since_epoch()); }
+
+// d (rounded up to whole milliseconds) as Go's time.Duration.String() writes
+// it: "12ms", "1s", "1.5s", "6m0s", "1h0m0.25s". 0 gives "0s".
+inline std::string go_duration(Duration d) {
+  const std::int64_t ms = d <= Duration::zero() ? 0 : std::chrono::ceil<std::chrono::milliseconds>(d).count();
+  if (ms == 0) return "0s";
+  if (ms < 1000) return std::to_string(ms) + "ms";
+  std::string out;
+  const std::int64_t h = ms / 3'600'000;
+  const std::int64_t m = ms / 60'000 % 60;
+  const std::int64_t s = ms / 1000 % 60;
+  const std::int64_t frac = ms % 1000;
+  if (h > 0) out += std::to_string(h) + "h";
+  if (h > 0 || m > 0) out += std::to_string(m) + "m";
+  out += std::to_string(s);
+  if (frac > 0) {
+    std::string f = std::to_string(frac);
+    f.insert(0, 3 - f.size(), '0');
+    while (f.back() == '0') f.pop_back();
+    out += "." + f;
+  }
+  return out + "s";
+}
+
+// What became of one API request.
+enum class Outcome : std::uint8_t { kAccepted, kLimited, kFailed };
+
+inline std::string_view to_string(Outcome o) noexcept {
+  switch (o) {
+    case Outcome::kAccepted: return "accepted";
+    case Outcome::kLimited: return "limited";
+    case Outcome::kFailed: return "failed";
+  }
+  return "?";
+}
+
+// One API request as the limiter sees it.
+struct RequestInfo {
+  std::string_view method;      // "GET", ...
+  std::string_view path;        // "/items/1"
+  std::string_view client;      // X-Client-Id, else the peer address
+  std::string_view connection;  // identifies the TCP connection ("addr:port")
+};
+
+using HeaderList = std::vector<std::pair<std::string, std::string>>;
+
+// The limiter's answer to one API request.
+struct Answer {
+  int status = 200;
+  Outcome outcome = Outcome::kAccepted;
+  bool premature = false;
+  std::int64_t window = 0;  // index of the window it arrived in
+  HeaderList headers;       // Date, the style's quota fields, the wait signal
+  std::string body;         // small JSON
+};
+
+// Counters kept for the totals, each client, and each window.
+struct Counts {
+  std::uint64_t requests = 0;  // accepted + limited + failed
+  std::uint64_t accepted = 0;
+  std::uint64_t limited = 0;
+  std::uint64_t failed = 0;    // random 503s (--fail-rate)
+  std::uint64_t premature = 0;
+
+  void add(Outcome o, bool early) noexcept {
+    ++requests;
+    if (o == Outcome::kAccepted) ++accepted;
+    if (o == Outcome::kLimited) ++limited;
+    if (o == Outcome::kFailed) ++failed;
+    if (early) ++premature;
+  }
+  nlohmann::ordered_json json() const {
+    return {{"requests", requests}, {"accepted", accepted}, {"limited", limited},
+            {"failed", failed},     {"premature", premature}};
+  }
+};
+
+// Counts per window, dense from the oldest kept window to the newest, bounded:
+// beyond `cap` windows the oldest are dropped (and counted as dropped).
+class WindowHistory {
+ public:
+  explicit WindowHistory(std::size_t cap) : cap_(cap) {}
+
+  // The counts of window k (created, with any windows between, as zeros).
+  Counts& at(std::int64_t k) {
+    if (counts_.empty()) first_ = k;
+    if (k < first_) k = first_;  // cannot happen: the limiter's time never goes back
+    const auto end = first_ + static_cast<std::int64_t>(counts_.size());
+    if (k - end >= static_cast<std::int64_t>(cap_)) {  // a long idle gap: start afresh
+      dropped_ += counts_.size();
+      counts_.clear();
+      first_ = k;
+    }
+    while (first_ + static_cast<std::int64_t>(counts_.size()) <= k) counts_.emplace_back();
+    while (counts_.size() > cap_) {
+      counts_.pop_front();
+      ++first_;
+      ++dropped_;
+    }
+    return counts_[static_cast<std::size_t>(k - first_)];
+  }
+  std::int64_t first() const noexcept { return first_; }
+  const std::deque<Counts>& counts() const noexcept { return counts_; }
+  std::uint64_t dropped() const noexcept { return dropped_; }
+
+ private:
+  std::size_t cap_;
+  std::int64_t first_ = 0;
+  std::deque<Counts> counts_;
+  std::uint64_t dropped_ = 0;
+};
+
+// The fixed-window limiter and its accounting. Thread-safe: every public
+// member takes one mutex, so a server's threads can share one Limiter.
+class Limiter {
+ public:
+  static constexpr std::size_t kMaxClients = 1024;             // later ones share "(other)"
+  static constexpr std::size_t kMaxClientWindows = 1024;       // per client
+  static constexpr std::size_t kMaxWindows = 65536;            // in the totals
+  static constexpr std::size_t kMaxConnectionsPerClient = 256; // pending answers kept
+  static constexpr std::size_t kMaxClientIdLength = 128;
+  static constexpr std::size_t kMaxRecordedPath = 256;
+
+  // `clock` must outlive the limiter. The options must pass validate().
+  Limiter(LimiterOptions opts, const WallClock& clock) : opts_(opts), clock_(clock), rng_(opts.seed) {}
+
+  const LimiterOptions& options() const noexcept { return opts_; }
+
+  // Writes one JSON line per API request (and one per reset) to `out`, which
+  // must outlive the limiter, or stops when `out` is null.
+  void set_record(std::ostream* out) {
+    std::lock_guard lock(mu_);
+    record_ = out;
+  }
+
+  // Flushes the record stream, if any.
+  void flush_record() {
+    std::lock_guard lock(mu_);
+    if (record_ != nullptr) record_->flush();
+  }
+
+  // Decides one API request: counts it, and returns status, headers and body.
+  Answer handle(const RequestInfo& req) {
+    std::lock_guard lock(mu_);
+    const WallTime now = advance_time();
+    if (!anchor_) anchor_ = opts_.align == Align::kEpoch ? floor_to_window(now) : now;
+    const std::int64_t k = (now - *anchor_) / opts_.window;
+    if (k != window_) {
+      window_ = k;
+      used_ = 0;
+    }
+    const WallTime window_end = *anchor_ + opts_.window * (k + 1);
+
+    const std::string id = client_key(req.client);
+    Client& client = clients_.try_emplace(id, now).first->second;
+    client.last_seen = now;
+    const bool early = is_premature(client, req.connection, now);
+
+    Answer a;
+    a.window = k;
+    a.premature = early;
+    const bool fail = draw() < opts_.fail_rate;
+    if (fail) {
+      a.outcome = Outcome::kFailed;
+      a.status = 503;
+    } else if (used_ < opts_.limit) {
+      ++used_;
+      a.outcome = Outcome::kAccepted;
+      a.status = 200;
+    } else {
+      a.outcome = Outcome::kLimited;
+      a.status = opts_.limited_status;
+    }
+
+    const Context ctx{now, window_end, opts_.limit - used_, used_};
+    a.headers.emplace_back("Date", format_imf_fixdate(now));
+    quota_headers(ctx, a.headers);
+    if (a.outcome == Outcome::kLimited) {
+      const std::optional<WallTime> permitted = wait_signal(ctx, a.headers);
+      if (permitted) remember_limited(client, req.connection, now, *permitted);
+    }
+    a.body = body(a, req, id);
+
+    totals_.add(a.outcome, early);
+    windows_.at(k).add(a.outcome, early);
+    client.totals.add(a.outcome, early);
+    client.windows.at(k).add(a.outcome, early);
+    record(now, req, id, a);
+    return a;
+  }
+
+  // Forgets every count, client and window; the next request starts window 0;
+  // the fail-rate draws start again from the seed.
+  void reset() {
+    std::lock_guard lock(mu_);
+    const WallTime now = advance_time();
+    anchor_.reset();
+    window_ = -1;
+    used_ = 0;
+    totals_ = {};
+    windows_ = WindowHistory{kMaxWindows};
+    clients_.clear();
+    rng_.seed(opts_.seed);
+    malformed_next_ = 0;
+    if (record_ != nullptr) {
+      nlohmann::ordered_json line{{"t", unix_seconds(now)}, {"event", "reset"}};
+      *record_ << line.dump() << '\n';
+      record_->flush();
+    }
+  }
+
+  // The totals alone.
+  Counts totals() const {
+    std::lock_guard lock(mu_);
+    return totals_;
+  }
+
+  // Everything, as the /__stats JSON (see the command's help for the shape).
+  nlohmann::ordered_json stats() const {
+    std::lock_guard lock(mu_);
+    const WallTime now = std::max(clock_.now(), last_now_);
+    nlohmann::ordered_json j;
+    j["server"] = {
+        {"style", to_string(opts_.style)},
+        {"limit", opts_.limit},
+        {"window_s", to_seconds(opts_.window)},
+        {"align", opts_.align == Align::kEpoch ? "epoch" : "first"},
+        {"limited_status", opts_.limited_status},
+        {"latency_ms", std::chrono::duration<double, std::milli>(opts_.latency).count()},
+        {"fail_rate", opts_.fail_rate},
+        {"seed", opts_.seed},
+        {"grace_ms", std::chrono::duration<double, std::milli>(opts_.grace).count()},
+        {"now_unix", unix_seconds(now)},
+        {"anchor_unix", anchor_ ? nlohmann::ordered_json(unix_seconds(*anchor_)) : nlohmann::ordered_json()},
+        {"current_window", anchor_ ? nlohmann::ordered_json((now - *anchor_) / opts_.window)
+                                   : nlohmann::ordered_json()},
+    };
+    j["totals"] = totals_.json();
+    j["windows"] = windows_json(windows_);
+    j["windows_dropped"] = windows_.dropped();
+    nlohmann::ordered_json clients = nlohmann::ordered_json::object();
+    for (const auto& [id, c] : clients_) {
+      nlohmann::ordered_json cj = c.totals.json();
+      cj["first_unix"] = unix_seconds(c.first_seen);
+      cj["last_unix"] = unix_seconds(c.last_seen);
+      cj["not_before_unix"] =
+          c.last ? nlohmann::ordered_json(unix_seconds(c.last->permitted)) : nlohmann::ordered_json();
+      cj["windows"] = windows_json(c.windows);
+      clients[id] = std::move(cj);
+    }
+    j["clients"] = std::move(clients);
+    return j;
+  }
+
+ private:
+  // A client's current wait.
+  struct LimitedAnswer {
+    WallTime permitted;  // P: the earliest permitted time its last limited answer stated
+    WallTime sent;       // S: when the wait's first limited answer left (decision + latency)
+  };
+  struct Client {
+    explicit Client(WallTime t) : first_seen(t), last_seen(t) {}
+    Counts totals;
+    WindowHistory windows{kMaxClientWindows};
+    std::optional<LimitedAnswer> last;
+    std::map<std::string, WallTime, std::less<>> connection_permitted;  // P per connection
+    WallTime first_seen;
+    WallTime last_seen;
+  };
+  // What the style's fields describe at the moment of an answer.
+  struct Context {
+    WallTime now;
+    WallTime window_end;
+    std::uint32_t remaining;  // after this request
+    std::uint32_t used;       // accepted in this window, this request included
+  };
+
+  WallTime advance_time() {
+    last_now_ = std::max(clock_.now(), last_now_);
+    return last_now_;
+  }
+
+  WallTime floor_to_window(WallTime t) const {
+    const auto since = t.time_since_epoch();
+    return WallTime{since - since % opts_.window};
+  }
+
+  // A uniform draw in [0, 1), from the seeded generator: the same seed and the
+  // same order of requests give the same failures on every platform.
+  double draw() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
+
+  std::string client_key(std::string_view client) {
+    std::string id(client.substr(0, kMaxClientIdLength));
+    if (id.empty()) id = "(unknown)";
+    if (clients_.size() >= kMaxClients && clients_.find(id) == clients_.end()) id = "(other)";
+    return id;
+  }
+
+  // See the rule at the top of this file. Also forgets per-connection answers
+  // whose time has come.
+  bool is_premature(Client& c, std::string_view connection, WallTime arrival) {
+    bool early = false;
+    if (const auto it = c.connection_permitted.find(connection);
+        it != c.connection_permitted.end() && arrival < it->second)
+      early = true;
+    if (c.last && arrival < c.last->permitted && arrival >= c.last->sent + opts_.grace) early = true;
+    std::erase_if(c.connection_permitted, [&](const auto& e) { return e.second <= arrival; });
+    return early;
+  }
+
+  void remember_limited(Client& c, std::string_view connection, WallTime now, WallTime permitted) {
+    if (c.last && now < c.last->permitted)
+      c.last->permitted = permitted;  // the wait goes on: P from this answer, S from its first
+    else
+      c.last = LimitedAnswer{permitted, now + opts_.latency};
+    auto& slot = c.connection_permitted[std::string(connection)];
+    slot = permitted;
+    if (c.connection_permitted.size() > kMaxConnectionsPerClient) {
+      auto soonest = c.connection_permitted.begin();
+      for (auto it = c.connection_permitted.begin(); it != c.connection_permitted.end(); ++it)
+        if (it->second < soonest->second) soonest = it;
+      c.connection_permitted.erase(soonest);
+    }
+  }
+
+  std::int64_t whole_window_seconds() const {
+    return std::max<std::int64_t>(1, ceil_seconds(opts_.window));
+  }
+
+  void draft11_fields(const Context& ctx, HeaderList& h) const {
+    h.emplace_back("RateLimit-Policy", "\"default\";q=" + std::to_string(opts_.limit) +
+                                           ";w=" + std::to_string(whole_window_seconds()));
+    h.emplace_back("RateLimit", "\"default\";r=" + std::to_string(ctx.remaining) +
+                                    ";t=" + std::to_string(ceil_seconds(ctx.window_end - ctx.now)));
+  }
+
+  // The style's quota fields, sent on every answer.
+  void quota_headers(const Context& ctx, HeaderList& h) const {
+    const std::int64_t t = ceil_seconds(ctx.window_end - ctx.now);
+    switch (opts_.style) {
+      case Style::kDraft11:
+      case Style::kMalformed:
+        draft11_fields(ctx, h);
+        break;
+      case Style::kDraftLegacy:
+        h.emplace_back("RateLimit-Limit", std::to_string(opts_.limit));
+        h.emplace_back("RateLimit-Remaining", std::to_string(ctx.remaining));
+        h.emplace_back("RateLimit-Reset", std::to_string(t));
+        h.emplace_back("RateLimit-Policy",
+                       std::to_string(opts_.limit) + ";w=" + std::to_string(whole_window_seconds()));
+        break;
+      case Style::kGithub:
+        h.emplace_back("x-ratelimit-limit", std::to_string(opts_.limit));
+        h.emplace_back("x-ratelimit-remaining", std::to_string(ctx.remaining));
+        h.emplace_back("x-ratelimit-used", std::to_string(ctx.used));
+        h.emplace_back("x-ratelimit-reset", std::to_string(unix_ceil(ctx.window_end)));
+        h.emplace_back("x-ratelimit-resource", "core");
+        break;
+      case Style::kOpenai:
+        h.emplace_back("x-ratelimit-limit-requests", std::to_string(opts_.limit));
+        h.emplace_back("x-ratelimit-remaining-requests", std::to_string(ctx.remaining));
+        h.emplace_back("x-ratelimit-reset-requests", go_duration(ctx.window_end - ctx.now));
+        break;
+      case Style::kRetryAfterSeconds:
+      case Style::kRetryAfterDate:
+      case Style::kNone:
+        break;
+    }
+  }
+
+  // Adds the limited answer's wait signal; returns the earliest permitted time
+  // it states (none for the none style).
+  std::optional<WallTime> wait_signal(const Context& ctx, HeaderList& h) {
+    const std::int64_t t = ceil_seconds(ctx.window_end - ctx.now);
+    const WallTime after_t = ctx.now + std::chrono::seconds{t};
+    const WallTime reset_instant{std::chrono::seconds{unix_ceil(ctx.window_end)}};
+    switch (opts_.style) {
+      case Style::kDraft11:
+      case Style::kDraftLegacy:
+      case Style::kRetryAfterSeconds:
+        h.emplace_back("Retry-After", std::to_string(t));
+        return after_t;
+      case Style::kMalformed:
+        h.emplace_back("Retry-After", std::string(kMalformedRetryAfter[malformed_next_]));
+        malformed_next_ = (malformed_next_ + 1) % kMalformedRetryAfter.size();
+        return after_t;  // what its RateLimit field says
+      case Style::kRetryAfterDate:
+        h.emplace_back("Retry-After", format_imf_fixdate(reset_instant));
+        return reset_instant;
+      case Style::kGithub:
+        return reset_instant;  // x-ratelimit-reset, already sent with remaining 0
+      case Style::kOpenai:
+        return ctx.now + std::chrono::ceil<std::chrono::milliseconds>(ctx.window_end - ctx.now);
+      case Style::kNone:
+        return std::nullopt;
+    }
+    return std::nullopt;
+  }
+
+  static std::string dump(const nlohmann::ordered_json& j) {
+    return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  }
+
+  std::string body(const Answer& a, const RequestInfo& req, const std::string& id) const {
+    nlohmann::ordered_json j;
+    switch (a.outcome) {
+      case Outcome::kAccepted:
+        j = {{"ok", true}, {"method", req.method}, {"path", req.path.substr(0, kMaxRecordedPath)},
+             {"client", id}, {"window", a.window}};
+        break;
+      case Outcome::kLimited:
+        j = {{"error", "rate_limited"}, {"message", "API rate limit exceeded; see the response headers"}};
+        if (opts_.style == Style::kGithub) j["documentation_url"] = "https://docs.github.com/rest/rate-limit";
+        break;
+      case Outcome::kFailed:
+        j = {{"error", "unavailable"}, {"message", "simulated failure (--fail-rate)"}};
+        break;
+    }
+    return dump(j) + "\n";
+  }
+
+  void record(WallTime now, const RequestInfo& req, const std::string& id, const Answer& a) {
+    if (record_ == nullptr) return;
+    nlohmann::ordered_json line{{"t", unix_seconds(now)},
+                                {"client", id},
+                                {"method", req.method},
+                                {"path", req.path.substr(0, kMaxRecordedPath)},
+                                {"status", a.status},
+                                {"outcome", to_string(a.outcome)},
+                                {"premature", a.premature},
+                                {"window", a.window}};
+    *record_ << dump(line) << '\n';
+  }
+
+  nlohmann::ordered_json windows_json(const WindowHistory& w) const {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    std::int64_t k = w.first();
+    for (const Counts& c : w.counts()) {
+      nlohmann::ordered_json cj{{"index", k}};
+      if (anchor_) cj["start_unix"] = unix_seconds(*anchor_ + opts_.window * k);
+      cj.update(c.json());
+      out.push_back(std::move(cj));
+      ++k;
+    }
+    return out;
+  }
+
+  const LimiterOptions opts_;
+  const WallClock& clock_;
+  mutable std::mutex mu_;
+  WallTime last_now_{};
+  std::optional<WallTime> anchor_;
+  std::int64_t window_ = -1;
+  std::uint32_t used_ = 0;
+  Counts totals_;
+  WindowHistory windows_{kMaxWindows};
+  std::map<std::string, Client, std::less<>> clients_;
+  std::mt19937_64 rng_;
+  std::size_t malformed_next_ = 0;
+  std::ostream* record_ = nullptr;
+};
+
+}  // namespace abide::mock
