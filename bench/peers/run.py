@@ -415,6 +415,7 @@ def fleet_run(args, abide, style, store, rundir, redis):
         "done": done, "failed": failed, "lost": max(0, total - done - failed),
         "max_per_window": max((w["requests"] for w in windows), default=0),
         "windows_over_quota": sum(1 for w in windows if w["requests"] > args.limit),
+        "max_per_window_after_first": max((w["requests"] for w in windows if w["index"] > 0), default=0),
         "windows": windows, "workdir": os.path.relpath(workdir, ROOT), "error": error,
     }
     if error:
@@ -455,35 +456,42 @@ def verdicts(runs, styles):
 def markdown(meta, runs, fleet, checks, styles, clients):
     by = {(r["style"], r["client"]): r for r in runs}
     L = []
-    L.append(f"Workload: {meta['requests']} GET requests, quota {meta['limit']} per {meta['window']} s window "
-             f"(long-run time {meta['quota_time_s']:.1f} s), {meta['jobs']} workers, up to {meta['retries']} "
-             f"retries per request; one `abide mock-server` per run, 429 when limited. Measured "
-             f"{meta['date']}, load average before/after {meta['load_before']} / {meta['load_after']}.")
+    if not runs:
+        L.append(f"Measured {meta['date']}, load average before/after {meta['load_before']} / {meta['load_after']}.")
+    else:
+        L.append(f"Workload: {meta['requests']} GET requests, quota {meta['limit']} per {meta['window']} s window "
+                 f"(long-run time {meta['quota_time_s']:.1f} s), {meta['jobs']} workers, up to {meta['retries']} "
+                 f"retries per request; one `abide mock-server` per run, 429 when limited. Measured "
+                 f"{meta['date']}, load average before/after {meta['load_before']} / {meta['load_after']}.")
     L.append("")
-    L.append("| style | client | time ÷ quota time | 429s | premature (per id) | premature (key-wide) "
-             "| done | failed | lost | max req/window |")
-    L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    if runs:
+        L.append("| style | client | time ÷ quota time | first→last request ÷ quota time | 429s | premature (per id) "
+                 "| premature (key-wide) | done | failed | lost | max req/window |")
+        L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for style in styles:
         for c in clients:
             r = by.get((style, c))
             if not r:
                 continue
             flag = " (timed out)" if r["timed_out"] else ""
-            L.append(f"| {style} | {c} | {r['ratio']:.3f}{flag} | {r['limited']} | {r['premature']} | "
+            L.append(f"| {style} | {c} | {r['ratio']:.3f}{flag} | {r['server_span_s'] / meta['quota_time_s']:.3f} | "
+                     f"{r['limited']} | {r['premature']} | "
                      f"{r['premature_key_wide']} | {r['done']} | {r['failed']} | {r['lost']} | {r['max_per_window']} |")
     if fleet:
         L.append("")
         L.append(f"Fleet: {meta['fleet']} `abide fetch` processes x {meta['jobs']} workers, one key, one mock "
                  f"server (quota {meta['limit']} per {meta['window']} s), {meta['fleet_requests']} requests in all.")
         L.append("")
-        L.append("| style | store | time ÷ quota time | max req/window (quota) | windows over quota | 429s "
+        L.append("| style | store | time ÷ quota time | max req/window: first, later (quota) | windows over quota | 429s "
                  "| premature (per process) | premature (key-wide) | done | failed | lost |")
         L.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in fleet:
             if r.get("error") and r["done"] == 0:
                 L.append(f"| {r['style']} | {r['store']} | not run: {r['error']} | | | | | | | | |")
                 continue
-            L.append(f"| {r['style']} | {r['store']} | {r['ratio']:.3f} | {r['max_per_window']} ({meta['limit']}) | "
+            first = next((w["requests"] for w in r["windows"] if w["index"] == 0), 0)
+            L.append(f"| {r['style']} | {r['store']} | {r['ratio']:.3f} | {first}, "
+                     f"{r['max_per_window_after_first']} ({meta['limit']}) | "
                      f"{r['windows_over_quota']} of {len(r['windows'])} | {r['limited']} | {r['premature']} | "
                      f"{r['premature_key_wide']} | {r['done']} | {r['failed']} | {r['lost']} |")
     if checks:
