@@ -1,0 +1,430 @@
+// `abide fetch` end to end: the CLI against `abide mock-server` (both child
+// processes, on 127.0.0.1 only), read back through --stats and the server's
+// /__stats.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/process.h"
+#include "support/run.h"
+
+namespace abide::test {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+const bool kNoProxy = [] {
+  for (const char* v : {"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"})
+    unsetenv(v);
+  return true;
+}();
+
+// A fresh folder for one test's files, removed at the end.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "abide-fetch-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+json read_json(const std::string& path) {
+  json j = json::parse(slurp(path), nullptr, false);
+  return j.is_discarded() ? json() : j;
+}
+
+// `abide mock-server --port 0 ...` in the background.
+class Mock {
+ public:
+  explicit Mock(const std::vector<std::string>& args) : proc_(argv(args)) {
+    if (auto line = proc_.read_line(10s)) {
+      const auto colon = line->rfind(':');
+      if (line->starts_with("listening on 127.0.0.1:") && colon != std::string::npos)
+        port_ = std::atoi(line->c_str() + colon + 1);
+    }
+  }
+  ~Mock() { proc_.stop(SIGTERM, 10s); }
+
+  int port() const { return port_; }
+  std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+
+  json stats() const {
+    httplib::Client c("127.0.0.1", port_);
+    auto res = c.Get("/__stats");
+    if (!res || res->status != 200) return json();
+    return json::parse(res->body, nullptr, false);
+  }
+
+  // Writes n URLs /items/<first..first+n-1> to a file.
+  std::string url_file(const std::string& path, int n, int first = 1) const {
+    std::ofstream out(path);
+    out << "# a batch\n";
+    for (int i = first; i < first + n; ++i) out << url("/items/" + std::to_string(i)) << "\n";
+    return path;
+  }
+
+ private:
+  static std::vector<std::string> argv(const std::vector<std::string>& args) {
+    std::vector<std::string> v{ABIDE_CLI_PATH, "mock-server", "--port", "0", "--quiet"};
+    v.insert(v.end(), args.begin(), args.end());
+    return v;
+  }
+  BackgroundProcess proc_;
+  int port_ = 0;
+};
+
+std::vector<std::string> fetch_argv(std::vector<std::string> args) {
+  args.insert(args.begin(), {ABIDE_CLI_PATH, "fetch"});
+  return args;
+}
+
+// Windows (of the server's fixed windows) after the first that saw a 429.
+int limited_after_first_window(const json& stats) {
+  int n = 0;
+  for (const auto& w : stats["windows"])
+    if (w["index"].get<long>() > 0) n += w["limited"].get<int>();
+  return n;
+}
+
+// --- every style ---------------------------------------------------------------
+
+struct StyleCase {
+  std::string style;
+  std::string profile;    // the vendor profile to read it with ("" for none needed)
+  bool announces_quota;   // sends quota fields on every answer
+};
+
+class FetchStyle : public ::testing::TestWithParam<StyleCase> {};
+
+TEST_P(FetchStyle, ObeysTheServerWithNoPrematureRetries) {
+  const StyleCase& c = GetParam();
+  TempDir dir;
+  Mock mock({"--style", c.style, "--limit", "5", "--window", "1"});
+  ASSERT_GT(mock.port(), 0);
+  constexpr int kRequests = 12;
+  std::vector<std::string> args{"--urls", mock.url_file(dir / "urls.txt", kRequests), "--jobs", "4", "-o", "/dev/null",
+                                "--stats", dir / "stats.json", "--max-attempts", "20", "-s"};
+  if (!c.profile.empty()) args.insert(args.end(), {"--profile", c.profile});
+  const RunResult r = run(fetch_argv(args));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+
+  const json stats = read_json(dir / "stats.json");
+  ASSERT_TRUE(stats.is_object()) << r.err;
+  for (const char* field : {"requests", "done", "attempts", "retries", "status_counts", "waited_s", "elapsed_s", "unfinished"})
+    EXPECT_TRUE(stats.contains(field)) << field;
+  EXPECT_EQ(stats["requests"], kRequests);
+  EXPECT_EQ(stats["done"], kRequests);
+  EXPECT_TRUE(stats["unfinished"].empty());
+  EXPECT_EQ(stats["status_counts"].value("200", 0), kRequests);
+
+  const json server = mock.stats();
+  ASSERT_TRUE(server.is_object());
+  EXPECT_EQ(server["totals"]["premature"], 0) << server.dump();
+  EXPECT_EQ(server["totals"]["accepted"], kRequests);
+  // What the client saw is what the server counted.
+  EXPECT_EQ(stats["attempts"], server["totals"]["requests"]);
+  if (c.announces_quota) {
+    EXPECT_EQ(limited_after_first_window(server), 0) << server["windows"].dump();
+  }
+  std::cout << "[ style " << c.style << " ] " << kRequests << " requests in " << stats["elapsed_s"].get<double>()
+            << " s (quota's long-run time " << kRequests * 1.0 / 5 << " s), " << server["totals"]["limited"]
+            << " limited, " << server["totals"]["premature"] << " premature\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllStyles, FetchStyle,
+                         ::testing::Values(StyleCase{"draft11", "", true}, StyleCase{"draft-legacy", "", true},
+                                           StyleCase{"github", "github", true}, StyleCase{"openai", "openai", true},
+                                           StyleCase{"malformed", "", true},
+                                           StyleCase{"retry-after-seconds", "", false},
+                                           StyleCase{"retry-after-date", "", false}, StyleCase{"none", "", false}),
+                         [](const ::testing::TestParamInfo<StyleCase>& p) {
+                           std::string n = p.param.style;
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
+
+// --- idempotency ---------------------------------------------------------------
+
+TEST(Fetch, PostWithoutIdempotencyKeyIsNeverRetried) {
+  TempDir dir;
+  Mock mock({"--fail-rate", "1", "--limit", "100"});  // every answer a 503
+  ASSERT_GT(mock.port(), 0);
+  const RunResult r = run(fetch_argv({"-X", "POST", "-d", "{\"n\":1}", mock.url("/orders"), "-o", "/dev/null",
+                                      "--stats", dir / "stats.json", "--max-attempts", "3",
+                                      "--resume-file", dir / "resume.json"}));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const json stats = read_json(dir / "stats.json");
+  EXPECT_EQ(stats["attempts"], 1);
+  ASSERT_EQ(stats["unfinished"].size(), 1u);
+  EXPECT_EQ(stats["unfinished"][0]["outcome"], "not_retryable");
+  EXPECT_EQ(mock.stats()["totals"]["requests"], 1);
+  EXPECT_FALSE(fs::exists(dir / "resume.json"));  // not_retryable is not resumed
+}
+
+TEST(Fetch, PostWithIdempotencyKeyIsRetried) {
+  TempDir dir;
+  Mock mock({"--fail-rate", "1", "--limit", "100"});
+  ASSERT_GT(mock.port(), 0);
+  const RunResult r = run(fetch_argv({"-d", "{\"n\":1}", "--idempotency-key", "k-1", mock.url("/orders"), "-o",
+                                      "/dev/null", "--stats", dir / "stats.json", "--max-attempts", "2",
+                                      "--resume-file", dir / "resume.json", "-s"}));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const json stats = read_json(dir / "stats.json");
+  EXPECT_EQ(stats["attempts"], 2);
+  EXPECT_EQ(stats["unfinished"][0]["outcome"], "exhausted");
+  EXPECT_EQ(mock.stats()["totals"]["requests"], 2);
+}
+
+TEST(Fetch, PostBatchHittingTheLimitSendsEachRequestOnce) {
+  TempDir dir;
+  Mock mock({"--limit", "2", "--window", "1"});
+  ASSERT_GT(mock.port(), 0);
+  const RunResult r = run(fetch_argv({"-X", "POST", "--urls", mock.url_file(dir / "urls.txt", 6), "--jobs", "3",
+                                      "-o", "/dev/null", "--stats", dir / "stats.json", "--resume-file",
+                                      dir / "resume.json", "-s"}));
+  const json stats = read_json(dir / "stats.json");
+  const json server = mock.stats();
+  EXPECT_EQ(server["totals"]["requests"], 6);  // never a second send
+  EXPECT_EQ(stats["attempts"], 6);
+  EXPECT_EQ(server["totals"]["premature"], 0);
+  EXPECT_EQ(r.exit_code, stats["done"] == 6 ? 0 : 1);
+  for (const auto& u : stats["unfinished"]) EXPECT_EQ(u["outcome"], "not_retryable") << u.dump();
+}
+
+// --- interruption and resume ------------------------------------------------------
+
+TEST(Fetch, SigintWritesTheResumeFileAndResumeFinishes) {
+  TempDir dir;
+  Mock mock({"--limit", "5", "--window", "1"});
+  ASSERT_GT(mock.port(), 0);
+  constexpr int kRequests = 30;
+  const std::string resume = dir / "resume.json";
+  BackgroundProcess first(fetch_argv({"--urls", mock.url_file(dir / "urls.txt", kRequests), "--jobs", "4", "-o",
+                                      "/dev/null", "--stats", dir / "first.json", "--resume-file", resume}));
+  ASSERT_TRUE(first.running());
+  // Interrupt once the run is well under way (bounded wait).
+  for (int i = 0; i < 200; ++i) {
+    const json s = mock.stats();
+    if (s.is_object() && s["totals"]["accepted"].get<int>() >= 8) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const RunResult r1 = first.stop(SIGINT, 10s);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(r1.exit_code, 130) << r1.err;
+  EXPECT_LT(took, 3s);  // waits are cancelled at once, not served out
+  EXPECT_NE(r1.err.find("--resume"), std::string::npos) << r1.err;
+
+  const json s1 = read_json(dir / "first.json");
+  const json saved = read_json(resume);
+  ASSERT_TRUE(saved.is_object());
+  EXPECT_EQ(s1["interrupted"], true);
+  const int done1 = s1["done"].get<int>();
+  const int left = static_cast<int>(saved["requests"].size());
+  EXPECT_GT(left, 0);
+  EXPECT_EQ(done1 + left, kRequests);  // no request lost
+
+  const RunResult r2 = run(fetch_argv({"--resume", resume, "--jobs", "4", "-o", "/dev/null", "--stats",
+                                       dir / "second.json", "--resume-file", resume, "-s"}));
+  EXPECT_EQ(r2.exit_code, 0) << r2.err;
+  const json s2 = read_json(dir / "second.json");
+  EXPECT_EQ(s2["requests"], left);
+  EXPECT_EQ(s2["done"], left);
+  EXPECT_FALSE(fs::exists(resume));  // nothing left to resume
+
+  const json server = mock.stats();
+  EXPECT_EQ(server["totals"]["premature"], 0) << server.dump();
+  // Each URL accepted at least once (a request cancelled in flight may have been served too).
+  EXPECT_GE(server["totals"]["accepted"].get<int>(), kRequests);
+}
+
+// --- Redis-shared quota --------------------------------------------------------------
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+bool can_connect(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+TEST(Fetch, RedisSharesTheQuotaAcrossTwoProcesses) {
+  if (!fs::exists("/usr/bin/redis-server")) GTEST_SKIP() << "no /usr/bin/redis-server";
+  const int redis_port = free_port();
+  BackgroundProcess redis({"/usr/bin/redis-server", "--port", std::to_string(redis_port), "--bind", "127.0.0.1",
+                           "--save", "", "--appendonly", "no", "--loglevel", "warning"});
+  ASSERT_TRUE(redis.running());
+  bool up = false;
+  for (int i = 0; i < 200 && !(up = can_connect(redis_port)); ++i) std::this_thread::sleep_for(25ms);
+  ASSERT_TRUE(up) << "redis-server did not start";
+  const std::string store = "redis://127.0.0.1:" + std::to_string(redis_port) + "/fetch-test";
+
+  TempDir dir;
+  Mock mock({"--limit", "5", "--window", "1"});
+  ASSERT_GT(mock.port(), 0);
+  constexpr int kEach = 10;
+  BackgroundProcess a(fetch_argv({"--urls", mock.url_file(dir / "a.txt", kEach, 1), "--jobs", "3", "-o", "/dev/null",
+                                  "--store", store, "--stats", dir / "a.json", "--resume-file", dir / "ra.json", "-s"}));
+  BackgroundProcess b(fetch_argv({"--urls", mock.url_file(dir / "b.txt", kEach, 101), "--jobs", "3", "-o",
+                                  "/dev/null", "--store", store, "--stats", dir / "b.json", "--resume-file",
+                                  dir / "rb.json", "-s"}));
+  const RunResult ra = a.wait(60s);
+  const RunResult rb = b.wait(60s);
+  if (ra.err.find("without Redis support") != std::string::npos) GTEST_SKIP() << ra.err;
+  EXPECT_EQ(ra.exit_code, 0) << ra.err;
+  EXPECT_EQ(rb.exit_code, 0) << rb.err;
+  EXPECT_EQ(read_json(dir / "a.json")["done"], kEach);
+  EXPECT_EQ(read_json(dir / "b.json")["done"], kEach);
+  const json server = mock.stats();
+  EXPECT_EQ(server["totals"]["premature"], 0) << server.dump();
+  EXPECT_EQ(server["totals"]["accepted"], 2 * kEach);
+  EXPECT_EQ(limited_after_first_window(server), 0) << server["windows"].dump();
+  redis.stop(SIGTERM, 10s);
+}
+
+// --- deadlines, outputs, usage ---------------------------------------------------------
+
+TEST(Fetch, DeadlineEndsWaitingRequestsWithTheirPermittedTime) {
+  TempDir dir;
+  Mock mock({"--limit", "1", "--window", "30", "--style", "retry-after-seconds"});
+  ASSERT_GT(mock.port(), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const RunResult r = run(fetch_argv({"--urls", mock.url_file(dir / "urls.txt", 3), "--jobs", "1", "--deadline", "2",
+                                      "-o", "/dev/null", "--stats", dir / "stats.json", "--resume-file",
+                                      dir / "resume.json", "-s"}));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 15s);  // not the 30 s window
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const json stats = read_json(dir / "stats.json");
+  EXPECT_EQ(stats["done"], 1);
+  ASSERT_EQ(stats["unfinished"].size(), 2u);
+  for (const auto& u : stats["unfinished"]) {
+    EXPECT_EQ(u["outcome"], "deadline_exceeded") << u.dump();
+    EXPECT_TRUE(u["not_before"].is_string()) << u.dump();
+  }
+  EXPECT_EQ(read_json(dir / "resume.json")["requests"].size(), 2u);
+  EXPECT_EQ(mock.stats()["totals"]["premature"], 0);
+}
+
+TEST(Fetch, SilentServerEndsAtTheDeadline) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::listen(fd, 4);  // never accepted, never answered
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  TempDir dir;
+  const RunResult r = run(fetch_argv({"http://127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + "/", "--deadline",
+                                      "0.5", "--stats", dir / "stats.json", "--resume-file", dir / "resume.json"}));
+  ::close(fd);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("deadline"), std::string::npos) << r.err;
+  const json stats = read_json(dir / "stats.json");
+  ASSERT_EQ(stats["unfinished"].size(), 1u);
+  EXPECT_EQ(stats["unfinished"][0]["outcome"], "deadline_exceeded");
+}
+
+TEST(Fetch, OutputsOneFileDirectoryAndStdout) {
+  TempDir dir;
+  Mock mock({"--limit", "100"});
+  ASSERT_GT(mock.port(), 0);
+  RunResult r = run(fetch_argv({mock.url("/items/7")}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"ok\":true"), std::string::npos) << r.out;
+
+  r = run(fetch_argv({mock.url("/items/8"), "-o", dir / "one.json"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_NE(slurp(dir / "one.json").find("/items/8"), std::string::npos);
+
+  r = run(fetch_argv({"--urls", mock.url_file(dir / "urls.txt", 3), "--output-dir", dir / "out", "-s"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(slurp(dir / "out/000001-1").find("/items/1"), std::string::npos);
+  EXPECT_NE(slurp(dir / "out/000003-3").find("/items/3"), std::string::npos);
+
+  r = run(fetch_argv({"--urls", dir / "urls.txt", "-o", "/dev/null", "-s"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST(Fetch, VerboseRedactsCredentials) {
+  Mock mock({"--limit", "100"});
+  ASSERT_GT(mock.port(), 0);
+  const RunResult r = run(fetch_argv({"-v", "-H", "Authorization: Bearer s3cr3t-token", "-H", "X-Api-Key: abc123key",
+                                      "-H", "Cookie: session=zzz999", "-H", "X-Visible: hello",
+                                      mock.url("/items/1?api_key=qqq777&page=2"), "-o", "/dev/null"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* secret : {"s3cr3t-token", "abc123key", "zzz999", "qqq777"})
+    EXPECT_EQ(r.err.find(secret), std::string::npos) << secret << " leaked:\n" << r.err;
+  EXPECT_NE(r.err.find("[redacted]"), std::string::npos);
+  EXPECT_NE(r.err.find("X-Visible: hello"), std::string::npos);
+  EXPECT_NE(r.err.find("page=2"), std::string::npos);
+  EXPECT_NE(r.err.find("done"), std::string::npos);  // the decision is printed
+}
+
+TEST(Fetch, UsageErrorsExitTwo) {
+  EXPECT_EQ(run(fetch_argv({})).exit_code, 2);
+  EXPECT_EQ(run(fetch_argv({"http://127.0.0.1:1/", "--urls", "x"})).exit_code, 2);
+  EXPECT_EQ(run(fetch_argv({"-H", "no colon", "http://127.0.0.1:1/"})).exit_code, 2);
+  EXPECT_EQ(run(fetch_argv({"--store", "postgres://x", "http://127.0.0.1:1/"})).exit_code, 2);
+  EXPECT_EQ(run(fetch_argv({"--profile", "no-such-vendor", "http://127.0.0.1:1/"})).exit_code, 2);
+  EXPECT_EQ(run(fetch_argv({"--pacing", "fast", "http://127.0.0.1:1/"})).exit_code, 2);
+  EXPECT_EQ(run(fetch_argv({"--jobs", "0", "http://127.0.0.1:1/"})).exit_code, 2);
+}
+
+TEST(Fetch, HelpDocumentsResumeAndStats) {
+  const RunResult r = run(fetch_argv({"--help"}));
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* s : {"--resume-file", "abide-resume.json", "status_counts", "unfinished", "--store"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace abide::test
