@@ -98,7 +98,8 @@ StoreGrant acquire_locked(KeyState& s, MonoTime now, Duration max_wait, const Pa
       if (p.remaining == 0) {
         slot = later(slot, p.reset_at);
       } else if (smooth) {
-        slot = later(slot, p.next);
+        // A smooth slot past the reset means: the next send is the probe, at the reset.
+        slot = later(slot, p.next < p.reset_at ? p.next : p.reset_at);
       }
     } else if (p.limit > 0 && p.window > Duration::zero()) {
       slot = later(slot, p.next);
@@ -232,6 +233,10 @@ struct MemoryStore::Impl {
   // Drops keys nobody holds whose state no longer matters.
   void sweep() {
     MonoTime now{};
+    {
+      std::lock_guard lock(overflow->mu);
+      now = overflow->seen;
+    }
     for (auto& [k, s] : keys) {
       std::lock_guard lock(s->mu);
       now = later(now, s->seen);

@@ -1,0 +1,160 @@
+// MemoryStore: the shared state-machine suite, its bounds, and concurrent use.
+#include "abide/quota_store.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "support/quota_store_conformance.h"
+
+namespace abide::test {
+INSTANTIATE_TEST_SUITE_P(Memory, QuotaStoreConformance,
+                         ::testing::Values(StoreParam{"Memory", [] { return std::make_shared<MemoryStore>(); }}),
+                         store_param_name);
+}  // namespace abide::test
+
+namespace abide {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+
+const MonoTime kT0{std::chrono::hours{1000}};
+
+TEST(MemoryStore, SameKeySameState) {
+  MemoryStore store;
+  auto a = store.open("k");
+  auto b = store.open("k");
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_NE(a.get(), store.open("other").get());
+  EXPECT_EQ(store.size(), 2u);
+}
+
+TEST(MemoryStore, KeyCountIsBoundedAndOverflowKeysShareOneState) {
+  MemoryStore store(MemoryStoreOptions{4});
+  std::vector<std::shared_ptr<QuotaStore::Handle>> held;
+  for (int i = 0; i < 4; ++i) held.push_back(store.open("k" + std::to_string(i)));
+  auto x = store.open("x");
+  auto y = store.open("y");
+  EXPECT_EQ(store.size(), 4u);
+  EXPECT_EQ(x.get(), y.get());  // both overflow: conservative, never unbounded
+  // Overflow keys are paced together.
+  PacingRules rules;
+  StoreRecord r;
+  r.now = kT0;
+  r.cooldown = seconds{5};
+  store.record(*x, r, rules);
+  EXPECT_EQ(store.acquire(*y, {kT0, Duration{-1}}, rules).kind, StoreGrant::Kind::kTooLate);
+}
+
+TEST(MemoryStore, ExpiredKeysNobodyHoldsAreDropped) {
+  MemoryStore store(MemoryStoreOptions{4});
+  PacingRules rules;
+  for (int i = 0; i < 4; ++i) {
+    auto h = store.open("old" + std::to_string(i));
+    StoreRecord r;
+    r.now = kT0;
+    r.cooldown = seconds{1};
+    store.record(*h, r, rules);
+  }
+  auto fresh = store.open("fresh");
+  EXPECT_EQ(store.size(), 4u);  // nothing expired yet: "fresh" overflows
+  {
+    StoreRecord r;
+    r.now = kT0 + seconds{60};  // the store learns the time from any key
+    store.record(*fresh, r, rules);
+  }
+  auto later = store.open("later");
+  EXPECT_LE(store.size(), 4u);
+  EXPECT_NE(later.get(), fresh.get());
+  auto again = store.open("later");
+  EXPECT_EQ(later.get(), again.get());
+}
+
+TEST(MemoryStore, LiveStateIsNeverDropped) {
+  MemoryStore store(MemoryStoreOptions{2});
+  PacingRules rules;
+  {
+    auto h = store.open("live");
+    StoreRecord r;
+    r.now = kT0;
+    r.cooldown = std::chrono::hours{1};
+    store.record(*h, r, rules);
+  }
+  store.open("b");
+  store.open("c");
+  store.open("d");
+  auto h = store.open("live");
+  EXPECT_EQ(store.acquire(*h, {kT0, Duration{-1}}, rules).kind, StoreGrant::Kind::kTooLate);
+}
+
+TEST(MemoryStore, ManyThreadsOnOneKeyGetDistinctSlots) {
+  MemoryStore store;
+  auto key = store.open("hot");
+  PacingRules rules;
+  StoreRecord r;
+  r.now = kT0;
+  PolicyUpdate u;
+  u.limit = 1000;
+  u.window = seconds{1};
+  r.policies.push_back(u);
+  store.record(*key, r, rules);
+  constexpr int kThreads = 16;
+  constexpr int kEach = 500;
+  std::vector<std::vector<Duration>> waits(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        const StoreGrant g = store.acquire(*key, {kT0, kMaxDuration}, rules);
+        waits[static_cast<std::size_t>(t)].push_back(g.wait);
+        if (i % 50 == 0) {
+          StoreRecord rr;
+          rr.now = kT0;
+          rr.policies.push_back(u);
+          store.record(*key, rr, rules);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<Duration> all;
+  for (const auto& w : waits) all.insert(all.end(), w.begin(), w.end());
+  std::sort(all.begin(), all.end());
+  ASSERT_EQ(all.size(), std::size_t{kThreads * kEach});
+  for (std::size_t i = 1; i < all.size(); ++i) {
+    // Every slot is its own: 1.05 ms apart.
+    ASSERT_EQ(all[i] - all[i - 1], std::chrono::microseconds{1050}) << i;
+  }
+}
+
+TEST(MemoryStore, ManyThreadsOnManyKeys) {
+  MemoryStore store(MemoryStoreOptions{64});
+  PacingRules rules;
+  std::atomic<int> granted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        auto k = store.open("k" + std::to_string((t * 7 + i) % 100));
+        const MonoTime now = kT0 + milliseconds{i};
+        if (store.acquire(*k, {now, Duration::zero()}, rules).kind == StoreGrant::Kind::kGranted) ++granted;
+        if (i % 10 == 0) {
+          StoreRecord r;
+          r.now = now;
+          r.cooldown = milliseconds{3};
+          store.record(*k, r, rules);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_GT(granted.load(), 0);
+  EXPECT_LE(store.size(), 64u);
+}
+
+}  // namespace
+}  // namespace abide

@@ -1,0 +1,291 @@
+// The QuotaStore state machine, checked operation by operation. Every store
+// (MemoryStore, RedisStore) instantiates this suite with a factory:
+//
+//   INSTANTIATE_TEST_SUITE_P(Memory, QuotaStoreConformance, ::testing::Values(factory));
+//
+// Times are explicit `now` values (no clock). Stores may keep time in whole
+// microseconds, so durations compare within a microsecond.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "abide/quota_store.h"
+
+namespace abide::test {
+
+using StoreFactory = std::function<std::shared_ptr<QuotaStore>()>;
+
+struct StoreParam {
+  std::string name;
+  StoreFactory make;
+};
+
+inline std::string store_param_name(const ::testing::TestParamInfo<StoreParam>& p) { return p.param.name; }
+
+class QuotaStoreConformance : public ::testing::TestWithParam<StoreParam> {
+ protected:
+  void SetUp() override {
+    store = GetParam().make();
+    ASSERT_NE(store, nullptr);
+    key = store->open("conformance-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+  }
+
+  StoreGrant acquire(Duration max_wait = kMaxDuration) {
+    return store->acquire(*key, StoreAcquire{now, max_wait}, rules);
+  }
+  RecordOutcome record(StoreRecord r) {
+    r.now = now;
+    return store->record(*key, r, rules);
+  }
+  RecordOutcome cooldown(Duration d) {
+    StoreRecord r;
+    r.cooldown = d;
+    return record(r);
+  }
+  RecordOutcome answer() { return record(StoreRecord{}); }
+  static PolicyUpdate window(std::int64_t remaining, Duration reset, std::string id = "") {
+    PolicyUpdate u;
+    u.id = std::move(id);
+    u.remaining = remaining;
+    u.reset = reset;
+    return u;
+  }
+  static PolicyUpdate policy(std::int64_t limit, Duration w, std::string id = "") {
+    PolicyUpdate u;
+    u.id = std::move(id);
+    u.limit = limit;
+    u.window = w;
+    return u;
+  }
+  RecordOutcome update(std::vector<PolicyUpdate> u) {
+    StoreRecord r;
+    r.policies = std::move(u);
+    return record(r);
+  }
+
+  static void expect_near(Duration actual, Duration expected, const char* what = "") {
+    EXPECT_LE(actual - expected, std::chrono::microseconds{1}) << what;
+    EXPECT_GE(actual - expected, -std::chrono::microseconds{1}) << what;
+  }
+
+  std::shared_ptr<QuotaStore> store;
+  std::shared_ptr<QuotaStore::Handle> key;
+  PacingRules rules;
+  MonoTime now{std::chrono::hours{1000}};
+};
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Kind = StoreGrant::Kind;
+
+TEST_P(QuotaStoreConformance, GrantsAtOnceWhenNothingIsKnown) {
+  for (int i = 0; i < 5; ++i) {
+    const StoreGrant g = acquire();
+    EXPECT_EQ(g.kind, Kind::kGranted);
+    EXPECT_EQ(g.wait, Duration::zero());
+  }
+}
+
+TEST_P(QuotaStoreConformance, CooldownThenOneProbeThenAnswer) {
+  EXPECT_TRUE(cooldown(seconds{30}).blocked);
+  StoreGrant g = acquire(seconds{10});
+  EXPECT_EQ(g.kind, Kind::kTooLate);
+  expect_near(g.wait, seconds{30});
+  g = acquire();
+  EXPECT_EQ(g.kind, Kind::kProbe);
+  expect_near(g.wait, seconds{30});
+  g = acquire();
+  EXPECT_EQ(g.kind, Kind::kAwaitProbe);
+  expect_near(g.wait, seconds{30} + rules.probe_timeout);
+  now += seconds{31};
+  EXPECT_EQ(acquire().kind, Kind::kAwaitProbe);
+  const RecordOutcome o = answer();
+  EXPECT_TRUE(o.released);
+  EXPECT_FALSE(o.blocked);
+  g = acquire();
+  EXPECT_EQ(g.kind, Kind::kGranted);
+  EXPECT_EQ(g.wait, Duration::zero());
+}
+
+TEST_P(QuotaStoreConformance, AShorterCooldownDoesNotShortenTheCurrentOne) {
+  cooldown(seconds{30});
+  EXPECT_FALSE(cooldown(seconds{5}).blocked);
+  const StoreGrant g = acquire(Duration{-1});
+  EXPECT_EQ(g.kind, Kind::kTooLate);
+  expect_near(g.wait, seconds{30});
+}
+
+TEST_P(QuotaStoreConformance, NegativeMaxWaitOnlyReports) {
+  update({policy(1, seconds{1})});
+  EXPECT_EQ(acquire().kind, Kind::kGranted);
+  for (int i = 0; i < 3; ++i) {
+    const StoreGrant g = acquire(Duration{-1});
+    EXPECT_EQ(g.kind, Kind::kTooLate);
+    expect_near(g.wait, milliseconds{1050});
+  }
+}
+
+TEST_P(QuotaStoreConformance, GcraReservesSlotsInOrder) {
+  update({policy(10, seconds{1})});
+  for (int i = 0; i < 10; ++i) {
+    const StoreGrant g = acquire();
+    EXPECT_EQ(g.kind, Kind::kGranted);
+    expect_near(g.wait, milliseconds{105} * i, "slot");
+  }
+  // Beyond max_wait: nothing reserved.
+  EXPECT_EQ(acquire(milliseconds{500}).kind, Kind::kTooLate);
+  expect_near(acquire().wait, milliseconds{1050});
+}
+
+TEST_P(QuotaStoreConformance, ACooldownVoidsEarlierReservations) {
+  update({policy(1, seconds{1})});
+  acquire();
+  const StoreGrant g = acquire();
+  EXPECT_TRUE(store->still_valid(*key, g.epoch, now));
+  cooldown(seconds{10});
+  EXPECT_FALSE(store->still_valid(*key, g.epoch, now));
+  const StoreGrant probe = acquire();
+  EXPECT_EQ(probe.kind, Kind::kProbe);
+  EXPECT_NE(probe.epoch, g.epoch);
+  EXPECT_TRUE(store->still_valid(*key, probe.epoch, now));
+}
+
+TEST_P(QuotaStoreConformance, ALostProbeTimesOutAndAnAbandonedOneIsHandedOn) {
+  rules.probe_timeout = seconds{5};
+  cooldown(seconds{1});
+  EXPECT_EQ(acquire().kind, Kind::kProbe);
+  now += seconds{5};
+  EXPECT_EQ(acquire().kind, Kind::kAwaitProbe);
+  now += seconds{1};
+  EXPECT_EQ(acquire().kind, Kind::kProbe);
+  EXPECT_EQ(acquire().kind, Kind::kAwaitProbe);
+  store->abandon_probe(*key, now);
+  EXPECT_EQ(acquire().kind, Kind::kProbe);
+}
+
+TEST_P(QuotaStoreConformance, WithoutProbeAfterCooldownReleasedSlotsAreSpread) {
+  rules.probe_after_cooldown = false;
+  rules.cooldown_spread = milliseconds{20};
+  StoreRecord r;
+  r.cooldown = seconds{2};
+  r.spread_seed = 0.3;
+  record(r);
+  Duration previous{};
+  for (int i = 0; i < 40; ++i) {
+    const StoreGrant g = acquire();
+    ASSERT_EQ(g.kind, Kind::kGranted);
+    if (i == 0) {
+      expect_near(g.wait, seconds{2});
+    } else {
+      EXPECT_GE(g.wait - previous, milliseconds{5} - std::chrono::microseconds{1}) << i;
+      EXPECT_LE(g.wait - previous, milliseconds{20} + std::chrono::microseconds{1}) << i;
+    }
+    previous = g.wait;
+  }
+  // After the spread period, no spread.
+  now += seconds{10};
+  EXPECT_EQ(acquire().wait, Duration::zero());
+  EXPECT_EQ(acquire().wait, Duration::zero());
+}
+
+TEST_P(QuotaStoreConformance, SmoothDividesTheWindow) {
+  update({window(4, seconds{4})});
+  const double expected_ms[] = {0, 1050, 2082.5, 3089.1875};
+  for (double e : expected_ms) {
+    const StoreGrant g = acquire();
+    ASSERT_EQ(g.kind, Kind::kGranted);
+    EXPECT_NEAR(static_cast<double>(g.wait.count()) / 1e6, e, 0.5);
+  }
+  // The fifth would come after the reset: it is the probe, at the reset.
+  const StoreGrant probe = acquire();
+  EXPECT_EQ(probe.kind, Kind::kProbe);
+  expect_near(probe.wait, seconds{4});
+}
+
+TEST_P(QuotaStoreConformance, BurstSpendsThenProbesAtTheReset) {
+  rules.pacing = Pacing::kBurst;
+  update({window(3, seconds{6})});
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(acquire().wait, Duration::zero());
+  const StoreGrant probe = acquire();
+  EXPECT_EQ(probe.kind, Kind::kProbe);
+  expect_near(probe.wait, seconds{6});
+  EXPECT_EQ(acquire().kind, Kind::kAwaitProbe);
+  now += seconds{7};
+  update({window(2, seconds{10})});
+  EXPECT_EQ(acquire().kind, Kind::kGranted);
+  EXPECT_EQ(acquire().kind, Kind::kGranted);
+  EXPECT_EQ(acquire().kind, Kind::kProbe);
+}
+
+TEST_P(QuotaStoreConformance, CountsOnlyGoDownWithinAWindow) {
+  rules.pacing = Pacing::kBurst;
+  update({window(5, seconds{10})});
+  update({window(9, seconds{10})});  // a late response from earlier
+  PolicyUpdate only_remaining;
+  only_remaining.remaining = 2;
+  update({only_remaining});
+  EXPECT_EQ(acquire().kind, Kind::kGranted);
+  EXPECT_EQ(acquire().kind, Kind::kGranted);
+  EXPECT_EQ(acquire().kind, Kind::kProbe);
+}
+
+TEST_P(QuotaStoreConformance, AResponseFromBeforeTheWindowEndIsNoAnswer) {
+  rules.pacing = Pacing::kBurst;
+  update({window(1, seconds{5})});
+  EXPECT_EQ(acquire().kind, Kind::kGranted);
+  now += seconds{5};
+  EXPECT_EQ(acquire().kind, Kind::kProbe);
+  StoreRecord old;
+  old.age = seconds{2};  // received before the probe went out
+  EXPECT_FALSE(record(old).released);
+  EXPECT_EQ(acquire().kind, Kind::kAwaitProbe);
+  EXPECT_TRUE(answer().released);
+  EXPECT_EQ(acquire().kind, Kind::kGranted);
+}
+
+TEST_P(QuotaStoreConformance, TheMostRestrictivePolicyWins) {
+  update({policy(100, seconds{1}, "a"), policy(5, seconds{1}, "b"), policy(20, seconds{1}, "c")});
+  EXPECT_EQ(acquire().wait, Duration::zero());
+  expect_near(acquire().wait, milliseconds{210});
+}
+
+TEST_P(QuotaStoreConformance, KeepsAtMostEightPolicies) {
+  std::vector<PolicyUpdate> many;
+  for (int i = 0; i < 8; ++i) many.push_back(policy(1000, seconds{1}, "p" + std::to_string(i)));
+  many.push_back(policy(1, seconds{100}, "ignored"));
+  update(many);
+  acquire();
+  expect_near(acquire().wait, std::chrono::microseconds{1050}, "the ninth policy is not kept");
+}
+
+TEST_P(QuotaStoreConformance, BadNumbersNeverOverflow) {
+  PolicyUpdate weird;
+  weird.limit = 0;
+  weird.window = seconds{-5};
+  weird.remaining = -7;
+  weird.reset = kMaxDuration;
+  update({weird, policy(std::numeric_limits<std::int64_t>::max(), Duration{1}, "dense"),
+          policy(1, kMaxDuration, "sparse")});
+  StoreGrant g = acquire();
+  EXPECT_EQ(g.kind, Kind::kProbe);  // remaining 0 (from -7) until a reset far away
+  EXPECT_GT(g.wait, std::chrono::hours{24 * 365});
+  EXPECT_GE(g.wait, Duration::zero());
+  cooldown(kMaxDuration);
+  g = acquire(Duration{-1});
+  EXPECT_EQ(g.kind, Kind::kTooLate);
+  EXPECT_GT(g.wait, std::chrono::hours{24 * 365});
+}
+
+TEST_P(QuotaStoreConformance, KeysAreIndependent) {
+  auto other = store->open("conformance-other-" +
+                           std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+  cooldown(seconds{30});
+  EXPECT_EQ(store->acquire(*other, StoreAcquire{now, Duration::zero()}, rules).kind, Kind::kGranted);
+}
+
+}  // namespace abide::test
