@@ -378,9 +378,6 @@ inline Status scan_key(const char* s, std::size_t n, std::size_t& p, std::string
 
 // ---- Parser -----------------------------------------------------------------
 
-Parser::Parser(std::string_view field, const Limits& limits) noexcept
-    : begin_(field.data()), size_(field.size()), limits_(limits) {}
-
 bool Parser::fail(ErrorCode code, std::size_t at) noexcept {
   error_ = {code, at};
   state_ = State::failed;
@@ -395,9 +392,12 @@ bool Parser::check_length() noexcept {
   return true;
 }
 
+// The walking functions return one named optional on every path, so that it
+// is built in place in the caller's return slot (no copy).
 std::optional<ParamView> Parser::next_param() noexcept {
+  std::optional<ParamView> param;
   if (state_ != State::params && state_ != State::inner_params) [[unlikely]] {
-    if (state_ != State::inner || !skip_inner()) return std::nullopt;
+    if (state_ != State::inner || !skip_inner()) return param;
   }
   const char* s = begin_;
   const std::size_t n = size_;
@@ -407,9 +407,9 @@ std::optional<ParamView> Parser::next_param() noexcept {
     while (p < n && s[p] == ' ') ++p;
     if (++params_ > limits_.max_params) [[unlikely]] {
       fail(ErrorCode::too_many_params, p);
-      return std::nullopt;
+      return param;
     }
-    std::optional<ParamView> param(std::in_place);
+    param.emplace();
     Status st = scan_key(s, n, p, param->key);
     if (st == kOk) {
       if (p < n && s[p] == '=') {
@@ -422,7 +422,8 @@ std::optional<ParamView> Parser::next_param() noexcept {
     }
     if (st != kOk) [[unlikely]] {
       fail(static_cast<ErrorCode>(st), p);
-      return std::nullopt;
+      param.reset();
+      return param;
     }
     pos_ = p;
     return param;
@@ -431,7 +432,7 @@ std::optional<ParamView> Parser::next_param() noexcept {
   if (state_ == State::inner_params) {
     if (p == n || (s[p] != ' ' && s[p] != ')')) {
       fail(ErrorCode::invalid_inner_list, p);
-      return std::nullopt;
+      return param;
     }
     state_ = State::inner;
   } else if (top_ == Top::item) {
@@ -439,39 +440,43 @@ std::optional<ParamView> Parser::next_param() noexcept {
   } else {
     state_ = State::after_member;
   }
-  return std::nullopt;
+  return param;
 }
 
 bool Parser::end_item() noexcept {
-  while (pos_ < size_ && begin_[pos_] == ' ') ++pos_;
-  if (pos_ != size_) return fail(ErrorCode::trailing_characters, pos_);
+  std::size_t p = pos_;
+  while (p < size_ && begin_[p] == ' ') ++p;
+  if (p != size_) return fail(ErrorCode::trailing_characters, p);
+  pos_ = p;
   state_ = State::done;
   return true;
 }
 
 std::optional<BareView> Parser::next_inner_item() noexcept {
-  if (state_ == State::inner_params && !skip_params()) return std::nullopt;
-  if (state_ != State::inner) return std::nullopt;
-  while (pos_ < size_ && begin_[pos_] == ' ') ++pos_;
-  if (pos_ == size_) {
-    fail(ErrorCode::invalid_inner_list, pos_);
-    return std::nullopt;
+  std::optional<BareView> item;
+  if (state_ == State::inner_params && !skip_params()) return item;
+  if (state_ != State::inner) return item;
+  std::size_t p = pos_;
+  while (p < size_ && begin_[p] == ' ') ++p;
+  if (p == size_) {
+    fail(ErrorCode::invalid_inner_list, p);
+    return item;
   }
-  if (begin_[pos_] == ')') {
-    ++pos_;
+  if (begin_[p] == ')') {
+    pos_ = p + 1;
     state_ = State::params;
     params_ = 0;
-    return std::nullopt;
+    return item;
   }
   if (++inner_items_ > limits_.max_inner_items) {
-    fail(ErrorCode::too_many_inner_items, pos_);
-    return std::nullopt;
+    fail(ErrorCode::too_many_inner_items, p);
+    return item;
   }
-  std::optional<BareView> item(std::in_place);
-  std::size_t p = pos_;
+  item.emplace();
   if (const Status st = scan_bare(begin_, size_, p, *item); st != kOk) {
     fail(static_cast<ErrorCode>(st), p);
-    return std::nullopt;
+    item.reset();
+    return item;
   }
   pos_ = p;
   state_ = State::inner_params;
@@ -492,66 +497,68 @@ bool Parser::skip_inner() noexcept {
   return state_ != State::failed;
 }
 
-std::optional<MemberView> Parser::next_member(Top top) noexcept {
+[[gnu::always_inline]] inline std::optional<MemberView> Parser::next_member(Top top) noexcept {
+  std::optional<MemberView> m;
   if (top_ != top) [[unlikely]] {
-    if (top_ != Top::none) return std::nullopt;
+    if (top_ != Top::none) return m;
     top_ = top;
   }
   const char* s = begin_;
   const std::size_t n = size_;
+  std::size_t p = pos_;
   switch (state_) {
     case State::start:
-      if (!check_length()) return std::nullopt;
-      if (pos_ == n) {
+      if (!check_length()) return m;
+      p = pos_;
+      if (p == n) {
         state_ = State::done;
-        return std::nullopt;
+        return m;
       }
       break;
     case State::inner:
     case State::inner_params:
-      if (!skip_inner()) return std::nullopt;
+      if (!skip_inner()) return m;
       [[fallthrough]];
     case State::params:
-      if (!skip_params()) return std::nullopt;
+      if (!skip_params()) return m;
+      p = pos_;
       [[fallthrough]];
     case State::after_member: {
-      std::size_t p = pos_;
       while (p < n && (s[p] == ' ' || s[p] == '\t')) ++p;
       if (p == n) {
         pos_ = p;
         state_ = State::done;
-        return std::nullopt;
+        return m;
       }
       if (s[p] != ',') {
         fail(ErrorCode::expected_comma, p);
-        return std::nullopt;
+        return m;
       }
       const std::size_t comma = p;
       ++p;
       while (p < n && (s[p] == ' ' || s[p] == '\t')) ++p;
       if (p == n) {
         fail(ErrorCode::trailing_comma, comma);
-        return std::nullopt;
+        return m;
       }
-      pos_ = p;
       break;
     }
     case State::done:
     case State::failed:
-      return std::nullopt;
+      return m;
   }
-  std::size_t p = pos_;
   if (++members_ > limits_.max_members) [[unlikely]] {
     fail(ErrorCode::too_many_members, p);
-    return std::nullopt;
+    return m;
   }
-  std::optional<MemberView> m(std::in_place);
+  m.emplace();
   Status st = kOk;
   if (top == Top::dictionary) {
     st = scan_key(s, n, p, m->key);
     if (st != kOk) {
       fail(static_cast<ErrorCode>(st), p);
-      return std::nullopt;
+      m.reset();
+      return m;
     }
     if (p == n || s[p] != '=') {
       m->item.type = Type::boolean;
@@ -573,7 +580,8 @@ std::optional<MemberView> Parser::next_member(Top top) noexcept {
   st = scan_bare(s, n, p, m->item);
   if (st != kOk) [[unlikely]] {
     fail(static_cast<ErrorCode>(st), p);
-    return std::nullopt;
+    m.reset();
+    return m;
   }
   pos_ = p;
   state_ = State::params;
@@ -586,14 +594,16 @@ std::optional<MemberView> Parser::next_dict_member() noexcept { return next_memb
 std::optional<MemberView> Parser::next_list_member() noexcept { return next_member(Top::list); }
 
 std::optional<BareView> Parser::item() noexcept {
+  std::optional<BareView> v;
   if (top_ == Top::none) top_ = Top::item;
-  if (top_ != Top::item || state_ != State::start) return std::nullopt;
-  if (!check_length()) return std::nullopt;
-  std::optional<BareView> v(std::in_place);
+  if (top_ != Top::item || state_ != State::start) return v;
+  if (!check_length()) return v;
+  v.emplace();
   std::size_t p = pos_;
   if (const Status st = scan_bare(begin_, size_, p, *v); st != kOk) {
     fail(static_cast<ErrorCode>(st), p);
-    return std::nullopt;
+    v.reset();
+    return v;
   }
   pos_ = p;
   state_ = State::params;

@@ -162,7 +162,8 @@ struct ParamView {
 class Parser {
  public:
   // field must outlive the parser and every view it returns.
-  explicit Parser(std::string_view field, const Limits& limits = {}) noexcept;
+  explicit Parser(std::string_view field, const Limits& limits = {}) noexcept
+      : begin_(field.data()), size_(field.size()), limits_(limits) {}
 
   // Next dictionary member (key, then item or inner list); nullopt at the end or on error.
   std::optional<MemberView> next_dict_member() noexcept;
