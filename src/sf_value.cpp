@@ -16,7 +16,10 @@ constexpr std::int64_t kMaxDecimalInteger = 999'999'999'999;
 // ---- tree building ----
 
 bool read_params(Parser& p, Parameters& out) {
-  while (auto param = p.next_param()) set(out, param->key, to_bare_item(param->value));
+  while (auto param = p.next_param()) {
+    if (out.empty()) out.reserve(4);  // typical fields have a few; saves regrowth
+    set(out, param->key, to_bare_item(param->value));
+  }
   return !p.failed();
 }
 
@@ -30,6 +33,7 @@ ListMember read_member(Parser& p, const MemberView& m) {
   while (auto bare = p.next_inner_item()) {
     Item item{to_bare_item(*bare), {}};
     if (!read_params(p, item.params)) break;
+    if (list.items.empty()) list.items.reserve(4);
     list.items.push_back(std::move(item));
   }
   if (!p.failed()) read_params(p, list.params);
@@ -397,6 +401,7 @@ Result<List, Error> parse_list(std::string_view field, const Limits& limits) {
   while (auto m = p.next_list_member()) {
     auto member = read_member(p, *m);
     if (p.failed()) break;
+    if (list.empty()) list.reserve(4);
     list.push_back(std::move(member));
   }
   if (p.failed()) return fail(p.error());
@@ -409,6 +414,7 @@ Result<Dictionary, Error> parse_dictionary(std::string_view field, const Limits&
   while (auto m = p.next_dict_member()) {
     auto member = read_member(p, *m);
     if (p.failed()) break;
+    if (dict.empty()) dict.reserve(4);
     set(dict, m->key, std::move(member));
   }
   if (p.failed()) return fail(p.error());
