@@ -321,7 +321,7 @@ inline Status scan_token(const char* s, std::size_t n, std::size_t& p, BareView&
   return kOk;
 }
 
-[[gnu::noinline]] Status scan_rare(const char* s, std::size_t n, std::size_t& p, BareView& out) noexcept {
+inline Status scan_rare(const char* s, std::size_t n, std::size_t& p, BareView& out) noexcept {
   const std::size_t at = p;
   switch (s[at]) {
     case ':': return scan_byte_sequence(s, n, p, out);
@@ -356,13 +356,26 @@ inline Status scan_token(const char* s, std::size_t n, std::size_t& p, BareView&
   }
 }
 
+// The cursor goes in and out by value so that callers can keep theirs in a
+// register (a reference would force it to memory around this call).
+struct RareScan {
+  std::size_t pos;
+  Status status;
+};
+[[gnu::noinline]] RareScan scan_rare_at(const char* s, std::size_t n, std::size_t p, BareView& out) noexcept {
+  const Status st = scan_rare(s, n, p, out);
+  return {p, st};
+}
+
 inline Status scan_bare(const char* s, std::size_t n, std::size_t& p, BareView& out) noexcept {
   if (p == n) return bad(ErrorCode::missing_item);
   const char c = s[p];
   if (c == '"') return scan_string(s, n, p, out);
   if (is_digit(c) || c == '-') return scan_number(s, n, p, out);
   if (is(c, kTokenFirst)) return scan_token(s, n, p, out);
-  return scan_rare(s, n, p, out);
+  const RareScan r = scan_rare_at(s, n, p, out);
+  p = r.pos;
+  return r.status;
 }
 
 inline Status scan_key(const char* s, std::size_t n, std::size_t& p, std::string_view& out) noexcept {
@@ -378,7 +391,7 @@ inline Status scan_key(const char* s, std::size_t n, std::size_t& p, std::string
 
 // ---- Parser -----------------------------------------------------------------
 
-bool Parser::fail(ErrorCode code, std::size_t at) noexcept {
+[[gnu::cold]] bool Parser::fail(ErrorCode code, std::size_t at) noexcept {
   error_ = {code, at};
   state_ = State::failed;
   return false;
@@ -394,53 +407,62 @@ bool Parser::check_length() noexcept {
 
 // The walking functions return one named optional on every path, so that it
 // is built in place in the caller's return slot (no copy).
+// The walking functions return one named optional on every path, so that it
+// is built in place in the caller's return slot (no copy).
 std::optional<ParamView> Parser::next_param() noexcept {
   std::optional<ParamView> param;
-  if (state_ != State::params && state_ != State::inner_params) [[unlikely]] {
-    if (state_ != State::inner || !skip_inner()) return param;
+  if (state_ == State::inner) [[unlikely]] {
+    skip_inner();  // the inner list's parameters come next
   }
   const char* s = begin_;
   const std::size_t n = size_;
   std::size_t p = pos_;
-  if (p < n && s[p] == ';') {
-    ++p;
-    while (p < n && s[p] == ' ') ++p;
-    if (++params_ > limits_.max_params) [[unlikely]] {
-      fail(ErrorCode::too_many_params, p);
-      return param;
-    }
-    param.emplace();
-    Status st = scan_key(s, n, p, param->key);
-    if (st == kOk) {
-      if (p < n && s[p] == '=') {
-        ++p;
-        st = scan_bare(s, n, p, param->value);
-      } else {
-        param->value.type = Type::boolean;
-        param->value.number = 1;
-      }
-    }
-    if (st != kOk) [[unlikely]] {
-      fail(static_cast<ErrorCode>(st), p);
-      param.reset();
-      return param;
-    }
-    pos_ = p;
+  // Fast path: a parameter follows. The end of the parameters is out of line.
+  if ((state_ != State::params && state_ != State::inner_params) || p == n || s[p] != ';') {
+    end_params();
     return param;
   }
-  // No more parameters: the item (or inner list) is complete.
-  if (state_ == State::inner_params) {
-    if (p == n || (s[p] != ' ' && s[p] != ')')) {
-      fail(ErrorCode::invalid_inner_list, p);
-      return param;
-    }
-    state_ = State::inner;
-  } else if (top_ == Top::item) {
-    end_item();
-  } else {
-    state_ = State::after_member;
+  ++p;
+  while (p < n && s[p] == ' ') ++p;
+  if (++params_ > limits_.max_params) [[unlikely]] {
+    fail(ErrorCode::too_many_params, p);
+    return param;
   }
+  param.emplace();
+  Status st = scan_key(s, n, p, param->key);
+  if (st == kOk) [[likely]] {
+    if (p < n && s[p] == '=') {
+      ++p;
+      st = scan_bare(s, n, p, param->value);
+    } else {
+      param->value.type = Type::boolean;
+      param->value.number = 1;
+    }
+  }
+  if (st != kOk) [[unlikely]] {
+    fail(static_cast<ErrorCode>(st), p);
+    param.reset();
+    return param;
+  }
+  pos_ = p;
   return param;
+}
+
+// No parameter follows: the item (or inner list) is complete.
+[[gnu::noinline]] void Parser::end_params() noexcept {
+  if (state_ == State::inner_params) {
+    if (pos_ == size_ || (begin_[pos_] != ' ' && begin_[pos_] != ')')) {
+      fail(ErrorCode::invalid_inner_list, pos_);
+    } else {
+      state_ = State::inner;
+    }
+  } else if (state_ == State::params) {
+    if (top_ == Top::item) {
+      end_item();
+    } else {
+      state_ = State::after_member;
+    }
+  }
 }
 
 bool Parser::end_item() noexcept {

@@ -200,6 +200,7 @@ class Parser {
   bool fail(ErrorCode code, std::size_t at) noexcept;
   bool check_length() noexcept;
   bool skip_params() noexcept;
+  void end_params() noexcept;
   bool skip_inner() noexcept;
   bool end_item() noexcept;
   std::optional<MemberView> next_member(Top top) noexcept;
