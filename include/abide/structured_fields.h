@@ -132,7 +132,8 @@ struct BareView {
   // string: the text between the quotes, escapes left in place;
   // token: the token; byte_sequence: the base64 text between the colons;
   // display_string: the text between the quotes, percent-encoding left in place;
-  // numbers, boolean, date: the source text of the item.
+  // numbers, boolean, date: the source text of the item (empty for the
+  // implicit true of a key without '=').
   std::string_view raw;
   // string: raw holds a backslash escape; display_string: raw holds a
   // percent escape. When false, raw is already the value's text.
