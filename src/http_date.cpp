@@ -361,25 +361,27 @@ bool DateParser::asctime_rest() noexcept {
 // The calendar: two-digit year, ranges, weekday; then the instant.
 bool DateParser::resolve(WallTime now) noexcept {
   std::int64_t year = year_;
+  const std::int64_t sod = std::int64_t{hour_} * 3600 + minute_ * 60 + second_;
+  if (day_ < 1 || day_ > 31) return error(DateErrorCode::kDayOutOfRange, day_at_);
   if (year_digits_ == 2) {
     // RFC 9110: a date more than 50 years in the future means the most recent
-    // past year with the same last two digits.
+    // past year with the same last two digits. Read as: the year is the
+    // largest Y ending in the two digits such that the same date-time in year
+    // Y - 50 is not after now (exactly 50 years ahead is not "more than").
+    // Now's year is only estimated (Julian year length, off by at most one
+    // near New Year); the three candidates around it cover either case, and
+    // each test is exact. This keeps the dependent arithmetic short: the rule
+    // runs on every rfc850-date.
     const std::int64_t now_secs = std::chrono::floor<std::chrono::seconds>(now.time_since_epoch()).count();
     const std::int64_t now_days = floor_div<86400>(now_secs);
-    const Civil nc = civil_from_days(now_days);
-    const std::int64_t now_sod = now_secs - now_days * 86400;
-    year += floor_div<100>(nc.year) * 100;
-    if (year > nc.year + 50) year -= 100;
-    if (year <= nc.year - 50) year += 100;
-    if (year == nc.year + 50) {
-      const std::int64_t sod = std::int64_t{hour_} * 3600 + minute_ * 60 + second_;
-      const bool later = month_ != nc.month ? month_ > nc.month
-                         : day_ != nc.day   ? day_ > nc.day
-                                            : sod > now_sod;
-      if (later) year -= 100;
-    }
+    const std::int64_t estimate = 1970 + floor_div<1461>(4 * now_days + 2);
+    const std::int64_t y0 = floor_div<100>(estimate) * 100 + year;
+    const auto not_after_now = [&](std::int64_t y) {
+      return days_from_civil(y - 50, month_, day_) * 86400 + sod <= now_secs;
+    };
+    year = not_after_now(y0 + 100) ? y0 + 100 : not_after_now(y0) ? y0 : y0 - 100;
   }
-  if (day_ < 1 || day_ > days_in_month(year, month_)) return error(DateErrorCode::kDayOutOfRange, day_at_);
+  if (day_ > days_in_month(year, month_)) return error(DateErrorCode::kDayOutOfRange, day_at_);
   if (hour_ > 23) return error(DateErrorCode::kHourOutOfRange, hour_at_);
   if (minute_ > 59) return error(DateErrorCode::kMinuteOutOfRange, minute_at_);
   if (second_ > 60) return error(DateErrorCode::kSecondOutOfRange, second_at_);
@@ -388,7 +390,7 @@ bool DateParser::resolve(WallTime now) noexcept {
     return error(DateErrorCode::kWeekdayMismatch, 0);
   }
   // Second 60 becomes second 0 of the next minute.
-  seconds_ = days * 86400 + std::int64_t{hour_} * 3600 + minute_ * 60 + second_;
+  seconds_ = days * 86400 + sod;
   return true;
 }
 

@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <string>
+#include <utility>
 
 namespace abide {
 namespace {
@@ -214,6 +215,46 @@ TEST(HttpDateRfc850, RuleFollowsTheInjectedNow) {
   // The same text, read in 2026, is 2005.
   EXPECT_EQ(rejected("Thursday, 01-Jan-05 00:00:00 GMT", ParseMode::kStrict).code, Code::kWeekdayMismatch);
   EXPECT_EQ(unix_of(strict_ok("Saturday, 01-Jan-05 00:00:00 GMT")), 1104537600);
+}
+
+TEST(HttpDateRfc850, RuleHoldsForManyNowsAndEveryTwoDigitYear) {
+  // For each now and two-digit year, the chosen year Y ends in those digits,
+  // the same date-time in Y - 50 is not after now, and in Y + 50 it is.
+  // The bounds are read independently, as four-digit rfc850 years.
+  const std::int64_t nows[] = {1795991400,  // 2026-11-29T22:30:00Z
+                               1767225599,  // 2025-12-31T23:59:59Z
+                               1767225600,  // 2026-01-01T00:00:00Z
+                               0,           // 1970-01-01
+                               -1,          // 1969-12-31T23:59:59Z
+                               -2208988800, // 1900-01-01
+                               4102444799,  // 2099-12-31T23:59:59Z
+                               4107542400,  // 2100-03-01
+                               9000000000,  // 2255
+                               951825600};  // 2000-02-29T12:00:00Z
+  const std::pair<const char*, const char*> dates[] = {{"01-Jan-", " 00:00:00"}, {"31-Dec-", " 23:59:59"},
+                                                       {"29-Nov-", " 22:30:00"}, {"15-Jun-", " 12:00:00"},
+                                                       {"01-Mar-", " 00:00:00"}};
+  for (const std::int64_t n : nows) {
+    const WallTime now = at(n);
+    for (const auto& [date_part, time_part] : dates) {
+      for (int yy = 0; yy < 100; ++yy) {
+        const std::string digits{static_cast<char>('0' + yy / 10), static_cast<char>('0' + yy % 10)};
+        const std::string two = date_part + digits + time_part + " GMT";
+        const HttpDate d = robust_ok(two, now);
+        ASSERT_EQ(d.form, HttpDateForm::kRfc850) << two;
+        // The chosen year, from the formatted result.
+        const std::string imf = format_imf_fixdate(d.seconds);
+        const int year = std::stoi(imf.substr(12, 4));
+        EXPECT_EQ(year % 100, yy) << two << " at " << n;
+        const auto shifted = [&](int y) {
+          const std::string four = date_part + std::to_string(y) + time_part + " GMT";
+          return robust_ok(four, now).seconds;
+        };
+        EXPECT_LE(shifted(year - 50).time_since_epoch().count(), n) << two << " at " << n << " -> " << year;
+        EXPECT_GT(shifted(year + 50).time_since_epoch().count(), n) << two << " at " << n << " -> " << year;
+      }
+    }
+  }
 }
 
 TEST(HttpDateRfc850, LeapDayResolvedBeforeTheCalendarCheck) {
