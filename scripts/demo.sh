@@ -1,22 +1,77 @@
 #!/usr/bin/env bash
-# The main job: builds abide, then shows what it makes of real-world "wait"
-# signals. Installs missing Debian packages first.
+# The main job: builds abide, starts the built-in mock API on loopback, runs a
+# batch through `abide fetch` with several workers against its quota, and
+# reports how long it took against the time the quota allows, how many 429s it
+# earned, and how many premature retries the server counted (must be 0). Then
+# shows what `abide explain` decides for a few typical responses.
+# Installs missing Debian packages first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh build
 cmake --preset default >/dev/null
 cmake --build --preset default -j "${ABIDE_JOBS:-2}" --target abide_cli >/dev/null
-abide=build/default/tools/abide/abide
-now=2026-11-29T12:00:00Z
+abide=$(pwd)/build/default/tools/abide/abide
 
-show() { printf '\n$ abide %s\n' "$*"; "$abide" "$@" || printf '(exit %d)\n' $?; }
+work=$(mktemp -d)
+server_pid=""
+cleanup() {
+  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
-echo "abide demo (receive time $now)"
-show parse retry-after --now "$now" 120
-show parse retry-after --now "$now" "Sun, 29 Nov 2026 12:02:30 GMT"
-show parse retry-after --now "$now" "Sunday, 29-Nov-26 12:02:30 GMT"
-show parse retry-after --now "$now" "Sun Nov 29 12:02:30 2026"
-show parse retry-after --now "$now" 2.5
-show parse retry-after --lenient --now "$now" 2.5
-show parse retry-after --now "$now" -- -43
-show parse http-date --lenient "Sun, 29 Nov 2026 12:02:30 UTC"
+# run STYLE REQUESTS LIMIT WINDOW JOBS [fetch options...]
+run() {
+  local style=$1 n=$2 limit=$3 window=$4 jobs=$5
+  shift 5
+  mkfifo "$work/port.$style"
+  "$abide" mock-server --port 0 --style "$style" --limit "$limit" --window "$window" --quiet \
+    >"$work/port.$style" &
+  server_pid=$!
+  local first port
+  read -r first <"$work/port.$style"
+  port=${first##*:}
+  for i in $(seq 1 "$n"); do echo "http://127.0.0.1:$port/items/$i"; done >"$work/urls"
+  local rc=0
+  "$abide" fetch --urls "$work/urls" --jobs "$jobs" -o /dev/null --silent \
+    --stats "$work/stats.json" --resume-file "$work/resume.json" "$@" || rc=$?
+  python3 - "$port" "$work/stats.json" "$style" "$n" "$limit" "$window" "$jobs" "$rc" <<'PY'
+import json, sys, urllib.request
+port, stats_file, style, n, limit, window, jobs, rc = sys.argv[1:]
+n, limit, window = int(n), int(limit), float(window)
+stats = json.load(open(stats_file))
+server = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/__stats"))
+totals = server["totals"]
+quota_time = n * window / limit
+limited = sum(v for k, v in stats["status_counts"].items() if k in ("429", "503", "403"))
+print(f"style {style}: {n} requests, {jobs} workers, quota {limit} per {window:g} s")
+print(f"  done {stats['done']}/{stats['requests']}, attempts {stats['attempts']}, exit status {rc}")
+print(f"  took {stats['elapsed_s']:.2f} s; the quota allows {quota_time:.2f} s at its long-run rate "
+      f"(ratio {stats['elapsed_s'] / quota_time:.3f})")
+print(f"  limited answers received: {limited}")
+print(f"  premature retries counted by the server: {totals['premature']}")
+sys.exit(0 if totals["premature"] == 0 and stats["done"] == n else 1)
+PY
+  kill "$server_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=""
+}
+
+echo "== abide fetch against abide mock-server (127.0.0.1)"
+run draft11 100 20 2 8
+run retry-after-seconds 60 20 2 8
+run github 60 20 2 8 --profile github
+
+echo
+echo "== abide explain on example responses (examples/heads/, received at 2026-01-01T00:00:00Z)"
+now=2026-01-01T00:00:00Z
+explain() {
+  printf '\n$ abide explain %s\n' "$*"
+  "$abide" explain --now "$now" --seed 1 "$@" || true
+}
+explain examples/heads/429-retry-after-seconds.http
+explain examples/heads/429-retry-after-malformed.http
+explain examples/heads/503-retry-after-date-skew.http
+explain --attempt 4 --deadline 12 examples/heads/429-retry-after-seconds.http
+explain --method POST examples/heads/429-retry-after-seconds.http
+explain --host api.github.com examples/heads/403-github-remaining-0.http

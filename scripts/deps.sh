@@ -7,7 +7,7 @@ want=(g++ make cmake pkg-config
       libgtest-dev libgmock-dev libbenchmark-dev
       libcurl4-openssl-dev libhiredis-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev)
 case "${1:-all}" in
-  build) ;;
+  build) want+=(python3) ;;
   test|all) want+=(redis-server clang libclang-rt-14-dev curl python3) ;;
   *) echo "usage: $0 [build|test|all]" >&2; exit 2 ;;
 esac
