@@ -87,7 +87,7 @@ TEST(CliExplain, WorkedExampleIsDeadlineExceededAtTheServersTime) {
   EXPECT_EQ(j["decision"], "deadline_exceeded");
   EXPECT_EQ(j["not_before"], "2026-01-01T00:00:30Z");
   EXPECT_EQ(j["delay_s"], 30);
-  EXPECT_EQ(j["backoff_s"], 0);  // full jitter: the floor is zero; nominal 8 s
+  EXPECT_EQ(j["backoff_s"], 4);  // equal jitter (the default): half of the nominal 8 s
 }
 
 TEST(CliExplain, HintAboveMaxWaitIsDeferred) {

@@ -243,6 +243,16 @@ TEST(Planner, MalformedRetryAfterWithFullJitterStillWaitsAtLeastTheBackoffFloor)
   EXPECT_EQ(p.wait, 2s);  // equal jitter: half of 4 s at least
 }
 
+TEST(Planner, MalformedRetryAfterWithTheDefaultConfigIsNeverZeroEvenAtTheLowestDraw) {
+  Signals s = response(429);
+  s.retry_after_rejected = true;
+  ConstRandom lowest(0.0);
+  const Plan p = Planner().decide(PlanInput(s), lowest);  // defaults: 1 s base, equal jitter
+  EXPECT_EQ(p.decision, Decision::kRetry);
+  EXPECT_EQ(p.wait, 500ms);
+  EXPECT_EQ(p.backoff, 500ms);
+}
+
 // ---- rule 3: dates and skew --------------------------------------------------------------
 
 Signals with_date(int status, WallTime date, std::optional<WallTime> server_date) {

@@ -135,8 +135,11 @@ struct PlannerConfig {
   // Statuses worth retrying. A response whose Signals say `limited` (GitHub's
   // 403 with its quota at zero, per its profile) is retryable too.
   StatusSet retryable_statuses{408, 429, 500, 502, 503, 504};
-  // The local backoff: 1 s doubling up to 60 s, full jitter.
-  BackoffPolicy backoff{std::chrono::seconds{1}, std::chrono::seconds{60}, Jitter::kFull};
+  // The local backoff: 1 s doubling up to 60 s, equal jitter. Equal rather than
+  // full jitter by default so that the local backoff keeps a floor (half the
+  // exponential backoff): full jitter may draw a wait close to zero, which after
+  // a 429 with a malformed Retry-After would be "retry now" in all but name.
+  BackoffPolicy backoff{std::chrono::seconds{1}, std::chrono::seconds{60}, Jitter::kEqual};
   // The longest server hint worth waiting for here; a longer one gives kDeferred.
   Duration max_wait = kMaxDuration;
   // Methods that are not repeated without an idempotency key (ASCII case-insensitive).

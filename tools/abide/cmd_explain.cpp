@@ -45,7 +45,7 @@ struct Options {
   bool strict = false;
   double backoff_base_s = 1.0;
   double backoff_cap_s = 60.0;
-  std::string jitter = "full";
+  std::string jitter = "equal";
   std::optional<std::uint64_t> seed;
   std::optional<double> max_wait_s;
   bool json = false;
@@ -136,7 +136,7 @@ int run(const Options& o) {
 
   PlannerConfig config;
   config.backoff = BackoffPolicy(seconds_duration(o.backoff_base_s), seconds_duration(o.backoff_cap_s),
-                                 parse_jitter(o.jitter).value_or(Jitter::kFull));
+                                 parse_jitter(o.jitter).value_or(Jitter::kEqual));
   if (o.max_wait_s) config.max_wait = seconds_duration(*o.max_wait_s);
   const Planner planner(std::move(config));
 
@@ -196,7 +196,7 @@ const Registration explain_cmd{
           ->check(finite & CLI::NonNegativeNumber);
       app.add_option("--backoff-cap", o->backoff_cap_s, "Largest local backoff, seconds (default 60)")
           ->check(finite & CLI::NonNegativeNumber);
-      app.add_option("--jitter", o->jitter, "Jitter: none, full, equal or decorrelated (default full)")
+      app.add_option("--jitter", o->jitter, "Jitter: none, full, equal or decorrelated (default equal)")
           ->check(CLI::IsMember({"none", "full", "equal", "decorrelated"}));
       app.add_option("--seed", o->seed, "Seed for the jitter (default: random)");
       app.add_option("--max-wait", o->max_wait_s, "Longest acceptable server hint, seconds (default: no limit)")
