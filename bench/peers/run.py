@@ -463,6 +463,10 @@ def markdown(meta, runs, fleet, checks, styles, clients):
                  f"(long-run time {meta['quota_time_s']:.1f} s), {meta['jobs']} workers, up to {meta['retries']} "
                  f"retries per request; one `abide mock-server` per run, 429 when limited. Measured "
                  f"{meta['date']}, load average before/after {meta['load_before']} / {meta['load_after']}.")
+    if meta.get("kept_from"):
+        k = meta["kept_from"]
+        L.append(f"(Rows of {', '.join(k['clients'])} from an earlier run with the same workload, {k['date']}, "
+                 f"load average {k['load']}.)")
     L.append("")
     if runs:
         L.append("| style | client | time ÷ quota time | first→last request ÷ quota time | 429s | premature (per id) "
@@ -611,6 +615,8 @@ def main():
     ap.add_argument("--no-fleet", action="store_true")
     ap.add_argument("--fleet-only", action="store_true")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--keep-from", metavar="PEERS_JSON",
+                    help="take the runs of clients not run now from an earlier peers.json (same workload)")
     ap.add_argument("--quick", action="store_true", help="a smoke run: 100 requests, two styles, no fleet")
     args = ap.parse_args()
     if args.quick:
@@ -633,6 +639,16 @@ def main():
         for f in futs:
             runs.append(f.result())
 
+    kept_clients = []
+    if args.keep_from:
+        with open(args.keep_from) as f:
+            earlier = json.load(f)
+        for r in earlier["runs"]:
+            if r["client"] not in clients and r["style"] in args.styles and r["requests"] == args.requests:
+                runs.append(r)
+                kept_clients.append(r["client"])
+        log(f"peers: kept {len(kept_clients)} runs from {args.keep_from} (measured {earlier['meta']['date']})")
+
     fleet = []
     if fleet_on:
         redis = Redis(rundir)
@@ -651,6 +667,10 @@ def main():
         "load_before": load_before, "load_after": load_avg(), "duration_s": round(time.monotonic() - t_start, 1),
         "versions": versions(),
     }
+    if kept_clients:
+        meta["kept_from"] = {"clients": sorted(set(kept_clients)), "date": earlier["meta"]["date"],
+                             "load": earlier["meta"]["load_before"] + " / " + earlier["meta"]["load_after"]}
+    clients = [c for c in CLIENTS if c in clients or c in kept_clients]
     styles = [s for s in args.styles if any(r["style"] == s for r in runs)]
     checks = verdicts(runs, styles)
     table = markdown(meta, runs, fleet, checks, styles, clients)
