@@ -315,14 +315,19 @@ TEST(Client, StopCancelsARetryWaitPromptly) {
     res.status = 503;
     res.set_header("Retry-After", "30");
   });
-  Client client(fast_config());
+  std::atomic<bool> waiting{false};
+  ClientConfig c = fast_config();
+  c.on_event = [&](const ClientEvent& e) {
+    if (e.kind == ClientEvent::Kind::kWaitStarted && e.wait_kind == ClientEvent::WaitKind::kRetry) waiting = true;
+  };
+  Client client(c);
   Request r;
   r.url = server.url("/slow");
   std::stop_source stop;
   const auto t0 = std::chrono::steady_clock::now();
   auto fut = std::async(std::launch::async, [&] { return client.fetch(r, stop.get_token()); });
-  while (server.seen().empty()) std::this_thread::sleep_for(5ms);
-  std::this_thread::sleep_for(50ms);
+  for (int i = 0; i < 2000 && !waiting; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(waiting);
   stop.request_stop();
   const RequestOutcome out = fut.get();
   EXPECT_EQ(out.kind, OutcomeKind::kCancelled);
@@ -346,7 +351,7 @@ TEST(Client, StopAbortsATransferInFlight) {
   std::stop_source stop;
   const auto t0 = std::chrono::steady_clock::now();
   auto fut = std::async(std::launch::async, [&] { return client.fetch(r, stop.get_token()); });
-  while (server.seen().empty()) std::this_thread::sleep_for(5ms);
+  for (int i = 0; i < 2000 && server.seen().empty(); ++i) std::this_thread::sleep_for(5ms);
   stop.request_stop();
   const RequestOutcome out = fut.get();
   EXPECT_EQ(out.kind, OutcomeKind::kCancelled);
@@ -486,7 +491,7 @@ TEST(Client, StoppedBatchEndsEveryRequestAsCancelled) {
     o.jobs = 4;
     return client.fetch_all(batch, o, stop.get_token());
   });
-  while (server.seen().empty()) std::this_thread::sleep_for(5ms);
+  for (int i = 0; i < 2000 && server.seen().empty(); ++i) std::this_thread::sleep_for(5ms);
   std::this_thread::sleep_for(100ms);
   stop.request_stop();
   const auto outcomes = fut.get();

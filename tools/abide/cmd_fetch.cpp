@@ -476,7 +476,8 @@ int run_fetch(const FetchOptions& o) {
     std::size_t shown = 0;
     for (std::size_t i = 0; i < outcomes.size(); ++i) {
       const auto& out = outcomes[i];
-      if (out.done() || out.kind == OutcomeKind::kCancelled) continue;
+      // Cancelled requests are summed up by the resume message, unless they need reconciling.
+      if (out.done() || (out.kind == OutcomeKind::kCancelled && !out.ambiguous)) continue;
       if (++shown > 20) continue;
       std::cerr << "abide fetch: " << jobs[i].method << " " << redact_url(jobs[i].url) << ": "
                 << to_string(out.kind) << (out.ambiguous ? " (ambiguous: may have been applied)" : "") << ": "

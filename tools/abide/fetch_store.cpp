@@ -1,6 +1,6 @@
 #include "fetch_store.h"
 
-#include <charconv>
+#include <cstdio>
 
 #if defined(ABIDE_REDIS) && __has_include("abide/redis_store.h")
 #include "abide/redis_store.h"
@@ -12,38 +12,31 @@ namespace abide::cli {
 Result<StoreSpec, std::string> parse_store_spec(const std::string& text) {
   StoreSpec spec;
   if (text == "memory") return spec;
-  constexpr std::string_view kScheme = "redis://";
-  if (!std::string_view(text).starts_with(kScheme))
-    return fail("--store must be memory or redis://HOST:PORT[/PREFIX], not \"" + text + "\"");
+  if (!text.starts_with("redis://") && !text.starts_with("unix:") && !text.starts_with("/"))
+    return fail(std::string("--store must be memory or redis://HOST:PORT[/PREFIX]"));
   spec.redis = true;
-  std::string_view rest = std::string_view(text).substr(kScheme.size());
-  const std::size_t slash = rest.find('/');
-  if (slash != std::string_view::npos) {
-    const std::string_view prefix = rest.substr(slash + 1);
-    if (!prefix.empty()) spec.prefix = std::string(prefix);
-    rest = rest.substr(0, slash);
-  }
-  const std::size_t colon = rest.rfind(':');
-  std::string_view host = rest.substr(0, colon);
-  if (colon != std::string_view::npos) {
-    const std::string_view port = rest.substr(colon + 1);
-    int p = 0;
-    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
-    if (ec != std::errc{} || end != port.data() + port.size() || p < 1 || p > 65535)
-      return fail("--store: bad port \"" + std::string(port) + "\"");
-    spec.port = p;
-  }
-  if (host.empty()) return fail(std::string("--store: redis:// needs a host"));
-  for (char c : spec.prefix)
-    if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f) return fail(std::string("--store: the prefix must be printable"));
-  spec.host = std::string(host);
+  spec.url = text;
+#ifdef ABIDE_FETCH_HAS_REDIS
+  if (auto endpoint = parse_redis_url(text); !endpoint) return fail("--store: " + endpoint.error());
+#endif
   return spec;
 }
 
 Result<std::shared_ptr<QuotaStore>, std::string> open_store(const StoreSpec& spec) {
   if (!spec.redis) return std::shared_ptr<QuotaStore>(std::make_shared<MemoryStore>());
 #ifdef ABIDE_FETCH_HAS_REDIS
-  return open_redis_store(spec);
+  auto endpoint = parse_redis_url(spec.url);
+  if (!endpoint) return fail("--store: " + endpoint.error());
+  RedisStoreOptions options;
+  options.endpoint = std::move(*endpoint);
+  options.on_event = [where = options.endpoint.describe()](RedisEvent e, std::string_view message) {
+    // One line, written at once (the message never carries credentials).
+    const std::string line = "abide fetch: redis " + where + ": " + std::string(to_string(e)) + ": " +
+                             std::string(message) +
+                             (e == RedisEvent::kDown ? " (going on with in-process quota state)" : "") + "\n";
+    std::fputs(line.c_str(), stderr);
+  };
+  return std::shared_ptr<QuotaStore>(std::make_shared<RedisStore>(std::move(options)));
 #else
   return fail(std::string("this abide was built without Redis support (abide::redis)"));
 #endif

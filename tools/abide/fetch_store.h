@@ -9,18 +9,18 @@
 
 namespace abide::cli {
 
-// A parsed --store value: "memory", or "redis://HOST:PORT[/PREFIX]".
+// A checked --store value: "memory", or a Redis URL
+// (redis://[[user]:password@]HOST[:PORT][/PREFIX], see abide/redis_store.h).
 struct StoreSpec {
   bool redis = false;
-  std::string host;
-  int port = 6379;
-  std::string prefix = "abide";
+  std::string url;
 };
 
-// Parses a --store value; an error message says what is wrong.
+// Checks a --store value; an error message (without credentials) says what is wrong.
 Result<StoreSpec, std::string> parse_store_spec(const std::string& text);
 
-// Opens the store (connects to Redis). An error message when it cannot.
+// Opens the store. Redis outages are reported on stderr; the store then goes
+// on in-process (abide::RedisDownPolicy::kFallback) and reconnects.
 Result<std::shared_ptr<QuotaStore>, std::string> open_store(const StoreSpec& spec);
 
 }  // namespace abide::cli
