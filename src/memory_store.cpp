@@ -176,11 +176,12 @@ RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules
     const bool has_policy = u.limit && *u.limit > 0 && u.window && *u.window > Duration::zero();
     const bool has_window = u.remaining.has_value() && u.reset.has_value();
     if (!has_policy && !u.remaining) continue;
+    const std::string_view id = std::string_view(u.id).substr(0, 256);
     auto it = std::find_if(s.policies.begin(), s.policies.end(),
-                           [&](const PolicyState& p) { return p.id == u.id; });
+                           [&](const PolicyState& p) { return p.id == id; });
     if (it == s.policies.end()) {
       if (s.policies.size() >= QuotaStore::kMaxPolicies || (!has_policy && !has_window)) continue;
-      s.policies.push_back(PolicyState{u.id.substr(0, 256)});
+      s.policies.push_back(PolicyState{std::string(id)});
       it = std::prev(s.policies.end());
     }
     PolicyState& p = *it;
@@ -208,7 +209,7 @@ RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules
 
 // The last instant the state matters, plus a grace of the longest window.
 MonoTime expiry(const KeyState& s) {
-  MonoTime last = later(later(s.tat, s.cool_end), later(s.spread_end, s.probe_until));
+  MonoTime last = later(later(s.seen, s.tat), later(later(s.cool_end, s.spread_end), s.probe_until));
   Duration grace = std::chrono::seconds{1};
   for (const auto& p : s.policies) {
     last = later(last, later(p.next, p.remaining >= 0 ? p.reset_at : kNone));

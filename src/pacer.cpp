@@ -113,6 +113,7 @@ struct Pacer::Local {
   std::mutex mu;
   std::vector<Waiter*> queue;  // by ticket; the front is the head, the only one asking the store
   MonoTime blocked_until{};    // the head's latest estimate, for reports of those behind it
+  bool blocked_by_store = false;  // ... and whether the store was unavailable (fail-closed)
 };
 
 struct Pacer::Keys {
@@ -268,7 +269,12 @@ struct Pacer::Ops {
           // Not our turn: sleep until it is, or until the limit.
           if (now >= limit) {
             const MonoTime estimate = std::max(local.blocked_until, limit);
+            const bool unavailable = local.blocked_by_store;
             lock.unlock();
+            if (unavailable) {
+              leave();
+              return p.finish(AcquireStatus::kUnavailable, start, estimate, false);
+            }
             return too_late(estimate);
           }
           me.wake = std::stop_source{};
@@ -314,6 +320,7 @@ struct Pacer::Ops {
           if (!in_queue) enqueue_locked();
           if (local.queue.front() != &me) continue;  // someone came first: wait for our turn
           local.blocked_until = at;
+          local.blocked_by_store = unavailable;
           if (now >= limit || (unavailable && at > limit)) {
             lock.unlock();
             if (unavailable) {

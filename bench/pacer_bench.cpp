@@ -1,0 +1,140 @@
+// Pacer benchmarks: acquire on the in-process store, uncontended and with
+// 8 threads (one key, 8 keys), and the Redis store's acquire over loopback
+// (the benchmark starts its own redis-server on a free port, or skips).
+//
+//   build/pacer-rel/bench/pacer_bench
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "../tests/support/redis_store_server.h"
+#include "abide/pacer.h"
+#include "abide/redis_store.h"
+
+namespace {
+
+using abide::Pacer;
+
+// acquire() through a resolved key, nothing known about the key: the fast path.
+void BM_MemoryAcquireUncontended(benchmark::State& state) {
+  Pacer pacer;
+  const auto key = pacer.key("https://api.example.com");
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(pacer.acquire(key));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_MemoryAcquireUncontended);
+
+// The same with a policy known (GCRA arithmetic on every acquire), at a rate
+// the loop never reaches, so no acquire waits.
+void BM_MemoryAcquireWithPolicy(benchmark::State& state) {
+  Pacer pacer;
+  const auto key = pacer.key("https://api.example.com");
+  abide::Signals s;
+  abide::QuotaObservation q;
+  q.limit = 1'000'000'000;
+  q.window = std::chrono::hours{1000};
+  s.quota.push_back(q);
+  pacer.record(key, s);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(pacer.acquire(key));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_MemoryAcquireWithPolicy);
+
+// The store operation alone (no clock read, no pacer).
+void BM_MemoryStoreAcquire(benchmark::State& state) {
+  abide::MemoryStore store;
+  auto handle = store.open("k");
+  const abide::PacingRules rules;
+  const abide::MonoTime now = abide::system_monotonic_clock().now();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(store.acquire(*handle, {now, abide::Duration::zero()}, rules));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_MemoryStoreAcquire);
+
+// acquire(string) looks the key up each time.
+void BM_MemoryAcquireByName(benchmark::State& state) {
+  Pacer pacer;
+  const std::string name = "https://api.example.com|core";
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(pacer.acquire(name));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_MemoryAcquireByName);
+
+Pacer& shared_pacer() {
+  static Pacer pacer;
+  return pacer;
+}
+
+// 8 threads on one key: every acquire takes the same key's lock.
+void BM_Memory8ThreadsOneKey(benchmark::State& state) {
+  const auto key = shared_pacer().key("one-key");
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(shared_pacer().acquire(key));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Memory8ThreadsOneKey)->Threads(8)->UseRealTime();
+
+// 8 threads on 8 keys: one key each.
+void BM_Memory8ThreadsEightKeys(benchmark::State& state) {
+  const auto key = shared_pacer().key("key-" + std::to_string(state.thread_index()));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(shared_pacer().acquire(key));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_Memory8ThreadsEightKeys)->Threads(8)->UseRealTime();
+
+// A private redis-server, started on first use.
+abide::test::RedisServer* bench_redis() {
+  static std::once_flag once;
+  static std::unique_ptr<abide::test::RedisServer> server;
+  std::call_once(once, [] {
+    auto s = std::make_unique<abide::test::RedisServer>();
+    if (s->start()) server = std::move(s);
+  });
+  return server.get();
+}
+
+void redis_acquire(benchmark::State& state, bool tcp) {
+  abide::test::RedisServer* redis = bench_redis();
+  if (redis == nullptr) {
+    state.SkipWithError("no redis-server found (looked in /usr/bin and /usr/local/bin): skipped");
+    return;
+  }
+  abide::RedisStoreOptions o;
+  if (tcp) {
+    o.endpoint.host = "127.0.0.1";
+    o.endpoint.port = static_cast<std::uint16_t>(redis->port());
+  } else {
+    o.endpoint.unix_socket = redis->socket_path();
+  }
+  o.endpoint.prefix = "bench:";
+  auto store = std::make_shared<abide::RedisStore>(o);
+  Pacer pacer(abide::PacerConfig{}, store);
+  const auto key = pacer.key(tcp ? "tcp" : "unix");
+  benchmark::DoNotOptimize(pacer.acquire(key));  // connect and load the script
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(pacer.acquire(key));
+  }
+  if (!store->up() || store->stats().fallbacks != 0) state.SkipWithError("redis answered not every acquire");
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_RedisAcquireLoopbackTcp(benchmark::State& state) { redis_acquire(state, true); }
+BENCHMARK(BM_RedisAcquireLoopbackTcp)->UseRealTime();
+
+void BM_RedisAcquireUnixSocket(benchmark::State& state) { redis_acquire(state, false); }
+BENCHMARK(BM_RedisAcquireUnixSocket)->UseRealTime();
+
+}  // namespace

@@ -1,0 +1,604 @@
+// RedisStore against a real redis-server (started here on a free loopback port
+// and a unix socket in a temporary folder, persistence off, stopped afterwards):
+// the shared state-machine suite, sharing between pacers, round trips, expiry,
+// prefix, AUTH, outages, and the multi-process proof.
+#include "abide/redis_store.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "abide/pacer.h"
+#include "support/pacer_clock.h"
+#include "support/quota_store_conformance.h"
+#include "support/redis_store_server.h"
+
+namespace abide::test {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// One server for the tests that do not stop it.
+RedisServer* shared_server = nullptr;
+
+class SharedRedis : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    shared_server = new RedisServer();
+    if (!shared_server->start()) {
+      delete shared_server;
+      shared_server = nullptr;
+    }
+  }
+  void TearDown() override {
+    delete shared_server;
+    shared_server = nullptr;
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kEnv = ::testing::AddGlobalTestEnvironment(new SharedRedis);
+
+#define REQUIRE_REDIS()                                                              \
+  do {                                                                               \
+    if (shared_server == nullptr) GTEST_SKIP() << "redis-server is not available";   \
+  } while (false)
+
+std::atomic<int> prefix_counter{0};
+
+std::string unique_prefix() { return "t" + std::to_string(getpid()) + "-" + std::to_string(prefix_counter++) + ":"; }
+
+RedisStoreOptions options_for(const RedisServer& server, RedisTimeBase base = RedisTimeBase::kClient) {
+  RedisStoreOptions o;
+  o.endpoint.unix_socket = server.socket_path();
+  o.endpoint.prefix = unique_prefix();
+  o.time_base = base;
+  return o;
+}
+
+}  // namespace
+
+INSTANTIATE_TEST_SUITE_P(Redis, QuotaStoreConformance,
+                         ::testing::Values(StoreParam{"Redis",
+                                                      []() -> std::shared_ptr<QuotaStore> {
+                                                        if (shared_server == nullptr) return nullptr;
+                                                        return std::make_shared<RedisStore>(options_for(*shared_server));
+                                                      }}),
+                         store_param_name);
+
+namespace {
+
+Signals response(const StepClock& clock, int status = 200) {
+  Signals s;
+  s.status = status;
+  s.received_wall = clock.wall_now();
+  s.received_mono = clock.mono_now();
+  return s;
+}
+
+Signals retry_after(const StepClock& clock, Duration wait) {
+  Signals s = response(clock, 429);
+  s.retry_after = RetryHint{RetryHint::Kind::kDelay, wait, std::nullopt, "retry-after"};
+  return s;
+}
+
+// A Retry-After received now on the system clock.
+Signals system_retry_after(Duration wait) {
+  Signals s;
+  s.status = 429;
+  s.received_wall = system_wall_clock().now();
+  s.received_mono = system_monotonic_clock().now();
+  s.retry_after = RetryHint{RetryHint::Kind::kDelay, wait, std::nullopt, "retry-after"};
+  return s;
+}
+
+Signals with_policy(Signals s, std::int64_t limit, Duration window) {
+  QuotaObservation o;
+  o.limit = limit;
+  o.window = window;
+  s.quota.push_back(o);
+  return s;
+}
+
+// ---- locations ------------------------------------------------------------------------
+
+TEST(RedisUrl, Forms) {
+  auto e = parse_redis_url("redis://127.0.0.1:6380");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->host, "127.0.0.1");
+  EXPECT_EQ(e->port, 6380);
+  EXPECT_EQ(e->prefix, "abide:");
+  EXPECT_TRUE(e->password.empty());
+
+  e = parse_redis_url("redis://:s3cret@cache.internal/myapp:");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->host, "cache.internal");
+  EXPECT_EQ(e->port, 6379);
+  EXPECT_EQ(e->user, "");
+  EXPECT_EQ(e->password, "s3cret");
+  EXPECT_EQ(e->prefix, "myapp:");
+
+  e = parse_redis_url("REDIS://alice:p%40ss%3Aword@[::1]:7000/x%2Fy");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->user, "alice");
+  EXPECT_EQ(e->password, "p@ss:word");
+  EXPECT_EQ(e->host, "::1");
+  EXPECT_EQ(e->port, 7000);
+  EXPECT_EQ(e->prefix, "x/y");
+  EXPECT_EQ(e->describe(), "redis://[::1]:7000");
+
+  e = parse_redis_url("unix:///tmp/r.sock?prefix=p%3A");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->unix_socket, "/tmp/r.sock");
+  EXPECT_EQ(e->prefix, "p:");
+  EXPECT_EQ(e->describe(), "unix:/tmp/r.sock");
+
+  e = parse_redis_url("unix://bob:pw@/tmp/r.sock");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->user, "bob");
+  EXPECT_EQ(e->password, "pw");
+  EXPECT_EQ(e->unix_socket, "/tmp/r.sock");
+
+  e = parse_redis_url("unix:/tmp/a.sock");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->unix_socket, "/tmp/a.sock");
+  e = parse_redis_url("/var/run/redis.sock");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->unix_socket, "/var/run/redis.sock");
+
+  e = parse_redis_url("redis://bob@h");  // a user without a password
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->user, "bob");
+  EXPECT_TRUE(e->password.empty());
+}
+
+TEST(RedisUrl, Rejects) {
+  for (const char* bad : {"", "http://x", "rediss://h", "redis://", "redis://:pw@", "redis://h:0", "redis://h:99999",
+                          "redis://h:12ab", "redis://h/%zz", "redis://h/%4", "unix://host/tmp/x", "unix://",
+                          "redis://h?foo=1", "redis://h\r\n:1", "redis://[::1", "redis://a b"}) {
+    EXPECT_FALSE(parse_redis_url(bad)) << bad;
+  }
+}
+
+TEST(RedisUrl, MessagesNeverRepeatCredentials) {
+  for (const char* bad : {"redis://u:topsecret@h:badport", "redis://u:topsecret@h?x=1", "redis://u:top%zzsecret@h"}) {
+    const auto e = parse_redis_url(bad);
+    ASSERT_FALSE(e) << bad;
+    EXPECT_EQ(e.error().find("topsecret"), std::string::npos);
+    EXPECT_EQ(e.error().find("secret"), std::string::npos);
+  }
+  const auto e = parse_redis_url("redis://alice:topsecret@h:1/p");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->describe().find("topsecret"), std::string::npos);
+  EXPECT_EQ(e->describe().find("alice"), std::string::npos);
+}
+
+// ---- behaviour against a server ----------------------------------------------------------
+
+TEST(RedisStore, OneRoundTripPerAcquireAndScriptsSurviveAFlush) {
+  REQUIRE_REDIS();
+  auto store = std::make_shared<RedisStore>(options_for(*shared_server, RedisTimeBase::kServer));
+  Pacer p(PacerConfig{}, store);
+  const auto k = p.key("rt");
+  ASSERT_TRUE(p.acquire(k).ok());  // may load the script (EVALSHA, then EVAL)
+  const auto before = store->stats().round_trips;
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(p.acquire(k).ok());
+  EXPECT_EQ(store->stats().round_trips - before, 20u);
+  EXPECT_EQ(shared_server->command({"SCRIPT", "FLUSH"}).type, '+');
+  const auto flushed = store->stats().round_trips;
+  ASSERT_TRUE(p.acquire(k).ok());
+  EXPECT_EQ(store->stats().round_trips - flushed, 2u);  // NOSCRIPT, then EVAL
+  ASSERT_TRUE(p.acquire(k).ok());
+  EXPECT_EQ(store->stats().round_trips - flushed, 3u);
+  EXPECT_TRUE(store->up());
+  EXPECT_EQ(store->stats().fallbacks, 0u);
+}
+
+TEST(RedisStore, StateIsSharedUnderThePrefixAndExpires) {
+  REQUIRE_REDIS();
+  StepClock clock;
+  RedisStoreOptions o = options_for(*shared_server);
+  const std::string prefix = o.endpoint.prefix;
+  Pacer a(PacerConfig{}, std::make_shared<RedisStore>(o), clock.monotonic(), clock.wall());
+  Pacer b(PacerConfig{}, std::make_shared<RedisStore>(o), clock.monotonic(), clock.wall());
+  const MonoTime t0 = clock.mono_now();
+  a.record("api", retry_after(clock, seconds{2}));
+  const AcquireResult r = b.acquire("api", clock.mono_now());
+  EXPECT_EQ(r.status, AcquireStatus::kDeadlineExceeded);
+  EXPECT_EQ(r.not_before, t0 + seconds{2});
+  const RespReply keys = shared_server->command({"KEYS", prefix + "*"});
+  ASSERT_EQ(keys.elements.size(), 1u);
+  EXPECT_EQ(keys.elements[0], prefix + "api");
+  const RespReply ttl = shared_server->command({"PTTL", prefix + "api"});
+  EXPECT_GT(ttl.integer, 2000);  // the cooldown, plus a second of grace
+  EXPECT_LE(ttl.integer, 3000);
+}
+
+TEST(RedisStore, ACooldownInOneProcessReachesAWaiterInAnother) {
+  REQUIRE_REDIS();
+  StepClock clock;
+  const RedisStoreOptions o = options_for(*shared_server);
+  Pacer a(PacerConfig{}, std::make_shared<RedisStore>(o), clock.monotonic(), clock.wall());
+  Pacer b(PacerConfig{}, std::make_shared<RedisStore>(o), clock.monotonic(), clock.wall());
+  a.record("api", with_policy(response(clock), 1, seconds{1}));
+  ASSERT_TRUE(b.acquire("api").ok());
+  auto waiter = std::async(std::launch::async, [&] { return b.acquire("api"); });  // reserved 1.05 s ahead
+  clock.wait_for_sleepers(1);
+  const MonoTime t0 = clock.mono_now();
+  a.record("api", retry_after(clock, seconds{10}));
+  std::atomic<int> alive{1};
+  auto driver = std::async(std::launch::async, [&] { clock.drive(alive, milliseconds{50}); });
+  const AcquireResult r = waiter.get();
+  alive = 0;
+  driver.get();
+  EXPECT_TRUE(r.ok());
+  EXPECT_TRUE(r.probe);
+  EXPECT_GE(r.not_before, t0 + seconds{10});
+}
+
+TEST(RedisStore, AProbeAnsweredInOneProcessReleasesWaitersInAnother) {
+  REQUIRE_REDIS();
+  StepClock clock;
+  const RedisStoreOptions o = options_for(*shared_server);
+  Pacer a(PacerConfig{}, std::make_shared<RedisStore>(o), clock.monotonic(), clock.wall());
+  Pacer b(PacerConfig{}, std::make_shared<RedisStore>(o), clock.monotonic(), clock.wall());
+  a.record("api", retry_after(clock, seconds{1}));
+  clock.advance(seconds{1});
+  const AcquireResult probe = a.acquire("api");
+  ASSERT_TRUE(probe.probe);
+  std::vector<std::future<AcquireResult>> waiters;
+  for (std::size_t i = 0; i < 3; ++i) {
+    waiters.push_back(std::async(std::launch::async, [&] { return b.acquire("api"); }));
+    clock.wait_for_sleepers(i + 1);
+  }
+  clock.advance(milliseconds{500});
+  clock.wait_for_sleepers(3);
+  for (auto& w : waiters) EXPECT_EQ(w.wait_for(seconds{0}), std::future_status::timeout);
+  const MonoTime answered = clock.mono_now();
+  a.record("api", response(clock));
+  std::atomic<int> alive{3};
+  auto driver = std::async(std::launch::async, [&] { clock.drive(alive, milliseconds{5}); });
+  std::vector<AcquireResult> results;
+  for (auto& w : waiters) {
+    results.push_back(w.get());
+    --alive;
+  }
+  driver.get();
+  for (const auto& r : results) {
+    EXPECT_TRUE(r.ok());
+    EXPECT_GE(r.not_before, answered);
+    EXPECT_LT(r.not_before, answered + milliseconds{200});  // polled every 50 ms, then spread
+  }
+}
+
+TEST(RedisStore, SixteenThreadsOnOneKeyNeverExceedTheQuota) {
+  REQUIRE_REDIS();
+  StepClock clock;
+  RedisStoreOptions o = options_for(*shared_server);
+  o.connections = 4;
+  Pacer p(PacerConfig{}, std::make_shared<RedisStore>(o), clock.monotonic(), clock.wall());
+  const auto k = p.key("hot");
+  p.record(k, with_policy(response(clock), 20, seconds{1}));
+  constexpr int kThreads = 16;
+  constexpr int kEach = 5;
+  std::atomic<int> alive{kThreads};
+  std::mutex mu;
+  std::vector<MonoTime> sends;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kEach; ++i) {
+        if (!p.acquire(k).ok()) break;
+        std::lock_guard lock(mu);
+        sends.push_back(clock.mono_now());
+      }
+      --alive;
+    });
+  }
+  clock.drive(alive, milliseconds{5});
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(sends.size(), std::size_t{kThreads * kEach});
+  std::sort(sends.begin(), sends.end());
+  for (std::size_t i = 20; i < sends.size(); ++i) {
+    EXPECT_GE(sends[i] - sends[i - 20], seconds{1}) << i;
+  }
+}
+
+// ---- AUTH ---------------------------------------------------------------------------------
+
+struct Events {
+  std::mutex mu;
+  std::vector<std::pair<RedisEvent, std::string>> seen;
+  std::function<void(RedisEvent, std::string_view)> hook() {
+    return [this](RedisEvent e, std::string_view m) {
+      std::lock_guard lock(mu);
+      seen.emplace_back(e, std::string(m));
+    };
+  }
+  int count(RedisEvent e) {
+    std::lock_guard lock(mu);
+    return static_cast<int>(std::count_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == e; }));
+  }
+  std::string all() {
+    std::lock_guard lock(mu);
+    std::string s;
+    for (const auto& [e, m] : seen) s += std::string(to_string(e)) + ": " + m + "\n";
+    return s;
+  }
+};
+
+TEST(RedisStore, AuthWithAPassword) {
+  RedisServer server({true, true, {"--requirepass", "hunter2-secret"}});
+  if (!server.start()) GTEST_SKIP() << "redis-server is not available";
+  auto url = parse_redis_url(server.tcp_url("pw:"));
+  ASSERT_TRUE(url);
+  url->password = "hunter2-secret";
+  RedisStoreOptions o;
+  o.endpoint = *url;
+  Events events;
+  o.on_event = events.hook();
+  auto store = std::make_shared<RedisStore>(o);
+  Pacer p(PacerConfig{}, store);
+  p.record("k", system_retry_after(seconds{30}));
+  EXPECT_FALSE(p.acquire("k", system_monotonic_clock().now()).ok());
+  EXPECT_TRUE(store->up());
+  EXPECT_EQ(server.command({"EXISTS", "pw:k"}, {"AUTH", "hunter2-secret"}).integer, 1);
+
+  // The wrong password: down, reported once, without the password.
+  o.endpoint.password = "wrong-secret-words";
+  Events bad;
+  o.on_event = bad.hook();
+  auto wrong = std::make_shared<RedisStore>(o);
+  Pacer q(PacerConfig{}, wrong);
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(q.acquire("k").ok());  // the in-process store answers
+  EXPECT_FALSE(wrong->up());
+  EXPECT_EQ(bad.count(RedisEvent::kDown), 1) << bad.all();
+  EXPECT_EQ(bad.all().find("secret"), std::string::npos) << bad.all();
+  EXPECT_NE(bad.all().find("authentication failed"), std::string::npos) << bad.all();
+}
+
+TEST(RedisStore, AuthAsAnAclUserFromAUrl) {
+  RedisServer server({true, false, {"--user", "alice", "on", ">wonder%land", "~*", "&*", "+@all", "--user", "default",
+                                    "off"}});
+  if (!server.start()) GTEST_SKIP() << "redis-server is not available";
+  const auto url = parse_redis_url("redis://alice:wonder%25land@127.0.0.1:" + std::to_string(server.port()) + "/acl:");
+  ASSERT_TRUE(url);
+  RedisStoreOptions o;
+  o.endpoint = *url;
+  auto store = std::make_shared<RedisStore>(o);
+  Pacer p(PacerConfig{}, store);
+  p.record("k", system_retry_after(seconds{30}));
+  EXPECT_TRUE(store->up());
+  EXPECT_EQ(store->stats().fallbacks, 0u);
+  EXPECT_EQ(server.command({"EXISTS", "acl:k"}, {"AUTH", "alice", "wonder%land"}).integer, 1);
+}
+
+// ---- outages -------------------------------------------------------------------------------
+
+TEST(RedisStore, DownFallsBackWarnsOnceAndReconnectsWithBackoff) {
+  RedisServer server({false, true, {}});
+  if (!server.start()) GTEST_SKIP() << "redis-server is not available";
+  StepClock clock;
+  RedisStoreOptions o = options_for(server);
+  o.reconnect_min = milliseconds{100};
+  o.reconnect_max = milliseconds{400};
+  Events events;
+  o.on_event = events.hook();
+  auto store = std::make_shared<RedisStore>(o);
+  Pacer p(PacerConfig{}, store, clock.monotonic(), clock.wall());
+  const auto k = p.key("api");
+  p.record(k, with_policy(response(clock), 10, seconds{1}));
+  ASSERT_TRUE(p.acquire(k, clock.mono_now()).ok());
+  ASSERT_TRUE(store->up());
+
+  server.kill_now();
+  // The in-process store goes on, and it learnt the policy while Redis was up.
+  int permits = 0;
+  for (int i = 0; i < 20; ++i) {
+    clock.advance(milliseconds{10});
+    if (p.acquire(k, clock.mono_now()).ok()) ++permits;
+  }
+  EXPECT_FALSE(store->up());
+  EXPECT_GE(permits, 1);
+  EXPECT_LE(permits, 2);  // 10 per second, over 0.2 s
+  EXPECT_EQ(events.count(RedisEvent::kDown), 1) << events.all();
+  EXPECT_GT(store->stats().fallbacks, 0u);
+  // Backoff: 100 ms after the first failure one attempt failed (failures = 2),
+  // then the wait doubles to 200 ms, then to the 400 ms cap: over the next
+  // 400 ms exactly one more attempt.
+  EXPECT_EQ(store->stats().failures, 2u);
+  for (int i = 0; i < 40; ++i) {
+    clock.advance(milliseconds{10});
+    p.acquire(k, clock.mono_now());
+  }
+  EXPECT_EQ(store->stats().failures, 3u) << "retried before the backoff passed";
+
+  ASSERT_TRUE(server.start());
+  clock.advance(milliseconds{400});
+  EXPECT_TRUE(p.acquire(k, clock.mono_now() + seconds{1}).ok());
+  EXPECT_TRUE(store->up());
+  EXPECT_EQ(events.count(RedisEvent::kRecovered), 1) << events.all();
+  EXPECT_EQ(events.count(RedisEvent::kDown), 1) << events.all();
+  EXPECT_EQ(store->stats().reconnects, 1u);
+  const auto before = store->stats().round_trips;
+  p.record(k, retry_after(clock, seconds{5}));
+  EXPECT_GT(store->stats().round_trips, before);
+  EXPECT_EQ(server.command({"EXISTS", o.endpoint.prefix + "api"}).integer, 1);
+}
+
+TEST(RedisStore, FailClosedWaitsThenReportsUnavailable) {
+  RedisServer server({false, true, {}});
+  if (!server.start()) GTEST_SKIP() << "redis-server is not available";
+  StepClock clock;
+  RedisStoreOptions o = options_for(server);
+  o.on_down = RedisDownPolicy::kFailClosed;
+  o.reconnect_min = milliseconds{100};
+  o.reconnect_max = milliseconds{100};
+  Events events;
+  o.on_event = events.hook();
+  auto store = std::make_shared<RedisStore>(o);
+  Pacer p(PacerConfig{}, store, clock.monotonic(), clock.wall());
+  const auto k = p.key("api");
+  ASSERT_TRUE(p.acquire(k, clock.mono_now()).ok());
+  server.kill_now();
+
+  // Sixteen workers with a one-second deadline: each waits, then gives up; nothing piles up.
+  constexpr int kWorkers = 16;
+  std::atomic<int> alive{kWorkers};
+  std::vector<std::future<AcquireResult>> f;
+  const MonoTime deadline = clock.mono_now() + seconds{1};
+  for (int i = 0; i < kWorkers; ++i) {
+    f.push_back(std::async(std::launch::async, [&] {
+      AcquireResult r = p.acquire(k, deadline);
+      --alive;
+      return r;
+    }));
+  }
+  clock.drive(alive, milliseconds{20});
+  for (auto& x : f) {
+    const AcquireResult r = x.get();
+    EXPECT_EQ(r.status, AcquireStatus::kUnavailable);
+    ASSERT_TRUE(r.not_before_wall.has_value());
+  }
+  EXPECT_EQ(events.count(RedisEvent::kDown), 1) << events.all();
+  EXPECT_EQ(store->stats().fallbacks, 0u);
+
+  // A worker that may wait gets through once Redis is back.
+  auto waiting = std::async(std::launch::async, [&] { return p.acquire(k, clock.mono_now() + seconds{60}); });
+  clock.wait_for_sleepers(1);
+  ASSERT_TRUE(server.start());
+  std::atomic<int> one{1};
+  auto driver = std::async(std::launch::async, [&] { clock.drive(one, milliseconds{50}); });
+  const AcquireResult r = waiting.get();
+  one = 0;
+  driver.get();
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(events.count(RedisEvent::kRecovered), 1) << events.all();
+}
+
+TEST(RedisStore, AHungServerTimesOutInsteadOfBlocking) {
+  RedisServer server({false, true, {}});
+  if (!server.start()) GTEST_SKIP() << "redis-server is not available";
+  RedisStoreOptions o = options_for(server, RedisTimeBase::kServer);
+  o.command_timeout = milliseconds{100};
+  Events events;
+  o.on_event = events.hook();
+  auto store = std::make_shared<RedisStore>(o);
+  Pacer p(PacerConfig{}, store);
+  ASSERT_TRUE(p.acquire("k").ok());
+  server.pause();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(p.acquire("k").ok());  // answered by the in-process store after the timeout
+  EXPECT_LT(std::chrono::steady_clock::now() - start, seconds{5});
+  EXPECT_FALSE(store->up());
+  EXPECT_EQ(events.count(RedisEvent::kDown), 1) << events.all();
+  server.resume();
+}
+
+TEST(RedisStore, AKeyOfTheWrongTypeIsReportedNotFatal) {
+  REQUIRE_REDIS();
+  RedisStoreOptions o = options_for(*shared_server, RedisTimeBase::kServer);
+  Events events;
+  o.on_event = events.hook();
+  auto store = std::make_shared<RedisStore>(o);
+  ASSERT_EQ(shared_server->command({"HSET", o.endpoint.prefix + "clobbered", "a", "b"}).type, ':');
+  Pacer p(PacerConfig{}, store);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(p.acquire("clobbered").ok());
+  EXPECT_EQ(events.count(RedisEvent::kScriptError), 1) << events.all();
+  EXPECT_TRUE(store->up());
+  EXPECT_TRUE(p.acquire("fine").ok());
+}
+
+// ---- the multi-process proof ---------------------------------------------------------------
+
+// Starts `n` processes that each pace one key ("fleet", 10 requests per second,
+// learnt from a response) for `run_for`, and returns every send time.
+std::vector<std::int64_t> run_fleet(int n, const RedisServer* redis, const std::string& prefix, Duration run_for) {
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  const MonoTime start = system_monotonic_clock().now() + milliseconds{300};
+  std::vector<pid_t> children;
+  for (int i = 0; i < n; ++i) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      std::shared_ptr<QuotaStore> store;
+      if (redis != nullptr) {
+        RedisStoreOptions o;
+        o.endpoint.unix_socket = redis->socket_path();
+        o.endpoint.prefix = prefix;
+        o.time_base = RedisTimeBase::kServer;
+        store = std::make_shared<RedisStore>(o);
+      }
+      PacerConfig c;
+      c.rules.safety_margin = 0.2;  // room for a process that wakes late on a busy machine
+      Pacer p(c, store);
+      const auto k = p.key("fleet");
+      Signals s;
+      s.received_mono = system_monotonic_clock().now();
+      QuotaObservation q;
+      q.limit = 10;
+      q.window = seconds{1};
+      s.quota.push_back(q);
+      p.record(k, s);
+      system_monotonic_clock().sleep_until(start, {});
+      const MonoTime end = start + run_for;
+      for (;;) {
+        if (!p.acquire(k, end).ok()) break;
+        const std::int64_t t = system_monotonic_clock().now().time_since_epoch().count();
+        if (write(fds[1], &t, sizeof t) != sizeof t) break;
+      }
+      close(fds[1]);
+      _exit(0);
+    }
+    children.push_back(pid);
+  }
+  close(fds[1]);
+  std::vector<std::int64_t> sends;
+  std::int64_t t = 0;
+  while (read(fds[0], &t, sizeof t) == static_cast<ssize_t>(sizeof t)) sends.push_back(t);
+  close(fds[0]);
+  for (const pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+  }
+  std::sort(sends.begin(), sends.end());
+  return sends;
+}
+
+// The most sends in any interval [t, t + 1 s).
+std::size_t max_per_second(const std::vector<std::int64_t>& sends) {
+  std::size_t best = 0, lo = 0;
+  for (std::size_t hi = 0; hi < sends.size(); ++hi) {
+    while (sends[hi] - sends[lo] >= 1'000'000'000) ++lo;
+    best = std::max(best, hi - lo + 1);
+  }
+  return best;
+}
+
+TEST(RedisStore, FourProcessesThroughOneRedisStayWithinTheQuotaWhereSeparateStoresOvershoot) {
+  REQUIRE_REDIS();
+  const auto shared = run_fleet(4, shared_server, unique_prefix(), milliseconds{1800});
+  const auto separate = run_fleet(4, nullptr, {}, milliseconds{1800});
+  const std::size_t shared_max = max_per_second(shared);
+  const std::size_t separate_max = max_per_second(separate);
+  RecordProperty("shared_sends", static_cast<int>(shared.size()));
+  RecordProperty("shared_max_per_second", static_cast<int>(shared_max));
+  RecordProperty("separate_max_per_second", static_cast<int>(separate_max));
+  std::printf("quota 10/s: 4 processes through one redis: %zu sends, at most %zu in any second; "
+              "with separate memory stores: %zu sends, at most %zu in any second\n",
+              shared.size(), shared_max, separate.size(), separate_max);
+  EXPECT_GE(shared.size(), 10u);
+  EXPECT_LE(shared_max, 10u);
+  EXPECT_GT(separate_max, 20u);
+}
+
+}  // namespace
+}  // namespace abide::test
