@@ -2,14 +2,13 @@
 #include "abide/headers.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace abide {
 namespace {
-
-constexpr char lower(char c) noexcept {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + ('a' - 'A')) : c;
-}
 
 constexpr bool is_ows(char c) noexcept { return c == ' ' || c == '\t'; }
 
@@ -100,16 +99,115 @@ bool parse_status_line(std::string_view line, int& status, std::string& reason) 
 
 }  // namespace
 
-bool iequals(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (lower(a[i]) != lower(b[i])) return false;
+namespace {
+
+// name[i, i + word.size()) equals the lower-case word ignoring case (word:
+// letters and '-'; for those, c | 0x20 folds case and matches nothing else a
+// field name may hold).
+bool folded_at(std::string_view name, std::size_t i, std::string_view word) noexcept {
+  if (i + word.size() > name.size()) return false;
+  for (std::size_t k = 0; k < word.size(); ++k) {
+    if ((name[i + k] | 0x20) != word[k]) return false;
   }
   return true;
 }
 
+// Is there "ratelimit" or "rate-limit" in the name? Looks for 'l' eight bytes
+// at a time and checks the words around each one.
+bool has_ratelimit(std::string_view name) noexcept {
+  auto around = [&](std::size_t i) {
+    return folded_at(name, i, "limit") &&
+           ((i >= 4 && folded_at(name, i - 4, "rate")) || (i >= 5 && folded_at(name, i - 5, "rate-")));
+  };
+  const std::size_t n = name.size();
+  if constexpr (std::endian::native != std::endian::little) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if ((name[i] | 0x20) == 'l' && around(i)) return true;
+    }
+    return false;
+  }
+  if (n < 9) return false;
+  constexpr std::uint64_t kOnes = 0x0101010101010101u;
+  constexpr std::uint64_t kHigh = 0x8080808080808080u;
+  constexpr std::uint64_t kFold = 0x2020202020202020u;
+  constexpr std::uint64_t kL = 0x6C6C6C6C6C6C6C6Cu;  // 'l'
+  for (std::size_t base = 0;; base += 8) {
+    if (base + 8 > n) base = n - 8;  // the last word overlaps the one before
+    std::uint64_t v;
+    std::memcpy(&v, name.data() + base, 8);
+    const std::uint64_t x = (v | kFold) ^ kL;
+    std::uint64_t hit = (x - kOnes) & ~x & kHigh;  // may over-report after a real hit: each is checked
+    while (hit != 0) {
+      const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(hit)) / 8;
+      hit &= hit - 1;
+      if (around(i)) return true;
+    }
+    if (base + 8 == n) return false;
+  }
+}
+
+}  // namespace
+
+FieldKind classify_field(std::string_view name) noexcept {
+  switch (name.size()) {
+    case 4:
+      return iequals(name, "date") ? FieldKind::kDate : FieldKind::kOther;
+    case 9:
+      if (iequals(name, "ratelimit")) return FieldKind::kRateLimit;
+      break;
+    case 11:
+      if (iequals(name, "retry-after")) return FieldKind::kRetryAfter;
+      break;
+    case 14:
+      if (iequals(name, "retry-after-ms")) return FieldKind::kVendorQuota;
+      break;
+    case 15:
+      if (iequals(name, "ratelimit-limit")) return FieldKind::kRateLimitLimit;
+      if (iequals(name, "ratelimit-reset")) return FieldKind::kRateLimitReset;
+      break;
+    case 16:
+      if (iequals(name, "ratelimit-policy")) return FieldKind::kRateLimitPolicy;
+      break;
+    case 17:
+      if (iequals(name, "sforce-limit-info")) return FieldKind::kVendorQuota;
+      break;
+    case 19:
+      if (iequals(name, "ratelimit-remaining")) return FieldKind::kRateLimitRemaining;
+      if (iequals(name, "x-ms-retry-after-ms")) return FieldKind::kVendorQuota;
+      break;
+    case 29:
+      if (iequals(name, "x-shopify-shop-api-call-limit")) return FieldKind::kVendorQuota;
+      break;
+    default:
+      break;
+  }
+  return has_ratelimit(name) ? FieldKind::kVendorQuota : FieldKind::kOther;
+}
+
+void HeaderList::tag(std::string_view name) {
+  const FieldKind k = classify_field(name);
+  kinds_.push_back(k);
+  kind_mask_ |= 1u << static_cast<unsigned>(k);
+}
+
+HeaderList::HeaderList(std::initializer_list<Header> init) : lines_(init) {
+  kinds_.reserve(lines_.size());
+  for (const auto& h : lines_) tag(h.name);
+}
+
+HeaderList::HeaderList(std::vector<Header> lines) : lines_(std::move(lines)) {
+  kinds_.reserve(lines_.size());
+  for (const auto& h : lines_) tag(h.name);
+}
+
+void HeaderList::reserve(std::size_t n) {
+  lines_.reserve(n);
+  kinds_.reserve(n);
+}
+
 void HeaderList::add(std::string_view name, std::string_view value) {
   lines_.push_back(Header{std::string(name), clean_value(trim_ows(value))});
+  tag(name);
 }
 
 std::optional<std::string_view> HeaderList::first(std::string_view name) const noexcept {

@@ -3,6 +3,9 @@
 #include "abide/profiles.h"
 
 #include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -12,6 +15,7 @@
 
 #include "abide/http_date.h"
 #include "json_reader.h"
+#include "profiles_internal.h"
 
 namespace abide::detail {
 // Generated from profiles/*.json by cmake/EmbedProfiles.cmake: (file name, text).
@@ -29,7 +33,7 @@ constexpr char lower(char c) noexcept {
 constexpr bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
 constexpr bool is_ows(char c) noexcept { return c == ' ' || c == '\t'; }
 
-std::string_view trim(std::string_view v) noexcept {
+ABIDE_ALWAYS_INLINE inline std::string_view trim(std::string_view v) noexcept {
   while (!v.empty() && is_ows(v.front())) v.remove_prefix(1);
   while (!v.empty() && is_ows(v.back())) v.remove_suffix(1);
   return v;
@@ -37,14 +41,6 @@ std::string_view trim(std::string_view v) noexcept {
 
 bool istarts_with(std::string_view s, std::string_view prefix) noexcept {
   return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
-}
-
-bool icontains(std::string_view s, std::string_view needle) noexcept {
-  if (needle.size() > s.size()) return false;
-  for (std::size_t i = 0; i + needle.size() <= s.size(); ++i) {
-    if (iequals(s.substr(i, needle.size()), needle)) return true;
-  }
-  return false;
 }
 
 std::string to_lower(std::string_view s) {
@@ -74,7 +70,7 @@ Duration wall_diff(WallTime a, WallTime b) noexcept {
 }
 
 // Digits only, into a non-negative int64; nullopt when empty, not digits, or too large.
-std::optional<std::int64_t> parse_digits(std::string_view s) noexcept {
+ABIDE_ALWAYS_INLINE inline std::optional<std::int64_t> parse_digits(std::string_view s) noexcept {
   if (s.empty() || s.size() > 18) return std::nullopt;
   std::int64_t v = 0;
   for (char c : s) {
@@ -169,14 +165,11 @@ std::optional<CountFormat> count_format_from_string(std::string_view s) noexcept
 
 // ---- value parsers ----------------------------------------------------------------
 
-std::optional<Duration> parse_decimal_duration(std::string_view text, Duration unit) noexcept {
-  if (text.empty() || unit <= Duration::zero()) return std::nullopt;
-  const std::size_t dot = text.find('.');
-  const std::string_view whole = text.substr(0, dot);
-  const std::string_view frac = dot == std::string_view::npos ? std::string_view{} : text.substr(dot + 1);
-  if (whole.empty() && frac.empty()) return std::nullopt;
-  if (dot != std::string_view::npos && frac.empty()) return std::nullopt;  // "2."
-  if (whole.empty()) return std::nullopt;                                  // ".5"
+namespace {
+
+// whole.frac units (either part may be empty, meaning 0), exact to the
+// nanosecond; further digits round up. Digits only; saturates at kMaxDuration.
+std::optional<Duration> decimal_parts(std::string_view whole, std::string_view frac, Duration unit) noexcept {
   const auto unit_ns = static_cast<std::uint64_t>(unit.count());
   const auto max = static_cast<u128>(Duration::max().count());
   u128 total = 0;
@@ -216,6 +209,18 @@ std::optional<Duration> parse_decimal_duration(std::string_view text, Duration u
     if (total > max) return kMaxDuration;
   }
   return Duration{static_cast<std::int64_t>(total)};
+}
+
+}  // namespace
+
+std::optional<Duration> parse_decimal_duration(std::string_view text, Duration unit) noexcept {
+  if (text.empty() || unit <= Duration::zero()) return std::nullopt;
+  const std::size_t dot = text.find('.');
+  const std::string_view whole = text.substr(0, dot);
+  const std::string_view frac = dot == std::string_view::npos ? std::string_view{} : text.substr(dot + 1);
+  if (whole.empty()) return std::nullopt;                                  // ".5"
+  if (dot != std::string_view::npos && frac.empty()) return std::nullopt;  // "2."
+  return decimal_parts(whole, frac, unit);
 }
 
 std::optional<Duration> parse_go_duration(std::string_view text) noexcept {
@@ -258,21 +263,11 @@ std::optional<Duration> parse_go_duration(std::string_view text) noexcept {
       return std::nullopt;
     }
     i += unit_len;
-    // "5." -> "5", ".5" -> "0.5" without allocating.
-    char buf[64];
-    if (number.size() + 2 > sizeof buf) {
-      // Absurdly long numbers: only a saturating reading makes sense.
-      if (std::all_of(number.begin(), number.end(), [](char c) { return is_digit(c) || c == '.'; })) {
-        total = kMaxDuration;
-        continue;
-      }
-      return std::nullopt;
-    }
-    std::size_t n = 0;
-    if (number.front() == '.') buf[n++] = '0';
-    for (char c : number) buf[n++] = c;
-    if (buf[n - 1] == '.') --n;
-    const auto part = parse_decimal_duration(std::string_view(buf, n), unit);
+    // Go accepts "5." and ".5" (an empty side is zero).
+    const std::size_t dot = number.find('.');
+    const std::string_view whole = number.substr(0, dot);
+    const std::string_view frac = dot == std::string_view::npos ? std::string_view{} : number.substr(dot + 1);
+    const auto part = decimal_parts(whole, frac, unit);
     if (!part) return std::nullopt;
     total = saturating_add(total, *part);
   }
@@ -416,16 +411,17 @@ std::string_view bare_host(std::string_view host) noexcept {
   return host;
 }
 
-// 0: no match; otherwise a score (exact beats any suffix, longer suffix beats shorter).
+// 0: no match; otherwise a score (exact beats any suffix, longer suffix beats
+// shorter). `host` is already bare (see bare_host).
 std::size_t host_score(const Profile& p, std::string_view host) noexcept {
-  host = bare_host(host);
   if (host.empty()) return 0;
   std::size_t best = 0;
   for (const auto& entry : p.hosts) {
     if (entry.front() == '.') {
-      const std::string_view domain = std::string_view(entry).substr(1);
-      if (iequals(host, domain) ||
-          (host.size() > entry.size() && iequals(host.substr(host.size() - entry.size()), entry))) {
+      // ".github.com": github.com itself, or anything ending in .github.com.
+      if (host.size() + 1 == entry.size()) {
+        if (iequals(host, std::string_view(entry).substr(1))) best = std::max(best, entry.size());
+      } else if (host.size() > entry.size() && iequals(host.substr(host.size() - entry.size()), entry)) {
         best = std::max(best, entry.size());
       }
     } else if (iequals(host, entry)) {
@@ -437,7 +433,7 @@ std::size_t host_score(const Profile& p, std::string_view host) noexcept {
 
 }  // namespace
 
-bool Profile::matches_host(std::string_view host) const noexcept { return host_score(*this, host) > 0; }
+bool Profile::matches_host(std::string_view host) const noexcept { return host_score(*this, bare_host(host)) > 0; }
 
 std::string ProfileError::what() const {
   std::string s = file.empty() ? "<profile>" : file;
@@ -770,9 +766,60 @@ const ProfileRegistry& ProfileRegistry::builtin() {
 
 ProfileRegistry ProfileRegistry::with_builtins() { return builtin(); }
 
+namespace {
+std::atomic<std::uint64_t> g_generation{0};
+}  // namespace
+
+std::uint64_t ProfileRegistry::next_generation() noexcept { return g_generation.fetch_add(1) + 1; }
+
+ProfileRegistry::ProfileRegistry() noexcept : generation_(next_generation()) {}
+ProfileRegistry::ProfileRegistry(const ProfileRegistry& other)
+    : profiles_(other.profiles_), generation_(next_generation()) {}
+ProfileRegistry::ProfileRegistry(ProfileRegistry&& other) noexcept
+    : profiles_(std::move(other.profiles_)), generation_(next_generation()) {
+  other.generation_ = next_generation();
+}
+ProfileRegistry& ProfileRegistry::operator=(const ProfileRegistry& other) {
+  if (this != &other) {
+    profiles_ = other.profiles_;
+    generation_ = next_generation();
+  }
+  return *this;
+}
+ProfileRegistry& ProfileRegistry::operator=(ProfileRegistry&& other) noexcept {
+  if (this != &other) {
+    profiles_ = std::move(other.profiles_);
+    generation_ = next_generation();
+    other.generation_ = next_generation();
+  }
+  return *this;
+}
+
+const Profile* detail::cached_for_host(const ProfileRegistry& registry, std::string_view host) {
+  struct Entry {
+    const ProfileRegistry* registry = nullptr;
+    std::uint64_t generation = 0;
+    std::string host;
+    const Profile* profile = nullptr;
+  };
+  thread_local Entry last;
+  if (last.registry == &registry && last.generation == registry.generation() && last.host == host) {
+    return last.profile;
+  }
+  const Profile* p = registry.for_host(host);
+  if (host.size() <= 253 + 8) {  // a host name, not something to keep around
+    last.registry = &registry;
+    last.generation = registry.generation();
+    last.host.assign(host);
+    last.profile = p;
+  }
+  return p;
+}
+
 Result<std::string, ProfileError> ProfileRegistry::load_text(std::string_view text, std::string_view file) {
   auto parsed = parse_profile(text, file);
   if (!parsed) return fail(std::move(parsed.error()));
+  generation_ = next_generation();
   auto profile = std::make_shared<const Profile>(std::move(*parsed));
   std::string name = profile->name;
   for (auto& existing : profiles_) {
@@ -808,6 +855,7 @@ const Profile* ProfileRegistry::find(std::string_view name) const noexcept {
 }
 
 const Profile* ProfileRegistry::for_host(std::string_view host) const noexcept {
+  host = bare_host(host);
   const Profile* best = nullptr;
   std::size_t best_score = 0;
   for (const auto& p : profiles_) {
@@ -839,10 +887,10 @@ struct Found {
   bool repeated_differently = false;
 };
 
-Found lookup(const HeaderList& headers, const FieldSpec& spec) {
+Found lookup(const detail::LineIndex& headers, const FieldSpec& spec, detail::LineMask& read) {
   Found f;
-  for (const auto& h : headers.lines()) {
-    if (!iequals(h.name, spec.header)) continue;
+  headers.for_each(spec.header, [&](std::size_t i, const Header& h) {
+    read.set(i);
     if (!f.present) {
       f.present = true;
       f.value = h.value;
@@ -850,7 +898,8 @@ Found lookup(const HeaderList& headers, const FieldSpec& spec) {
     } else if (h.value != f.value) {
       f.repeated_differently = true;
     }
-  }
+    return true;
+  });
   if (f.present && !spec.key.empty()) {
     auto member = find_member(f.value, spec.key);
     if (!member) {
@@ -873,9 +922,9 @@ std::string shown(std::string_view v) {
 
 class VendorReader {
  public:
-  VendorReader(const Profile& p, const HeaderList& h, WallTime received, std::optional<WallTime> date,
-               VendorReading& out)
-      : p_(p), h_(h), received_(received), date_(date), out_(out) {}
+  VendorReader(const Profile& p, const detail::LineIndex& index, WallTime received, std::optional<WallTime> date,
+               VendorReading& out, detail::LineMask& read)
+      : p_(p), index_(index), h_(index.headers()), received_(received), date_(date), out_(out), read_(read) {}
 
   void warn_bad(const Found& f, std::string_view what) {
     out_.warnings.push_back(p_.name + ": " + std::string(f.name) + " " + shown(f.value) + " ignored: " +
@@ -883,7 +932,7 @@ class VendorReader {
   }
 
   Found get(const FieldSpec& spec) {
-    Found f = lookup(h_, spec);
+    Found f = lookup(index_, spec, read_);
     if (f.repeated_differently) {
       out_.warnings.push_back(p_.name + ": " + std::string(f.name) +
                               " has several different values; the first is used");
@@ -929,15 +978,20 @@ class VendorReader {
       policy_list(spec);
       return;
     }
-    QuotaObservation q;
-    q.source = p_.name;
-    q.unit = spec.unit;
-    q.policy = spec.policy;
+    // Built in place (no moves); taken back out when the response has none of it.
+    QuotaObservation& q = out_.quota.emplace_back();
+    q.source.assign(p_.name);
+    if (spec.unit != q.unit) q.unit.assign(spec.unit);
     bool any = false;
+    bool named = false;
     if (spec.policy_from) {
       const Found f = get(*spec.policy_from);
-      if (f.present && !f.value.empty()) q.policy = std::string(f.value);
+      if (f.present && !f.value.empty()) {
+        q.policy.assign(f.value);
+        named = true;
+      }
     }
+    if (!named) q.policy.assign(spec.policy);
     q.limit = count(spec.limit, false);
     q.remaining = count(spec.remaining, false);
     const auto used = count(spec.used, true);
@@ -976,7 +1030,7 @@ class VendorReader {
       if (f.present && !f.value.empty()) q.partition_key = std::string(f.value);
     }
     any = any || q.limit || q.remaining || q.reset;
-    if (any) out_.quota.push_back(std::move(q));
+    if (!any) out_.quota.pop_back();
   }
 
   // Azure resource providers: "Microsoft.Compute/GetVMScaleSet3Min;197,Microsoft.Compute/GetVMScaleSet30Min;1297".
@@ -1010,8 +1064,11 @@ class VendorReader {
   void prefixed(const QuotaSpec& spec) {
     std::size_t emitted = 0;
     constexpr std::size_t kMaxCounters = 64;
-    for (const auto& h : h_.lines()) {
+    const auto& lines = h_.lines();
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      const auto& h = lines[i];
       if (!istarts_with(h.name, spec.header_prefix) || h.name.size() == spec.header_prefix.size()) continue;
+      read_.set(i);
       // A header another quota of the profile reads explicitly is not a counter.
       if (std::binary_search(p_.known_headers.begin(), p_.known_headers.end(), to_lower(h.name))) continue;
       if (emitted >= kMaxCounters) break;
@@ -1053,17 +1110,25 @@ class VendorReader {
 
  private:
   const Profile& p_;
+  const detail::LineIndex& index_;
   const HeaderList& h_;
   WallTime received_;
   std::optional<WallTime> date_;
   VendorReading& out_;
+  detail::LineMask& read_;
 };
 
 }  // namespace
 
 void read_vendor(const Profile& profile, const HeaderList& headers, WallTime received,
                  std::optional<WallTime> server_date, VendorReading& out) {
-  VendorReader reader(profile, headers, received, server_date, out);
+  detail::LineMask read;
+  detail::read_vendor(profile, detail::LineIndex(headers), received, server_date, out, read);
+}
+
+void detail::read_vendor(const Profile& profile, const LineIndex& headers, WallTime received,
+                         std::optional<WallTime> server_date, VendorReading& out, LineMask& read) {
+  VendorReader reader(profile, headers, received, server_date, out, read);
   for (const auto& q : profile.quotas) reader.quota(q);
   reader.retry_delays();
 }
@@ -1071,6 +1136,9 @@ void read_vendor(const Profile& profile, const HeaderList& headers, WallTime rec
 // ---- heuristic -------------------------------------------------------------------------
 
 namespace {
+
+constexpr std::string_view kHeuristicFamilies[] = {"x-ratelimit-", "x-rate-limit-"};
+constexpr std::string_view kHeuristicDelays[] = {"retry-after-ms", "x-ms-retry-after-ms"};
 
 // Guesses what a reset value means; nullopt when nothing fits.
 std::optional<TimeValue> guess_time(std::string_view v, WallTime received, std::optional<WallTime> date) {
@@ -1094,7 +1162,7 @@ std::optional<TimeValue> guess_time(std::string_view v, WallTime received, std::
 
 void read_heuristic(const HeaderList& headers, WallTime received, std::optional<WallTime> server_date,
                     VendorReading& out) {
-  for (std::string_view family : {"x-ratelimit-", "x-rate-limit-"}) {
+  for (std::string_view family : kHeuristicFamilies) {
     QuotaObservation q;
     q.source = "heuristic";
     q.confidence = Confidence::kLow;
@@ -1123,7 +1191,7 @@ void read_heuristic(const HeaderList& headers, WallTime received, std::optional<
     if (used && !q.remaining && q.limit) q.remaining = std::max<std::int64_t>(0, *q.limit - *used);
     if (q.limit || q.remaining || q.reset) out.quota.push_back(std::move(q));
   }
-  for (std::string_view name : {"retry-after-ms", "x-ms-retry-after-ms"}) {
+  for (std::string_view name : kHeuristicDelays) {
     const auto v = headers.first(name);
     if (!v) continue;
     const auto t = parse_time_value(*v, TimeFormat::kMilliseconds, received, server_date);
@@ -1138,16 +1206,7 @@ void read_heuristic(const HeaderList& headers, WallTime received, std::optional<
 }
 
 bool looks_like_vendor_quota_header(std::string_view name) noexcept {
-  for (std::string_view ietf : {"ratelimit", "ratelimit-policy", "ratelimit-limit", "ratelimit-remaining",
-                                "ratelimit-reset"}) {
-    if (iequals(name, ietf)) return false;
-  }
-  if (icontains(name, "ratelimit") || icontains(name, "rate-limit")) return true;
-  for (std::string_view known : {"retry-after-ms", "x-ms-retry-after-ms", "x-shopify-shop-api-call-limit",
-                                 "sforce-limit-info"}) {
-    if (iequals(name, known)) return true;
-  }
-  return false;
+  return classify_field(name) == FieldKind::kVendorQuota;
 }
 
 }  // namespace abide

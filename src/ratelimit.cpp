@@ -1,17 +1,25 @@
 // The IETF RateLimit fields, every draft generation (abide/ratelimit.h).
 //
-// Each field is validated in a first pass over the value (the streaming SF
-// parser allocates nothing) and read in a second one only when it is valid
-// as a whole: a malformed field is ignored entirely (RFC 9651 4.2, and the
-// drafts' "malformed fields MUST be ignored"), never half-read.
+// Each field is read in one pass of the streaming SF parser into views of the
+// value (kept on the stack for up to 8 members), and turned into
+// observations only when it is valid as a whole: a malformed field is ignored
+// entirely (RFC 9651 4.2, and the drafts' "malformed fields MUST be
+// ignored"), never half-read.
 #include "abide/ratelimit.h"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
+#include <new>
+#include <type_traits>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "abide/http_date.h"
 #include "abide/structured_fields.h"
+#include "line_index.h"
+#include "ratelimit_internal.h"
 
 namespace abide {
 namespace {
@@ -30,38 +38,101 @@ constexpr std::int64_t kLooksLikeEpoch = 1'000'000'000;
 // single-line case returns a view without copying.
 class FieldValue {
  public:
-  FieldValue(const HeaderList& headers, std::string_view prefix, std::string_view base) {
-    std::string_view name = base;
-    if (!prefix.empty()) {
-      name_.reserve(prefix.size() + base.size());
-      name_.append(prefix).append(base);
-      name = name_;
-    }
-    for (const auto& h : headers.lines()) {
-      if (!iequals(h.name, name)) continue;
-      display_ = h.name;
-      ++lines_;
-      if (lines_ == 1) {
-        value_ = h.value;
-      } else {
-        if (lines_ == 2) joined_.assign(value_);
-        joined_.append(", ").append(h.value);
-        value_ = joined_;
-      }
-    }
-  }
   bool present() const noexcept { return lines_ > 0; }
   std::string_view value() const noexcept { return value_; }
   std::size_t lines() const noexcept { return lines_; }
   // The field's name as the server spelled it, for messages.
   std::string_view name() const noexcept { return display_; }
 
+  void take(const Header& h) {
+    display_ = h.name;
+    ++lines_;
+    if (lines_ == 1) {
+      value_ = h.value;
+    } else {
+      if (!joined_) joined_.emplace(value_);
+      joined_->append(", ").append(h.value);
+      value_ = *joined_;
+    }
+  }
+
  private:
-  std::string name_;
-  std::string joined_;
+  std::optional<std::string> joined_;
   std::string_view value_;
   std::string_view display_;
   std::size_t lines_ = 0;
+};
+
+// The five fields, in FieldKind order from kRateLimit.
+enum Slot { kSlotRateLimit, kSlotPolicy, kSlotLimit, kSlotRemaining, kSlotReset, kSlots };
+constexpr std::string_view kSlotNames[kSlots] = {kRateLimit, kPolicy, kLimit, kRemaining, kReset};
+static_assert(static_cast<int>(FieldKind::kRateLimitPolicy) - static_cast<int>(FieldKind::kRateLimit) == kSlotPolicy &&
+              static_cast<int>(FieldKind::kRateLimitLimit) - static_cast<int>(FieldKind::kRateLimit) == kSlotLimit &&
+              static_cast<int>(FieldKind::kRateLimitRemaining) - static_cast<int>(FieldKind::kRateLimit) == kSlotRemaining &&
+              static_cast<int>(FieldKind::kRateLimitReset) - static_cast<int>(FieldKind::kRateLimit) == kSlotReset);
+
+// Collects the fields: unprefixed ones by the kind HeaderList gave each line
+// (one pass, no name comparisons), prefixed ones ("x-ratelimit-limit")
+// through the index.
+void collect(const HeaderList& headers, const detail::LineIndex* index, std::string_view prefix,
+             FieldValue (&fields)[kSlots]) {
+  if (prefix.empty()) {
+    const auto& kinds = headers.kinds();
+    const auto& lines = headers.lines();
+    for (std::size_t i = 0; i < kinds.size(); ++i) {
+      const auto k = static_cast<int>(kinds[i]) - static_cast<int>(FieldKind::kRateLimit);
+      if (k >= 0 && k < kSlots) fields[k].take(lines[i]);
+    }
+    return;
+  }
+  std::string name;
+  for (int k = 0; k < kSlots; ++k) {
+    name.assign(prefix).append(kSlotNames[k]);
+    index->for_each(name, [&](std::size_t, const Header& h) {
+      fields[k].take(h);
+      return true;
+    });
+  }
+}
+
+// A parameter or dictionary key compared with a short literal, without a call.
+constexpr bool key_is(std::string_view key, std::string_view literal) noexcept {
+  if (key.size() != literal.size()) return false;
+  for (std::size_t i = 0; i < key.size(); ++i) {
+    if (key[i] != literal[i]) return false;
+  }
+  return true;
+}
+
+// A few elements on the stack (left uninitialized until pushed), more on the
+// heap. For small trivially copyable records of views and numbers.
+template <class T, std::size_t N>
+class SmallVec {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+
+ public:
+  SmallVec() noexcept {}  // NOLINT: the buffer is deliberately left uninitialized
+  SmallVec(const SmallVec&) = delete;
+  SmallVec& operator=(const SmallVec&) = delete;
+
+  void push_back(const T& v) {
+    if (n_ < N) {
+      std::memcpy(static_cast<void*>(buf_ + n_ * sizeof(T)), &v, sizeof(T));
+    } else {
+      if (spill_.empty()) spill_.assign(data(), data() + N);
+      spill_.push_back(v);
+    }
+    ++n_;
+  }
+  std::size_t size() const noexcept { return n_; }
+  const T& operator[](std::size_t i) const noexcept { return n_ > N ? spill_[i] : data()[i]; }
+
+ private:
+  const T* data() const noexcept { return std::launder(reinterpret_cast<const T*>(buf_)); }
+
+  alignas(T) unsigned char buf_[N * sizeof(T)];
+  std::vector<T> spill_;
+  std::size_t n_ = 0;
 };
 
 std::string ignored(std::string_view field, std::string_view why) {
@@ -95,8 +166,19 @@ Duration seconds(std::int64_t s) noexcept { return seconds_saturating(s); }
 
 enum class PolicyKind { kNone, kNamed, kInteger };
 
-// Validates a RateLimit-Policy value; returns its kind, or sets why.
-PolicyKind validate_policy(std::string_view value, std::string& why) {
+// One member of RateLimit-Policy (or of a draft-03 RateLimit-Limit list), as views.
+struct PolicyItem {
+  sf::BareView value;  // the name (String or Token), or the quota (Integer)
+  std::optional<std::int64_t> q;
+  std::optional<std::int64_t> w;
+  std::optional<sf::BareView> qu;
+  std::optional<sf::BareView> pk;
+  std::optional<sf::BareView> name;  // Envoy's name="..." on an unnamed policy
+};
+using PolicyItems = SmallVec<PolicyItem, 8>;
+
+// Reads a RateLimit-Policy value; returns its kind, or kNone and why.
+PolicyKind parse_policy(std::string_view value, PolicyItems& items, std::string& why) {
   sf::Parser p(value);
   PolicyKind kind = PolicyKind::kNone;
   std::size_t index = 0;
@@ -120,27 +202,40 @@ PolicyKind validate_policy(std::string_view value, std::string& why) {
       return PolicyKind::kNone;
     }
     kind = k;
+    PolicyItem item;
+    item.value = m->item;
     while (auto param = p.next_param()) {
       const auto& v = param->value;
-      if (param->key == "q" || param->key == "w" || param->key == "window") {
+      // Parameters not named here are comments (all revisions); a repeated
+      // one counts last (RFC 9651 4.2.3.2).
+      if (key_is(param->key, "q") || key_is(param->key, "w") || key_is(param->key, "window")) {
         if (!non_negative_integer(v)) {
           why = "parameter " + std::string(param->key) + " of member " + std::to_string(index) +
                 " is not a non-negative Integer";
           return PolicyKind::kNone;
         }
-      } else if (param->key == "qu" && kind == PolicyKind::kNamed) {
+        if (key_is(param->key, "q")) {
+          if (kind == PolicyKind::kNamed) item.q = v.number;
+        } else if (key_is(param->key, "w") || kind == PolicyKind::kInteger) {
+          item.w = v.number;
+        }
+      } else if (kind == PolicyKind::kNamed && key_is(param->key, "qu")) {
         if (v.type != sf::Type::string && v.type != sf::Type::token) {
           why = "parameter qu of member " + std::to_string(index) + " is not a String";
           return PolicyKind::kNone;
         }
-      } else if (param->key == "pk" && kind == PolicyKind::kNamed) {
+        item.qu = v;
+      } else if (kind == PolicyKind::kNamed && key_is(param->key, "pk")) {
         if (v.type != sf::Type::byte_sequence) {
           why = "parameter pk of member " + std::to_string(index) + " is not a Byte Sequence";
           return PolicyKind::kNone;
         }
+        item.pk = v;
+      } else if (kind == PolicyKind::kInteger && key_is(param->key, "name") && v.type == sf::Type::string) {
+        item.name = v;
       }
-      // Anything else is a comment (all revisions).
     }
+    items.push_back(item);
   }
   if (p.failed()) {
     why = sf_error(p);
@@ -150,51 +245,54 @@ PolicyKind validate_policy(std::string_view value, std::string& why) {
   return kind;
 }
 
-// Appends one observation per policy member (limit, window, unit, pk).
-void read_policies(std::string_view value, PolicyKind kind, std::string_view source, std::vector<QuotaObservation>& out,
-                   std::vector<std::string>& warnings, std::string_view field) {
-  sf::Parser p(value);
-  while (auto m = p.next_list_member()) {
-    QuotaObservation q;
-    q.source = std::string(source);
+// One observation per policy (limit, window, unit, pk).
+void commit_policies(const PolicyItems& items, PolicyKind kind, std::string_view source,
+                     std::vector<QuotaObservation>& out, std::vector<std::string>& warnings, std::string_view field) {
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const PolicyItem& item = items[i];
+    QuotaObservation& q = out.emplace_back();  // filled in place: no moves
+    q.source.assign(source);
     if (kind == PolicyKind::kNamed) {
-      q.policy = decode_name(m->item);
-    } else {
-      q.limit = m->item.number;
-    }
-    bool has_q = kind == PolicyKind::kInteger;
-    while (auto param = p.next_param()) {
-      const auto& v = param->value;
-      if (kind == PolicyKind::kNamed && param->key == "q") {
-        q.limit = v.number;
-        has_q = true;
-      } else if (param->key == "w" || (kind == PolicyKind::kInteger && param->key == "window")) {
-        if (v.number == 0) {
-          warnings.push_back(std::string(field) + ": window w=0 of policy \"" + q.policy + "\" ignored");
-          q.window.reset();
-        } else {
-          q.window = seconds(v.number);
-        }
-      } else if (kind == PolicyKind::kNamed && param->key == "qu") {
-        q.unit = decode_name(v);
+      if (item.value.type == sf::Type::string && item.value.escaped) {
+        q.policy = decode_name(item.value);
+      } else {
+        q.policy.assign(item.value.raw);
+      }
+      q.limit = item.q;
+      if (!item.q) warnings.push_back(std::string(field) + ": policy \"" + q.policy + "\" has no quota (q)");
+      if (item.qu) {
+        q.unit = decode_name(*item.qu);
         // The drafts' IANA table says "request", their text "requests"; -08's
         // example said "bytes" where -09 says "content-bytes".
         if (q.unit == "request") q.unit = "requests";
         if (q.unit == "bytes") q.unit = "content-bytes";
-      } else if (kind == PolicyKind::kNamed && param->key == "pk") {
-        q.partition_key = decode_bytes(v);
-      } else if (kind == PolicyKind::kInteger && param->key == "name" && v.type == sf::Type::string) {
-        q.policy = decode_name(v);  // Envoy names its descriptors
+      }
+      if (item.pk) q.partition_key = decode_bytes(*item.pk);
+    } else {
+      q.limit = item.value.number;
+      if (item.name) q.policy = decode_name(*item.name);  // Envoy names its descriptors
+    }
+    if (item.w) {
+      if (*item.w == 0) {
+        warnings.push_back(std::string(field) + ": window w=0 of policy \"" + q.policy + "\" ignored");
+      } else {
+        q.window = seconds(*item.w);
       }
     }
-    if (!has_q) warnings.push_back(std::string(field) + ": policy \"" + q.policy + "\" has no quota (q)");
-    out.push_back(std::move(q));
   }
 }
 
 // ---- RateLimit (draft-08 and later: a List of named items) --------------------
 
-bool validate_named_ratelimit(std::string_view value, std::string& why) {
+struct RateItem {
+  sf::BareView name;
+  std::optional<std::int64_t> r;
+  std::optional<std::int64_t> t;
+  std::optional<sf::BareView> pk;
+};
+using RateItems = SmallVec<RateItem, 8>;
+
+bool parse_named_ratelimit(std::string_view value, RateItems& items, std::string& why) {
   sf::Parser p(value);
   std::size_t index = 0;
   while (auto m = p.next_list_member()) {
@@ -203,19 +301,26 @@ bool validate_named_ratelimit(std::string_view value, std::string& why) {
       why = "member " + std::to_string(index) + " is not a policy name";
       return false;
     }
+    RateItem item;
+    item.name = m->item;
     while (auto param = p.next_param()) {
       const auto& v = param->value;
-      if (param->key == "r" || param->key == "t") {
+      if (key_is(param->key, "r") || key_is(param->key, "t")) {
         if (!non_negative_integer(v)) {
           why = "parameter " + std::string(param->key) + " of member " + std::to_string(index) +
                 " is not a non-negative Integer";
           return false;
         }
-      } else if (param->key == "pk" && v.type != sf::Type::byte_sequence) {
-        why = "parameter pk of member " + std::to_string(index) + " is not a Byte Sequence";
-        return false;
+        (key_is(param->key, "r") ? item.r : item.t) = v.number;
+      } else if (key_is(param->key, "pk")) {
+        if (v.type != sf::Type::byte_sequence) {
+          why = "parameter pk of member " + std::to_string(index) + " is not a Byte Sequence";
+          return false;
+        }
+        item.pk = v;
       }
     }
+    items.push_back(item);
   }
   if (p.failed()) {
     why = sf_error(p);
@@ -230,23 +335,15 @@ bool validate_named_ratelimit(std::string_view value, std::string& why) {
 
 // Merges the RateLimit items into the observations of their policies (those
 // in out[from..]), or appends new ones for names without a policy.
-void read_named_ratelimit(std::string_view value, std::string_view source, std::vector<QuotaObservation>& out,
-                          std::size_t from) {
-  sf::Parser p(value);
-  while (auto m = p.next_list_member()) {
-    std::optional<std::int64_t> r;
-    std::optional<std::int64_t> t;
-    std::optional<std::string> pk;
-    while (auto param = p.next_param()) {
-      if (param->key == "r") r = param->value.number;
-      else if (param->key == "t") t = param->value.number;
-      else if (param->key == "pk") pk = decode_bytes(param->value);
-    }
+void merge_named_ratelimit(const RateItems& items, std::string_view source, std::vector<QuotaObservation>& out,
+                           std::size_t from) {
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    const RateItem& item = items[k];
     // Compare names without allocating when the name has no escape.
     std::string decoded;
-    std::string_view name = m->item.raw;
-    if (m->item.type == sf::Type::string && m->item.escaped) {
-      decoded = decode_name(m->item);
+    std::string_view name = item.name.raw;
+    if (item.name.type == sf::Type::string && item.name.escaped) {
+      decoded = decode_name(item.name);
       name = decoded;
     }
     QuotaObservation* target = nullptr;
@@ -263,9 +360,9 @@ void read_named_ratelimit(std::string_view value, std::string_view source, std::
       target->policy = std::string(name);
       target->source = std::string(source);
     }
-    target->remaining = r;
-    if (t) target->reset = seconds(*t);
-    if (pk) target->partition_key = std::move(pk);
+    target->remaining = item.r;
+    if (item.t) target->reset = seconds(*item.t);
+    if (item.pk) target->partition_key = decode_bytes(*item.pk);
   }
 }
 
@@ -279,9 +376,9 @@ bool read_draft07(std::string_view value, Draft07& d, std::string& why) {
   sf::Parser p(value);
   while (auto m = p.next_dict_member()) {
     std::optional<std::int64_t>* slot = nullptr;
-    if (m->key == "limit") slot = &d.limit;
-    else if (m->key == "remaining") slot = &d.remaining;
-    else if (m->key == "reset") slot = &d.reset;
+    if (key_is(m->key, "limit")) slot = &d.limit;
+    else if (key_is(m->key, "remaining")) slot = &d.remaining;
+    else if (key_is(m->key, "reset")) slot = &d.reset;
     if (slot == nullptr) continue;  // unknown keys are ignored
     if (m->inner_list || !non_negative_integer(m->item)) {
       why = "\"" + std::string(m->key) + "\" is not a non-negative Integer";
@@ -341,7 +438,7 @@ bool validate_limit(std::string_view value, LimitList& out, std::string& why) {
     }
     if (out.members == 1) out.limit = m->item.number;
     while (auto param = p.next_param()) {
-      if (param->key == "w" || param->key == "window") {
+      if (key_is(param->key, "w") || key_is(param->key, "window")) {
         if (!non_negative_integer(param->value)) {
           why = "parameter " + std::string(param->key) + " is not a non-negative Integer";
           return false;
@@ -379,33 +476,48 @@ void adopt_matching_policy(QuotaObservation& q, std::vector<QuotaObservation>& p
 
 void read_ratelimit(const HeaderList& headers, std::vector<QuotaObservation>& quota,
                     std::vector<std::string>& warnings, const RateLimitOptions& options) {
+  if (options.prefix.empty()) {
+    detail::read_ratelimit(headers, nullptr, quota, warnings, options);
+  } else {
+    const detail::LineIndex index(headers);
+    detail::read_ratelimit(headers, &index, quota, warnings, options);
+  }
+}
+
+void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, std::vector<QuotaObservation>& quota,
+                            std::vector<std::string>& warnings, const RateLimitOptions& options) {
   const std::string_view prefix = options.prefix;
   auto label = [&](std::string_view form) { return options.source.empty() ? form : options.source; };
 
+  FieldValue fields[kSlots];
+  collect(headers, index, prefix, fields);
+
   // RateLimit-Policy.
-  const FieldValue policy(headers, prefix, kPolicy);
+  const FieldValue& policy = fields[kSlotPolicy];
   PolicyKind policy_kind = PolicyKind::kNone;
+  PolicyItems policy_items;
   if (policy.present()) {
     std::string why;
-    policy_kind = validate_policy(policy.value(), why);
+    policy_kind = parse_policy(policy.value(), policy_items, why);
     if (policy_kind == PolicyKind::kNone) warnings.push_back(ignored(policy.name(), why));
   }
   // Unnamed (draft-04 to -07) policies wait for the field that says which is current.
   std::vector<QuotaObservation> unnamed;
   if (policy_kind == PolicyKind::kInteger) {
-    read_policies(policy.value(), policy_kind, label(kSourceDraft06), unnamed, warnings, policy.name());
+    commit_policies(policy_items, policy_kind, label(kSourceDraft06), unnamed, warnings, policy.name());
   }
 
   // RateLimit: a List of named items (draft-08+) or a Dictionary (draft-07).
-  const FieldValue combined(headers, prefix, kRateLimit);
+  const FieldValue& combined = fields[kSlotRateLimit];
   const std::size_t from = quota.size();
   if (policy_kind == PolicyKind::kNamed) {
-    read_policies(policy.value(), policy_kind, label(kSourceDraft08), quota, warnings, policy.name());
+    commit_policies(policy_items, policy_kind, label(kSourceDraft08), quota, warnings, policy.name());
   }
   if (combined.present()) {
     std::string why_list;
-    if (validate_named_ratelimit(combined.value(), why_list)) {
-      read_named_ratelimit(combined.value(), label(kSourceDraft08), quota, from);
+    RateItems rate_items;
+    if (parse_named_ratelimit(combined.value(), rate_items, why_list)) {
+      merge_named_ratelimit(rate_items, label(kSourceDraft08), quota, from);
     } else {
       Draft07 d;
       std::string why_dict;
@@ -427,9 +539,9 @@ void read_ratelimit(const HeaderList& headers, std::vector<QuotaObservation>& qu
 
   // RateLimit-Limit / -Remaining / -Reset.
   if (!options.skip_separate_fields) {
-    const FieldValue limit_f(headers, prefix, kLimit);
-    const FieldValue remaining_f(headers, prefix, kRemaining);
-    const FieldValue reset_f(headers, prefix, kReset);
+    const FieldValue& limit_f = fields[kSlotLimit];
+    const FieldValue& remaining_f = fields[kSlotRemaining];
+    const FieldValue& reset_f = fields[kSlotReset];
     if (limit_f.present() || remaining_f.present() || reset_f.present()) {
       QuotaObservation q;
       std::string_view form = kSourceDraft06;
@@ -447,9 +559,9 @@ void read_ratelimit(const HeaderList& headers, std::vector<QuotaObservation>& qu
             std::vector<QuotaObservation> listed;
             std::string_view rest = limit_f.value();
             sf::Parser p(rest);
-            std::size_t index = 0;
+            std::size_t member = 0;
             while (auto m = p.next_list_member()) {
-              if (++index == 1) {
+              if (++member == 1) {
                 while (p.next_param()) {
                 }
                 continue;
@@ -457,9 +569,9 @@ void read_ratelimit(const HeaderList& headers, std::vector<QuotaObservation>& qu
               QuotaObservation pq;
               pq.limit = m->item.number;
               while (auto param = p.next_param()) {
-                if ((param->key == "w" || param->key == "window") && param->value.number > 0) {
+                if ((key_is(param->key, "w") || key_is(param->key, "window")) && param->value.number > 0) {
                   pq.window = seconds(param->value.number);
-                } else if (param->key == "name" && param->value.type == sf::Type::string) {
+                } else if (key_is(param->key, "name") && param->value.type == sf::Type::string) {
                   pq.policy = decode_name(param->value);
                 }
               }

@@ -14,6 +14,9 @@
 #include "abide/profiles.h"
 #include "abide/ratelimit.h"
 #include "abide/retry_after.h"
+#include "line_index.h"
+#include "profiles_internal.h"
+#include "ratelimit_internal.h"
 
 namespace abide {
 
@@ -52,9 +55,8 @@ std::string seconds_text(Duration d) {
   return out + " s";
 }
 
-void read_date(const HeaderList& headers, WallTime received, Signals& s) {
-  const auto date = headers.first("date");
-  if (!date) return;
+void read_date(const std::string* date, WallTime received, Signals& s) {
+  if (date == nullptr) return;
   auto parsed = parse_http_date(*date, received, ParseMode::kRobust);
   if (!parsed) {
     s.warnings.push_back("Date " + shown(*date) + " ignored: " + parsed.error().message());
@@ -141,12 +143,14 @@ const Profile* select_profile(const ObserveOptions& options, const ProfileRegist
     if (p == nullptr) s.warnings.push_back("no profile named \"" + std::string(options.profile) + "\"");
     return p;
   }
-  if (!options.host.empty()) return registry.for_host(options.host);
+  if (!options.host.empty()) return detail::cached_for_host(registry, options.host);
   return nullptr;
 }
 
+constexpr std::string_view kHeuristicFamilies[] = {"x-ratelimit-", "x-rate-limit-"};
+
 bool heuristic_reads(std::string_view name) noexcept {
-  for (std::string_view family : {"x-ratelimit-", "x-rate-limit-"}) {
+  for (std::string_view family : kHeuristicFamilies) {
     if (name.size() <= family.size() || !iequals(name.substr(0, family.size()), family)) continue;
     const std::string_view what = name.substr(family.size());
     return iequals(what, "limit") || iequals(what, "remaining") || iequals(what, "used") || iequals(what, "reset");
@@ -156,6 +160,34 @@ bool heuristic_reads(std::string_view name) noexcept {
 
 bool contains(const std::vector<int>& v, int x) noexcept { return std::find(v.begin(), v.end(), x) != v.end(); }
 
+// One pass over the field lines: which fields are there at all, so that
+// observe() only looks further for what a response actually carries.
+struct Seen {
+  const std::string* date = nullptr;  // the first Date line
+  bool retry_after = false;
+  bool ietf = false;         // any unprefixed IETF RateLimit field
+  bool vendor_like = false;  // any vendor-style quota header
+};
+
+Seen classify(const HeaderList& headers) noexcept {
+  Seen seen;
+  if (headers.has(FieldKind::kDate)) {
+    const auto& kinds = headers.kinds();
+    for (std::size_t i = 0; i < kinds.size(); ++i) {
+      if (kinds[i] == FieldKind::kDate) {
+        seen.date = &headers.lines()[i].value;
+        break;
+      }
+    }
+  }
+  seen.retry_after = headers.has(FieldKind::kRetryAfter);
+  seen.ietf = headers.has(FieldKind::kRateLimit) || headers.has(FieldKind::kRateLimitPolicy) ||
+              headers.has(FieldKind::kRateLimitLimit) || headers.has(FieldKind::kRateLimitRemaining) ||
+              headers.has(FieldKind::kRateLimitReset);
+  seen.vendor_like = headers.has(FieldKind::kVendorQuota);
+  return seen;
+}
+
 }  // namespace
 
 Signals observe(int status, const HeaderList& headers, WallTime received_wall, MonoTime received_mono,
@@ -164,11 +196,12 @@ Signals observe(int status, const HeaderList& headers, WallTime received_wall, M
   s.status = status;
   s.received_wall = received_wall;
   s.received_mono = received_mono;
+  const Seen seen = classify(headers);
 
   // Rule 3: the server's Date, for skew, and for dates in other fields.
-  read_date(headers, received_wall, s);
+  read_date(seen.date, received_wall, s);
   // Rule 1: Retry-After first, authoritative.
-  read_retry_after(headers, received_wall, options, s);
+  if (seen.retry_after) read_retry_after(headers, received_wall, options, s);
 
   const ProfileRegistry& registry = options.registry != nullptr ? *options.registry : ProfileRegistry::builtin();
   const Profile* profile = select_profile(options, registry, s);
@@ -180,33 +213,48 @@ Signals observe(int status, const HeaderList& headers, WallTime received_wall, M
   rl.heuristic = options.heuristic;
   rl.received = received_wall;
   rl.server_date = s.server_date;
-  read_ratelimit(headers, s.quota, s.warnings, rl);
+  if (seen.ietf || profile != nullptr || options.heuristic) s.quota.reserve(4);  // one allocation, usually
+  if (seen.ietf) detail::read_ratelimit(headers, nullptr, s.quota, s.warnings, rl);
+  // Vendor headers are found through an index of the lines by name length.
+  std::optional<detail::LineIndex> index;
+  if (profile != nullptr) index.emplace(headers);
   if (profile != nullptr) {
     for (const auto& prefix : profile->ietf_prefixes) {
       RateLimitOptions pre = rl;
       pre.prefix = prefix;
       pre.source = profile->name;
       pre.skip_separate_fields = false;
-      read_ratelimit(headers, s.quota, s.warnings, pre);
+      detail::read_ratelimit(headers, &*index, s.quota, s.warnings, pre);
     }
   }
 
-  VendorReading vendor;
-  if (profile != nullptr) {
-    read_vendor(*profile, headers, received_wall, s.server_date, vendor);
-  } else if (options.heuristic) {
-    read_heuristic(headers, received_wall, s.server_date, vendor);
+  detail::LineMask read;  // lines the profile read
+  if (profile != nullptr || options.heuristic) {
+    // Read straight into the result's vectors (no copies).
+    VendorReading vendor;
+    vendor.quota = std::move(s.quota);
+    vendor.warnings = std::move(s.warnings);
+    if (profile != nullptr) {
+      detail::read_vendor(*profile, *index, received_wall, s.server_date, vendor, read);
+    } else {
+      read_heuristic(headers, received_wall, s.server_date, vendor);
+    }
+    s.quota = std::move(vendor.quota);
+    s.warnings = std::move(vendor.warnings);
+    merge_retry_delay(vendor.retry_delay, s);
   }
-  for (auto& q : vendor.quota) s.quota.push_back(std::move(q));
-  for (auto& w : vendor.warnings) s.warnings.push_back(std::move(w));
-  merge_retry_delay(vendor.retry_delay, s);
 
   // Vendor-style headers nobody interpreted: reported, never used (rule 8).
-  for (const auto& h : headers.lines()) {
-    if (!looks_like_vendor_quota_header(h.name)) continue;
-    if (profile != nullptr && profile->knows(h.name)) continue;
-    if (profile == nullptr && options.heuristic && heuristic_reads(h.name)) continue;
-    s.uninterpreted.push_back(h);
+  if (seen.vendor_like) {
+    const auto& lines = headers.lines();
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      const auto& h = lines[i];
+      if (headers.kinds()[i] != FieldKind::kVendorQuota) continue;
+      if (read.test(i)) continue;
+      if (profile != nullptr && profile->knows(h.name)) continue;
+      if (profile == nullptr && options.heuristic && heuristic_reads(h.name)) continue;
+      s.uninterpreted.push_back(h);
+    }
   }
   if (!s.uninterpreted.empty()) {
     std::string w = std::to_string(s.uninterpreted.size()) + " vendor-style quota header";

@@ -130,7 +130,13 @@ struct ProfileError {
 class ProfileRegistry {
  public:
   // An empty registry.
-  ProfileRegistry() = default;
+  ProfileRegistry() noexcept;
+  // Copies share the (immutable) profiles.
+  ProfileRegistry(const ProfileRegistry& other);
+  ProfileRegistry(ProfileRegistry&& other) noexcept;
+  ProfileRegistry& operator=(const ProfileRegistry& other);
+  ProfileRegistry& operator=(ProfileRegistry&& other) noexcept;
+  ~ProfileRegistry() = default;
 
   // The profiles compiled into the library (loaded once, on first use; a
   // built-in profile that fails to load is a build defect and is skipped).
@@ -155,8 +161,14 @@ class ProfileRegistry {
   // All profiles, in load order.
   std::vector<const Profile*> all() const;
 
+  // Changes whenever this registry changes; never the same for two registry
+  // states alive at once (lets observe() remember a host's profile).
+  std::uint64_t generation() const noexcept { return generation_; }
+
  private:
+  static std::uint64_t next_generation() noexcept;
   std::vector<std::shared_ptr<const Profile>> profiles_;
+  std::uint64_t generation_;
 };
 
 // Parses one profile without adding it anywhere.
