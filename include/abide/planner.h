@@ -242,7 +242,8 @@ std::vector<std::string> notes_text(const PlanNotes& notes);
 // "draft-..."/"ietf-..."/"rfc..."), kVendor for everything else (a profile).
 Basis quota_basis(const QuotaObservation& q) noexcept;
 
-// Seconds for people: "30 s", "2.5 s", "0.125 s", "1 h 2 min" is not used.
+// A duration for people, in seconds to the millisecond: "30 s", "2.5 s",
+// "0.125 s"; "forever" for kMaxDuration.
 std::string format_seconds(Duration d);
 
 }  // namespace abide
