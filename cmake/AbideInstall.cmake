@@ -30,5 +30,10 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/abideConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/abideConfig.cmake ${PROJECT_BINARY_DIR}/abideConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/abide)
 
+# The .pc file locates itself (${pcfiledir}), so `cmake --install --prefix DIR`
+# works whatever prefix was configured.
+file(RELATIVE_PATH ABIDE_PC_TO_PREFIX
+  "${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "${CMAKE_INSTALL_PREFIX}")
+string(REGEX REPLACE "/$" "" ABIDE_PC_TO_PREFIX "${ABIDE_PC_TO_PREFIX}")
 configure_file(cmake/abide.pc.in ${PROJECT_BINARY_DIR}/abide.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/abide.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
