@@ -116,7 +116,7 @@ class Client::Impl::Run {
   }
   void set_not_before(MonoTime mono) {
     out_.not_before_mono = mono;
-    out_.not_before_wall = impl_.wall.now() + (mono - impl_.mono.now());
+    out_.not_before_wall = saturating_add(impl_.wall.now(), mono - impl_.mono.now());
   }
   void set_not_before(const Plan& p) {
     out_.not_before_mono = p.not_before_mono;
@@ -172,22 +172,20 @@ RequestOutcome Client::Impl::Run::go(Transport& transport, std::stop_token stop)
   observe_options.heuristic = impl_.config.heuristic;
 
   // A permitted time carried over from an earlier run (a resumed request).
-  if (req_.not_before) {
-    const Duration left = *req_.not_before - impl_.wall.now();
-    if (left > Duration::zero()) {
-      const MonoTime until = saturating_add(impl_.mono.now(), left);
-      if (req_.deadline && until > *req_.deadline) {
-        set_not_before(until);
-        return finish(OutcomeKind::kDeadlineExceeded, "the request's permitted time is after its deadline");
-      }
-      if (left > impl_.config.planner.max_wait) {
-        set_not_before(until);
-        return finish(OutcomeKind::kDeferred, "the request's permitted time is beyond the maximum acceptable wait");
-      }
-      if (!wait(until, ClientEvent::WaitKind::kNotBefore)) {
-        set_not_before(until);
-        return finish(OutcomeKind::kCancelled, "cancelled while waiting for the request's permitted time");
-      }
+  if (const WallTime now = impl_.wall.now(); req_.not_before && *req_.not_before > now) {
+    const Duration left = *req_.not_before - now;
+    const MonoTime until = saturating_add(impl_.mono.now(), left);
+    if (req_.deadline && until > *req_.deadline) {
+      set_not_before(until);
+      return finish(OutcomeKind::kDeadlineExceeded, "the request's permitted time is after its deadline");
+    }
+    if (left > impl_.config.planner.max_wait) {
+      set_not_before(until);
+      return finish(OutcomeKind::kDeferred, "the request's permitted time is beyond the maximum acceptable wait");
+    }
+    if (!wait(until, ClientEvent::WaitKind::kNotBefore)) {
+      set_not_before(until);
+      return finish(OutcomeKind::kCancelled, "cancelled while waiting for the request's permitted time");
     }
   }
 
