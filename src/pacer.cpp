@@ -194,6 +194,9 @@ struct Pacer::Ops {
   Waiter me;
   bool in_queue = false;
 
+  // Never leaves a pointer to `me` behind, whatever the way out.
+  ~Ops() { leave(); }
+
   // Joins the queue in ticket order, never ahead of the current head (it may be
   // talking to the store). Caller holds local.mu.
   void enqueue_locked() {
