@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include "abide/quota_store.h"
@@ -26,6 +27,7 @@ struct StoreParam {
 };
 
 inline std::string store_param_name(const ::testing::TestParamInfo<StoreParam>& p) { return p.param.name; }
+inline void PrintTo(const StoreParam& p, std::ostream* os) { *os << p.name; }
 
 class QuotaStoreConformance : public ::testing::TestWithParam<StoreParam> {
  protected:
