@@ -248,22 +248,53 @@ TEST(MockLimiter, InFlightRequestsOnOtherConnectionsAreNotPremature) {
   o.grace = 50ms;
   Limiter l(o, clock.wall());
   get(l, "c", "A");
-  get(l, "c", "A");                          // limited at t0: the wait begins, P = t0 + 1 s
+  get(l, "c", "A");                          // limited at t0: P = t0 + 1 s
   clock.advance(10ms);
   EXPECT_FALSE(get(l, "c", "B").premature);  // was on its way
   EXPECT_TRUE(get(l, "c", "A").premature);   // sent after reading the answer
-  clock.advance(39ms);                       // 49 ms after the wait began
+  clock.advance(39ms);                       // 49 ms after the first answer
   EXPECT_FALSE(get(l, "c", "C").premature);
-  clock.advance(1ms);                        // 50 ms after it (the answers since did not move it)
+  clock.advance(1ms);                        // 50 ms after it: the client had it
   EXPECT_TRUE(get(l, "c", "D").premature);
   clock.advance(40ms);
   EXPECT_TRUE(get(l, "c", "E").premature);
   EXPECT_EQ(l.totals().premature, 3u);
-  clock.set_wall(kT0 + 2s);  // past every P: the next limited answer begins a new wait
-  get(l, "c", "F");
-  get(l, "c", "F");
-  clock.advance(10ms);
-  EXPECT_FALSE(get(l, "c", "G").premature);
+}
+
+TEST(MockLimiter, TheLatestAnswerTheClientHadDecides) {
+  ManualClock clock(kT0);
+  LimiterOptions o = options(Style::kRetryAfterSeconds, 1, 2s);
+  o.grace = 50ms;
+  Limiter l(o, clock.wall());
+  get(l, "c", "A");
+  clock.advance(50ms);
+  get(l, "c", "A");   // t0+0.05: 1.95 s left, "2": P1 = t0 + 2.05
+  clock.advance(1450ms);
+  get(l, "c", "B");   // t0+1.5: 0.5 s left, "1": P2 = t0 + 2.5 (later P)
+  clock.set_wall(kT0 + 2050ms);
+  // Both answers are known by now; the later one (P2) decides.
+  EXPECT_TRUE(get(l, "c", "C").premature);
+  clock.set_wall(kT0 + 2500ms);
+  EXPECT_FALSE(get(l, "c", "D").premature);
+}
+
+TEST(MockLimiter, AnAnswerStillInFlightDoesNotDecideYet) {
+  ManualClock clock(kT0);
+  LimiterOptions o = options(Style::kRetryAfterSeconds, 1, 2s);
+  o.grace = 50ms;
+  Limiter l(o, clock.wall());
+  get(l, "c", "A");                          // window 0
+  clock.set_wall(kT0 + 1s);
+  get(l, "c", "A");                          // limited: "1", P1 = t0 + 2
+  clock.set_wall(kT0 + 2s);
+  EXPECT_FALSE(get(l, "c", "B").premature);  // at P1: on time, accepted (window 1)
+  clock.set_wall(kT0 + 2020ms);
+  get(l, "c", "C");                          // limited: "2", P2 = t0 + 4.02
+  clock.set_wall(kT0 + 2030ms);
+  EXPECT_FALSE(get(l, "c", "D").premature);  // P2 still in flight: judged by P1
+  clock.set_wall(kT0 + 2070ms);
+  EXPECT_TRUE(get(l, "c", "E").premature);   // P2 had reached the client
+  EXPECT_EQ(l.totals().premature, 1u);
 }
 
 TEST(MockLimiter, LatencyDelaysWhenTheAnswerCountsAsSent) {

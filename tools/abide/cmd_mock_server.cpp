@@ -62,16 +62,15 @@ Every answer carries Date. --fail-rate answers 503 without a wait signal.
 
 Clients: the X-Client-Id header, else the peer address.
 
-Premature request: per client, the server keeps P, the earliest permitted time
-stated by the last limited answer sent to it (as its wait signal states it:
-decision time + T, the date, the epoch reset, decision time + the duration; for
-malformed, its RateLimit t; none states nothing, so has no P), and S, when the
-first limited answer of this wait left (a wait begins when the client had no P
-in the future; later answers update P, not S). A request from that client
-arriving at A is premature when A is strictly earlier than P and the client
-must have had an answer: it came on a connection that carried a limited answer
-whose P is still ahead (HTTP/1.1 answers in order), or A >= S + GRACE
-(requests already in flight when the wait began are not counted).
+Premature request: every limited answer states an earliest permitted time P
+(its wait signal: decision time + T, the date, the epoch reset, decision time +
+the duration; for malformed, its RateLimit t; none states nothing and has no P)
+and leaves at a time S. A request from a client arriving at A is judged by the
+most recent limited answer that client must already have had: the latest one
+sent to it at least GRACE before A (younger ones may still be in flight), or,
+if sent later, the last one sent on the request's own connection (HTTP/1.1
+answers in order). It is premature when A is strictly earlier than that
+answer's P. With --grace 0: simply the last limited answer sent to the client.
 
 Control paths (never counted as API requests):
   GET /__stats   {"server": {...options, now_unix, anchor_unix, current_window},

@@ -16,22 +16,18 @@
 // use quota, so a client that obeys the headers reaches exactly `limit` per
 // `window` in the long run.
 //
-// Premature requests (the number this server exists to count). For each client
-// the limiter keeps P, the earliest permitted time stated by the last limited
-// answer sent to it (what the answer's wait signal says, below), and S, the
-// time the first answer of this wait was sent (a wait begins with a limited
-// answer sent when the client had no P in the future; later limited answers
-// while it lasts update P, not S). Per connection it also keeps the P of the
-// last limited answer sent on that connection. A request from the client that
-// arrives at A is premature when A is strictly earlier than the P that applies
-// and the client must already have had an answer:
-//   - it came on a connection that carried a limited answer, and A is earlier
-//     than that answer's P (HTTP/1.1 answers in order, so the client had read
-//     it), or
-//   - A < P and A >= S + grace: requests already on their way when the wait
-//     began are in flight, not disobedient (grace, `--grace`, default 50 ms;
-//     0 = none). S stays put while the wait lasts, so a client cannot escape
-//     the count by hammering on fresh connections.
+// Premature requests (the number this server exists to count). Every limited
+// answer states an earliest permitted time P (its wait signal, below) and
+// leaves at a time S (decision time + latency). A request from a client that
+// arrives at A is judged by the most recent limited answer that client must
+// already have had:
+//   - the latest one sent to it at least `grace` before A (younger answers may
+//     still be in flight: a request sent before the client could read them is
+//     not disobedient; `--grace`, default 50 ms), or, if it was sent later,
+//   - the last one sent on the request's own connection (HTTP/1.1 answers in
+//     order, so the client had read it).
+// The request is premature when A is strictly earlier than that answer's P.
+// With grace 0 this is simply "the last limited answer sent to the client".
 // P per style, from the answer's own wait signal:
 //   draft11, draft-legacy, retry-after-seconds: S' + T, the delta-seconds T
 //     counted from the decision time S' (<= the time the client received it);
@@ -284,7 +280,8 @@ class Limiter {
   static constexpr std::size_t kMaxClients = 1024;             // later ones share "(other)"
   static constexpr std::size_t kMaxClientWindows = 1024;       // per client
   static constexpr std::size_t kMaxWindows = 65536;            // in the totals
-  static constexpr std::size_t kMaxConnectionsPerClient = 256; // pending answers kept
+  static constexpr std::size_t kMaxConnectionsPerClient = 256; // answers kept per connection
+  static constexpr std::size_t kMaxInFlight = 4096;            // answers younger than grace
   static constexpr std::size_t kMaxClientIdLength = 128;
   static constexpr std::size_t kMaxRecordedPath = 256;
 
@@ -420,17 +417,19 @@ class Limiter {
   }
 
  private:
-  // A client's current wait.
-  struct LimitedAnswer {
-    WallTime permitted;  // P: the earliest permitted time its last limited answer stated
-    WallTime sent;       // S: when the wait's first limited answer left (decision + latency)
+  // A limited answer, as the premature rule needs it.
+  struct Told {
+    WallTime sent;       // S: decision time + latency
+    WallTime permitted;  // P: the earliest permitted time it stated
   };
   struct Client {
     explicit Client(WallTime t) : first_seen(t), last_seen(t) {}
     Counts totals;
     WindowHistory windows{kMaxClientWindows};
-    std::optional<LimitedAnswer> last;
-    std::map<std::string, WallTime, std::less<>> connection_permitted;  // P per connection
+    std::deque<Told> in_flight;       // answers younger than grace, oldest first
+    std::optional<Told> known;        // the latest answer at least grace old
+    std::map<std::string, Told, std::less<>> by_connection;  // the last answer on each connection
+    std::optional<Told> last;         // the last answer sent (for /__stats)
     WallTime first_seen;
     WallTime last_seen;
   };
@@ -463,30 +462,36 @@ class Limiter {
     return id;
   }
 
-  // See the rule at the top of this file. Also forgets per-connection answers
-  // whose time has come.
+  // See the rule at the top of this file.
   bool is_premature(Client& c, std::string_view connection, WallTime arrival) {
-    bool early = false;
-    if (const auto it = c.connection_permitted.find(connection);
-        it != c.connection_permitted.end() && arrival < it->second)
-      early = true;
-    if (c.last && arrival < c.last->permitted && arrival >= c.last->sent + opts_.grace) early = true;
-    std::erase_if(c.connection_permitted, [&](const auto& e) { return e.second <= arrival; });
+    while (!c.in_flight.empty() && c.in_flight.front().sent + opts_.grace <= arrival) {
+      c.known = c.in_flight.front();
+      c.in_flight.pop_front();
+    }
+    const Told* applies = c.known ? &*c.known : nullptr;
+    if (const auto it = c.by_connection.find(connection); it != c.by_connection.end() &&
+        it->second.sent <= arrival && (applies == nullptr || it->second.sent > applies->sent))
+      applies = &it->second;
+    const bool early = applies != nullptr && arrival < applies->permitted;
+    // A connection's answer older than the known one can never apply again.
+    if (c.known) std::erase_if(c.by_connection, [&](const auto& e) { return e.second.sent < c.known->sent; });
     return early;
   }
 
   void remember_limited(Client& c, std::string_view connection, WallTime now, WallTime permitted) {
-    if (c.last && now < c.last->permitted)
-      c.last->permitted = permitted;  // the wait goes on: P from this answer, S from its first
-    else
-      c.last = LimitedAnswer{permitted, now + opts_.latency};
-    auto& slot = c.connection_permitted[std::string(connection)];
-    slot = permitted;
-    if (c.connection_permitted.size() > kMaxConnectionsPerClient) {
-      auto soonest = c.connection_permitted.begin();
-      for (auto it = c.connection_permitted.begin(); it != c.connection_permitted.end(); ++it)
-        if (it->second < soonest->second) soonest = it;
-      c.connection_permitted.erase(soonest);
+    const Told told{now + opts_.latency, permitted};  // S never decreases: time and latency don't
+    c.last = told;
+    c.in_flight.push_back(told);
+    if (c.in_flight.size() > kMaxInFlight) {
+      c.known = c.in_flight.front();
+      c.in_flight.pop_front();
+    }
+    c.by_connection[std::string(connection)] = told;
+    if (c.by_connection.size() > kMaxConnectionsPerClient) {
+      auto oldest = c.by_connection.begin();
+      for (auto it = c.by_connection.begin(); it != c.by_connection.end(); ++it)
+        if (it->second.sent < oldest->second.sent) oldest = it;
+      c.by_connection.erase(oldest);
     }
   }
 
