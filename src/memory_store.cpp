@@ -192,10 +192,17 @@ RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules
     if (u.reset) {
       const MonoTime reset_at = saturating_add(now, std::max(*u.reset, Duration::zero()));
       if (reset_at <= now) continue;  // a stale response about a window already over
-      if (p.remaining >= 0) {
-        // The same window: counts only go down (a late response reports too much).
+      if (p.remaining >= 0 && p.window > Duration::zero() && reset_at >= saturating_add(p.reset_at, p.window)) {
+        // A whole window later than the window we count in: the next one. (Two
+        // answers about one window differ by less than the server's rounding.)
+        p.remaining = remaining;
+        p.reset_at = reset_at;
+      } else if (p.remaining >= 0) {
+        // The same window: counts only go down (a late response reports too
+        // much), and the earliest reset is the closest: servers round times up,
+        // so every answer's reset is at or after the true one.
         p.remaining = std::min(p.remaining, remaining);
-        p.reset_at = later(p.reset_at, reset_at);
+        p.reset_at = std::min(p.reset_at, reset_at);
       } else {
         p.remaining = remaining;
         p.reset_at = reset_at;

@@ -249,9 +249,12 @@ for i = 0, n - 1 do
         if reset ~= nil then
           local ra = now + math.max(reset, 0)
           if ra > now then
-            if p[4] >= 0 then
+            if p[4] >= 0 and p[3] > 0 and ra >= p[5] + p[3] then
+              p[4] = rem
+              p[5] = ra
+            elseif p[4] >= 0 then
               p[4] = math.min(p[4], rem)
-              p[5] = math.max(p[5], ra)
+              p[5] = math.min(p[5], ra)
             else
               p[4] = rem
               p[5] = ra

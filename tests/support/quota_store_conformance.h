@@ -16,6 +16,7 @@
 #include <string>
 
 #include "abide/quota_store.h"
+#include "support/fixed_window_sim.h"
 
 namespace abide::test {
 
@@ -288,6 +289,56 @@ TEST_P(QuotaStoreConformance, KeysAreIndependent) {
                            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
   cooldown(seconds{30});
   EXPECT_EQ(store->acquire(*other, StoreAcquire{now, Duration::zero()}, rules).kind, Kind::kGranted);
+}
+
+// Whole workloads against a simulated fixed-window server (support/fixed_window_sim.h):
+// the quota is used to the full, and never exceeded once the key knows it.
+TEST_P(QuotaStoreConformance, SmoothWorkloadUsesTheQuotaAndNeverExceedsIt) {
+  for (const auto phase : {milliseconds{0}, milliseconds{300}, milliseconds{1000}, milliseconds{1700}}) {
+    SimOptions o;
+    o.phase = phase;
+    rules.pacing = Pacing::kSmooth;
+    o.rules = rules;
+    auto k = store->open("smooth-" + std::to_string(phase.count()) + "-" +
+                         std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    const SimResult r = simulate(*store, *k, o, now);
+    SCOPED_TRACE("phase " + std::to_string(phase.count()) + " ms");
+    EXPECT_EQ(r.accepted, o.requests);
+    EXPECT_EQ(r.limited, 0);
+    EXPECT_LE(r.max_arrivals_per_window, o.limit);
+    EXPECT_LE(r.ratio(o), 1.05);
+    EXPECT_GE(r.ratio(o), 0.80);
+    now += std::chrono::minutes{1};
+  }
+}
+
+TEST_P(QuotaStoreConformance, BurstWorkloadFinishesBeforeTheLongRunTime) {
+  for (const auto phase : {milliseconds{0}, milliseconds{300}, milliseconds{1000}, milliseconds{1700}}) {
+    SimOptions o;
+    o.phase = phase;
+    rules.pacing = Pacing::kBurst;
+    o.rules = rules;
+    auto k = store->open("burst-" + std::to_string(phase.count()) + "-" +
+                         std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    const SimResult r = simulate(*store, *k, o, now);
+    SCOPED_TRACE("phase " + std::to_string(phase.count()) + " ms");
+    EXPECT_EQ(r.accepted, o.requests);
+    EXPECT_EQ(r.limited, 0);
+    EXPECT_LE(r.max_arrivals_per_window, o.limit);
+    EXPECT_LT(r.ratio(o), 1.0);
+    now += std::chrono::minutes{1};
+  }
+}
+
+TEST_P(QuotaStoreConformance, PolicyOnlyWorkloadStaysWithinTheQuota) {
+  SimOptions o;
+  o.announce_remaining = false;
+  o.phase = milliseconds{700};
+  o.rules = rules;
+  const SimResult r = simulate(*store, *key, o, now);
+  EXPECT_EQ(r.accepted, o.requests);
+  EXPECT_LE(r.max_arrivals_per_window, o.limit);
+  EXPECT_LE(r.ratio(o), 1.10);
 }
 
 }  // namespace abide::test

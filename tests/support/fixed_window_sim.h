@@ -1,0 +1,177 @@
+// A discrete-event simulation of workers pacing through a QuotaStore against a
+// fixed-window rate-limited server, on simulated time (no clock, no sleep).
+//
+// Each worker: acquire -> (wait) -> check the reservation is still valid ->
+// request reaches the server after `latency` -> the answer comes back after
+// `latency` -> record -> acquire again (the same request again after a limited
+// answer). The server counts arrivals per window of `window` starting at
+// `phase`, answers limited once `limit` were accepted, and states times rounded
+// up to whole seconds, as real servers do.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <queue>
+#include <tuple>
+#include <vector>
+
+#include "abide/quota_store.h"
+
+namespace abide::test {
+
+struct SimOptions {
+  int requests = 300;
+  int workers = 8;
+  std::int64_t limit = 50;
+  Duration window = std::chrono::seconds{2};
+  Duration phase{};                        // where the server's windows start, in [0, window)
+  Duration latency = std::chrono::milliseconds{1};  // one way
+  bool announce_policy = true;             // limit and window in every answer (draft11, github)
+  bool announce_remaining = true;          // remaining and reset in every answer
+  PacingRules rules;
+};
+
+struct SimResult {
+  Duration elapsed{};                      // first acquire to the last accepted answer
+  int accepted = 0;
+  int limited = 0;                         // limited answers (429s)
+  int limited_after_first_window = 0;
+  std::int64_t max_arrivals_per_window = 0;  // accepted + limited, over windows after the first
+  // Elapsed time divided by the time the quota allows at its long-run rate.
+  double ratio(const SimOptions& o) const {
+    const double quota_time = static_cast<double>(o.requests) * std::chrono::duration<double>(o.window).count() /
+                              static_cast<double>(o.limit);
+    return std::chrono::duration<double>(elapsed).count() / quota_time;
+  }
+};
+
+inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimOptions& o, MonoTime start) {
+  using std::chrono::seconds;
+  enum Ev { kAcquire, kSend, kArrive, kAnswer };
+  struct Event {
+    MonoTime at;
+    std::uint64_t seq;
+    int worker;
+    Ev ev;
+    bool operator>(const Event& b) const { return std::tie(at, seq) > std::tie(b.at, b.seq); }
+  };
+  struct Worker {
+    std::uint64_t epoch = 0;
+    std::uint64_t pending = 0;  // the one acquire event that counts (others are stale)
+    bool busy = false;       // has a request to send
+    bool awaiting = false;   // waits for a probe's answer
+    bool limited = false;    // the last answer was limited
+    std::int64_t remaining = 0;
+    Duration reset{};
+    Duration retry_after{};
+  };
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> q;
+  std::uint64_t seq = 0;
+  std::vector<Worker> w(static_cast<std::size_t>(o.workers));
+  int next_request = 0;
+  SimResult r;
+  std::map<std::int64_t, std::int64_t> accepted_in, arrivals_in;
+  const auto window_of = [&](MonoTime t) { return (t - start + o.window - o.phase) / o.window; };
+  const auto window_end = [&](std::int64_t n) { return start - (o.window - o.phase) + (n + 1) * o.window; };
+  std::int64_t first_window = -1;
+  const auto acquire_at = [&](int i, MonoTime at) {
+    w[static_cast<std::size_t>(i)].pending = seq;
+    q.push({at, seq++, i, kAcquire});
+  };
+  for (int i = 0; i < o.workers; ++i) acquire_at(i, start);
+  int guard = 0;
+  while (!q.empty() && ++guard < 1000000) {
+    const Event e = q.top();
+    q.pop();
+    Worker& me = w[static_cast<std::size_t>(e.worker)];
+    switch (e.ev) {
+      case kAcquire: {
+        if (e.seq != me.pending) break;
+        if (!me.busy) {
+          if (next_request >= o.requests) break;
+          ++next_request;
+          me.busy = true;
+        }
+        me.awaiting = false;
+        const StoreGrant g = store.acquire(key, StoreAcquire{e.at, kMaxDuration}, o.rules);
+        if (g.kind == StoreGrant::Kind::kAwaitProbe) {
+          me.awaiting = true;
+          acquire_at(e.worker, saturating_add(e.at, g.wait));
+        } else if (g.kind == StoreGrant::Kind::kGranted || g.kind == StoreGrant::Kind::kProbe) {
+          me.epoch = g.epoch;
+          q.push({saturating_add(e.at, g.wait), seq++, e.worker, kSend});
+        } else {
+          acquire_at(e.worker, e.at + std::chrono::milliseconds{10});
+        }
+        break;
+      }
+      case kSend:
+        if (!store.still_valid(key, me.epoch, e.at)) {
+          acquire_at(e.worker, e.at);
+        } else {
+          q.push({e.at + o.latency, seq++, e.worker, kArrive});
+        }
+        break;
+      case kArrive: {
+        const std::int64_t n = window_of(e.at);
+        if (first_window < 0) first_window = n;
+        ++arrivals_in[n];
+        const Duration to_end = window_end(n) - e.at;
+        const std::int64_t t = std::chrono::ceil<seconds>(to_end).count();
+        if (accepted_in[n] < o.limit) {
+          ++accepted_in[n];
+          me.limited = false;
+        } else {
+          me.limited = true;
+          ++r.limited;
+          if (n != first_window) ++r.limited_after_first_window;
+        }
+        me.remaining = o.limit - accepted_in[n];
+        me.reset = seconds{t};
+        me.retry_after = seconds{t};
+        q.push({e.at + o.latency, seq++, e.worker, kAnswer});
+        break;
+      }
+      case kAnswer: {
+        StoreRecord rec;
+        rec.now = e.at;
+        PolicyUpdate u;
+        u.id = "default";
+        if (o.announce_policy) {
+          u.limit = o.limit;
+          u.window = o.window;
+        }
+        if (o.announce_remaining) {
+          u.remaining = me.remaining;
+          u.reset = me.reset;
+        }
+        if (o.announce_policy || o.announce_remaining) rec.policies.push_back(u);
+        if (me.limited) rec.cooldown = me.retry_after;
+        rec.spread_seed = 0.5;
+        store.record(key, rec, o.rules);
+        if (!me.limited) {
+          ++r.accepted;
+          me.busy = false;
+          r.elapsed = e.at - start;
+        }
+        // Wake everyone waiting for a probe's answer, then this worker goes on.
+        for (std::size_t i = 0; i < w.size(); ++i) {
+          if (w[i].awaiting) {
+            w[i].awaiting = false;
+            acquire_at(static_cast<int>(i), e.at);
+          }
+        }
+        acquire_at(e.worker, e.at);
+        break;
+      }
+    }
+  }
+  for (const auto& [n, count] : arrivals_in) {
+    if (n != first_window) r.max_arrivals_per_window = std::max(r.max_arrivals_per_window, count);
+  }
+  return r;
+}
+
+}  // namespace abide::test
