@@ -69,7 +69,8 @@ void read_date(const std::string* date, WallTime received, Signals& s) {
   s.clock_skew = parsed->time - received;
 }
 
-void read_retry_after(const HeaderList& headers, WallTime received, const ObserveOptions& options, Signals& s) {
+void read_retry_after(const HeaderList& headers, WallTime received, std::optional<WallTime> server_now,
+                      const ObserveOptions& options, Signals& s) {
   // Most responses have none or one line: keep them on the stack.
   std::array<std::string_view, 8> few{};
   std::vector<std::string_view> many;
@@ -109,7 +110,7 @@ void read_retry_after(const HeaderList& headers, WallTime received, const Observ
   }
   RetryHint hint;
   hint.source = "retry-after";
-  hint.wait = remaining(ra, received, s.server_date);
+  hint.wait = remaining(ra, received, server_now);
   if (ra.kind == RetryAfter::Kind::kDate) {
     hint.kind = RetryHint::Kind::kDate;
     hint.date = ra.date.time;
@@ -200,8 +201,15 @@ Signals observe(int status, const HeaderList& headers, WallTime received_wall, M
 
   // Rule 3: the server's Date, for skew, and for dates in other fields.
   read_date(seen.date, received_wall, s);
+  // The server's time at receipt is at least its Date; a floor learned from
+  // earlier responses may say more, within the second that Date names.
+  std::optional<WallTime> server_now = s.server_date;
+  if (s.server_date && options.server_time_floor && *options.server_time_floor > *s.server_date &&
+      *options.server_time_floor < *s.server_date + std::chrono::seconds{1}) {
+    server_now = options.server_time_floor;
+  }
   // Rule 1: Retry-After first, authoritative.
-  if (seen.retry_after) read_retry_after(headers, received_wall, options, s);
+  if (seen.retry_after) read_retry_after(headers, received_wall, server_now, options, s);
 
   const ProfileRegistry& registry = options.registry != nullptr ? *options.registry : ProfileRegistry::builtin();
   const Profile* profile = select_profile(options, registry, s);
@@ -212,7 +220,7 @@ Signals observe(int status, const HeaderList& headers, WallTime received_wall, M
   rl.skip_separate_fields = profile != nullptr && profile->overrides_ietf_fields;
   rl.heuristic = options.heuristic;
   rl.received = received_wall;
-  rl.server_date = s.server_date;
+  rl.server_date = server_now;
   if (seen.ietf || profile != nullptr || options.heuristic) s.quota.reserve(4);  // one allocation, usually
   if (seen.ietf) detail::read_ratelimit(headers, nullptr, s.quota, s.warnings, rl);
   // Vendor headers are found through an index of the lines by name length.
@@ -235,9 +243,9 @@ Signals observe(int status, const HeaderList& headers, WallTime received_wall, M
     vendor.quota = std::move(s.quota);
     vendor.warnings = std::move(s.warnings);
     if (profile != nullptr) {
-      detail::read_vendor(*profile, *index, received_wall, s.server_date, vendor, read);
+      detail::read_vendor(*profile, *index, received_wall, server_now, vendor, read);
     } else {
-      read_heuristic(headers, received_wall, s.server_date, vendor);
+      read_heuristic(headers, received_wall, server_now, vendor);
     }
     s.quota = std::move(vendor.quota);
     s.warnings = std::move(vendor.warnings);
@@ -281,6 +289,42 @@ Signals observe(int status, const HeaderList& headers, WallTime received_wall, M
     s.limited = status == 429;
   }
   return s;
+}
+
+}  // namespace abide
+
+namespace abide {
+
+namespace {
+constexpr double kDriftAllowance = 1e-4;  // 100 ppm between the server's clock and ours
+constexpr Duration kSetBack = std::chrono::seconds{2};
+}  // namespace
+
+Duration ServerClock::decayed_locked(MonoTime at) const noexcept {
+  const Duration since = at > sample_ ? at - sample_ : Duration::zero();
+  const auto drift = static_cast<Duration::rep>(static_cast<double>(since.count()) * kDriftAllowance);
+  return offset_ - Duration{drift};
+}
+
+void ServerClock::learn(const Signals& s) noexcept {
+  if (!s.server_date) return;
+  const Duration offset = s.server_date->time_since_epoch() - s.received_mono.time_since_epoch();
+  std::lock_guard lock(mu_);
+  if (known_) {
+    const Duration best = decayed_locked(s.received_mono);
+    // A tighter bound replaces the old; a Date far behind it means the server's
+    // clock was set back (or another server answered): start afresh.
+    if (offset <= best && offset + kSetBack >= best) return;
+  }
+  known_ = true;
+  offset_ = offset;
+  sample_ = s.received_mono;
+}
+
+std::optional<WallTime> ServerClock::floor_at(MonoTime at) const noexcept {
+  std::lock_guard lock(mu_);
+  if (!known_) return std::nullopt;
+  return WallTime{at.time_since_epoch() + decayed_locked(at)};
 }
 
 }  // namespace abide

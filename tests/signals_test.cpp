@@ -257,5 +257,84 @@ TEST_F(ObserveTest, ParsedHeadEndToEnd) {
   EXPECT_TRUE(s.warnings.empty());
 }
 
+TEST_F(ObserveTest, ALearnedServerClockTightensTheDateWithinItsSecond) {
+  // Server 30 s behind; its Date says 23:59:30, but it is really 23:59:30.8.
+  ObserveOptions o;
+  o.server_time_floor = WallTime{clock.wall_now() - 29200ms};
+  const auto s = see(503, {{"Date", "Wed, 31 Dec 2025 23:59:30 GMT"}, {"Retry-After", "Thu, 01 Jan 2026 00:02:00 GMT"}}, o);
+  EXPECT_EQ(s.retry_after->wait, 149200ms);  // not the 150 s that Date alone allows
+  EXPECT_EQ(*s.clock_skew, -30s);            // the reported skew is still the Date's
+  // A floor outside the second the Date names is not used: a floor past it
+  // contradicts the Date, and one below it says less than the Date.
+  o.server_time_floor = WallTime{clock.wall_now() - 28s};
+  EXPECT_EQ(see(503, {{"Date", "Wed, 31 Dec 2025 23:59:30 GMT"}, {"Retry-After", "Thu, 01 Jan 2026 00:02:00 GMT"}}, o)
+                .retry_after->wait,
+            150s);
+  o.server_time_floor = WallTime{clock.wall_now() - 31s};
+  EXPECT_EQ(see(503, {{"Date", "Wed, 31 Dec 2025 23:59:30 GMT"}, {"Retry-After", "Thu, 01 Jan 2026 00:02:00 GMT"}}, o)
+                .retry_after->wait,
+            150s);
+  // Without a Date, no floor is used.
+  o.server_time_floor = WallTime{clock.wall_now() + 10s};
+  EXPECT_EQ(see(503, {{"Retry-After", "Thu, 01 Jan 2026 00:02:00 GMT"}}, o).retry_after->wait, 120s);
+}
+
+TEST_F(ObserveTest, ALearnedServerClockTightensVendorResets) {
+  ObserveOptions o;
+  o.host = "api.github.com";
+  o.server_time_floor = WallTime{clock.wall_now() - 19500ms};
+  const auto s = see(403, {{"Date", "Wed, 31 Dec 2025 23:59:40 GMT"},
+                           {"x-ratelimit-remaining", "0"},
+                           {"x-ratelimit-reset", "1767225660"}},
+                     o);
+  ASSERT_EQ(s.quota.size(), 1u);
+  EXPECT_EQ(s.quota[0].reset, 79500ms);
+}
+
+void expect_near(WallTime a, WallTime b) {
+  EXPECT_LE(a - b, 1ms);
+  EXPECT_GE(a - b, -1ms);
+}
+
+TEST(ServerClock, LearnsTheTightestLowerBoundFromManyDates) {
+  ServerClock sc;
+  EXPECT_FALSE(sc.floor_at(MonoTime{100s}));
+  const auto at = [](std::int64_t unix_s, Duration mono) {
+    Signals s;
+    s.server_date = WallTime{std::chrono::seconds{unix_s}};
+    s.received_mono = MonoTime{mono};
+    return s;
+  };
+  // The server's clock reads 1000.0 at mono 100 s; its Dates are rounded down.
+  sc.learn(at(1000, 100300ms));  // true 1000.3: Date 1000
+  ASSERT_TRUE(sc.floor_at(MonoTime{100300ms}));
+  expect_near(*sc.floor_at(MonoTime{100300ms}), WallTime{1000s});
+  sc.learn(at(1000, 100900ms));  // says less than the bound already known
+  expect_near(*sc.floor_at(MonoTime{100900ms}), WallTime{1000600ms});
+  sc.learn(at(1001, 101050ms));  // true 1001.05: Date 1001 lifts the bound to 0.05 s of the truth
+  const WallTime f = *sc.floor_at(MonoTime{102s});
+  EXPECT_LE(f, WallTime{1002s});                 // never ahead of the server
+  EXPECT_GE(f, WallTime{1002s} - 51ms);          // and close to it
+  Signals none;
+  none.received_mono = MonoTime{103s};
+  sc.learn(none);  // no Date: nothing learned
+  EXPECT_EQ(*sc.floor_at(MonoTime{102s}), f);
+}
+
+TEST(ServerClock, AllowsForDriftAndStartsAfreshWhenTheServerIsSetBack) {
+  ServerClock sc;
+  Signals s;
+  s.server_date = WallTime{1000s};
+  s.received_mono = MonoTime{0s};
+  sc.learn(s);
+  // 10,000 s later the bound is 1 s lower than the plain extrapolation (100 ppm).
+  expect_near(*sc.floor_at(MonoTime{10000s}), WallTime{10999s});
+  // The server's clock was set back by an hour.
+  s.server_date = WallTime{1000s};
+  s.received_mono = MonoTime{3600s};
+  sc.learn(s);
+  expect_near(*sc.floor_at(MonoTime{3600s}), WallTime{1000s});
+}
+
 }  // namespace
 }  // namespace abide

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -92,6 +93,35 @@ struct ObserveOptions {
   const ProfileRegistry* registry = nullptr; // nullptr: the built-in profiles
   bool robust = true;                        // accept unambiguous deviations that only lengthen waits
   bool heuristic = false;                    // interpret vendor-style headers without a profile (low confidence)
+  // A lower bound of the server's clock at receipt, learned from earlier
+  // responses (ServerClock::floor_at). Used only with this response's Date, and
+  // only within the second that Date names: it tightens rule 3, never loosens it.
+  std::optional<WallTime> server_time_floor;
+};
+
+// What one server's clock reads, learned from the Date of many responses.
+//
+// A Date names a whole second, rounded down, so one response alone says only
+// that the server's clock was at most a second ahead of it; taken alone (rule 3)
+// that costs up to a second on every wait for a server's time. Against the
+// monotonic clock, the server's time at any response is at least
+// `Date_i + (mono - mono_i)` for every earlier response i, so the best of many
+// is close to the truth. The bound allows for 100 ppm of drift between the two
+// clocks, and starts afresh when a Date contradicts it by more than a second
+// (the server's clock was set back). Thread-safe.
+class ServerClock {
+ public:
+  // Learns from one response (its Date and monotonic receive time); ignores one without Date.
+  void learn(const Signals& s) noexcept;
+  // A lower bound of the server's clock at monotonic time `at`; nullopt before any Date.
+  std::optional<WallTime> floor_at(MonoTime at) const noexcept;
+
+ private:
+  mutable std::mutex mu_;
+  bool known_ = false;
+  Duration offset_{};  // server wall time - monotonic time, at its best sample
+  MonoTime sample_{};  // when the best sample was received
+  Duration decayed_locked(MonoTime at) const noexcept;
 };
 
 // Reads one response. Never fails; problems become warnings. `status` decides

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -61,6 +62,17 @@ struct Client::Impl {
 
   std::mutex pool_mu;
   std::vector<std::unique_ptr<Transport>> idle;
+
+  // What each origin's clock reads (rule 3, tightened over many responses).
+  static constexpr std::size_t kMaxServerClocks = 4096;
+  std::mutex clocks_mu;
+  std::map<std::string, std::unique_ptr<ServerClock>, std::less<>> clocks;
+  ServerClock* server_clock(std::string_view origin) {
+    std::lock_guard lock(clocks_mu);
+    if (auto it = clocks.find(origin); it != clocks.end()) return it->second.get();
+    if (clocks.size() >= kMaxServerClocks) return nullptr;  // beyond it: each response alone
+    return clocks.emplace(std::string(origin), std::make_unique<ServerClock>()).first->second.get();
+  }
 
   std::unique_ptr<Transport> checkout() {
     {
@@ -170,6 +182,7 @@ RequestOutcome Client::Impl::Run::go(Transport& transport, std::stop_token stop)
   observe_options.registry = impl_.config.registry;
   observe_options.robust = impl_.config.robust;
   observe_options.heuristic = impl_.config.heuristic;
+  ServerClock* const server_clock = impl_.server_clock(url->origin);
 
   // A permitted time carried over from an earlier run (a resumed request).
   if (const WallTime now = impl_.wall.now(); req_.not_before && *req_.not_before > now) {
@@ -269,7 +282,9 @@ RequestOutcome Client::Impl::Run::go(Transport& transport, std::stop_token stop)
     // then failed: the pacer hears it.
     std::optional<Signals> signals;
     if (ex.head_complete) {
+      if (server_clock != nullptr) observe_options.server_time_floor = server_clock->floor_at(ex.received_mono);
       signals = observe(ex.status, ex.headers, ex.received_wall, ex.received_mono, observe_options);
+      if (server_clock != nullptr) server_clock->learn(*signals);
       pacer.record(key, *signals);
     } else {
       abandon();
