@@ -3,7 +3,7 @@
 # Usage: scripts/deps.sh [build|test|all]   (default: all)
 set -euo pipefail
 
-want=(g++ make cmake pkg-config
+want=(g++ make cmake ninja-build pkg-config
       libgtest-dev libgmock-dev libbenchmark-dev
       libcurl4-openssl-dev libhiredis-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev)
 case "${1:-all}" in

@@ -12,7 +12,8 @@ jobs=${ABIDE_JOBS:-2}
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 
-step() { printf '\n== %s\n' "$*"; }
+start=$(date +%s)
+step() { printf '\n== [%4ds] %s\n' "$(( $(date +%s) - start ))" "$*"; }
 
 step "dependencies"
 bash scripts/deps.sh test

@@ -155,7 +155,10 @@ TEST(Client, RetryAfterIsWaitedForBeforeTheRetry) {
   ASSERT_EQ(seen.size(), 2u);
   // The server's lower bound held: never earlier than 1 s after it answered.
   EXPECT_GE(seen[1].at - seen[0].at, 1s);
-  EXPECT_GE(out.waited, 1s - 5ms);
+  // The wait counts from receipt; reading and planning the response take part
+  // of it (more under sanitizers), so the time actually spent asleep is less.
+  EXPECT_GE(out.waited, 500ms);
+  EXPECT_LE(out.waited, 1500ms);
 }
 
 TEST(Client, PostWithoutIdempotencyKeyIsNotRetried) {
