@@ -11,6 +11,9 @@ namespace {
 constexpr std::uint64_t kSaturatingSeconds =
     static_cast<std::uint64_t>(Duration::max().count() / 1'000'000'000);
 
+// Invalid lines described one by one in the warnings; more are only counted.
+constexpr std::size_t kMaxIgnoredLineWarnings = 8;
+
 constexpr bool is_ows(char c) noexcept { return c == ' ' || c == '\t'; }
 constexpr unsigned digit(char c) noexcept { return static_cast<unsigned>(static_cast<unsigned char>(c)) - '0'; }
 
@@ -155,12 +158,18 @@ Result<RetryAfterLines, RetryAfterError> parse_retry_after_lines(std::span<const
   Duration best_wait{};
   std::optional<RetryAfterError> first_error;
   std::vector<std::string> ignored;
+  std::size_t ignored_more = 0;
   bool conflict = false;
   for (std::size_t i = 0; i < lines.size(); ++i) {
     auto r = parse_retry_after(lines[i], received, mode);
     if (!r) {
       if (!first_error) first_error = r.error();
-      ignored.push_back("ignored an invalid Retry-After line " + quoted(lines[i]) + ": " + r.error().message());
+      // A hostile server may send thousands of lines: a few are described, the rest counted.
+      if (ignored.size() < kMaxIgnoredLineWarnings) {
+        ignored.push_back("ignored an invalid Retry-After line " + quoted(lines[i]) + ": " + r.error().message());
+      } else {
+        ++ignored_more;
+      }
       continue;
     }
     const Duration wait = remaining(*r, received);
@@ -182,6 +191,10 @@ Result<RetryAfterLines, RetryAfterError> parse_retry_after_lines(std::span<const
                              quoted(lines[best->line]));
   }
   for (auto& w : ignored) best->warnings.push_back(std::move(w));
+  if (ignored_more > 0) {
+    best->warnings.push_back("ignored " + std::to_string(ignored_more) + " more invalid Retry-After line" +
+                             (ignored_more == 1 ? "" : "s"));
+  }
   return std::move(*best);
 }
 

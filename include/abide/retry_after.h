@@ -92,8 +92,8 @@ struct RetryAfterLines {
 // singleton, but servers send duplicates). Identical values are fine.
 // Conflicting valid values resolve to the one that waits longest from
 // `received`, with a warning; invalid lines are ignored, with a warning, when
-// a valid one exists. When none is valid: the first line's error (kEmpty for
-// no lines).
+// a valid one exists (the first 8 are described, the rest counted in one
+// warning). When none is valid: the first line's error (kEmpty for no lines).
 Result<RetryAfterLines, RetryAfterError> parse_retry_after_lines(
     std::span<const std::string_view> lines, WallTime received,
     ParseMode mode = ParseMode::kStrict);
