@@ -2,6 +2,7 @@
 // sockets for servers that misbehave).
 #include <abide/client.h>
 #include <abide/clock.h>
+#include <abide/http_date.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -539,6 +540,69 @@ TEST(Client, OriginOf) {
   EXPECT_FALSE(Client::origin_of("file:///etc/passwd"));
   EXPECT_FALSE(Client::origin_of("not a url"));
 }
+
+
+// The wall clock jumps an hour forward, then two back, then one forward while a
+// retry wait runs: the wait runs on the monotonic clock alone, so the retry is
+// sent exactly when the monotonic clock reaches the end of the wait, no earlier
+// and no later (DESIGN.md rule 3). Once for each form of Retry-After: a delay,
+// and a date (turned into an interval at receipt, never looked at again).
+void wall_clock_jumps_leave_the_wait_unchanged(bool date_form) {
+  ManualClock clock;
+  const MonoTime t0 = clock.mono_now();
+  TestServer server;
+  server.svr().Get("/jump", [&](const httplib::Request& req, httplib::Response& res) {
+    if (server.log(req) == 0) {
+      res.status = 429;
+      const WallTime now = clock.wall_now();
+      // The server's clock agrees with ours (no skew to lengthen the wait).
+      res.set_header("Date", format_imf_fixdate(now));
+      res.set_header("Retry-After", date_form ? format_imf_fixdate(now + 60s) : std::string("60"));
+      return;
+    }
+    res.set_content("ok", "text/plain");
+  });
+  ClientConfig c = fast_config();
+  c.mono = &clock.monotonic();
+  c.wall = &clock.wall();
+  std::mutex mu;
+  std::vector<Duration> retry_waits_planned;
+  c.on_event = [&](const ClientEvent& e) {
+    if (e.kind == ClientEvent::Kind::kWaitStarted && e.wait_kind == ClientEvent::WaitKind::kRetry) {
+      std::lock_guard lock(mu);
+      retry_waits_planned.push_back(e.wait);
+    }
+  };
+  Client client(c);
+  Request r;
+  r.url = server.url("/jump");
+  auto fut = std::async(std::launch::async, [&] { return client.fetch(r); });
+
+  clock.wait_for_sleepers(1);  // the retry wait has begun
+  EXPECT_EQ(server.seen().size(), 1u);
+  clock.jump_wall(1h);
+  clock.advance_monotonic(20s);
+  clock.jump_wall(-2h);
+  clock.advance_monotonic(20s);
+  clock.jump_wall(1h);
+  clock.advance_monotonic(19s);
+  EXPECT_EQ(server.seen().size(), 1u);  // 59 s of the 60 s: still waiting
+  clock.advance_monotonic(1s);          // exactly the end of the wait; never further
+
+  ASSERT_EQ(fut.wait_for(10s), std::future_status::ready) << "the retry was not sent at the end of the wait";
+  const RequestOutcome out = fut.get();
+  ASSERT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
+  ASSERT_EQ(out.attempts.size(), 2u);
+  EXPECT_EQ(out.attempts[0].status, 429);
+  EXPECT_EQ(out.attempts[1].started_mono - t0, 60s);
+  EXPECT_EQ(out.waited, 60s);
+  std::lock_guard lock(mu);
+  EXPECT_EQ(retry_waits_planned, std::vector<Duration>{Duration{60s}});
+}
+
+TEST(Client, WallClockJumpsDuringADelayWaitChangeNothing) { wall_clock_jumps_leave_the_wait_unchanged(false); }
+
+TEST(Client, WallClockJumpsDuringADateWaitChangeNothing) { wall_clock_jumps_leave_the_wait_unchanged(true); }
 
 }  // namespace
 }  // namespace abide
