@@ -91,6 +91,13 @@ them again, never before each one's permitted time. Request headers are not
 stored in it (they may carry credentials): give -H again when resuming.
 A second Ctrl-C exits at once, without writing anything.
 
+--store redis://[[USER]:PASSWORD@]HOST[:PORT][/PREFIX] (or unix:/PATH) shares
+the quota state with other processes. Without a password in the URL, the
+environment variable ABIDE_REDIS_PASSWORD gives it (so that it is not on the
+command line). If Redis goes down, one line on stderr says so and the run
+goes on with in-process quota state, reconnecting in the background; no
+request is lost. Passwords are never printed.
+
 --stats FILE writes a JSON summary: requests, done, attempts, retries,
 status_counts {"STATUS": count}, transport_errors, outcomes {kind: count},
 ambiguous, waited_s (summed over requests), elapsed_s, interrupted, and
@@ -100,14 +107,17 @@ reason, ambiguous, resumable}].
 On a terminal, a progress line shows done/total, requests in flight and
 waiting, and an ETA. --verbose prints every attempt, response and decision
 with Authorization, Cookie, Proxy-Authorization and API-key-style headers
-(and credential query parameters) redacted.
+(and credential query parameters) redacted; no output shows their values.
+URLs on stderr and in the stats file have credentials redacted (the resume
+file keeps each URL as given, to run it again).
 
 Exit status: 0 every request done, 1 some request not done (or an output
 could not be written), 2 usage error, 130 interrupted.)";
 
 Result<Header, std::string> parse_header_option(const std::string& text) {
   const auto colon = text.find(':');
-  if (colon == std::string::npos || colon == 0) return fail("-H \"" + text + "\": expected 'Name: value'");
+  // Errors name the header only: the value may be a credential.
+  if (colon == std::string::npos || colon == 0) return fail(std::string("-H: expected 'Name: value'"));
   Header h;
   h.name = text.substr(0, colon);
   std::string_view v = std::string_view(text).substr(colon + 1);
@@ -117,7 +127,7 @@ Result<Header, std::string> parse_header_option(const std::string& text) {
   for (char c : h.name) {
     const auto u = static_cast<unsigned char>(c);
     if (u <= ' ' || u >= 0x7f || std::string_view("\"(),/:;<=>?@[\\]{}").find(c) != std::string_view::npos)
-      return fail("-H \"" + text + "\": invalid header name");
+      return fail(std::string("-H: invalid header name"));
   }
   for (char c : h.value)
     if (c == '\r' || c == '\n' || c == '\0') return fail("-H \"" + h.name + "\": the value contains CR, LF or NUL");
@@ -524,7 +534,9 @@ const Registration fetch_cmd{
           ->capture_default_str()
           ->check(CLI::Range(0.001, 1e6));
       app.add_option("--profile", o->profile, "Vendor profile for quota headers (default: by host; none: off)");
-      app.add_option("--store", o->store, "Quota state: memory, or redis://HOST:PORT[/PREFIX] to share it")
+      app.add_option("--store", o->store,
+                     "Quota state: memory, or redis://[:PASSWORD@]HOST:PORT[/PREFIX] to share it "
+                     "(password also from $ABIDE_REDIS_PASSWORD)")
           ->capture_default_str();
       app.add_option("--pacing", o->pacing, "Spend known quota smoothly, or in a burst")
           ->capture_default_str()

@@ -8,6 +8,7 @@
 
 #include "abide/http_date.h"
 #include "common.h"
+#include "fetch_redact.h"
 
 namespace abide::cli {
 namespace {
@@ -153,7 +154,7 @@ nlohmann::ordered_json stats_json(const std::vector<FetchJob>& jobs, const std::
     }
     if (!o.done() && i < jobs.size()) {
       nlohmann::ordered_json u;
-      u["url"] = jobs[i].url;
+      u["url"] = redact_url(jobs[i].url);  // a summary to share: no credentials
       u["outcome"] = to_string(o.kind);
       u["not_before"] = time_or_null(o.not_before_wall);
       u["method"] = jobs[i].method;

@@ -49,6 +49,7 @@ Result<std::vector<FetchJob>, std::string> read_resume(const std::string& path);
 // The --stats summary (DESIGN.md, `abide fetch`): requests, done, attempts,
 // retries, status_counts, waited_s, elapsed_s, unfinished [{url, outcome,
 // not_before}], and more (outcomes, transport_errors, ambiguous, interrupted).
+// URLs have their credentials redacted (redact_url): the summary is shared.
 nlohmann::ordered_json stats_json(const std::vector<FetchJob>& jobs, const std::vector<RequestOutcome>& outcomes,
                                   Duration elapsed, bool interrupted);
 

@@ -1,6 +1,7 @@
 #include "fetch_store.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #if defined(ABIDE_REDIS) && __has_include("abide/redis_store.h")
 #include "abide/redis_store.h"
@@ -27,6 +28,9 @@ Result<std::shared_ptr<QuotaStore>, std::string> open_store(const StoreSpec& spe
 #ifdef ABIDE_FETCH_HAS_REDIS
   auto endpoint = parse_redis_url(spec.url);
   if (!endpoint) return fail("--store: " + endpoint.error());
+  if (endpoint->password.empty()) {
+    if (const char* pw = std::getenv(kRedisPasswordEnv); pw != nullptr) endpoint->password = pw;
+  }
   RedisStoreOptions options;
   options.endpoint = std::move(*endpoint);
   options.on_event = [where = options.endpoint.describe()](RedisEvent e, std::string_view message) {

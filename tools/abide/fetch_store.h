@@ -19,6 +19,10 @@ struct StoreSpec {
 // Checks a --store value; an error message (without credentials) says what is wrong.
 Result<StoreSpec, std::string> parse_store_spec(const std::string& text);
 
+// The environment variable that holds the Redis password when the --store URL
+// carries none (keeps it out of the command line, which other users may see).
+inline constexpr const char* kRedisPasswordEnv = "ABIDE_REDIS_PASSWORD";
+
 // Opens the store. Redis outages are reported on stderr; the store then goes
 // on in-process (abide::RedisDownPolicy::kFallback) and reconnects.
 Result<std::shared_ptr<QuotaStore>, std::string> open_store(const StoreSpec& spec);
