@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "support/process.h"
+#include "support/redis_store_server.h"
 #include "support/run.h"
 
 namespace abide::test {
@@ -424,6 +425,217 @@ TEST(Fetch, HelpDocumentsResumeAndStats) {
   EXPECT_EQ(r.exit_code, 0);
   for (const char* s : {"--resume-file", "abide-resume.json", "status_counts", "unfinished", "--store"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
+}
+
+
+// --- hardening (issue 9) -----------------------------------------------------------------
+
+// How often `needle` occurs in `text`.
+std::size_t occurrences(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
+  return n;
+}
+
+// Reads the fetch's output while it runs until stderr contains `text` or it
+// ends; bounded.
+bool wait_for_stderr(BackgroundProcess& p, const std::string& text, std::chrono::seconds limit) {
+  const auto give_up = std::chrono::steady_clock::now() + limit;
+  while (p.err_so_far().find(text) == std::string::npos) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    p.read_line(50ms);  // collects stderr meanwhile (bodies go to /dev/null)
+  }
+  return true;
+}
+
+// Polls the mock server until it accepted `n` requests; bounded.
+bool wait_for_accepted(const Mock& mock, int n) {
+  for (int i = 0; i < 400; ++i) {
+    const json s = mock.stats();
+    if (s.is_object() && s["totals"]["accepted"].get<int>() >= n) return true;
+    std::this_thread::sleep_for(25ms);
+  }
+  return false;
+}
+
+TEST(Fetch, RedisKilledMidBatchAndRestartedLosesNoRequest) {
+  RedisServer redis(RedisServer::Options{true, false, {}});
+  if (!redis.start()) GTEST_SKIP() << "no redis-server";
+  TempDir dir;
+  Mock mock({"--limit", "5", "--window", "1"});
+  ASSERT_GT(mock.port(), 0);
+  constexpr int kRequests = 20;  // about 4 s at 5 per second: long enough to kill Redis in the middle
+  BackgroundProcess fetch(fetch_argv({"--urls", mock.url_file(dir / "urls.txt", kRequests), "--jobs", "4", "-o",
+                                      "/dev/null", "--store", redis.tcp_url("kill-test"), "--max-attempts", "20",
+                                      "--stats", dir / "stats.json", "--resume-file", dir / "resume.json", "-s"}));
+  ASSERT_TRUE(fetch.running());
+  ASSERT_TRUE(wait_for_accepted(mock, 4)) << fetch.err_so_far();
+  if (fetch.err_so_far().find("without Redis support") != std::string::npos) GTEST_SKIP() << fetch.err_so_far();
+
+  redis.kill_now();
+  // The documented fail mode (abide/redis_store.h, kFallback): one line says
+  // Redis is down and the run goes on with in-process state.
+  const bool noticed = wait_for_stderr(fetch, ": down: ", 20s);
+  ASSERT_TRUE(redis.start()) << "redis-server did not restart";
+  const RunResult r = fetch.wait(60s);
+  EXPECT_TRUE(noticed) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+
+  const json stats = read_json(dir / "stats.json");
+  ASSERT_TRUE(stats.is_object()) << r.err;
+  EXPECT_EQ(stats["requests"], kRequests);
+  EXPECT_EQ(stats["done"], kRequests);  // nothing lost
+  EXPECT_TRUE(stats["unfinished"].empty()) << stats["unfinished"].dump();
+  EXPECT_FALSE(fs::exists(dir / "resume.json"));
+  EXPECT_EQ(mock.stats()["totals"]["accepted"], kRequests);  // and nothing sent twice
+
+  // One outage, reported once (not once per request or per connection).
+  EXPECT_EQ(occurrences(r.err, ": down: "), 1u) << r.err;
+  EXPECT_EQ(occurrences(r.err, "going on with in-process quota state"), 1u) << r.err;
+  EXPECT_LE(occurrences(r.err, ": recovered: "), 1u) << r.err;
+  EXPECT_EQ(r.err.find("script_error"), std::string::npos) << r.err;
+}
+
+// Values that must never appear in anything `abide fetch` writes.
+constexpr const char* kAuthSecret = "auth-5ecret-Zq81";
+constexpr const char* kCookieSecret = "cookie-5ecret-Wm27";
+constexpr const char* kProxySecret = "proxy-5ecret-Hx64";
+constexpr const char* kApiKeySecret = "apikey-5ecret-Pv39";
+constexpr const char* kRedisSecret = "redispw-5ecret-Kd52";
+constexpr const char* kQuerySecret = "query-5ecret-Jt15";  // a credential in the URL's query
+
+std::vector<std::string> secret_headers() {
+  return {"-H", std::string("Authorization: Bearer ") + kAuthSecret,
+          "-H", std::string("Cookie: session=") + kCookieSecret,
+          "-H", std::string("Proxy-Authorization: Basic ") + kProxySecret,
+          "-H", std::string("X-Api-Key: ") + kApiKeySecret};
+}
+
+void expect_no_secret(const std::string& text, const std::string& where) {
+  for (const char* secret : {kAuthSecret, kCookieSecret, kProxySecret, kApiKeySecret, kRedisSecret, kQuerySecret})
+    EXPECT_EQ(text.find(secret), std::string::npos) << secret << " leaked in " << where << ":\n" << text;
+}
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// The environment of the processes started while it lives.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
+TEST(Fetch, SecretsAppearInNoOutputInAnyMode) {
+  RedisServer redis(RedisServer::Options{true, false, {"--requirepass", kRedisSecret}});
+  if (!redis.start()) GTEST_SKIP() << "no redis-server";
+  const std::string port = std::to_string(redis.port());
+  const std::string store_url = "redis://:" + std::string(kRedisSecret) + "@127.0.0.1:" + port + "/secrets";
+  const std::string store_env = "redis://127.0.0.1:" + port + "/secrets";  // password from the environment
+  TempDir dir;
+
+  // 1. --verbose, --stats, bodies on stdout, the Redis password in the URL.
+  {
+    Mock mock({"--limit", "100"});
+    ASSERT_GT(mock.port(), 0);
+    const RunResult r = run(fetch_argv(with(secret_headers(), {"-v", "--store", store_url, "--stats",
+                                                               dir / "verbose.json", "--resume-file",
+                                                               dir / "unused.json",
+                                                               mock.url("/items/1?api_key=" + std::string(kQuerySecret))})));
+    if (r.err.find("without Redis support") != std::string::npos) GTEST_SKIP() << r.err;
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.err.find("Authorization: [redacted]"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("Proxy-Authorization: [redacted]"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find(": down: "), std::string::npos) << "the password from the URL did not log in:\n" << r.err;
+    expect_no_secret(r.out, "stdout (--verbose)");
+    expect_no_secret(r.err, "stderr (--verbose)");
+    expect_no_secret(slurp(dir / "verbose.json"), "--stats (--verbose)");
+  }
+
+  // 2. A batch interrupted by SIGINT (password from ABIDE_REDIS_PASSWORD): the
+  //    resume file holds no header, then --resume with the headers given again.
+  {
+    ScopedEnv env("ABIDE_REDIS_PASSWORD", kRedisSecret);
+    Mock mock({"--limit", "2", "--window", "1"});
+    ASSERT_GT(mock.port(), 0);
+    constexpr int kRequests = 12;
+    const std::string resume = dir / "resume.json";
+    BackgroundProcess first(fetch_argv(with(secret_headers(), {"--urls", mock.url_file(dir / "urls.txt", kRequests),
+                                                               "--jobs", "2", "-o", "/dev/null", "--store", store_env,
+                                                               "--stats", dir / "first.json", "--resume-file", resume})));
+    ASSERT_TRUE(first.running());
+    ASSERT_TRUE(wait_for_accepted(mock, 3)) << first.err_so_far();
+    const RunResult r1 = first.stop(SIGINT, 10s);
+    EXPECT_EQ(r1.exit_code, 130) << r1.err;
+    EXPECT_EQ(r1.err.find(": down: "), std::string::npos) << "the password from the environment did not log in:\n"
+                                                          << r1.err;
+    expect_no_secret(r1.out, "stdout (SIGINT)");
+    expect_no_secret(r1.err, "stderr (SIGINT)");
+    expect_no_secret(slurp(dir / "first.json"), "--stats (SIGINT)");
+    const std::string saved_text = slurp(resume);
+    expect_no_secret(saved_text, "the resume file");
+    const json saved = read_json(resume);
+    ASSERT_TRUE(saved.is_object()) << r1.err;
+    const int left = static_cast<int>(saved["requests"].size());
+    ASSERT_GT(left, 0);
+    for (const auto& e : saved["requests"]) EXPECT_FALSE(e.contains("headers")) << e.dump();
+
+    const RunResult r2 = run(fetch_argv(with(secret_headers(), {"--resume", resume, "-v", "--jobs", "2", "-o",
+                                                                "/dev/null", "--store", store_env, "--stats",
+                                                                dir / "second.json", "--resume-file", resume})));
+    EXPECT_EQ(r2.exit_code, 0) << r2.err;
+    const json s2 = read_json(dir / "second.json");
+    EXPECT_EQ(s2["done"], left);
+    // The headers given again went out with every resumed request (shown redacted).
+    EXPECT_EQ(occurrences(r2.err, ">   Authorization: [redacted]"), static_cast<std::size_t>(left)) << r2.err;
+    EXPECT_EQ(occurrences(r2.err, ">   X-Api-Key: [redacted]"), static_cast<std::size_t>(left)) << r2.err;
+    expect_no_secret(r2.out, "stdout (--resume)");
+    expect_no_secret(r2.err, "stderr (--resume)");
+    expect_no_secret(slurp(dir / "second.json"), "--stats (--resume)");
+    EXPECT_EQ(mock.stats()["totals"]["premature"], 0);
+  }
+
+  // 3. Error messages: Redis unreachable, a wrong password, a server that is
+  //    not there, and usage errors that quote what was given.
+  {
+    const std::string dead_port = std::to_string(free_loopback_port());
+    RunResult r = run(fetch_argv(with(secret_headers(), {"--store", "redis://:" + std::string(kRedisSecret) +
+                                                                        "@127.0.0.1:" + dead_port,
+                                                         "--stats", dir / "e1.json", "--resume-file", dir / "e1r.json",
+                                                         "--connect-timeout", "2", "--max-attempts", "1",
+                                                         "http://127.0.0.1:" + dead_port + "/x?token=" + kQuerySecret})));
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(": down: "), std::string::npos) << r.err;  // the outage is reported, without the password
+    expect_no_secret(r.out, "stdout (unreachable)");
+    expect_no_secret(r.err, "stderr (unreachable)");
+    expect_no_secret(slurp(dir / "e1.json"), "--stats (unreachable)");
+
+    Mock mock({"--limit", "100"});
+    ASSERT_GT(mock.port(), 0);
+    r = run(fetch_argv(with(secret_headers(), {"--store", "redis://:wrong-" + std::string(kRedisSecret) + "@127.0.0.1:" + port,
+                                               "-o", "/dev/null", mock.url("/items/2")})));
+    EXPECT_EQ(r.exit_code, 0) << r.err;  // fallback: the run goes on
+    EXPECT_NE(r.err.find("authentication failed"), std::string::npos) << r.err;
+    expect_no_secret(r.err, "stderr (wrong password)");
+
+    for (const std::vector<std::string>& bad :
+         {std::vector<std::string>{"-H", std::string("Authorization Bearer ") + kAuthSecret},
+          std::vector<std::string>{"-H", std::string("X-Api(Key: ") + kApiKeySecret},
+          std::vector<std::string>{"--store", "redis://:" + std::string(kRedisSecret) + "@127.0.0.1:notaport"},
+          std::vector<std::string>{"--store", "redis://:" + std::string(kRedisSecret) + "@127.0.0.1:" + port + "/%zz"}}) {
+      r = run(fetch_argv(with(bad, {mock.url("/items/3")})));
+      EXPECT_EQ(r.exit_code, 2) << bad[1] << "\n" << r.err;
+      expect_no_secret(r.out, "stdout (usage error)");
+      expect_no_secret(r.err, "stderr (usage error)");
+    }
+  }
 }
 
 }  // namespace
