@@ -238,11 +238,14 @@ TEST_F(Fixture, CooldownReachesEveryWaitingWorker) {
   p.record(k, with(response(clock), policy_obs(1, seconds{1})));
   constexpr int kWorkers = 8;
   std::vector<std::future<AcquireResult>> f;
-  for (int i = 0; i < kWorkers; ++i) {
-    f.push_back(std::async(std::launch::async, [&] { return p.acquire(k); }));
-    if (i > 0) clock.wait_for_sleepers(static_cast<std::size_t>(i));
-  }
+  // The first sends at once; it must be done before the others queue, or one of
+  // them could take its slot and leave it asleep with nobody to wake it.
+  f.push_back(std::async(std::launch::async, [&] { return p.acquire(k); }));
   ASSERT_TRUE(f[0].get().ok());
+  for (int i = 1; i < kWorkers; ++i) {
+    f.push_back(std::async(std::launch::async, [&] { return p.acquire(k); }));
+    clock.wait_for_sleepers(static_cast<std::size_t>(i));
+  }
   const MonoTime t0 = clock.mono_now();
   p.record(k, retry_after(clock, seconds{60}));
   for (int s = 1; s < 60; ++s) {

@@ -25,6 +25,11 @@
 //   in order, and workers waiting for a probe queue first-in first-out.
 // Tracked remaining quota only goes down within a window: a response reporting
 // more than already spent keeps the lower count (stale responses arrive late).
+// Within a window the earliest reported reset is kept: servers round reset
+// times up, so each answer's reset is at or after the true one and the earliest
+// is the closest. A reset a whole window (or more) after the tracked one starts
+// the next window; otherwise the next window begins when the tracked reset
+// passes (the probe above).
 #pragma once
 
 #include <atomic>

@@ -29,7 +29,7 @@
 #include "time_option.h"
 
 namespace abide::cli {
-namespace {
+namespace cmd_explain {  // private to this file (the CLI is compiled as one unit)
 
 struct Options {
   std::optional<WallTime> now;
@@ -206,5 +206,5 @@ const Registration explain_cmd{
       return [o] { return run(*o); };
     }};
 
-}  // namespace
+}  // namespace cmd_explain
 }  // namespace abide::cli

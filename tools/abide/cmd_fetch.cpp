@@ -33,7 +33,7 @@
 #include "fetch_store.h"
 
 namespace abide::cli {
-namespace {
+namespace cmd_fetch {  // private to this file (the CLI is compiled as one unit)
 
 using namespace std::chrono_literals;
 
@@ -557,7 +557,7 @@ const Registration fetch_cmd{
       };
     }};
 
-}  // namespace
+}  // namespace cmd_fetch
 }  // namespace abide::cli
 
 #endif  // ABIDE_CURL

@@ -16,7 +16,7 @@
 #include "mock_server.h"
 
 namespace abide::cli {
-namespace {
+namespace cmd_mock_server {  // private to this file (the CLI is compiled as one unit)
 
 using namespace std::chrono_literals;
 
@@ -216,5 +216,5 @@ const Registration mock_server_cmd{
       };
     }};
 
-}  // namespace
+}  // namespace cmd_mock_server
 }  // namespace abide::cli

@@ -14,7 +14,7 @@
 #include "time_option.h"
 
 namespace abide::cli {
-namespace {
+namespace cmd_parse_dates {  // private to this file (the CLI is compiled as one unit)
 
 struct DateOptions {
   bool lenient = false;
@@ -91,5 +91,5 @@ const Registration retry_after_cmd{
       };
     }};
 
-}  // namespace
+}  // namespace cmd_parse_dates
 }  // namespace abide::cli

@@ -19,7 +19,7 @@
 #include "time_option.h"
 
 namespace abide::cli {
-namespace {
+namespace cmd_parse_ratelimit {  // private to this file (the CLI is compiled as one unit)
 
 struct Options {
   std::optional<WallTime> now;
@@ -92,5 +92,5 @@ const Registration parse_ratelimit_cmd{
       return [opts] { return run(*opts); };
     }};
 
-}  // namespace
+}  // namespace cmd_parse_ratelimit
 }  // namespace abide::cli

@@ -13,7 +13,7 @@
 #include "sf_json.h"
 
 namespace abide::cli {
-namespace {
+namespace cmd_sf {  // private to this file (the CLI is compiled as one unit)
 
 struct ParseSfOptions {
   std::string type;
@@ -114,5 +114,5 @@ const Registration format_sf_cmd{
       };
     }};
 
-}  // namespace
+}  // namespace cmd_sf
 }  // namespace abide::cli
