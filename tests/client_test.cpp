@@ -47,8 +47,6 @@ class TestServer {
     svr_.set_keep_alive_timeout(1);
     svr_.set_keep_alive_max_count(1000);
     port_ = svr_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { svr_.listen_after_bind(); });
-    for (int i = 0; i < 2000 && !svr_.is_running(); ++i) std::this_thread::sleep_for(1ms);
   }
   ~TestServer() {
     {
@@ -57,11 +55,20 @@ class TestServer {
     }
     cv_.notify_all();
     svr_.stop();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
 
+  // Handlers are registered before the first url(), which starts serving: the
+  // server's threads then start after the handlers exist (ThreadSanitizer cannot
+  // see the order a request over loopback would give them).
   httplib::Server& svr() { return svr_; }
-  std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+  std::string url(const std::string& path) {
+    std::call_once(started_, [this] {
+      thread_ = std::thread([this] { svr_.listen_after_bind(); });
+      for (int i = 0; i < 2000 && !svr_.is_running(); ++i) std::this_thread::sleep_for(1ms);
+    });
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
 
   // Logs a request; returns how many came before it on this path.
   std::size_t log(const httplib::Request& req) {
@@ -86,6 +93,7 @@ class TestServer {
  private:
   httplib::Server svr_;
   int port_ = -1;
+  std::once_flag started_;
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
