@@ -39,12 +39,9 @@ struct SimResult {
   int limited = 0;                         // limited answers (429s)
   int limited_after_first_window = 0;
   std::int64_t max_arrivals_per_window = 0;  // accepted + limited, over windows after the first
+  double quota_time_s = 1.0;               // requests x window / limit
   // Elapsed time divided by the time the quota allows at its long-run rate.
-  double ratio(const SimOptions& o) const {
-    const double quota_time = static_cast<double>(o.requests) * std::chrono::duration<double>(o.window).count() /
-                              static_cast<double>(o.limit);
-    return std::chrono::duration<double>(elapsed).count() / quota_time;
-  }
+  double ratio() const { return std::chrono::duration<double>(elapsed).count() / quota_time_s; }
 };
 
 inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimOptions& o, MonoTime start) {
@@ -72,6 +69,8 @@ inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimO
   std::vector<Worker> w(static_cast<std::size_t>(o.workers));
   int next_request = 0;
   SimResult r;
+  r.quota_time_s = static_cast<double>(o.requests) * std::chrono::duration<double>(o.window).count() /
+                   static_cast<double>(o.limit);
   std::map<std::int64_t, std::int64_t> accepted_in, arrivals_in;
   const auto window_of = [&](MonoTime t) { return (t - start + o.window - o.phase) / o.window; };
   const auto window_end = [&](std::int64_t n) { return start - (o.window - o.phase) + (n + 1) * o.window; };
