@@ -60,7 +60,7 @@ class LineIndex {
   static std::size_t bucket(std::size_t size) noexcept { return size < kBuckets ? size : kBuckets - 1; }
 
   const HeaderList& headers_;
-  std::array<std::uint8_t, kBuckets> head_{};
+  std::array<std::uint8_t, kBuckets> head_;  // filled by the constructor
   std::array<std::uint8_t, kIndexed> next_;  // only entries of indexed lines are ever read
 };
 

@@ -35,32 +35,32 @@ constexpr std::string_view kReset = "ratelimit-reset";
 constexpr std::int64_t kLooksLikeEpoch = 1'000'000'000;
 
 // The value of a field, all its lines combined (RFC 9110 5.3). The common
-// single-line case returns a view without copying.
-class FieldValue {
- public:
-  bool present() const noexcept { return lines_ > 0; }
-  std::string_view value() const noexcept { return value_; }
-  std::size_t lines() const noexcept { return lines_; }
-  // The field's name as the server spelled it, for messages.
-  std::string_view name() const noexcept { return display_; }
+// single-line case is a view of the line; several lines are joined into a
+// string kept in `Joined`. Cheap to construct: five are built per call.
+struct FieldValue {
+  // Set by the first line (take()); only lines_ is initialized up front.
+  const Header* first_;
+  std::string* joined_;  // the lines joined, from the second line on
+  std::size_t lines_ = 0;
 
-  void take(const Header& h) {
-    display_ = h.name;
-    ++lines_;
-    if (lines_ == 1) {
-      value_ = h.value;
-    } else {
-      if (!joined_) joined_.emplace(value_);
-      joined_->append(", ").append(h.value);
-      value_ = *joined_;
-    }
+  bool present() const noexcept { return lines_ > 0; }
+  std::string_view value() const noexcept {
+    return joined_ != nullptr ? std::string_view(*joined_) : std::string_view(first_->value);
+  }
+  // The field's name as the server spelled it, for messages.
+  std::string_view name() const noexcept { return first_->name; }
+};
+
+// Storage for joined values. Reserved once, so the views stay valid.
+class Joined {
+ public:
+  std::string& add(std::size_t capacity) {
+    if (strings_.capacity() == 0) strings_.reserve(capacity);
+    return strings_.emplace_back();
   }
 
  private:
-  std::optional<std::string> joined_;
-  std::string_view value_;
-  std::string_view display_;
-  std::size_t lines_ = 0;
+  std::vector<std::string> strings_;
 };
 
 // The five fields, in FieldKind order from kRateLimit.
@@ -74,14 +74,27 @@ static_assert(static_cast<int>(FieldKind::kRateLimitPolicy) - static_cast<int>(F
 // Collects the fields: unprefixed ones by the kind HeaderList gave each line
 // (one pass, no name comparisons), prefixed ones ("x-ratelimit-limit")
 // through the index.
+void take(FieldValue& f, const Header& h, Joined& joined) {
+  if (++f.lines_ == 1) {
+    f.first_ = &h;
+    f.joined_ = nullptr;
+    return;
+  }
+  if (f.joined_ == nullptr) {
+    f.joined_ = &joined.add(kSlots);
+    f.joined_->assign(f.first_->value);
+  }
+  f.joined_->append(", ").append(h.value);
+}
+
 void collect(const HeaderList& headers, const detail::LineIndex* index, std::string_view prefix,
-             FieldValue (&fields)[kSlots]) {
+             FieldValue (&fields)[kSlots], Joined& joined) {
   if (prefix.empty()) {
     const auto& kinds = headers.kinds();
     const auto& lines = headers.lines();
     for (std::size_t i = 0; i < kinds.size(); ++i) {
       const auto k = static_cast<int>(kinds[i]) - static_cast<int>(FieldKind::kRateLimit);
-      if (k >= 0 && k < kSlots) fields[k].take(lines[i]);
+      if (k >= 0 && k < kSlots) take(fields[k], lines[i], joined);
     }
     return;
   }
@@ -89,7 +102,7 @@ void collect(const HeaderList& headers, const detail::LineIndex* index, std::str
   for (int k = 0; k < kSlots; ++k) {
     name.assign(prefix).append(kSlotNames[k]);
     index->for_each(name, [&](std::size_t, const Header& h) {
-      fields[k].take(h);
+      take(fields[k], h, joined);
       return true;
     });
   }
@@ -145,18 +158,34 @@ std::string sf_error(const sf::Parser& p) { return sf::describe(p.error()) + " (
 
 bool non_negative_integer(const sf::BareView& v) noexcept { return v.type == sf::Type::integer && v.number >= 0; }
 
-std::string decode_name(const sf::BareView& v) {
-  if (v.type == sf::Type::string && v.escaped) {
-    std::string out;
-    sf::append_unescaped_string(v.raw, out);
-    return out;
-  }
-  return std::string(v.raw);
-}
+// A String, Token or Byte Sequence kept for later decoding. Trivial (no
+// member initializers): the records holding it are built on every call, and
+// only their flags need setting.
+struct Text {
+  const char* data;
+  std::size_t size;
+  bool escaped;  // a String with a backslash escape
 
-std::string decode_bytes(const sf::BareView& v) {
+  static Text of(const sf::BareView& v) noexcept {
+    return {v.raw.data(), v.raw.size(), v.type == sf::Type::string && v.escaped};
+  }
+  std::string_view raw() const noexcept { return {data, size}; }
+};
+
+std::string decode_name(const Text& t) {
+  std::string out;
+  if (t.escaped) {
+    sf::append_unescaped_string(t.raw(), out);
+  } else {
+    out.assign(t.raw());
+  }
+  return out;
+}
+std::string decode_name(const sf::BareView& v) { return decode_name(Text::of(v)); }
+
+std::string decode_bytes(const Text& t) {
   std::vector<std::uint8_t> bytes;
-  sf::append_decoded_byte_sequence(v.raw, bytes);
+  sf::append_decoded_byte_sequence(t.raw(), bytes);
   return std::string(bytes.begin(), bytes.end());
 }
 
@@ -166,14 +195,14 @@ Duration seconds(std::int64_t s) noexcept { return seconds_saturating(s); }
 
 enum class PolicyKind { kNone, kNamed, kInteger };
 
-// One member of RateLimit-Policy (or of a draft-03 RateLimit-Limit list), as views.
+// One member of RateLimit-Policy (or of a draft-03 RateLimit-Limit list).
+// Trivial, set field by field: a member without some parameter costs one flag.
 struct PolicyItem {
-  sf::BareView value;  // the name (String or Token), or the quota (Integer)
-  std::optional<std::int64_t> q;
-  std::optional<std::int64_t> w;
-  std::optional<sf::BareView> qu;
-  std::optional<sf::BareView> pk;
-  std::optional<sf::BareView> name;  // Envoy's name="..." on an unnamed policy
+  Text value;           // the name (String or Token)
+  std::int64_t number;  // the quota (Integer)
+  std::int64_t q, w;
+  Text qu, pk, name;    // name: Envoy's name="..." on an unnamed policy
+  bool has_q, has_w, has_qu, has_pk, has_name;
 };
 using PolicyItems = SmallVec<PolicyItem, 8>;
 
@@ -203,7 +232,9 @@ PolicyKind parse_policy(std::string_view value, PolicyItems& items, std::string&
     }
     kind = k;
     PolicyItem item;
-    item.value = m->item;
+    item.value = Text::of(m->item);
+    item.number = m->item.number;
+    item.has_q = item.has_w = item.has_qu = item.has_pk = item.has_name = false;
     while (auto param = p.next_param()) {
       const auto& v = param->value;
       // Parameters not named here are comments (all revisions); a repeated
@@ -215,24 +246,31 @@ PolicyKind parse_policy(std::string_view value, PolicyItems& items, std::string&
           return PolicyKind::kNone;
         }
         if (key_is(param->key, "q")) {
-          if (kind == PolicyKind::kNamed) item.q = v.number;
+          if (kind == PolicyKind::kNamed) {
+            item.q = v.number;
+            item.has_q = true;
+          }
         } else if (key_is(param->key, "w") || kind == PolicyKind::kInteger) {
           item.w = v.number;
+          item.has_w = true;
         }
       } else if (kind == PolicyKind::kNamed && key_is(param->key, "qu")) {
         if (v.type != sf::Type::string && v.type != sf::Type::token) {
           why = "parameter qu of member " + std::to_string(index) + " is not a String";
           return PolicyKind::kNone;
         }
-        item.qu = v;
+        item.qu = Text::of(v);
+        item.has_qu = true;
       } else if (kind == PolicyKind::kNamed && key_is(param->key, "pk")) {
         if (v.type != sf::Type::byte_sequence) {
           why = "parameter pk of member " + std::to_string(index) + " is not a Byte Sequence";
           return PolicyKind::kNone;
         }
-        item.pk = v;
+        item.pk = Text::of(v);
+        item.has_pk = true;
       } else if (kind == PolicyKind::kInteger && key_is(param->key, "name") && v.type == sf::Type::string) {
-        item.name = v;
+        item.name = Text::of(v);
+        item.has_name = true;
       }
     }
     items.push_back(item);
@@ -253,30 +291,33 @@ void commit_policies(const PolicyItems& items, PolicyKind kind, std::string_view
     QuotaObservation& q = out.emplace_back();  // filled in place: no moves
     q.source.assign(source);
     if (kind == PolicyKind::kNamed) {
-      if (item.value.type == sf::Type::string && item.value.escaped) {
+      if (item.value.escaped) {
         q.policy = decode_name(item.value);
       } else {
-        q.policy.assign(item.value.raw);
+        q.policy.assign(item.value.raw());
       }
-      q.limit = item.q;
-      if (!item.q) warnings.push_back(std::string(field) + ": policy \"" + q.policy + "\" has no quota (q)");
-      if (item.qu) {
-        q.unit = decode_name(*item.qu);
+      if (item.has_q) {
+        q.limit = item.q;
+      } else {
+        warnings.push_back(std::string(field) + ": policy \"" + q.policy + "\" has no quota (q)");
+      }
+      if (item.has_qu) {
+        q.unit = decode_name(item.qu);
         // The drafts' IANA table says "request", their text "requests"; -08's
         // example said "bytes" where -09 says "content-bytes".
         if (q.unit == "request") q.unit = "requests";
         if (q.unit == "bytes") q.unit = "content-bytes";
       }
-      if (item.pk) q.partition_key = decode_bytes(*item.pk);
+      if (item.has_pk) q.partition_key = decode_bytes(item.pk);
     } else {
-      q.limit = item.value.number;
-      if (item.name) q.policy = decode_name(*item.name);  // Envoy names its descriptors
+      q.limit = item.number;
+      if (item.has_name) q.policy = decode_name(item.name);  // Envoy names its descriptors
     }
-    if (item.w) {
-      if (*item.w == 0) {
+    if (item.has_w) {
+      if (item.w == 0) {
         warnings.push_back(std::string(field) + ": window w=0 of policy \"" + q.policy + "\" ignored");
       } else {
-        q.window = seconds(*item.w);
+        q.window = seconds(item.w);
       }
     }
   }
@@ -284,11 +325,11 @@ void commit_policies(const PolicyItems& items, PolicyKind kind, std::string_view
 
 // ---- RateLimit (draft-08 and later: a List of named items) --------------------
 
-struct RateItem {
-  sf::BareView name;
-  std::optional<std::int64_t> r;
-  std::optional<std::int64_t> t;
-  std::optional<sf::BareView> pk;
+struct RateItem {  // trivial, like PolicyItem
+  Text name;
+  std::int64_t r, t;
+  Text pk;
+  bool has_r, has_t, has_pk;
 };
 using RateItems = SmallVec<RateItem, 8>;
 
@@ -302,7 +343,8 @@ bool parse_named_ratelimit(std::string_view value, RateItems& items, std::string
       return false;
     }
     RateItem item;
-    item.name = m->item;
+    item.name = Text::of(m->item);
+    item.has_r = item.has_t = item.has_pk = false;
     while (auto param = p.next_param()) {
       const auto& v = param->value;
       if (key_is(param->key, "r") || key_is(param->key, "t")) {
@@ -311,13 +353,20 @@ bool parse_named_ratelimit(std::string_view value, RateItems& items, std::string
                 " is not a non-negative Integer";
           return false;
         }
-        (key_is(param->key, "r") ? item.r : item.t) = v.number;
+        if (key_is(param->key, "r")) {
+          item.r = v.number;
+          item.has_r = true;
+        } else {
+          item.t = v.number;
+          item.has_t = true;
+        }
       } else if (key_is(param->key, "pk")) {
         if (v.type != sf::Type::byte_sequence) {
           why = "parameter pk of member " + std::to_string(index) + " is not a Byte Sequence";
           return false;
         }
-        item.pk = v;
+        item.pk = Text::of(v);
+        item.has_pk = true;
       }
     }
     items.push_back(item);
@@ -341,8 +390,8 @@ void merge_named_ratelimit(const RateItems& items, std::string_view source, std:
     const RateItem& item = items[k];
     // Compare names without allocating when the name has no escape.
     std::string decoded;
-    std::string_view name = item.name.raw;
-    if (item.name.type == sf::Type::string && item.name.escaped) {
+    std::string_view name = item.name.raw();
+    if (item.name.escaped) {
       decoded = decode_name(item.name);
       name = decoded;
     }
@@ -355,14 +404,14 @@ void merge_named_ratelimit(const RateItems& items, std::string_view source, std:
       }
     }
     if (target == nullptr) {
-      out.emplace_back();
-      target = &out.back();
-      target->policy = std::string(name);
-      target->source = std::string(source);
+      target = &out.emplace_back();
+      target->policy.assign(name);
+      target->source.assign(source);
     }
-    target->remaining = item.r;
-    if (item.t) target->reset = seconds(*item.t);
-    if (item.pk) target->partition_key = decode_bytes(*item.pk);
+    target->remaining.reset();
+    if (item.has_r) target->remaining = item.r;
+    if (item.has_t) target->reset = seconds(item.t);
+    if (item.has_pk) target->partition_key = decode_bytes(item.pk);
   }
 }
 
@@ -490,7 +539,8 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
   auto label = [&](std::string_view form) { return options.source.empty() ? form : options.source; };
 
   FieldValue fields[kSlots];
-  collect(headers, index, prefix, fields);
+  Joined joined;
+  collect(headers, index, prefix, fields, joined);
 
   // RateLimit-Policy.
   const FieldValue& policy = fields[kSlotPolicy];

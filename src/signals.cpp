@@ -189,6 +189,38 @@ Seen classify(const HeaderList& headers) noexcept {
   return seen;
 }
 
+// The profile's fields (its IETF-syntax prefixes, then its own headers), or
+// the opt-in heuristic. Out of line: the line index it builds is not needed
+// for responses from APIs without a profile.
+[[gnu::noinline]] void read_vendor_fields(const HeaderList& headers, const Profile* profile,
+                                          const RateLimitOptions& rl, Signals& s,
+                                          detail::LineMask& read) {
+  // Vendor headers are found through an index of the lines by name length.
+  std::optional<detail::LineIndex> index;
+  if (profile != nullptr) {
+    index.emplace(headers);
+    for (const auto& prefix : profile->ietf_prefixes) {
+      RateLimitOptions pre = rl;
+      pre.prefix = prefix;
+      pre.source = profile->name;
+      pre.skip_separate_fields = false;
+      detail::read_ratelimit(headers, &*index, s.quota, s.warnings, pre);
+    }
+  }
+  // Read straight into the result's vectors (no copies).
+  VendorReading vendor;
+  vendor.quota = std::move(s.quota);
+  vendor.warnings = std::move(s.warnings);
+  if (profile != nullptr) {
+    detail::read_vendor(*profile, *index, rl.received, rl.server_date, vendor, read);
+  } else {
+    read_heuristic(headers, rl.received, rl.server_date, vendor);
+  }
+  s.quota = std::move(vendor.quota);
+  s.warnings = std::move(vendor.warnings);
+  merge_retry_delay(vendor.retry_delay, s);
+}
+
 }  // namespace
 
 Signals observe(int status, const HeaderList& headers, WallTime received_wall, MonoTime received_mono,
@@ -223,34 +255,8 @@ Signals observe(int status, const HeaderList& headers, WallTime received_wall, M
   rl.server_date = server_now;
   if (seen.ietf || profile != nullptr || options.heuristic) s.quota.reserve(4);  // one allocation, usually
   if (seen.ietf) detail::read_ratelimit(headers, nullptr, s.quota, s.warnings, rl);
-  // Vendor headers are found through an index of the lines by name length.
-  std::optional<detail::LineIndex> index;
-  if (profile != nullptr) index.emplace(headers);
-  if (profile != nullptr) {
-    for (const auto& prefix : profile->ietf_prefixes) {
-      RateLimitOptions pre = rl;
-      pre.prefix = prefix;
-      pre.source = profile->name;
-      pre.skip_separate_fields = false;
-      detail::read_ratelimit(headers, &*index, s.quota, s.warnings, pre);
-    }
-  }
-
   detail::LineMask read;  // lines the profile read
-  if (profile != nullptr || options.heuristic) {
-    // Read straight into the result's vectors (no copies).
-    VendorReading vendor;
-    vendor.quota = std::move(s.quota);
-    vendor.warnings = std::move(s.warnings);
-    if (profile != nullptr) {
-      detail::read_vendor(*profile, *index, received_wall, server_now, vendor, read);
-    } else {
-      read_heuristic(headers, received_wall, server_now, vendor);
-    }
-    s.quota = std::move(vendor.quota);
-    s.warnings = std::move(vendor.warnings);
-    merge_retry_delay(vendor.retry_delay, s);
-  }
+  if (profile != nullptr || options.heuristic) read_vendor_fields(headers, profile, rl, s, read);
 
   // Vendor-style headers nobody interpreted: reported, never used (rule 8).
   if (seen.vendor_like) {

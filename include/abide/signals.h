@@ -32,6 +32,9 @@ enum class Confidence {
 
 // One quota policy as a response described it, normalized.
 struct QuotaObservation {
+  // User-provided so that emplace_back() sets each member instead of zero-filling the record first.
+  QuotaObservation() noexcept {}
+
   std::string policy;                        // policy name; empty when the form has none
   std::optional<std::int64_t> limit;         // quota units per window
   std::optional<std::int64_t> remaining;     // quota units left
