@@ -195,25 +195,24 @@ Seen classify(const HeaderList& headers) noexcept {
 [[gnu::noinline]] void read_vendor_fields(const HeaderList& headers, const Profile* profile,
                                           const RateLimitOptions& rl, Signals& s,
                                           detail::LineMask& read) {
-  // Vendor headers are found through an index of the lines by name length.
-  std::optional<detail::LineIndex> index;
+  // Read straight into the result's vectors (no copies).
+  VendorReading vendor;
   if (profile != nullptr) {
-    index.emplace(headers);
+    // Vendor headers are found through an index of the lines by name length.
+    const detail::LineIndex index(headers);
     for (const auto& prefix : profile->ietf_prefixes) {
       RateLimitOptions pre = rl;
       pre.prefix = prefix;
       pre.source = profile->name;
       pre.skip_separate_fields = false;
-      detail::read_ratelimit(headers, &*index, s.quota, s.warnings, pre);
+      detail::read_ratelimit(headers, &index, s.quota, s.warnings, pre);
     }
-  }
-  // Read straight into the result's vectors (no copies).
-  VendorReading vendor;
-  vendor.quota = std::move(s.quota);
-  vendor.warnings = std::move(s.warnings);
-  if (profile != nullptr) {
-    detail::read_vendor(*profile, *index, rl.received, rl.server_date, vendor, read);
+    vendor.quota = std::move(s.quota);
+    vendor.warnings = std::move(s.warnings);
+    detail::read_vendor(*profile, index, rl.received, rl.server_date, vendor, read);
   } else {
+    vendor.quota = std::move(s.quota);
+    vendor.warnings = std::move(s.warnings);
     read_heuristic(headers, rl.received, rl.server_date, vendor);
   }
   s.quota = std::move(vendor.quota);
