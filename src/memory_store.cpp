@@ -23,6 +23,7 @@ struct PolicyState {
   Duration window{};       // 0: unknown
   std::int64_t remaining = -1;  // tracked remaining in the current window; -1: no window known
   MonoTime reset_at{};     // end of the current window (when remaining >= 0)
+  Duration resolution{};   // the window ends within this much before reset_at
   MonoTime next{};         // this policy's next free slot (smooth / GCRA spacing)
 };
 
@@ -75,7 +76,10 @@ void commit(KeyState& s, MonoTime slot, const PacingRules& rules) {
       if (slot < p.reset_at && p.remaining > 0) {
         if (rules.pacing == Pacing::kSmooth) {
           // Divide what is left of the window among what is left of the quota.
-          const double left = static_cast<double>((p.reset_at - slot).count());
+          // The window may end up to `resolution` before reset_at (a reset
+          // stated in whole seconds): aim at that earliest end.
+          const MonoTime end = p.reset_at - p.resolution;
+          const double left = end > slot ? static_cast<double>((end - slot).count()) : 0.0;
           p.next = saturating_add(slot, from_ns(left * stretch / static_cast<double>(p.remaining)));
         }
         --p.remaining;
@@ -192,20 +196,28 @@ RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules
     if (u.reset) {
       const MonoTime reset_at = saturating_add(now, std::max(*u.reset, Duration::zero()));
       if (reset_at <= now) continue;  // a stale response about a window already over
+      // Aim at most half the time to the reset early: a window shorter than
+      // the step is still spread, over its first half.
+      const Duration resolution = std::clamp(u.reset_resolution, Duration::zero(), (reset_at - now) / 2);
       if (p.remaining >= 0 && p.window > Duration::zero() && reset_at >= saturating_add(p.reset_at, p.window)) {
         // A whole window later than the window we count in: the next one. (Two
         // answers about one window differ by less than the server's rounding.)
         p.remaining = remaining;
         p.reset_at = reset_at;
+        p.resolution = resolution;
       } else if (p.remaining >= 0) {
         // The same window: counts only go down (a late response reports too
         // much), and the earliest reset is the closest: servers round times up,
         // so every answer's reset is at or after the true one.
         p.remaining = std::min(p.remaining, remaining);
-        p.reset_at = std::min(p.reset_at, reset_at);
+        if (reset_at < p.reset_at) {
+          p.reset_at = reset_at;
+          p.resolution = resolution;
+        }
       } else {
         p.remaining = remaining;
         p.reset_at = reset_at;
+        p.resolution = resolution;
       }
     } else if (p.remaining >= 0) {
       p.remaining = std::min(p.remaining, remaining);

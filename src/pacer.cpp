@@ -398,6 +398,7 @@ void Pacer::record(const Key& key, const Signals& signals) {
     u.window = o.window;
     u.remaining = o.remaining;
     if (o.reset) u.reset = *o.reset > rec.age ? *o.reset - rec.age : Duration::zero();
+    u.reset_resolution = o.reset_resolution;
     rec.policies.push_back(std::move(u));
   }
   rec.spread_seed = next_random();

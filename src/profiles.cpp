@@ -274,10 +274,55 @@ std::optional<Duration> parse_go_duration(std::string_view text) noexcept {
   return total;
 }
 
+// The step of a decimal number of `unit`s: the unit over ten per fraction digit.
+Duration decimal_step(std::string_view text, Duration unit) noexcept {
+  const std::size_t dot = text.find('.');
+  if (dot == std::string_view::npos) return unit;
+  Duration step = unit;
+  for (std::size_t i = dot + 1; i < text.size() && step > Duration{1}; ++i) step /= 10;
+  return step;
+}
+
+// The step of a Go duration: the unit of its last component ("6m0s": 1 s,
+// "20ms": 1 ms, "1.5s": 100 ms).
+Duration go_duration_step(std::string_view text) noexcept {
+  std::size_t end = text.size();
+  std::size_t unit_start = end;
+  while (unit_start > 0 && !is_digit(text[unit_start - 1]) && text[unit_start - 1] != '.') --unit_start;
+  const std::string_view unit = text.substr(unit_start);
+  Duration u = std::chrono::seconds{1};
+  if (unit == "h") u = std::chrono::hours{1};
+  else if (unit == "m") u = std::chrono::minutes{1};
+  else if (unit == "ms") u = std::chrono::milliseconds{1};
+  else if (unit == "us" || unit == "\xC2\xB5s" || unit == "\xCE\xBCs") u = std::chrono::microseconds{1};
+  else if (unit == "ns") u = Duration{1};
+  std::size_t number_start = unit_start;
+  while (number_start > 0 && (is_digit(text[number_start - 1]) || text[number_start - 1] == '.')) --number_start;
+  return decimal_step(text.substr(number_start, unit_start - number_start), u);
+}
+
+// The step of an RFC 3339 time: its fraction of a second, or a minute when
+// it has no seconds (Atlassian's yyyy-MM-ddTHH:mmZ).
+Duration rfc3339_step(std::string_view text) noexcept {
+  const std::size_t t = text.find_first_of("Tt ");
+  if (t == std::string_view::npos) return std::chrono::seconds{1};
+  std::size_t i = t + 1;
+  int colons = 0;
+  while (i < text.size() && (is_digit(text[i]) || text[i] == ':')) colons += text[i++] == ':' ? 1 : 0;
+  if (colons < 2) return std::chrono::minutes{1};
+  if (i < text.size() && text[i] == '.') {
+    std::size_t j = i + 1;
+    while (j < text.size() && is_digit(text[j])) ++j;
+    return decimal_step(text.substr(i, j - i), std::chrono::seconds{1});
+  }
+  return std::chrono::seconds{1};
+}
+
 std::optional<TimeValue> parse_time_value(std::string_view text, TimeFormat format, WallTime received,
                                           std::optional<WallTime> server_date) noexcept {
   text = trim(text);
   std::optional<WallTime> at;
+  Duration step = std::chrono::seconds{1};
   switch (format) {
     case TimeFormat::kUnixSeconds: {
       const auto s = parse_digits(text);
@@ -289,31 +334,33 @@ std::optional<TimeValue> parse_time_value(std::string_view text, TimeFormat form
       const auto d = parse_decimal_duration(text, std::chrono::seconds{1});
       if (!d) return std::nullopt;
       at = WallTime{*d};
+      step = decimal_step(text, std::chrono::seconds{1});
       break;
     }
     case TimeFormat::kDeltaSeconds: {
       const auto s = parse_digits(text);
       if (!s) return std::nullopt;
-      return TimeValue{seconds_saturating(*s), std::nullopt};
+      return TimeValue{seconds_saturating(*s), std::nullopt, step};
     }
     case TimeFormat::kFloatSeconds: {
       const auto d = parse_decimal_duration(text, std::chrono::seconds{1});
       if (!d) return std::nullopt;
-      return TimeValue{*d, std::nullopt};
+      return TimeValue{*d, std::nullopt, decimal_step(text, std::chrono::seconds{1})};
     }
     case TimeFormat::kMilliseconds: {
       const auto d = parse_decimal_duration(text, std::chrono::milliseconds{1});
       if (!d) return std::nullopt;
-      return TimeValue{*d, std::nullopt};
+      return TimeValue{*d, std::nullopt, decimal_step(text, std::chrono::milliseconds{1})};
     }
     case TimeFormat::kGoDuration: {
       const auto d = parse_go_duration(text);
       if (!d) return std::nullopt;
-      return TimeValue{*d, std::nullopt};
+      return TimeValue{*d, std::nullopt, go_duration_step(text)};
     }
     case TimeFormat::kRfc3339:
       at = parse_rfc3339_lenient(text);
       if (!at) return std::nullopt;
+      step = rfc3339_step(text);
       break;
     case TimeFormat::kHttpDate: {
       auto d = parse_http_date(text, received, ParseMode::kRobust);
@@ -324,7 +371,7 @@ std::optional<TimeValue> parse_time_value(std::string_view text, TimeFormat form
   }
   Duration wait = wall_diff(*at, received);
   if (server_date) wait = std::max(wait, wall_diff(*at, *server_date));
-  return TimeValue{std::max(wait, Duration::zero()), at};
+  return TimeValue{std::max(wait, Duration::zero()), at, step};
 }
 
 std::optional<std::int64_t> parse_count(std::string_view text, CountFormat format, bool round_up) noexcept {
@@ -964,7 +1011,7 @@ class VendorReader {
         v->at->time_since_epoch() < std::chrono::seconds{1'000'000'000}) {
       out_.warnings.push_back(p_.name + ": " + std::string(f.name) + " " + shown(f.value) +
                               " is too small for Unix time; read as seconds from receipt");
-      return TimeValue{v->at->time_since_epoch(), std::nullopt};
+      return TimeValue{v->at->time_since_epoch(), std::nullopt, v->resolution};
     }
     return v;
   }
@@ -1018,6 +1065,7 @@ class VendorReader {
     for (const auto& r : spec.reset) {
       if (auto t = time(r)) {
         q.reset = t->from_receipt;
+        q.reset_resolution = t->resolution;
         break;
       }
     }
@@ -1153,7 +1201,7 @@ std::optional<TimeValue> guess_time(std::string_view v, WallTime received, std::
     }
     return parse_time_value(v, TimeFormat::kFloatSeconds, received, date);
   }
-  if (auto d = parse_go_duration(v)) return TimeValue{*d, std::nullopt};
+  if (auto d = parse_go_duration(v)) return TimeValue{*d, std::nullopt, go_duration_step(v)};
   if (auto t = parse_time_value(v, TimeFormat::kRfc3339, received, date)) return t;
   return parse_time_value(v, TimeFormat::kHttpDate, received, date);
 }
@@ -1181,7 +1229,12 @@ void read_heuristic(const HeaderList& headers, WallTime received, std::optional<
       } else if (iequals(what, "used")) {
         if (auto n = parse_count(h.value, CountFormat::kNumber, true)) used = n; else bad();
       } else if (iequals(what, "reset")) {
-        if (auto t = guess_time(h.value, received, server_date)) q.reset = t->from_receipt; else bad();
+        if (auto t = guess_time(h.value, received, server_date)) {
+          q.reset = t->from_receipt;
+          q.reset_resolution = t->resolution;
+        } else {
+          bad();
+        }
       } else {
         continue;
       }

@@ -31,6 +31,9 @@ constexpr std::string_view kLimit = "ratelimit-limit";
 constexpr std::string_view kRemaining = "ratelimit-remaining";
 constexpr std::string_view kReset = "ratelimit-reset";
 
+// Every form of the drafts states times in whole seconds.
+constexpr Duration kWholeSecond = std::chrono::seconds{1};
+
 // A value of 1e9 seconds (31 years) as a "delay" is a Unix timestamp in disguise.
 constexpr std::int64_t kLooksLikeEpoch = 1'000'000'000;
 
@@ -410,7 +413,10 @@ void merge_named_ratelimit(const RateItems& items, std::string_view source, std:
     }
     target->remaining.reset();
     if (item.has_r) target->remaining = item.r;
-    if (item.has_t) target->reset = seconds(item.t);
+    if (item.has_t) {
+      target->reset = seconds(item.t);
+      target->reset_resolution = kWholeSecond;
+    }
     if (item.has_pk) target->partition_key = decode_bytes(item.pk);
   }
 }
@@ -576,7 +582,10 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
         q.source = std::string(label(kSourceDraft07));
         q.limit = d.limit;
         q.remaining = d.remaining;
-        if (d.reset) q.reset = seconds(*d.reset);
+        if (d.reset) {
+          q.reset = seconds(*d.reset);
+          q.reset_resolution = kWholeSecond;
+        }
         adopt_matching_policy(q, unnamed);
         for (auto& u : unnamed) u.source = q.source;
         quota.push_back(std::move(q));
@@ -679,6 +688,7 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
         }
       }
       if (any) {
+        if (q.reset) q.reset_resolution = kWholeSecond;  // every form states whole seconds
         q.source = std::string(label(form));
         adopt_matching_policy(q, unnamed);
         for (auto& u : unnamed) u.source = q.source;

@@ -467,6 +467,24 @@ TEST_F(Fixture, SmoothSpreadsTheRemainingQuotaOverTheWindow) {
   EXPECT_TRUE(r.probe);
 }
 
+// A reset stated in whole seconds (GitHub's Unix second, the drafts' delta
+// seconds) can be up to a second late: the quota is spent by the earliest end,
+// and nothing more goes out before the stated reset.
+TEST_F(Fixture, SmoothSpendsACoarseResetByItsEarliestEnd) {
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  const MonoTime t0 = clock.mono_now();
+  QuotaObservation o = window_obs(10, seconds{10});
+  o.reset_resolution = seconds{1};
+  p.record(k, with(response(clock), o));
+  const auto times = drain(p, k, t0 + seconds{10});
+  ASSERT_EQ(times.size(), 10u);
+  EXPECT_GE(times.back(), seconds{7});
+  EXPECT_LT(times.back(), seconds{9}) << "spent by the earliest end, a second before the stated reset";
+  clock.advance(t0 + seconds{10} - milliseconds{1} - clock.mono_now());
+  EXPECT_FALSE(peek(p, k).ok()) << "nothing before the stated reset";
+}
+
 TEST_F(Fixture, BurstSpendsTheRestThenWaitsForTheReset) {
   PacerConfig c = config();
   c.rules.pacing = Pacing::kBurst;

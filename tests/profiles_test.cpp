@@ -86,6 +86,7 @@ TEST(GitHub, PrimaryLimitExceededOn403) {
   EXPECT_EQ(q.limit, 60);
   EXPECT_EQ(q.remaining, 0);
   EXPECT_EQ(q.reset, 400s);
+  EXPECT_EQ(q.reset_resolution, 1s);  // a Unix second: the window ends within the second before
   EXPECT_EQ(q.source, "github");
   EXPECT_EQ(q.confidence, Confidence::kHigh);
   EXPECT_TRUE(s.limited);
@@ -748,6 +749,32 @@ TEST(TimeValue, EveryFormat) {
   EXPECT_EQ(v("1767225630", TimeFormat::kUnixSeconds, kNow + 10s), 30s);
   // A delta ignores Date.
   EXPECT_EQ(v("30", TimeFormat::kDeltaSeconds, kNow - 10s), 30s);
+}
+
+// The step each format states a time in: the true instant lies within one
+// step before the stated one when the server rounds up.
+TEST(TimeValue, ResolutionOfEveryFormat) {
+  const auto step = [](std::string_view text, TimeFormat f) {
+    auto t = parse_time_value(text, f, kNow, std::nullopt);
+    return t ? std::optional<Duration>(t->resolution) : std::nullopt;
+  };
+  EXPECT_EQ(step("1767225630", TimeFormat::kUnixSeconds), 1s);
+  EXPECT_EQ(step("1767225630", TimeFormat::kUnixSecondsFraction), 1s);
+  EXPECT_EQ(step("1767225630.123", TimeFormat::kUnixSecondsFraction), 1ms);  // Discord
+  EXPECT_EQ(step("30", TimeFormat::kDeltaSeconds), 1s);
+  EXPECT_EQ(step("64.57", TimeFormat::kFloatSeconds), 10ms);
+  EXPECT_EQ(step("1500", TimeFormat::kMilliseconds), 1ms);
+  EXPECT_EQ(step("1500.5", TimeFormat::kMilliseconds), 100us);
+  EXPECT_EQ(step("6m0s", TimeFormat::kGoDuration), 1s);  // OpenAI
+  EXPECT_EQ(step("20ms", TimeFormat::kGoDuration), 1ms);
+  EXPECT_EQ(step("1.5s", TimeFormat::kGoDuration), 100ms);
+  EXPECT_EQ(step("1h", TimeFormat::kGoDuration), 1h);
+  EXPECT_EQ(step("3\xC2\xB5s", TimeFormat::kGoDuration), 1us);
+  EXPECT_EQ(step("2026-01-01T00:00:30Z", TimeFormat::kRfc3339), 1s);  // Anthropic
+  EXPECT_EQ(step("2026-01-01T00:00:30.25Z", TimeFormat::kRfc3339), 10ms);
+  EXPECT_EQ(step("2026-01-01T01:00:30+01:00", TimeFormat::kRfc3339), 1s);
+  EXPECT_EQ(step("2026-01-01T00:01Z", TimeFormat::kRfc3339), 1min);  // Atlassian
+  EXPECT_EQ(step("Thu, 01 Jan 2026 00:00:30 GMT", TimeFormat::kHttpDate), 1s);
 }
 
 TEST(Counts, IntegerNumberUsedLimitMembers) {

@@ -419,5 +419,25 @@ TEST(MostRestrictive, LowConfidenceOnlyWhenNothingElse) {
   EXPECT_FALSE(most_restrictive({}));
 }
 
+// Every draft form states reset in whole seconds: the quota resets within the
+// second before it, which smooth pacing aims at (DESIGN.md rule 9).
+TEST(ResetResolution, EveryDraftFormStatesWholeSeconds) {
+  const std::initializer_list<Header> forms[] = {
+      {{"RateLimit-Limit", "100"}, {"RateLimit-Remaining", "5"}, {"RateLimit-Reset", "30"}},
+      {{"RateLimit", "limit=100, remaining=5, reset=30"}},
+      {{"RateLimit-Policy", "\"p\";q=100;w=60"}, {"RateLimit", "\"p\";r=5;t=30"}},
+  };
+  for (const auto& f : forms) {
+    const auto r = read(f);
+    ASSERT_EQ(r.quota.size(), 1u);
+    EXPECT_EQ(r.quota[0].reset, 30s);
+    EXPECT_EQ(r.quota[0].reset_resolution, 1s) << r.quota[0].source;
+  }
+  // A policy without a reset has no resolution either.
+  const auto p = read({{"RateLimit-Policy", "\"p\";q=100;w=60"}});
+  ASSERT_EQ(p.quota.size(), 1u);
+  EXPECT_EQ(p.quota[0].reset_resolution, Duration::zero());
+}
+
 }  // namespace
 }  // namespace abide

@@ -79,6 +79,10 @@ struct PolicyUpdate {
   std::optional<Duration> window;          // the policy's window (> 0 to count)
   std::optional<std::int64_t> remaining;   // units left (negative counts as zero)
   std::optional<Duration> reset;           // from now until the quota resets (>= 0)
+  // The step the server stated `reset` in (1 s for whole seconds; zero: exact).
+  // The window ends within the step before `reset`: smooth pacing spends the
+  // quota by the earliest instant it can end.
+  Duration reset_resolution{};
 };
 
 // One response, as the store sees it.

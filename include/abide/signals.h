@@ -40,6 +40,7 @@ struct QuotaObservation {
   std::optional<std::int64_t> remaining;     // quota units left
   std::optional<Duration> window;            // the policy's window
   std::optional<Duration> reset;             // from receipt until the quota resets (>= 0)
+  Duration reset_resolution{};               // the step reset was stated in (1 s: whole seconds); 0: exact
   std::string unit = "requests";             // quota unit (requests, content-bytes, tokens, ...)
   std::optional<std::string> partition_key;  // raw bytes of `pk`, or a vendor scope/bucket
   std::string source;                        // draft form ("draft-08", ...) or profile name

@@ -87,7 +87,8 @@ std::string sha1_hex(std::string_view message) {
 
 // State: {e = epoch, tat, ce = cooldown end, se = spread end, ss = spread seed,
 // sn = spread count, pn = probe needed, po = probe out, ps = probe start,
-// pu = probe until, pol = {{id, limit, window, remaining, reset_at, next}, ...}}.
+// pu = probe until, pol = {{id, limit, window, remaining, reset_at, next,
+// resolution}, ...}} (a state saved without resolution reads it as 0).
 constexpr std::string_view kPrelude = R"lua(
 local function now_us(arg)
   if arg ~= '' then return tonumber(arg) end
@@ -160,7 +161,10 @@ end
 for _, p in ipairs(st.pol) do
   if p[4] >= 0 then
     if slot < p[5] and p[4] > 0 then
-      if smooth then p[6] = slot + math.ceil((p[5] - slot) * stretch / p[4]) end
+      if smooth then
+        local left = math.max(p[5] - (p[7] or 0) - slot, 0)
+        p[6] = slot + math.ceil(left * stretch / p[4])
+      end
       p[4] = p[4] - 1
     end
   elseif p[2] > 0 and p[3] > 0 then
@@ -179,7 +183,8 @@ return {kind, wait, st.e}
 )lua";
 
 // ARGV: now, age, cooldown ('' none), seed, probe after cooldown (1|0),
-// spread period, n, then n x {id, limit, window, remaining, reset} ('' none).
+// spread period, n, then n x {id, limit, window, remaining, reset,
+// reset resolution} ('' none).
 // Returns {blocked, released}.
 constexpr std::string_view kRecord = R"lua(
 local key = KEYS[1]
@@ -221,12 +226,13 @@ if cooldown ~= nil and cooldown > 0 then
 end
 if released == 1 and blocked == 0 then release(now) end
 for i = 0, n - 1 do
-  local b = 8 + i * 5
+  local b = 8 + i * 6
   local id = ARGV[b]
   local limit = tonumber(ARGV[b + 1])
   local window = tonumber(ARGV[b + 2])
   local rem = tonumber(ARGV[b + 3])
   local reset = tonumber(ARGV[b + 4])
+  local res = tonumber(ARGV[b + 5]) or 0
   local has_policy = limit ~= nil and limit > 0 and window ~= nil and window > 0
   local has_window = rem ~= nil and reset ~= nil
   if has_policy or rem ~= nil then
@@ -238,7 +244,7 @@ for i = 0, n - 1 do
       end
     end
     if p == nil and #st.pol < 8 and (has_policy or has_window) then
-      p = {id, 0, 0, -1, 0, 0}
+      p = {id, 0, 0, -1, 0, 0, 0}
       st.pol[#st.pol + 1] = p
     end
     if p ~= nil then
@@ -249,15 +255,21 @@ for i = 0, n - 1 do
         if reset ~= nil then
           local ra = now + math.max(reset, 0)
           if ra > now then
+            res = math.min(math.max(res, 0), math.floor((ra - now) / 2))
             if p[4] >= 0 and p[3] > 0 and ra >= p[5] + p[3] then
               p[4] = rem
               p[5] = ra
+              p[7] = res
             elseif p[4] >= 0 then
               p[4] = math.min(p[4], rem)
-              p[5] = math.min(p[5], ra)
+              if ra < p[5] then
+                p[5] = ra
+                p[7] = res
+              end
             else
               p[4] = rem
               p[5] = ra
+              p[7] = res
             end
           end
         elseif p[4] >= 0 then
@@ -306,6 +318,12 @@ std::int64_t micros_up(Duration d) {
   const auto n = d.count();
   const std::int64_t us = n / 1000 + (n % 1000 != 0 ? 1 : 0);
   return std::min(us, kMaxMicros);
+}
+
+// For a resolution: rounding down aims later, never earlier.
+std::int64_t micros_down(Duration d) {
+  if (d <= Duration::zero()) return 0;
+  return std::min<std::int64_t>(d.count() / 1000, kMaxMicros);
 }
 
 std::string num(std::int64_t v) { return std::to_string(v); }
@@ -890,6 +908,7 @@ RecordOutcome RedisStore::record(Handle& key, const StoreRecord& record, const P
     args.push_back(u.window ? num(micros_up(*u.window)) : std::string());
     args.push_back(u.remaining ? num(*u.remaining) : std::string());
     args.push_back(u.reset ? num(micros_up(*u.reset)) : std::string());
+    args.push_back(num(micros_down(u.reset_resolution)));
   }
   std::vector<long long> out;
   if (impl_->eval(impl_->record_script, h.key, args, record.now, out) == Outcome::kOk && out.size() >= 2) {

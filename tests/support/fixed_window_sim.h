@@ -29,7 +29,13 @@ struct SimOptions {
   Duration phase{};                        // where the server's windows start, in [0, window)
   Duration latency = std::chrono::milliseconds{1};  // one way
   bool announce_policy = true;             // limit and window in every answer (draft11, github)
+  bool announce_window = true;             // with announce_policy: the window too (GitHub sends none)
   bool announce_remaining = true;          // remaining and reset in every answer
+  // The reset as a Unix second (GitHub's x-ratelimit-reset): the window end
+  // rounded up to a whole second of a clock where `start` is `unix_offset`
+  // past a whole second. Otherwise: the time to the end rounded up (the drafts).
+  bool reset_unix_second = false;
+  Duration unix_offset{};
   PacingRules rules;
 };
 
@@ -118,7 +124,11 @@ inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimO
         if (first_window < 0) first_window = n;
         ++arrivals_in[n];
         const Duration to_end = window_end(n) - e.at;
-        const std::int64_t t = std::chrono::ceil<seconds>(to_end).count();
+        Duration reset = std::chrono::ceil<seconds>(to_end);
+        if (o.reset_unix_second) {
+          const auto unix_at = [&](MonoTime m) { return m - start + o.unix_offset + std::chrono::hours{1}; };
+          reset = std::chrono::ceil<seconds>(unix_at(window_end(n))) - unix_at(e.at);
+        }
         if (accepted_in[n] < o.limit) {
           ++accepted_in[n];
           me.limited = false;
@@ -128,8 +138,8 @@ inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimO
           if (n != first_window) ++r.limited_after_first_window;
         }
         me.remaining = o.limit - accepted_in[n];
-        me.reset = seconds{t};
-        me.retry_after = seconds{t};
+        me.reset = reset;
+        me.retry_after = std::chrono::ceil<seconds>(reset);
         q.push({e.at + o.latency, seq++, e.worker, kAnswer});
         break;
       }
@@ -140,11 +150,12 @@ inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimO
         u.id = "default";
         if (o.announce_policy) {
           u.limit = o.limit;
-          u.window = o.window;
+          if (o.announce_window) u.window = o.window;
         }
         if (o.announce_remaining) {
           u.remaining = me.remaining;
           u.reset = me.reset;
+          u.reset_resolution = seconds{1};
         }
         if (o.announce_policy || o.announce_remaining) rec.policies.push_back(u);
         if (me.limited) rec.cooldown = me.retry_after;

@@ -210,6 +210,34 @@ TEST_P(QuotaStoreConformance, SmoothDividesTheWindow) {
   expect_near(probe.wait, seconds{4});
 }
 
+// A reset stated in whole seconds: the window may end up to a second before
+// it. Smooth pacing spends the quota by that earliest end, and still sends
+// nothing more before the stated reset.
+TEST_P(QuotaStoreConformance, SmoothAimsAtTheEarliestEndOfACoarseReset) {
+  PolicyUpdate u = window(4, seconds{5});
+  u.reset_resolution = seconds{1};
+  update({u});
+  const double expected_ms[] = {0, 1050, 2082.5, 3089.1875};
+  for (double e : expected_ms) {
+    const StoreGrant g = acquire();
+    ASSERT_EQ(g.kind, Kind::kGranted);
+    EXPECT_NEAR(static_cast<double>(g.wait.count()) / 1e6, e, 0.5);
+  }
+  const StoreGrant probe = acquire();
+  EXPECT_EQ(probe.kind, Kind::kProbe);
+  expect_near(probe.wait, seconds{5});
+}
+
+// A step as long as the time to the reset aims at most half way: a window
+// shorter than the step is still spread, not burst.
+TEST_P(QuotaStoreConformance, ACoarseResetStillSpreadsOverHalfTheTimeLeft) {
+  PolicyUpdate u = window(2, seconds{1});
+  u.reset_resolution = seconds{1};
+  update({u});
+  EXPECT_EQ(acquire().wait, Duration::zero());
+  EXPECT_NEAR(static_cast<double>(acquire().wait.count()) / 1e6, 262.5, 0.5);
+}
+
 TEST_P(QuotaStoreConformance, BurstSpendsThenProbesAtTheReset) {
   rules.pacing = Pacing::kBurst;
   update({window(3, seconds{6})});
@@ -324,6 +352,28 @@ TEST_P(QuotaStoreConformance, BurstWorkloadFinishesBeforeTheLongRunTime) {
     SCOPED_TRACE("phase " + std::to_string(phase.count()) + " ms");
     const SimResult r = run_workload(*store, rules, Pacing::kBurst, phase, now);
     EXPECT_LT(r.ratio(), 1.0);
+    now += std::chrono::minutes{1};
+  }
+}
+
+// GitHub's style: no window announced, and the reset a Unix second, so the
+// window ends up to a second before the stated reset. Smooth pacing spends the
+// quota by the earliest end instead of losing up to half of a 2 s window.
+TEST_P(QuotaStoreConformance, UnixSecondResetWorkloadUsesTheQuota) {
+  for (const auto offset : {milliseconds{0}, milliseconds{250}, milliseconds{500}, milliseconds{900}}) {
+    SCOPED_TRACE("offset " + std::to_string(offset.count()) + " ms");
+    SimOptions o;
+    o.announce_window = false;
+    o.reset_unix_second = true;
+    o.unix_offset = offset;
+    o.rules = rules;
+    auto k = store->open("unix-" + std::to_string(offset.count()) + "-" +
+                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    const SimResult r = simulate(*store, *k, o, now);
+    EXPECT_EQ(r.accepted, o.requests);
+    EXPECT_EQ(r.limited, 0);
+    EXPECT_LE(r.max_arrivals_per_window, o.limit);
+    EXPECT_LE(r.ratio(), 1.05);
     now += std::chrono::minutes{1};
   }
 }
