@@ -23,7 +23,7 @@ struct PolicyState {
   Duration window{};       // 0: unknown
   std::int64_t remaining = -1;  // tracked remaining in the current window; -1: no window known
   MonoTime reset_at{};     // end of the current window (when remaining >= 0)
-  Duration resolution{};   // the window ends within this much before reset_at
+  MonoTime aim{};          // smooth pacing spends the window's quota by this (<= reset_at)
   MonoTime next{};         // this policy's next free slot (smooth / GCRA spacing)
 };
 
@@ -76,10 +76,8 @@ void commit(KeyState& s, MonoTime slot, const PacingRules& rules) {
       if (slot < p.reset_at && p.remaining > 0) {
         if (rules.pacing == Pacing::kSmooth) {
           // Divide what is left of the window among what is left of the quota.
-          // The window may end up to `resolution` before reset_at (a reset
-          // stated in whole seconds): aim at that earliest end.
-          const MonoTime end = p.reset_at - p.resolution;
-          const double left = end > slot ? static_cast<double>((end - slot).count()) : 0.0;
+          // Aim at the earliest instant the window can end (see `aim`).
+          const double left = p.aim > slot ? static_cast<double>((p.aim - slot).count()) : 0.0;
           p.next = saturating_add(slot, from_ns(left * stretch / static_cast<double>(p.remaining)));
         }
         --p.remaining;
@@ -196,28 +194,32 @@ RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules
     if (u.reset) {
       const MonoTime reset_at = saturating_add(now, std::max(*u.reset, Duration::zero()));
       if (reset_at <= now) continue;  // a stale response about a window already over
-      // Aim at most half the time to the reset early: a window shorter than
-      // the step is still spread, over its first half.
-      const Duration resolution = std::clamp(u.reset_resolution, Duration::zero(), (reset_at - now) / 2);
+      // A reset stated in steps (whole seconds) is at most a step after the
+      // true end, so reset_at - step is a lower bound of it (servers round up).
+      // A window's first answer is taken at most half way, so a window shorter
+      // than the step is still spread; later answers only tighten the bound.
+      const Duration step = std::max(u.reset_resolution, Duration::zero());
+      const MonoTime first_aim = reset_at - std::min(step, (reset_at - now) / 2);
+      const MonoTime bound = reset_at - std::min(step, reset_at - now);
       if (p.remaining >= 0 && p.window > Duration::zero() && reset_at >= saturating_add(p.reset_at, p.window)) {
         // A whole window later than the window we count in: the next one. (Two
         // answers about one window differ by less than the server's rounding.)
         p.remaining = remaining;
         p.reset_at = reset_at;
-        p.resolution = resolution;
+        p.aim = first_aim;
       } else if (p.remaining >= 0) {
         // The same window: counts only go down (a late response reports too
         // much), and the earliest reset is the closest: servers round times up,
         // so every answer's reset is at or after the true one.
         p.remaining = std::min(p.remaining, remaining);
-        if (reset_at < p.reset_at) {
-          p.reset_at = reset_at;
-          p.resolution = resolution;
-        }
+        p.reset_at = std::min(p.reset_at, reset_at);
+        // A bound at or past the tracked end is about a later window.
+        if (bound < p.reset_at) p.aim = std::max(p.aim, bound);
+        p.aim = std::min(p.aim, p.reset_at);
       } else {
         p.remaining = remaining;
         p.reset_at = reset_at;
-        p.resolution = resolution;
+        p.aim = first_aim;
       }
     } else if (p.remaining >= 0) {
       p.remaining = std::min(p.remaining, remaining);

@@ -605,7 +605,9 @@ TEST(Fetch, SecretsAppearInNoOutputInAnyMode) {
   // 3. Error messages: Redis unreachable, a wrong password, a server that is
   //    not there, and usage errors that quote what was given.
   {
-    const std::string dead_port = std::to_string(free_loopback_port());
+    const DeadPort dead;
+    ASSERT_GT(dead.port(), 0);
+    const std::string dead_port = std::to_string(dead.port());
     RunResult r = run(fetch_argv(with(secret_headers(), {"--store", "redis://:" + std::string(kRedisSecret) +
                                                                         "@127.0.0.1:" + dead_port,
                                                          "--stats", dir / "e1.json", "--resume-file", dir / "e1r.json",

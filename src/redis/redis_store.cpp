@@ -88,7 +88,7 @@ std::string sha1_hex(std::string_view message) {
 // State: {e = epoch, tat, ce = cooldown end, se = spread end, ss = spread seed,
 // sn = spread count, pn = probe needed, po = probe out, ps = probe start,
 // pu = probe until, pol = {{id, limit, window, remaining, reset_at, next,
-// resolution}, ...}} (a state saved without resolution reads it as 0).
+// aim}, ...}} (a state saved without aim reads it as reset_at).
 constexpr std::string_view kPrelude = R"lua(
 local function now_us(arg)
   if arg ~= '' then return tonumber(arg) end
@@ -162,7 +162,7 @@ for _, p in ipairs(st.pol) do
   if p[4] >= 0 then
     if slot < p[5] and p[4] > 0 then
       if smooth then
-        local left = math.max(p[5] - (p[7] or 0) - slot, 0)
+        local left = math.max((p[7] or p[5]) - slot, 0)
         p[6] = slot + math.ceil(left * stretch / p[4])
       end
       p[4] = p[4] - 1
@@ -255,21 +255,23 @@ for i = 0, n - 1 do
         if reset ~= nil then
           local ra = now + math.max(reset, 0)
           if ra > now then
-            res = math.min(math.max(res, 0), math.floor((ra - now) / 2))
+            res = math.max(res, 0)
+            local first_aim = ra - math.min(res, math.floor((ra - now) / 2))
+            local bound = ra - math.min(res, ra - now)
             if p[4] >= 0 and p[3] > 0 and ra >= p[5] + p[3] then
               p[4] = rem
               p[5] = ra
-              p[7] = res
+              p[7] = first_aim
             elseif p[4] >= 0 then
               p[4] = math.min(p[4], rem)
-              if ra < p[5] then
-                p[5] = ra
-                p[7] = res
-              end
+              p[5] = math.min(p[5], ra)
+              local aim = p[7] or p[5]
+              if bound < p[5] then aim = math.max(aim, bound) end
+              p[7] = math.min(aim, p[5])
             else
               p[4] = rem
               p[5] = ra
-              p[7] = res
+              p[7] = first_aim
             end
           end
         elseif p[4] >= 0 then

@@ -238,6 +238,35 @@ TEST_P(QuotaStoreConformance, ACoarseResetStillSpreadsOverHalfTheTimeLeft) {
   EXPECT_NEAR(static_cast<double>(acquire().wait.count()) / 1e6, 262.5, 0.5);
 }
 
+// Each answer bounds the true end from below (its reset minus the step); a
+// later answer in the window tightens the aim to its bound, and an answer
+// whose bound is past the tracked reset (the next window's) leaves it alone.
+TEST_P(QuotaStoreConformance, LaterAnswersTightenTheAimToTheirBound) {
+  const auto coarse = [](std::int64_t remaining, Duration reset) {
+    PolicyUpdate u = window(remaining, reset);
+    u.reset_resolution = seconds{1};
+    return u;
+  };
+  update({coarse(3, seconds{2})});  // the window ends in (1 s, 2 s]: aim at 1 s
+  now += milliseconds{500};
+  update({coarse(3, seconds{2})});  // at 0.5 s, in 2 s: so it ends in (1.5 s, 2 s]: aim at 1.5 s
+  EXPECT_EQ(acquire().wait, Duration::zero());
+  // 1 s to the aim for 3 left: 350 ms, not the 175 ms of an aim at 1 s.
+  EXPECT_NEAR(static_cast<double>(acquire().wait.count()) / 1e6, 350.0, 0.5);
+}
+
+TEST_P(QuotaStoreConformance, TheNextWindowsBoundDoesNotMoveTheAim) {
+  PolicyUpdate first = window(3, seconds{2});
+  first.reset_resolution = seconds{1};
+  update({first});  // aim at 1 s
+  now += milliseconds{500};
+  PolicyUpdate next = window(50, seconds{4});  // bound at 3.5 s: past the tracked end at 2 s
+  next.reset_resolution = seconds{1};
+  update({next});
+  EXPECT_EQ(acquire().wait, Duration::zero());
+  EXPECT_NEAR(static_cast<double>(acquire().wait.count()) / 1e6, 175.0, 0.5);
+}
+
 TEST_P(QuotaStoreConformance, BurstSpendsThenProbesAtTheReset) {
   rules.pacing = Pacing::kBurst;
   update({window(3, seconds{6})});

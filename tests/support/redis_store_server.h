@@ -48,6 +48,36 @@ inline int free_loopback_port() {
   return port;
 }
 
+// A loopback port nothing listens on, held for the object's life: the socket
+// is bound but never listens, so connections are refused, and no other test
+// (running in parallel) can start a server on it meanwhile, as it could on a
+// port that was merely free when asked.
+class DeadPort {
+ public:
+  DeadPort() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd_ < 0) return;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+      port_ = ntohs(a.sin_port);
+    }
+  }
+  ~DeadPort() {
+    if (fd_ >= 0) close(fd_);
+  }
+  DeadPort(const DeadPort&) = delete;
+  DeadPort& operator=(const DeadPort&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 // One RESP reply, flattened: simple strings, errors ("-..."), integers and
 // bulk strings as text; arrays as their elements.
 struct RespReply {
