@@ -16,9 +16,10 @@
 //   until t, stretched by a small safety margin; `burst` sends while r lasts and
 //   then waits for t. Neither sends more than r before t. A t stated in whole
 //   seconds (QuotaObservation::reset_resolution) may be up to a second after the
-//   true end: smooth pacing spends r by the earliest end, t minus the step (at
-//   most half the time to t), so the rounding does not cost a share of every
-//   window; it still sends nothing beyond r before t.
+//   true end, so each answer bounds the end from below by t minus the step:
+//   smooth pacing spends r by the latest such bound of the window (its first
+//   answer's taken at most half way to t), so the rounding does not cost a
+//   share of every window; it still sends nothing beyond r before t.
 // - A policy alone (q per window w): a GCRA with interval w/q (times 1 + margin)
 //   and no burst, since the server's window boundaries are unknown.
 // - Several policies: each constrains the slot, the most restrictive wins.
