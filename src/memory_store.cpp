@@ -196,30 +196,27 @@ RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules
       if (reset_at <= now) continue;  // a stale response about a window already over
       // A reset stated in steps (whole seconds) is at most a step after the
       // true end, so reset_at - step is a lower bound of it (servers round up).
-      // A window's first answer is taken at most half way, so a window shorter
-      // than the step is still spread; later answers only tighten the bound.
       const Duration step = std::max(u.reset_resolution, Duration::zero());
-      const MonoTime first_aim = reset_at - std::min(step, (reset_at - now) / 2);
-      const MonoTime bound = reset_at - std::min(step, reset_at - now);
-      if (p.remaining >= 0 && p.window > Duration::zero() && reset_at >= saturating_add(p.reset_at, p.window)) {
-        // A whole window later than the window we count in: the next one. (Two
-        // answers about one window differ by less than the server's rounding.)
-        p.remaining = remaining;
-        p.reset_at = reset_at;
-        p.aim = first_aim;
-      } else if (p.remaining >= 0) {
+      // A reset a whole window later than the window we count in is the next
+      // one. (Two answers about one window differ by less than the server's rounding.)
+      const bool next_window = p.window > Duration::zero() && reset_at >= saturating_add(p.reset_at, p.window);
+      if (p.remaining >= 0 && !next_window) {
         // The same window: counts only go down (a late response reports too
         // much), and the earliest reset is the closest: servers round times up,
-        // so every answer's reset is at or after the true one.
+        // so every answer's reset is at or after the true one. Later answers
+        // only tighten the aim; a bound at or past the tracked end is about a
+        // later window.
         p.remaining = std::min(p.remaining, remaining);
         p.reset_at = std::min(p.reset_at, reset_at);
-        // A bound at or past the tracked end is about a later window.
+        const MonoTime bound = reset_at - std::min(step, reset_at - now);
         if (bound < p.reset_at) p.aim = std::max(p.aim, bound);
         p.aim = std::min(p.aim, p.reset_at);
       } else {
+        // A window starts. Its first answer is aimed at most half way, so a
+        // window shorter than the step is still spread.
         p.remaining = remaining;
         p.reset_at = reset_at;
-        p.aim = first_aim;
+        p.aim = reset_at - std::min(step, (reset_at - now) / 2);
       }
     } else if (p.remaining >= 0) {
       p.remaining = std::min(p.remaining, remaining);

@@ -286,8 +286,7 @@ Duration decimal_step(std::string_view text, Duration unit) noexcept {
 // The step of a Go duration: the unit of its last component ("6m0s": 1 s,
 // "20ms": 1 ms, "1.5s": 100 ms).
 Duration go_duration_step(std::string_view text) noexcept {
-  std::size_t end = text.size();
-  std::size_t unit_start = end;
+  std::size_t unit_start = text.size();
   while (unit_start > 0 && !is_digit(text[unit_start - 1]) && text[unit_start - 1] != '.') --unit_start;
   const std::string_view unit = text.substr(unit_start);
   Duration u = std::chrono::seconds{1};

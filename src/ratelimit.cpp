@@ -74,9 +74,7 @@ static_assert(static_cast<int>(FieldKind::kRateLimitPolicy) - static_cast<int>(F
               static_cast<int>(FieldKind::kRateLimitRemaining) - static_cast<int>(FieldKind::kRateLimit) == kSlotRemaining &&
               static_cast<int>(FieldKind::kRateLimitReset) - static_cast<int>(FieldKind::kRateLimit) == kSlotReset);
 
-// Collects the fields: unprefixed ones by the kind HeaderList gave each line
-// (one pass, no name comparisons), prefixed ones ("x-ratelimit-limit")
-// through the index.
+// Adds one field line to its field.
 void take(FieldValue& f, const Header& h, Joined& joined) {
   if (++f.lines_ == 1) {
     f.first_ = &h;
@@ -90,6 +88,9 @@ void take(FieldValue& f, const Header& h, Joined& joined) {
   f.joined_->append(", ").append(h.value);
 }
 
+// Collects the fields: unprefixed ones by the kind HeaderList gave each line
+// (one pass, no name comparisons), prefixed ones ("x-ratelimit-limit")
+// through the index.
 void collect(const HeaderList& headers, const detail::LineIndex* index, std::string_view prefix,
              FieldValue (&fields)[kSlots], Joined& joined) {
   if (prefix.empty()) {
@@ -413,10 +414,7 @@ void merge_named_ratelimit(const RateItems& items, std::string_view source, std:
     }
     target->remaining.reset();
     if (item.has_r) target->remaining = item.r;
-    if (item.has_t) {
-      target->reset = seconds(item.t);
-      target->reset_resolution = kWholeSecond;
-    }
+    if (item.has_t) target->reset = seconds(item.t);
     if (item.has_pk) target->partition_key = decode_bytes(item.pk);
   }
 }
@@ -543,6 +541,7 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
                             std::vector<std::string>& warnings, const RateLimitOptions& options) {
   const std::string_view prefix = options.prefix;
   auto label = [&](std::string_view form) { return options.source.empty() ? form : options.source; };
+  const std::size_t first = quota.size();
 
   FieldValue fields[kSlots];
   Joined joined;
@@ -582,10 +581,7 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
         q.source = std::string(label(kSourceDraft07));
         q.limit = d.limit;
         q.remaining = d.remaining;
-        if (d.reset) {
-          q.reset = seconds(*d.reset);
-          q.reset_resolution = kWholeSecond;
-        }
+        if (d.reset) q.reset = seconds(*d.reset);
         adopt_matching_policy(q, unnamed);
         for (auto& u : unnamed) u.source = q.source;
         quota.push_back(std::move(q));
@@ -688,7 +684,6 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
         }
       }
       if (any) {
-        if (q.reset) q.reset_resolution = kWholeSecond;  // every form states whole seconds
         q.source = std::string(label(form));
         adopt_matching_policy(q, unnamed);
         for (auto& u : unnamed) u.source = q.source;
@@ -702,6 +697,9 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
   }
   // Policies no field made current: informative limit and window only.
   for (auto& u : unnamed) quota.push_back(std::move(u));
+  for (std::size_t i = first; i < quota.size(); ++i) {
+    if (quota[i].reset) quota[i].reset_resolution = kWholeSecond;
+  }
 }
 
 RateLimitReading read_ratelimit(const HeaderList& headers, const RateLimitOptions& options) {

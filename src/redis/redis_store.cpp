@@ -256,22 +256,18 @@ for i = 0, n - 1 do
           local ra = now + math.max(reset, 0)
           if ra > now then
             res = math.max(res, 0)
-            local first_aim = ra - math.min(res, math.floor((ra - now) / 2))
-            local bound = ra - math.min(res, ra - now)
-            if p[4] >= 0 and p[3] > 0 and ra >= p[5] + p[3] then
-              p[4] = rem
-              p[5] = ra
-              p[7] = first_aim
-            elseif p[4] >= 0 then
+            local next_window = p[3] > 0 and ra >= p[5] + p[3]
+            if p[4] >= 0 and not next_window then
               p[4] = math.min(p[4], rem)
               p[5] = math.min(p[5], ra)
+              local bound = ra - math.min(res, ra - now)
               local aim = p[7] or p[5]
               if bound < p[5] then aim = math.max(aim, bound) end
               p[7] = math.min(aim, p[5])
             else
               p[4] = rem
               p[5] = ra
-              p[7] = first_aim
+              p[7] = ra - math.min(res, math.floor((ra - now) / 2))
             end
           end
         elseif p[4] >= 0 then
