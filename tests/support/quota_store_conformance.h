@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <ostream>
@@ -58,6 +59,12 @@ class QuotaStoreConformance : public ::testing::TestWithParam<StoreParam> {
     u.reset = reset;
     return u;
   }
+  // A window whose reset is stated in whole seconds.
+  static PolicyUpdate coarse_window(std::int64_t remaining, Duration reset) {
+    PolicyUpdate u = window(remaining, reset);
+    u.reset_resolution = std::chrono::seconds{1};
+    return u;
+  }
   static PolicyUpdate policy(std::int64_t limit, Duration w, std::string id = "") {
     PolicyUpdate u;
     u.id = std::move(id);
@@ -70,6 +77,20 @@ class QuotaStoreConformance : public ::testing::TestWithParam<StoreParam> {
     r.policies = std::move(u);
     return record(r);
   }
+
+  // Acquires one slot per entry of `expected_ms` (waits from now, in ms),
+  // then one more: the probe, at `probe_at`.
+  void expect_smooth_slots(std::initializer_list<double> expected_ms, Duration probe_at) {
+    for (double e : expected_ms) {
+      const StoreGrant g = acquire();
+      ASSERT_EQ(g.kind, StoreGrant::Kind::kGranted);
+      EXPECT_NEAR(wait_ms(g), e, 0.5);
+    }
+    const StoreGrant probe = acquire();
+    EXPECT_EQ(probe.kind, StoreGrant::Kind::kProbe);
+    expect_near(probe.wait, probe_at);
+  }
+  static double wait_ms(const StoreGrant& g) { return static_cast<double>(g.wait.count()) / 1e6; }
 
   static void expect_near(Duration actual, Duration expected, const char* what = "") {
     EXPECT_LE(actual - expected, std::chrono::microseconds{1}) << what;
@@ -198,73 +219,44 @@ TEST_P(QuotaStoreConformance, WithoutProbeAfterCooldownReleasedSlotsAreSpread) {
 
 TEST_P(QuotaStoreConformance, SmoothDividesTheWindow) {
   update({window(4, seconds{4})});
-  const double expected_ms[] = {0, 1050, 2082.5, 3089.1875};
-  for (double e : expected_ms) {
-    const StoreGrant g = acquire();
-    ASSERT_EQ(g.kind, Kind::kGranted);
-    EXPECT_NEAR(static_cast<double>(g.wait.count()) / 1e6, e, 0.5);
-  }
   // The fifth would come after the reset: it is the probe, at the reset.
-  const StoreGrant probe = acquire();
-  EXPECT_EQ(probe.kind, Kind::kProbe);
-  expect_near(probe.wait, seconds{4});
+  expect_smooth_slots({0, 1050, 2082.5, 3089.1875}, seconds{4});
 }
 
 // A reset stated in whole seconds: the window may end up to a second before
 // it. Smooth pacing spends the quota by that earliest end, and still sends
 // nothing more before the stated reset.
 TEST_P(QuotaStoreConformance, SmoothAimsAtTheEarliestEndOfACoarseReset) {
-  PolicyUpdate u = window(4, seconds{5});
-  u.reset_resolution = seconds{1};
-  update({u});
-  const double expected_ms[] = {0, 1050, 2082.5, 3089.1875};
-  for (double e : expected_ms) {
-    const StoreGrant g = acquire();
-    ASSERT_EQ(g.kind, Kind::kGranted);
-    EXPECT_NEAR(static_cast<double>(g.wait.count()) / 1e6, e, 0.5);
-  }
-  const StoreGrant probe = acquire();
-  EXPECT_EQ(probe.kind, Kind::kProbe);
-  expect_near(probe.wait, seconds{5});
+  update({coarse_window(4, seconds{5})});
+  expect_smooth_slots({0, 1050, 2082.5, 3089.1875}, seconds{5});  // as a 4 s window, probe at 5 s
 }
 
 // A step as long as the time to the reset aims at most half way: a window
 // shorter than the step is still spread, not burst.
 TEST_P(QuotaStoreConformance, ACoarseResetStillSpreadsOverHalfTheTimeLeft) {
-  PolicyUpdate u = window(2, seconds{1});
-  u.reset_resolution = seconds{1};
-  update({u});
+  update({coarse_window(2, seconds{1})});
   EXPECT_EQ(acquire().wait, Duration::zero());
-  EXPECT_NEAR(static_cast<double>(acquire().wait.count()) / 1e6, 262.5, 0.5);
+  EXPECT_NEAR(wait_ms(acquire()), 262.5, 0.5);
 }
 
 // Each answer bounds the true end from below (its reset minus the step); a
 // later answer in the window tightens the aim to its bound, and an answer
 // whose bound is past the tracked reset (the next window's) leaves it alone.
 TEST_P(QuotaStoreConformance, LaterAnswersTightenTheAimToTheirBound) {
-  const auto coarse = [](std::int64_t remaining, Duration reset) {
-    PolicyUpdate u = window(remaining, reset);
-    u.reset_resolution = seconds{1};
-    return u;
-  };
-  update({coarse(3, seconds{2})});  // the window ends in (1 s, 2 s]: aim at 1 s
+  update({coarse_window(3, seconds{2})});  // the window ends in (1 s, 2 s]: aim at 1 s
   now += milliseconds{500};
-  update({coarse(3, seconds{2})});  // at 0.5 s, in 2 s: so it ends in (1.5 s, 2 s]: aim at 1.5 s
+  update({coarse_window(3, seconds{2})});  // at 0.5 s, in 2 s: so it ends in (1.5 s, 2 s]: aim at 1.5 s
   EXPECT_EQ(acquire().wait, Duration::zero());
   // 1 s to the aim for 3 left: 350 ms, not the 175 ms of an aim at 1 s.
-  EXPECT_NEAR(static_cast<double>(acquire().wait.count()) / 1e6, 350.0, 0.5);
+  EXPECT_NEAR(wait_ms(acquire()), 350.0, 0.5);
 }
 
 TEST_P(QuotaStoreConformance, TheNextWindowsBoundDoesNotMoveTheAim) {
-  PolicyUpdate first = window(3, seconds{2});
-  first.reset_resolution = seconds{1};
-  update({first});  // aim at 1 s
+  update({coarse_window(3, seconds{2})});  // aim at 1 s
   now += milliseconds{500};
-  PolicyUpdate next = window(50, seconds{4});  // bound at 3.5 s: past the tracked end at 2 s
-  next.reset_resolution = seconds{1};
-  update({next});
+  update({coarse_window(50, seconds{4})});  // bound at 3.5 s: past the tracked end at 2 s
   EXPECT_EQ(acquire().wait, Duration::zero());
-  EXPECT_NEAR(static_cast<double>(acquire().wait.count()) / 1e6, 175.0, 0.5);
+  EXPECT_NEAR(wait_ms(acquire()), 175.0, 0.5);
 }
 
 TEST_P(QuotaStoreConformance, BurstSpendsThenProbesAtTheReset) {
