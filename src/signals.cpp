@@ -197,6 +197,8 @@ Seen classify(const HeaderList& headers) noexcept {
                                           detail::LineMask& read) {
   // Read straight into the result's vectors (no copies).
   VendorReading vendor;
+  vendor.quota = std::move(s.quota);
+  vendor.warnings = std::move(s.warnings);
   if (profile != nullptr) {
     // Vendor headers are found through an index of the lines by name length.
     const detail::LineIndex index(headers);
@@ -205,14 +207,10 @@ Seen classify(const HeaderList& headers) noexcept {
       pre.prefix = prefix;
       pre.source = profile->name;
       pre.skip_separate_fields = false;
-      detail::read_ratelimit(headers, &index, s.quota, s.warnings, pre);
+      detail::read_ratelimit(headers, &index, vendor.quota, vendor.warnings, pre);
     }
-    vendor.quota = std::move(s.quota);
-    vendor.warnings = std::move(s.warnings);
     detail::read_vendor(*profile, index, rl.received, rl.server_date, vendor, read);
   } else {
-    vendor.quota = std::move(s.quota);
-    vendor.warnings = std::move(s.warnings);
     read_heuristic(headers, rl.received, rl.server_date, vendor);
   }
   s.quota = std::move(vendor.quota);
