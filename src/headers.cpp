@@ -148,6 +148,27 @@ bool has_ratelimit(std::string_view name) noexcept {
 
 }  // namespace
 
+std::string printable(std::string_view bytes, std::size_t max_bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  const std::string_view shown = bytes.substr(0, max_bytes);
+  std::string out;
+  out.reserve(shown.size() + 3);
+  for (const char ch : shown) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += ch;
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    }
+  }
+  if (bytes.size() > max_bytes) out += "...";
+  return out;
+}
+
 FieldKind classify_field(std::string_view name) noexcept {
   switch (name.size()) {
     case 4:

@@ -215,6 +215,8 @@ Seen classify(const HeaderList& headers) noexcept {
   }
   s.quota = std::move(vendor.quota);
   s.warnings = std::move(vendor.warnings);
+  s.should_retry = vendor.should_retry;
+  s.should_retry_source = std::move(vendor.should_retry_source);
   merge_retry_delay(vendor.retry_delay, s);
 }
 

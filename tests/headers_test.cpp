@@ -181,5 +181,20 @@ TEST(ParseResponseHead, NulInValueBecomesSpace) {
   EXPECT_EQ(head->headers.first("x-a"), "a b");
 }
 
+TEST(Printable, EscapesEveryByteATerminalWouldActOn) {
+  // ESC [ 2 J clears a screen; BEL rings; a title escape ends in ST.
+  EXPECT_EQ(printable("\x1b[2Jok\x07"), "\\x1b[2Jok\\x07");
+  EXPECT_EQ(printable("a\\b"), "a\\\\b");  // a backslash cannot fake an escape
+  EXPECT_EQ(printable(std::string_view("\0\x7f\xc2\x9b", 4)), "\\x00\\x7f\\xc2\\x9b");
+  EXPECT_EQ(printable("plain text, 1;w=2 \"q\""), "plain text, 1;w=2 \"q\"");
+}
+
+TEST(Printable, BoundsWhatItShows) {
+  const std::string big(10'000, 'x');
+  EXPECT_EQ(printable(big, 8), "xxxxxxxx...");
+  EXPECT_EQ(printable("12345678", 8), "12345678");
+  EXPECT_EQ(printable(big).size(), 64u + 3u);
+}
+
 }  // namespace
 }  // namespace abide

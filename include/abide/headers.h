@@ -63,6 +63,12 @@ ABIDE_ALWAYS_INLINE inline bool iequals(std::string_view a, std::string_view b) 
   return true;
 }
 
+// Bytes a server sent, made safe to show anywhere (terminal, log, warning,
+// JSON): printable ASCII stays, a backslash becomes "\\", and every other byte
+// (controls such as ESC and BEL, DEL, anything non-ASCII) becomes "\xNN". At
+// most max_bytes of input are shown; a longer input ends in "...".
+std::string printable(std::string_view bytes, std::size_t max_bytes = 64);
+
 // The fields abide reads, recognised by name. HeaderList tags every line with
 // its kind when the line is added, so that reading a response does not
 // compare names again and again.

@@ -219,6 +219,8 @@ std::optional<std::string_view> find_member(std::string_view value, std::string_
 struct VendorReading {
   std::vector<QuotaObservation> quota;
   std::optional<RetryHint> retry_delay;  // the longest valid retry-delay header, if any
+  std::optional<bool> should_retry;      // the server's retry verdict, if the profile reads one
+  std::string should_retry_source;       // the header that carried it
   std::vector<std::string> warnings;
 };
 void read_vendor(const Profile& profile, const HeaderList& headers, WallTime received,

@@ -45,6 +45,11 @@ struct QuotaObservation {
   std::optional<std::string> partition_key;  // raw bytes of `pk`, or a vendor scope/bucket
   std::string source;                        // draft form ("draft-08", ...) or profile name
   Confidence confidence = Confidence::kHigh;
+  // Quota units the request that got this answer consumed (the provisional draft-12 `c`).
+  std::optional<std::int64_t> cost;
+  // The reset counts to a full refill of the quota (OpenAI's x-ratelimit-reset-*),
+  // not to the next permitted request: it does not bound the wait as a reset would.
+  bool reset_is_full_refill = false;
 
   // True when the observation says nothing may be sent before `reset`.
   bool exhausted() const noexcept { return remaining && *remaining <= 0 && reset.has_value(); }
@@ -80,6 +85,11 @@ struct Signals {
   std::string profile;                      // the vendor profile used, empty if none
   bool limited = false;                     // the status means "rate limited" (429, or per profile)
   std::vector<Header> uninterpreted;        // vendor-style quota headers seen but not read (no profile)
+  // The server's own verdict on retrying this request (Stripe-Should-Retry,
+  // x-should-retry, per profile), when it gave one. false: do not retry; true
+  // grants no permission to repeat a non-idempotent request (rule 7).
+  std::optional<bool> should_retry;
+  std::string should_retry_source;          // the header that carried the verdict
   std::vector<std::string> warnings;        // every field ignored or adjusted, and why
 
   // The longest `reset` among exhausted quota observations: nothing may be
