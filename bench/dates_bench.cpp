@@ -21,6 +21,7 @@ constexpr const char* kImf = "Sun, 06 Nov 1994 08:49:37 GMT";
 constexpr const char* kRfc850 = "Sunday, 06-Nov-94 08:49:37 GMT";
 constexpr const char* kAsctime = "Sun Nov  6 08:49:37 1994";
 constexpr const char* kRobustImf = "sun,  6 nov 1994 08:49:37 UTC";
+constexpr const char* kWrongDayImf = "Mon, 06 Nov 1994 08:49:37 GMT";  // 6 Nov 1994 was a Sunday
 
 void BM_RetryAfterDelaySeconds(benchmark::State& state) {
   std::string_view v = "120";
@@ -56,6 +57,7 @@ BENCHMARK_CAPTURE(http_date, rfc850_date, kRfc850, abide::ParseMode::kStrict);
 BENCHMARK_CAPTURE(http_date, asctime_date, kAsctime, abide::ParseMode::kStrict);
 BENCHMARK_CAPTURE(http_date, imf_fixdate_robust, kImf, abide::ParseMode::kRobust);
 BENCHMARK_CAPTURE(http_date, deviant_imf_robust, kRobustImf, abide::ParseMode::kRobust);
+BENCHMARK_CAPTURE(http_date, wrong_day_imf_fixdate, kWrongDayImf, abide::ParseMode::kStrict);
 
 void BM_FormatImfFixdate(benchmark::State& state) {
   char buf[abide::kImfFixdateLength];

@@ -386,8 +386,11 @@ bool DateParser::resolve(WallTime now) noexcept {
   if (minute_ > 59) return error(DateErrorCode::kMinuteOutOfRange, minute_at_);
   if (second_ > 60) return error(DateErrorCode::kSecondOutOfRange, second_at_);
   const std::int64_t days = days_from_civil(year, month_, day_);
+  // A wrong day name is read past, in both modes: the numbers name the
+  // instant (what curl, Go and Python do), and the year was settled above
+  // without looking at the name.
   if (wday_ >= 0 && weekday_from_days(days) != static_cast<unsigned>(wday_)) {
-    return error(DateErrorCode::kWeekdayMismatch, 0);
+    dev_.add(DateDeviation::kWeekdayMismatch);
   }
   // Second 60 becomes second 0 of the next minute.
   seconds_ = days * 86400 + sod;
@@ -741,6 +744,7 @@ std::string_view to_string(DateDeviation d) noexcept {
     case DateDeviation::kExtraSpace: return "extra whitespace between parts";
     case DateDeviation::kDayNameLength: return "full day name where the abbreviation belongs, or the reverse";
     case DateDeviation::kFourDigitYear: return "four-digit year in an rfc850-date";
+    case DateDeviation::kWeekdayMismatch: return "day name does not match the date (the date's numbers are used)";
   }
   return "unknown deviation";
 }

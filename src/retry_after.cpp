@@ -3,6 +3,8 @@
 
 #include <limits>
 
+#include "abide/headers.h"
+
 namespace abide {
 namespace {
 
@@ -40,25 +42,8 @@ bool same_value(const RetryAfter& a, const RetryAfter& b) noexcept {
   return a.kind == RetryAfter::Kind::kDelay ? a.delay == b.delay : a.date.seconds == b.date.seconds;
 }
 
-// A field value for a warning: quoted, control bytes escaped, at most 64 bytes.
-std::string quoted(std::string_view v) {
-  constexpr std::size_t kMax = 64;
-  std::string out = "\"";
-  for (std::size_t i = 0; i < v.size() && i < kMax; ++i) {
-    const auto c = static_cast<unsigned char>(v[i]);
-    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
-      constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (v.size() > kMax) out += "...";
-  out += '"';
-  return out;
-}
+// A field value for a warning: quoted, made printable, at most 64 bytes.
+std::string quoted(std::string_view v) { return "\"" + printable(v, 64) + "\""; }
 
 }  // namespace
 

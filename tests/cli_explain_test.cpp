@@ -107,6 +107,20 @@ TEST(CliExplain, MalformedRetryAfterIsBackoffWithAWarning) {
   EXPECT_THAT(j["warnings"].dump(), HasSubstr("malformed"));
 }
 
+TEST(CliExplain, MismatchedDayNameWaitsForTheServersTimeInBothModes) {
+  // 1 Jan 2026 is a Thursday: the "Fri" is wrong, the hour is not.
+  for (const char* value : {"Fri, 01 Jan 2026 01:00:00 GMT", "Friday, 01-Jan-26 01:00:00 GMT", "Fri Jan  1 01:00:00 2026"}) {
+    const std::string head = std::string("HTTP/1.1 503 Service Unavailable\r\nRetry-After: ") + value + "\r\n\r\n";
+    for (const bool strict : {false, true}) {
+      const json j = strict ? explain_head(head, {"--jitter", "none", "--strict"}) : explain_head(head, {"--jitter", "none"});
+      EXPECT_EQ(j["basis"], "retry-after") << value;
+      EXPECT_EQ(j["server_hint_s"], 3600) << value;
+      EXPECT_EQ(j["not_before"], "2026-01-01T01:00:00Z") << value;
+      EXPECT_THAT(j["warnings"].dump(), HasSubstr("day name does not match")) << value;
+    }
+  }
+}
+
 TEST(CliExplain, PastDateIsZeroHintPlusBackoff) {
   const json j = explain_json({"--jitter", "none", "--attempt", "3", kHeads + "503-retry-after-past-date.http"});
   EXPECT_EQ(j["server_hint_s"], 0);

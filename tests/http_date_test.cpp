@@ -107,8 +107,6 @@ TEST(HttpDateStrict, ImpossibleValues) {
       {"Sun, 06 Nov 1994 24:00:00 GMT", Code::kHourOutOfRange, 17},
       {"Sun, 06 Nov 1994 08:60:37 GMT", Code::kMinuteOutOfRange, 20},
       {"Sun, 06 Nov 1994 08:49:61 GMT", Code::kSecondOutOfRange, 23},
-      {"Mon, 06 Nov 1994 08:49:37 GMT", Code::kWeekdayMismatch, 0},
-      {"Monday, 06-Nov-94 08:49:37 GMT", Code::kWeekdayMismatch, 0},
       {"Sun Nov  6 24:49:37 1994", Code::kHourOutOfRange, 11},
       {"Sun Feb 30 08:49:37 1994", Code::kDayOutOfRange, 8},
   };
@@ -119,6 +117,74 @@ TEST(HttpDateStrict, ImpossibleValues) {
       EXPECT_EQ(e.offset, c.offset) << c.text << ": " << e.message();
     }
   }
+}
+
+// ---- a day name that does not match its date ---------------------------------
+
+// 2026-11-29T13:00:00Z, a Sunday.
+constexpr std::int64_t kSunday1300 = 1795957200;
+
+TEST(HttpDateWeekday, MismatchIsTheInstantItsNumbersNameInBothModes) {
+  struct Case {
+    const char* text;
+    HttpDateForm form;
+  };
+  const Case cases[] = {
+      {"Mon, 29 Nov 2026 13:00:00 GMT", HttpDateForm::kImfFixdate},
+      {"Monday, 29-Nov-26 13:00:00 GMT", HttpDateForm::kRfc850},
+      {"Mon Nov 29 13:00:00 2026", HttpDateForm::kAsctime},
+      {"Sat, 29 Nov 2026 13:00:00 GMT", HttpDateForm::kImfFixdate},
+      {"Wednesday, 29-Nov-26 13:00:00 GMT", HttpDateForm::kRfc850},
+      {"Fri Nov 29 13:00:00 2026", HttpDateForm::kAsctime},
+  };
+  for (const auto& c : cases) {
+    for (const ParseMode mode : {ParseMode::kStrict, ParseMode::kRobust}) {
+      const auto r = parse_http_date(c.text, kNow, mode);
+      ASSERT_TRUE(r) << c.text << ": " << r.error().message();
+      EXPECT_EQ(unix_of(*r), kSunday1300) << c.text;
+      EXPECT_EQ(r->form, c.form) << c.text;
+      DateDeviations want;
+      want.add(Dev::kWeekdayMismatch);
+      EXPECT_EQ(r->deviations, want) << c.text << ": got " << to_string(r->deviations);
+    }
+  }
+}
+
+TEST(HttpDateWeekday, EveryWrongNameGivesTheSameInstantAsTheRightOne) {
+  // A mismatched name can neither shorten nor lengthen the wait.
+  const std::int64_t right = unix_of(strict_ok("Sun, 29 Nov 2026 13:00:00 GMT"));
+  for (const char* name : {"Mon", "Tue", "Wed", "Thu", "Fri", "Sat"}) {
+    const std::string text = std::string(name) + ", 29 Nov 2026 13:00:00 GMT";
+    const HttpDate d = strict_ok(text);
+    EXPECT_EQ(unix_of(d), right) << text;
+    EXPECT_TRUE(d.deviations.has(Dev::kWeekdayMismatch)) << text;
+  }
+  EXPECT_FALSE(strict_ok("Sun, 29 Nov 2026 13:00:00 GMT").deviations.has(Dev::kWeekdayMismatch));
+}
+
+TEST(HttpDateWeekday, StrictStillRejectsEveryOtherDeviation) {
+  // The mismatch is the one deviation strict mode reads past.
+  EXPECT_EQ(rejected("Mon, 29 Nov 2026 13:00:00 UTC", ParseMode::kStrict).code, Code::kBadZone);
+  EXPECT_EQ(rejected("mon, 29 Nov 2026 13:00:00 GMT", ParseMode::kStrict).code, Code::kBadDayName);
+  EXPECT_EQ(rejected("Mon Nov 29 13:00:00 26", ParseMode::kStrict).code, Code::kTruncated);
+  EXPECT_EQ(rejected("Mon, 30 Feb 2026 13:00:00 GMT", ParseMode::kStrict).code, Code::kDayOutOfRange);
+  // A name that is no day name at all is still malformed, in both modes.
+  for (const ParseMode mode : {ParseMode::kStrict, ParseMode::kRobust}) {
+    EXPECT_EQ(rejected("Mun, 29 Nov 2026 13:00:00 GMT", mode).code, Code::kBadDayName);
+    EXPECT_EQ(rejected("Mondey, 29-Nov-26 13:00:00 GMT", mode).code, Code::kBadDayName);
+  }
+}
+
+TEST(HttpDateWeekday, RobustReportsTheMismatchBesideOtherDeviations) {
+  // Off the fast path (general parser), several deviations at once.
+  const HttpDate d = robust_ok("mon,  29 Nov 2026 13:00:00 UTC");
+  EXPECT_EQ(unix_of(d), kSunday1300);
+  DateDeviations want;
+  for (const Dev x : {Dev::kCase, Dev::kExtraSpace, Dev::kZoneUtc, Dev::kWeekdayMismatch}) want.add(x);
+  EXPECT_EQ(d.deviations, want) << to_string(d.deviations);
+  EXPECT_EQ(unix_of(robust_ok("Mon, 29-Nov-2026 13:00:00 GMT")), kSunday1300);
+  EXPECT_EQ(unix_of(robust_ok("Monday Nov 29 13:00:00 2026")), kSunday1300);
+  EXPECT_NE(to_string(d.deviations).find("day name does not match"), std::string::npos);
 }
 
 TEST(HttpDateStrict, MalformedWithOffsets) {
@@ -194,9 +260,19 @@ TEST(HttpDateRfc850, FiftyYearBoundaryBothSides) {
   // One second later is more than 50 years ahead: the most recent past year
   // with the same two digits, 1976 (a Monday).
   EXPECT_EQ(unix_of(strict_ok("Monday, 29-Nov-76 22:30:01 GMT")), 218154601);
-  // ...and the day name is checked against the resolved year.
-  EXPECT_EQ(rejected("Sunday, 29-Nov-76 22:30:01 GMT", ParseMode::kStrict).code, Code::kWeekdayMismatch);
-  EXPECT_EQ(rejected("Monday, 29-Nov-76 22:30:00 GMT", ParseMode::kStrict).code, Code::kWeekdayMismatch);
+  // ...and the day name never picks the century: "Sunday" fits 2076, but one
+  // second past the boundary is 1976 all the same (with the mismatch reported),
+  // and "Monday" (1976's weekday) does not pull 22:30:00 back to 1976.
+  for (const ParseMode mode : {ParseMode::kStrict, ParseMode::kRobust}) {
+    const auto late = parse_http_date("Sunday, 29-Nov-76 22:30:01 GMT", kNow, mode);
+    ASSERT_TRUE(late);
+    EXPECT_EQ(unix_of(*late), 218154601);
+    EXPECT_TRUE(late->deviations.has(Dev::kWeekdayMismatch));
+    const auto edge = parse_http_date("Monday, 29-Nov-76 22:30:00 GMT", kNow, mode);
+    ASSERT_TRUE(edge);
+    EXPECT_EQ(unix_of(*edge), 3373914600);
+    EXPECT_TRUE(edge->deviations.has(Dev::kWeekdayMismatch));
+  }
   // The day before the boundary stays in 2076, the day after goes to 1976.
   EXPECT_EQ(unix_of(strict_ok("Saturday, 28-Nov-76 00:00:00 GMT")), 3373747200);
   EXPECT_EQ(strict_ok("Tuesday, 30-Nov-76 00:00:00 GMT").seconds.time_since_epoch().count(),
@@ -212,8 +288,11 @@ TEST(HttpDateRfc850, RuleFollowsTheInjectedNow) {
   // In mid-2060, "05" is 2105 (45 years ahead), not 2005 (55 years back).
   const WallTime now2060 = at(2853273600);
   EXPECT_EQ(unix_of(strict_ok("Thursday, 01-Jan-05 00:00:00 GMT", now2060)), 4260211200);
-  // The same text, read in 2026, is 2005.
-  EXPECT_EQ(rejected("Thursday, 01-Jan-05 00:00:00 GMT", ParseMode::kStrict).code, Code::kWeekdayMismatch);
+  // The same text, read in 2026, is 2005 (a Saturday: the Thursday of 2105
+  // does not move it a century).
+  const HttpDate in2026 = strict_ok("Thursday, 01-Jan-05 00:00:00 GMT");
+  EXPECT_EQ(unix_of(in2026), 1104537600);
+  EXPECT_TRUE(in2026.deviations.has(Dev::kWeekdayMismatch));
   EXPECT_EQ(unix_of(strict_ok("Saturday, 01-Jan-05 00:00:00 GMT")), 1104537600);
 }
 

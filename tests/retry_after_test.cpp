@@ -218,6 +218,25 @@ TEST(RetryAfterDate, RobustReportsDateDeviations) {
   EXPECT_FALSE(ok("Sun, 06 Nov 1994 08:49:37 GMT", ParseMode::kRobust).has_deviations());
 }
 
+TEST(RetryAfterDate, MismatchedDayNameStillWaitsForTheDateInBothModes) {
+  // 29 Nov 2026 is a Sunday; the server's hour is still an hour away.
+  for (const char* v : {"Mon, 29 Nov 2026 23:30:00 GMT", "Monday, 29-Nov-26 23:30:00 GMT", "Mon Nov 29 23:30:00 2026"}) {
+    for (const ParseMode mode : {ParseMode::kStrict, ParseMode::kRobust}) {
+      const RetryAfter r = ok(v, mode);
+      EXPECT_EQ(r.kind, Kind::kDate) << v;
+      EXPECT_EQ(remaining(r, kReceived), 1h) << v;
+      EXPECT_TRUE(r.date.deviations.has(DateDeviation::kWeekdayMismatch)) << v;
+      EXPECT_TRUE(r.has_deviations()) << v;
+    }
+  }
+  // Beside a shorter valid line it is the longer wait that wins, not a backoff.
+  const std::array<std::string_view, 2> l = {"60", "Mon, 29 Nov 2026 23:30:00 GMT"};
+  auto r = parse_retry_after_lines(l, kReceived);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->line, 1u);
+  EXPECT_EQ(remaining(r->value, kReceived), 1h);
+}
+
 TEST(RetryAfterError, Messages) {
   EXPECT_EQ(bad("-5").message(), "negative delay at byte 0");
   EXPECT_EQ(bad("2.5").message(), "fractional delay at byte 1");

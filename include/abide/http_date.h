@@ -4,8 +4,13 @@
 // asctime-date). Strict mode accepts exactly the grammar. Robust mode also
 // accepts deviations whose meaning is unambiguous and says which ones it
 // accepted. Both reject impossible values (February 30, hour 24, minute 60,
-// second 61, a day name that does not match the date) and anything else, with
-// an error that names what was wrong and the byte where it was found.
+// second 61) and anything else, with an error that names what was wrong and
+// the byte where it was found.
+//
+// A day name that is not the weekday of its date is accepted in both modes and
+// reported (DateDeviation::kWeekdayMismatch): the numbers name one instant, and
+// rejecting it would turn a server's hint into "malformed" and a retry far too
+// early. The day name never picks a century; rfc850-date's 50-year rule does.
 //
 // The parsers never allocate and never trim: surrounding whitespace belongs to
 // the field parser (RFC 9110 section 5.5); see retry_after.h, which trims it.
@@ -36,7 +41,8 @@ enum class HttpDateForm : std::uint8_t {
   kAsctime,     // Sun Nov  6 08:49:37 1994
 };
 
-// A deviation from the grammar that robust mode accepted.
+// A deviation from the grammar that was accepted: by robust mode only, except
+// kWeekdayMismatch, which both modes accept and report.
 enum class DateDeviation : std::uint8_t {
   kCase,            // a name or the zone not in the grammar's case ("sun", "NOV", "gmt")
   kZoneUtc,         // "UTC" instead of "GMT"
@@ -46,9 +52,11 @@ enum class DateDeviation : std::uint8_t {
   kExtraSpace,      // a run of SP/HTAB (or an HTAB) where one SP belongs
   kDayNameLength,   // "Sunday" where "Sun" belongs, or the reverse
   kFourDigitYear,   // rfc850-date with a four-digit year (no 50-year rule needed)
+  kWeekdayMismatch, // a day name that is not the date's weekday (both modes)
 };
 
-// A small set of DateDeviation values. Empty in strict mode.
+// A small set of DateDeviation values. In strict mode it holds at most
+// kWeekdayMismatch.
 class DateDeviations {
  public:
   constexpr bool empty() const noexcept { return bits_ == 0; }
@@ -68,7 +76,7 @@ class DateDeviations {
 inline constexpr DateDeviation kAllDateDeviations[] = {
     DateDeviation::kCase,           DateDeviation::kZoneUtc,       DateDeviation::kZoneNumeric,
     DateDeviation::kOneDigitDay,    DateDeviation::kMissingDayName, DateDeviation::kExtraSpace,
-    DateDeviation::kDayNameLength,  DateDeviation::kFourDigitYear};
+    DateDeviation::kDayNameLength,  DateDeviation::kFourDigitYear, DateDeviation::kWeekdayMismatch};
 
 // A short English description, e.g. "UTC instead of GMT".
 std::string_view to_string(DateDeviation d) noexcept;
@@ -98,7 +106,8 @@ enum class DateErrorCode : std::uint8_t {
   kMinuteOutOfRange,   // minute above 59
   kSecondOutOfRange,   // second above 60 (60 is a leap second)
   kOffsetOutOfRange,   // RFC 3339 offset hour above 23 or minute above 59
-  kWeekdayMismatch,    // the day name is not the weekday of the date
+  kWeekdayMismatch,    // no longer returned (a mismatched day name is a DateDeviation);
+                       // kept so that code naming it still compiles
 };
 
 // A rejected date: what, and at which byte (0-based, into the string the parser
@@ -124,7 +133,7 @@ struct HttpDate {
   // 1678 to 2261): later dates become WallTime::max(), earlier ones min().
   WallTime time{};
   HttpDateForm form = HttpDateForm::kImfFixdate;
-  DateDeviations deviations;  // what robust mode accepted; empty in strict mode
+  DateDeviations deviations;  // what was accepted beyond the grammar (see DateDeviation)
 };
 
 // Parses an HTTP-date. `now` resolves rfc850-date's two-digit year (RFC 9110:

@@ -33,12 +33,13 @@ struct RetryAfter {
   };
   Kind kind = Kind::kDelay;
   Duration delay{};  // kDelay: whole seconds, saturated at kMaxDuration
-  HttpDate date{};   // kDate: the date (with its form and robust deviations)
+  HttpDate date{};   // kDate: the date (with its form and accepted deviations)
   bool saturated = false;   // kDelay: the value was too large and saturated
   bool rounded_up = false;  // kDelay, robust mode: a fractional value ("2.5")
                             // was accepted and rounded up to whole seconds
 
-  // True when robust mode accepted something the grammar does not allow.
+  // True when something the grammar does not allow was accepted: in robust
+  // mode, or a day name that does not match its date (both modes).
   bool has_deviations() const noexcept { return rounded_up || !date.deviations.empty(); }
 };
 

@@ -28,8 +28,18 @@ struct RetryAfterOptions {
   std::vector<std::string> values;
 };
 
+// A wrong day name is accepted in both modes but is a warning: the server
+// wrote something it did not mean, and the user should know which reading won.
+// The other deviations, accepted only with --lenient, are notes.
 void note_deviations(DateDeviations d) {
-  if (!d.empty()) std::cerr << "abide: note: accepted " << to_string(d) << "\n";
+  if (d.has(DateDeviation::kWeekdayMismatch)) {
+    std::cerr << "abide: warning: " << to_string(DateDeviation::kWeekdayMismatch) << "\n";
+  }
+  DateDeviations rest;
+  for (const DateDeviation x : kAllDateDeviations) {
+    if (x != DateDeviation::kWeekdayMismatch && d.has(x)) rest.add(x);
+  }
+  if (!rest.empty()) std::cerr << "abide: note: accepted " << to_string(rest) << "\n";
 }
 
 const Registration http_date_cmd{
