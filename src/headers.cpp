@@ -194,6 +194,7 @@ FieldKind classify_field(std::string_view name) noexcept {
       break;
     case 19:
       if (iequals(name, "ratelimit-remaining")) return FieldKind::kRateLimitRemaining;
+      if (iequals(name, "ratelimit-partition")) return FieldKind::kRateLimitPartition;
       if (iequals(name, "x-ms-retry-after-ms")) return FieldKind::kVendorQuota;
       break;
     case 29:

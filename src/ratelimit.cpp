@@ -30,12 +30,19 @@ constexpr std::string_view kPolicy = "ratelimit-policy";
 constexpr std::string_view kLimit = "ratelimit-limit";
 constexpr std::string_view kRemaining = "ratelimit-remaining";
 constexpr std::string_view kReset = "ratelimit-reset";
+constexpr std::string_view kPartition = "ratelimit-partition";
 
 // Every form of the drafts states times in whole seconds.
 constexpr Duration kWholeSecond = std::chrono::seconds{1};
 
-// A value of 1e9 seconds (31 years) as a "delay" is a Unix timestamp in disguise.
-constexpr std::int64_t kLooksLikeEpoch = 1'000'000'000;
+// The longest delta-seconds reset taken as a delay: a yearly quota's reset
+// (a leap year's). Anything longer is a Unix time sent where the drafts say
+// delta-seconds (DigitalOcean, Twitch, GitLab), or garbage: a hint is never
+// read as a wait of years.
+constexpr std::int64_t kLongestDelay = 366LL * 24 * 3600;
+// A Unix time this close to the server's Date (or the receive time) is
+// plausibly the instant the quota resets; one further away is neither.
+constexpr std::int64_t kNearInstant = 366LL * 24 * 3600;
 
 // The value of a field, all its lines combined (RFC 9110 5.3). The common
 // single-line case is a view of the line; several lines are joined into a
@@ -66,13 +73,15 @@ class Joined {
   std::vector<std::string> strings_;
 };
 
-// The five fields, in FieldKind order from kRateLimit.
-enum Slot { kSlotRateLimit, kSlotPolicy, kSlotLimit, kSlotRemaining, kSlotReset, kSlots };
-constexpr std::string_view kSlotNames[kSlots] = {kRateLimit, kPolicy, kLimit, kRemaining, kReset};
+// The six fields, in FieldKind order from kRateLimit.
+enum Slot { kSlotRateLimit, kSlotPolicy, kSlotLimit, kSlotRemaining, kSlotReset, kSlotPartition, kSlots };
+constexpr std::string_view kSlotNames[kSlots] = {kRateLimit, kPolicy, kLimit, kRemaining, kReset, kPartition};
 static_assert(static_cast<int>(FieldKind::kRateLimitPolicy) - static_cast<int>(FieldKind::kRateLimit) == kSlotPolicy &&
               static_cast<int>(FieldKind::kRateLimitLimit) - static_cast<int>(FieldKind::kRateLimit) == kSlotLimit &&
               static_cast<int>(FieldKind::kRateLimitRemaining) - static_cast<int>(FieldKind::kRateLimit) == kSlotRemaining &&
-              static_cast<int>(FieldKind::kRateLimitReset) - static_cast<int>(FieldKind::kRateLimit) == kSlotReset);
+              static_cast<int>(FieldKind::kRateLimitReset) - static_cast<int>(FieldKind::kRateLimit) == kSlotReset &&
+              static_cast<int>(FieldKind::kRateLimitPartition) - static_cast<int>(FieldKind::kRateLimit) ==
+                  kSlotPartition);
 
 // Adds one field line to its field.
 void take(FieldValue& f, const Header& h, Joined& joined) {
@@ -152,8 +161,9 @@ class SmallVec {
   std::size_t n_ = 0;
 };
 
+// Field names and policy names are server bytes: shown through printable().
 std::string ignored(std::string_view field, std::string_view why) {
-  std::string s(field);
+  std::string s = printable(field);
   s.append(" ignored: ").append(why);
   return s;
 }
@@ -194,6 +204,49 @@ std::string decode_bytes(const Text& t) {
 }
 
 Duration seconds(std::int64_t s) noexcept { return seconds_saturating(s); }
+
+// What a reset in delta-seconds (RateLimit-Reset, `reset`, `t`, `w`) that is
+// no plausible delay means. `what` names the field (and parameter) for the
+// warning. Out of line: real servers that follow the drafts never get here.
+[[gnu::cold]] [[gnu::noinline]] std::optional<Duration> implausible_delay(std::int64_t v, std::string_view field,
+                                                                          std::string_view param,
+                                                                          std::string_view policy,
+                                                                          const RateLimitOptions& o,
+                                                                          Confidence& confidence,
+                                                                          std::vector<std::string>& warnings) {
+  std::string what = printable(field);
+  if (!policy.empty()) what.append(" policy \"").append(printable(policy)).append("\"");
+  if (!param.empty()) what.append(" ").append(param);
+  what.append(" ").append(std::to_string(v));
+  // The Date says what the server's clock meant; without one, the local clock.
+  const WallTime ref = o.server_date ? *o.server_date : o.received;
+  const std::int64_t ref_s = std::chrono::duration_cast<std::chrono::seconds>(ref.time_since_epoch()).count();
+  const std::string_view ref_name = o.server_date ? "the server's Date" : "the receive time";
+  confidence = Confidence::kLow;
+  if (v - ref_s > kNearInstant || ref_s - v > kNearInstant) {
+    // Neither a delay nor a nearby instant: a wait of years, or a guess at
+    // an instant, would both be inventions. The planner falls back to other
+    // signals and its own backoff, as for a malformed value (rule 2).
+    warnings.push_back(what + " ignored: neither a plausible delay (at most a year) nor a Unix time within a year of " +
+                       std::string(ref_name));
+    return std::nullopt;
+  }
+  // Rule 3: from receipt, and never earlier than the server's Date allows.
+  const WallTime at{std::chrono::seconds{v}};
+  Duration d = at - o.received;
+  if (o.server_date) d = std::max(d, at - *o.server_date);
+  warnings.push_back(what + " is no plausible delay (over a year) but a Unix time within a year of " +
+                     std::string(ref_name) + ": read as that instant (low confidence; a vendor profile decides for sure)");
+  return std::max(d, Duration::zero());
+}
+
+// A reset in delta-seconds; nullopt when it is to be ignored (see implausible_delay).
+inline std::optional<Duration> delta_reset(std::int64_t v, std::string_view field, std::string_view param,
+                                           std::string_view policy, const RateLimitOptions& o, Confidence& confidence,
+                                           std::vector<std::string>& warnings) {
+  if (v <= kLongestDelay) return seconds(v);
+  return implausible_delay(v, field, param, policy, o, confidence, warnings);
+}
 
 // ---- RateLimit-Policy --------------------------------------------------------
 
@@ -303,7 +356,7 @@ void commit_policies(const PolicyItems& items, PolicyKind kind, std::string_view
       if (item.has_q) {
         q.limit = item.q;
       } else {
-        warnings.push_back(std::string(field) + ": policy \"" + q.policy + "\" has no quota (q)");
+        warnings.push_back(printable(field) + ": policy \"" + printable(q.policy) + "\" has no quota (q)");
       }
       if (item.has_qu) {
         q.unit = decode_name(item.qu);
@@ -319,7 +372,7 @@ void commit_policies(const PolicyItems& items, PolicyKind kind, std::string_view
     }
     if (item.has_w) {
       if (item.w == 0) {
-        warnings.push_back(std::string(field) + ": window w=0 of policy \"" + q.policy + "\" ignored");
+        warnings.push_back(printable(field) + ": window w=0 of policy \"" + printable(q.policy) + "\" ignored");
       } else {
         q.window = seconds(item.w);
       }
@@ -329,11 +382,13 @@ void commit_policies(const PolicyItems& items, PolicyKind kind, std::string_view
 
 // ---- RateLimit (draft-08 and later: a List of named items) --------------------
 
+// The draft-08 to -11 parameters r and t, and their provisional draft-12
+// names a and w beside them, with the cost c (PR #166 of the draft).
 struct RateItem {  // trivial, like PolicyItem
   Text name;
-  std::int64_t r, t;
+  std::int64_t r, t, a, w, c;
   Text pk;
-  bool has_r, has_t, has_pk;
+  bool has_r, has_t, has_a, has_w, has_c, has_pk;
 };
 using RateItems = SmallVec<RateItem, 8>;
 
@@ -348,23 +403,24 @@ bool parse_named_ratelimit(std::string_view value, RateItems& items, std::string
     }
     RateItem item;
     item.name = Text::of(m->item);
-    item.has_r = item.has_t = item.has_pk = false;
+    item.has_r = item.has_t = item.has_a = item.has_w = item.has_c = item.has_pk = false;
     while (auto param = p.next_param()) {
       const auto& v = param->value;
-      if (key_is(param->key, "r") || key_is(param->key, "t")) {
+      const std::string_view key = param->key;
+      if (key.size() == 1 && (key[0] == 'r' || key[0] == 't' || key[0] == 'a' || key[0] == 'w' || key[0] == 'c')) {
         if (!non_negative_integer(v)) {
-          why = "parameter " + std::string(param->key) + " of member " + std::to_string(index) +
+          why = "parameter " + std::string(key) + " of member " + std::to_string(index) +
                 " is not a non-negative Integer";
           return false;
         }
-        if (key_is(param->key, "r")) {
-          item.r = v.number;
-          item.has_r = true;
-        } else {
-          item.t = v.number;
-          item.has_t = true;
+        switch (key[0]) {
+          case 'r': item.r = v.number; item.has_r = true; break;
+          case 't': item.t = v.number; item.has_t = true; break;
+          case 'a': item.a = v.number; item.has_a = true; break;
+          case 'w': item.w = v.number; item.has_w = true; break;
+          default: item.c = v.number; item.has_c = true; break;
         }
-      } else if (key_is(param->key, "pk")) {
+      } else if (key_is(key, "pk")) {
         if (v.type != sf::Type::byte_sequence) {
           why = "parameter pk of member " + std::to_string(index) + " is not a Byte Sequence";
           return false;
@@ -386,10 +442,17 @@ bool parse_named_ratelimit(std::string_view value, RateItems& items, std::string
   return true;
 }
 
+// The labels of the named forms: draft-08 to -11, or draft-12 when an item
+// used any of its provisional parameters.
+struct NamedSources {
+  std::string_view draft08, draft12;
+};
+
 // Merges the RateLimit items into the observations of their policies (those
 // in out[from..]), or appends new ones for names without a policy.
-void merge_named_ratelimit(const RateItems& items, std::string_view source, std::vector<QuotaObservation>& out,
-                           std::size_t from) {
+void merge_named_ratelimit(const RateItems& items, NamedSources source, std::vector<QuotaObservation>& out,
+                           std::size_t from, std::string_view field, const RateLimitOptions& options,
+                           std::vector<std::string>& warnings) {
   for (std::size_t k = 0; k < items.size(); ++k) {
     const RateItem& item = items[k];
     // Compare names without allocating when the name has no escape.
@@ -407,16 +470,72 @@ void merge_named_ratelimit(const RateItems& items, std::string_view source, std:
         break;
       }
     }
+    const bool draft12 = item.has_a || item.has_w || item.has_c;
     if (target == nullptr) {
       target = &out.emplace_back();
       target->policy.assign(name);
-      target->source.assign(source);
+      target->source.assign(draft12 ? source.draft12 : source.draft08);
+    } else if (draft12) {
+      target->source.assign(source.draft12);
     }
     target->remaining.reset();
-    if (item.has_r) target->remaining = item.r;
-    if (item.has_t) target->reset = seconds(item.t);
+    // Old and new names both present and different: the more restrictive.
+    if (item.has_r && item.has_a) {
+      target->remaining = std::min(item.r, item.a);
+      if (item.r != item.a) {
+        warnings.push_back(printable(field) + " policy \"" + printable(name) + "\": r=" + std::to_string(item.r) +
+                           " and a=" + std::to_string(item.a) + " differ; the smaller is used");
+      }
+    } else if (item.has_r) {
+      target->remaining = item.r;
+    } else if (item.has_a) {
+      target->remaining = item.a;
+    }
+    std::optional<Duration> t, w;
+    if (item.has_t) t = delta_reset(item.t, field, "t", name, options, target->confidence, warnings);
+    if (item.has_w) w = delta_reset(item.w, field, "w", name, options, target->confidence, warnings);
+    if (t && w) {
+      target->reset = std::max(*t, *w);
+      if (item.t != item.w) {
+        warnings.push_back(printable(field) + " policy \"" + printable(name) + "\": t=" + std::to_string(item.t) +
+                           " and w=" + std::to_string(item.w) + " differ; the longer is used");
+      }
+    } else if (t) {
+      target->reset = t;
+    } else if (w) {
+      target->reset = w;
+    }
+    if (item.has_c) target->cost = item.c;
     if (item.has_pk) target->partition_key = decode_bytes(item.pk);
   }
+}
+
+// ---- RateLimit-Partition (provisional draft-12) ----------------------------------
+
+// Checks a RateLimit-Partition value: an SF List of policy names (String or
+// Token) whose parameters name the dimensions the policy is partitioned by.
+// A valid one contributes nothing to the observations (see ratelimit.h).
+bool valid_partition(std::string_view value, std::string& why) {
+  sf::Parser p(value);
+  std::size_t index = 0;
+  while (auto m = p.next_list_member()) {
+    ++index;
+    if (m->inner_list || (m->item.type != sf::Type::string && m->item.type != sf::Type::token)) {
+      why = "member " + std::to_string(index) + " is not a policy name";
+      return false;
+    }
+    while (p.next_param()) {
+    }
+  }
+  if (p.failed()) {
+    why = sf_error(p);
+    return false;
+  }
+  if (index == 0) {
+    why = "empty list";
+    return false;
+  }
+  return true;
 }
 
 // ---- RateLimit (draft-07: a Dictionary) ---------------------------------------
@@ -511,6 +630,34 @@ bool validate_limit(std::string_view value, LimitList& out, std::string& why) {
   return true;
 }
 
+// Drafts -06 and -07 say two policies MUST NOT share a quota value: the
+// expiring limit names its policy by that value, so which window is meant
+// becomes a guess (the first is taken). Read as sent, with one warning.
+void warn_shared_quota(const PolicyItems& items, std::string_view field, std::vector<std::string>& warnings) {
+  const std::size_t n = items.size();
+  std::optional<std::int64_t> shared;
+  if (n <= 16) {
+    for (std::size_t i = 0; i < n && !shared; ++i) {
+      for (std::size_t j = i + 1; j < n; ++j) {
+        if (items[i].number == items[j].number) {
+          shared = items[i].number;
+          break;
+        }
+      }
+    }
+  } else {  // a long list: sorted, not compared pairwise
+    std::vector<std::int64_t> quotas(n);
+    for (std::size_t i = 0; i < n; ++i) quotas[i] = items[i].number;
+    std::sort(quotas.begin(), quotas.end());
+    const auto it = std::adjacent_find(quotas.begin(), quotas.end());
+    if (it != quotas.end()) shared = *it;
+  }
+  if (shared) {
+    warnings.push_back(printable(field) + ": two policies have the same quota " + std::to_string(*shared) +
+                       " (drafts -06 and -07 forbid it); the first one's window is taken for the current quota");
+  }
+}
+
 // Looks for a quota policy (from a policy list) whose quota equals limit and
 // gives its window to q; that policy then describes the same quota and is dropped.
 void adopt_matching_policy(QuotaObservation& q, std::vector<QuotaObservation>& policies) {
@@ -560,6 +707,7 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
   std::vector<QuotaObservation> unnamed;
   if (policy_kind == PolicyKind::kInteger) {
     commit_policies(policy_items, policy_kind, label(kSourceDraft06), unnamed, warnings, policy.name());
+    warn_shared_quota(policy_items, policy.name(), warnings);
   }
 
   // RateLimit: a List of named items (draft-08+) or a Dictionary (draft-07).
@@ -572,7 +720,8 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
     std::string why_list;
     RateItems rate_items;
     if (parse_named_ratelimit(combined.value(), rate_items, why_list)) {
-      merge_named_ratelimit(rate_items, label(kSourceDraft08), quota, from);
+      merge_named_ratelimit(rate_items, {label(kSourceDraft08), label(kSourceDraft12)}, quota, from,
+                            combined.name(), options, warnings);
     } else {
       Draft07 d;
       std::string why_dict;
@@ -581,7 +730,7 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
         q.source = std::string(label(kSourceDraft07));
         q.limit = d.limit;
         q.remaining = d.remaining;
-        if (d.reset) q.reset = seconds(*d.reset);
+        if (d.reset) q.reset = delta_reset(*d.reset, combined.name(), "reset", {}, options, q.confidence, warnings);
         adopt_matching_policy(q, unnamed);
         for (auto& u : unnamed) u.source = q.source;
         quota.push_back(std::move(q));
@@ -651,24 +800,7 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
         std::string why;
         if (auto r = integer_item(reset_f.value(), why)) {
           any = true;
-          if (*r >= kLooksLikeEpoch) {
-            const WallTime at{std::chrono::seconds{*r}};
-            if (options.heuristic) {
-              Duration d = at - options.received;
-              if (options.server_date) d = std::max(d, at - *options.server_date);
-              q.reset = std::max(d, Duration::zero());
-              q.confidence = Confidence::kLow;
-              warnings.push_back(std::string(reset_f.name()) + " " + std::to_string(*r) +
-                                 " read as a Unix timestamp (heuristic, low confidence)");
-            } else {
-              q.reset = seconds(*r);
-              warnings.push_back(std::string(reset_f.name()) + " " + std::to_string(*r) +
-                                 " looks like a Unix timestamp (GitLab sends those); read as seconds from "
-                                 "receipt as the drafts say; select the vendor's profile if it is one");
-            }
-          } else {
-            q.reset = seconds(*r);
-          }
+          q.reset = delta_reset(*r, reset_f.name(), {}, {}, options, q.confidence, warnings);
         } else {
           // draft-polli-00 allowed an IMF-fixdate here.
           auto date = parse_http_date(reset_f.value(), options.received, ParseMode::kStrict);
@@ -694,6 +826,13 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
         quota.push_back(std::move(q));
       }
     }
+  }
+  // RateLimit-Partition (provisional draft-12): checked, so that a malformed
+  // one is reported; it changes nothing else either way.
+  const FieldValue& partition = fields[kSlotPartition];
+  if (partition.present()) {
+    std::string why;
+    if (!valid_partition(partition.value(), why)) warnings.push_back(ignored(partition.name(), why));
   }
   // Policies no field made current: informative limit and window only.
   for (auto& u : unnamed) quota.push_back(std::move(u));

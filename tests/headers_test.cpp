@@ -42,6 +42,18 @@ TEST(HeaderList, ControlCharactersInValuesBecomeSpaces) {
   EXPECT_EQ(h.first("x"), "a b c d");
 }
 
+TEST(ClassifyField, RateLimitPartitionHasItsOwnKind) {
+  EXPECT_EQ(classify_field("RateLimit-Partition"), FieldKind::kRateLimitPartition);
+  EXPECT_EQ(classify_field("ratelimit-partition"), FieldKind::kRateLimitPartition);
+  // Not a vendor header, and the other draft fields keep their kinds.
+  EXPECT_EQ(classify_field("RateLimit-Remaining"), FieldKind::kRateLimitRemaining);
+  EXPECT_EQ(classify_field("x-ratelimit-partition"), FieldKind::kVendorQuota);
+  EXPECT_EQ(classify_field("ratelimit-partitions"), FieldKind::kVendorQuota);
+  const HeaderList h{{"RateLimit-Partition", "\"p\";user"}};
+  EXPECT_TRUE(h.has(FieldKind::kRateLimitPartition));
+  EXPECT_FALSE(h.has(FieldKind::kVendorQuota));
+}
+
 TEST(ParseResponseHead, ReadsStatusReasonAndFieldsCrlf) {
   auto head = parse_response_head(
       "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 30\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\nbody");

@@ -2,6 +2,10 @@
 // from the draft texts (see ../shared/reference/header-formats.md section 1).
 #include "abide/ratelimit.h"
 
+#include "abide/backoff.h"
+#include "abide/planner.h"
+#include "abide/signals.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -244,10 +248,14 @@ TEST(Draft08, EscapedPolicyName) {
   EXPECT_EQ(r.quota[0].remaining, 1);
 }
 
-TEST(Draft08, ResetIsAlwaysSecondsFromReceiptNeverATimestamp) {
+// Issue 13 changes this: a `t` that can only be a Unix time is read as that
+// instant (low confidence), no longer as 56 years.
+TEST(Draft08, ResetThatCanOnlyBeATimestampIsReadAsThatInstant) {
   const auto r = read({{"RateLimit", "\"x\";r=0;t=1767225660"}});
   ASSERT_EQ(r.quota.size(), 1u);
-  EXPECT_EQ(r.quota[0].reset, std::chrono::seconds{1767225660});
+  EXPECT_EQ(r.quota[0].reset, 60s);
+  EXPECT_EQ(r.quota[0].confidence, Confidence::kLow);
+  EXPECT_TRUE(any_warning_contains(r, "read as that instant"));
 }
 
 TEST(Draft08, DecimalResetIgnoresTheWholeFieldButNotThePolicy) {
@@ -295,6 +303,207 @@ TEST(Draft08, BetaPrefixAsAtlassianSendsIt) {
   EXPECT_EQ(r.quota[0].remaining, 12);
 }
 
+// ---- draft-12 (provisional): a, w, c and RateLimit-Partition ---------------------------
+
+// The example of issue 13: a 429 with only the renamed parameters. It used to
+// give nothing (r and t missing) and a one-second backoff.
+TEST(Draft12, ExhaustedBurstOnA429WaitsTheEffectiveWindow) {
+  const auto r = read({{"RateLimit", "\"burst\";a=0;w=45"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  const auto& q = r.quota[0];
+  EXPECT_EQ(q.policy, "burst");
+  EXPECT_EQ(q.remaining, 0);
+  EXPECT_EQ(q.reset, 45s);
+  EXPECT_EQ(q.reset_resolution, 1s);
+  EXPECT_TRUE(q.exhausted());
+  EXPECT_EQ(q.source, kSourceDraft12);
+  EXPECT_EQ(q.source, "draft-12 (provisional)");
+  EXPECT_EQ(q.confidence, Confidence::kHigh);
+  EXPECT_TRUE(r.warnings.empty());
+
+  HeaderList h{{"RateLimit", "\"burst\";a=0;w=45"}};
+  const WallTime wall = kNow;
+  const MonoTime mono{std::chrono::hours{1}};
+  const Signals s = observe(429, h, wall, mono);
+  ASSERT_EQ(s.quota.size(), 1u);
+  ASSERT_TRUE(s.quota_wait());
+  EXPECT_EQ(*s.quota_wait(), 45s);
+  PlannerConfig c;
+  c.backoff = BackoffPolicy(1s, 60s, Jitter::kNone);
+  SeededRandom rng(1);
+  const Plan p = Planner(c).decide(PlanInput(s), rng);
+  EXPECT_EQ(p.decision, Decision::kRetry);
+  EXPECT_EQ(p.basis, Basis::kRateLimit);  // "draft-12 (provisional)" counts as IETF
+  EXPECT_GE(p.wait, 45s);
+}
+
+TEST(Draft12, NamesTheWindowOfBothFieldsWithoutConfusingThem) {
+  // `w` on RateLimit-Policy is the policy window; on RateLimit, the effective window.
+  const auto r = read({{"RateLimit-Policy", "\"burst\";q=100;w=60"}, {"RateLimit", "\"burst\";a=80;w=45;c=2"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  const auto& q = r.quota[0];
+  EXPECT_EQ(q.limit, 100);
+  EXPECT_EQ(q.window, 60s);
+  EXPECT_EQ(q.remaining, 80);
+  EXPECT_EQ(q.reset, 45s);
+  EXPECT_EQ(q.cost, 2);
+  EXPECT_EQ(q.source, kSourceDraft12);
+  EXPECT_TRUE(r.warnings.empty());
+}
+
+TEST(Draft12, CostAloneLabelsTheObservation) {
+  const auto r = read({{"RateLimit", "\"default\";r=9;t=30;c=0"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].cost, 0);
+  EXPECT_EQ(r.quota[0].remaining, 9);
+  EXPECT_EQ(r.quota[0].source, kSourceDraft12);
+}
+
+TEST(Draft12, OldAndNewNamesThatDisagreeGiveTheMoreRestrictive) {
+  const auto r = read({{"RateLimit", "\"p\";r=10;a=3;t=30;w=45"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].remaining, 3);  // smaller available
+  EXPECT_EQ(r.quota[0].reset, 45s);    // longer window
+  EXPECT_TRUE(any_warning_contains(r, "r=10 and a=3 differ"));
+  EXPECT_TRUE(any_warning_contains(r, "t=30 and w=45 differ"));
+  // The other way round: still the smaller and the longer.
+  const auto o = read({{"RateLimit", "\"p\";a=10;r=3;w=30;t=45"}});
+  ASSERT_EQ(o.quota.size(), 1u);
+  EXPECT_EQ(o.quota[0].remaining, 3);
+  EXPECT_EQ(o.quota[0].reset, 45s);
+  // Agreeing: no warning.
+  const auto same = read({{"RateLimit", "\"p\";r=3;a=3;t=45;w=45"}});
+  EXPECT_TRUE(same.warnings.empty());
+  EXPECT_EQ(same.quota[0].source, kSourceDraft12);
+}
+
+TEST(Draft12, MalformedNewParametersIgnoreTheWholeField) {
+  const char* values[] = {"\"p\";a=-1;w=45",  "\"p\";a=0;w=-45",  "\"p\";a=0;w=4.5",  "\"p\";a=1.0;w=45",
+                          "\"p\";a=\"0\";w=45", "\"p\";a=0;w=?1",   "\"p\";a=0;w=45;c=-1", "\"p\";a=0;w=45;c=0.5",
+                          "\"p\";a=0;w=45;c=:AA==:", "\"p\";a=0;w=45;c=tok"};
+  for (const char* v : values) {
+    const auto r = read({{"RateLimit-Policy", "\"p\";q=10;w=60"}, {"RateLimit", v}});
+    ASSERT_EQ(r.quota.size(), 1u) << v;  // the policy alone
+    EXPECT_FALSE(r.quota[0].remaining) << v;
+    EXPECT_FALSE(r.quota[0].reset) << v;
+    EXPECT_FALSE(r.quota[0].cost) << v;
+    EXPECT_EQ(r.quota[0].source, kSourceDraft08) << v;
+    EXPECT_TRUE(any_warning_contains(r, "RateLimit ignored")) << v;
+  }
+}
+
+TEST(Draft12, OldFormsReadExactlyAsBefore) {
+  const auto r = read({{"RateLimit-Policy", "\"burst\";q=100;w=60,\"daily\";q=1000;w=86400"},
+                       {"RateLimit", "\"burst\";r=80;t=30, \"daily\";r=20;t=7200"}});
+  ASSERT_EQ(r.quota.size(), 2u);
+  for (const auto& q : r.quota) {
+    EXPECT_EQ(q.source, kSourceDraft08);
+    EXPECT_FALSE(q.cost);
+    EXPECT_EQ(q.confidence, Confidence::kHigh);
+  }
+  EXPECT_EQ(r.quota[0].remaining, 80);
+  EXPECT_EQ(r.quota[0].reset, 30s);
+  EXPECT_EQ(r.quota[1].remaining, 20);
+  EXPECT_EQ(r.quota[1].reset, 7200s);
+  EXPECT_TRUE(r.warnings.empty());
+  // A draft-07 dictionary is untouched by the new names (`w` is no key of it).
+  const auto d = read({{"RateLimit", "limit=100, remaining=50, reset=30, w=99"}});
+  ASSERT_EQ(d.quota.size(), 1u);
+  EXPECT_EQ(d.quota[0].source, kSourceDraft07);
+  EXPECT_EQ(d.quota[0].reset, 30s);
+}
+
+TEST(Draft12, TokenPolicyNamesWithNewParameters) {
+  const auto r = read({{"RateLimit-Policy", "burst;q=100;w=60"}, {"RateLimit", "burst;a=0;w=45"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].policy, "burst");
+  EXPECT_EQ(r.quota[0].limit, 100);
+  EXPECT_TRUE(r.quota[0].exhausted());
+}
+
+TEST(Draft12, ValidPartitionChangesNothing) {
+  const std::initializer_list<Header> base = {{"RateLimit-Policy", "\"p\";q=10;w=60"}, {"RateLimit", "\"p\";a=2;w=30"}};
+  const auto without = read(base);
+  const auto with = read({{"RateLimit-Policy", "\"p\";q=10;w=60"},
+                          {"RateLimit", "\"p\";a=2;w=30"},
+                          {"RateLimit-Partition", "\"p\";user;ip, daily;org=\"x\""}});
+  ASSERT_EQ(with.quota.size(), 1u);
+  EXPECT_TRUE(with.warnings.empty());
+  EXPECT_EQ(with.quota[0].remaining, without.quota[0].remaining);
+  EXPECT_EQ(with.quota[0].reset, without.quota[0].reset);
+  EXPECT_EQ(with.quota[0].partition_key, without.quota[0].partition_key);
+  EXPECT_EQ(with.quota[0].source, without.quota[0].source);
+}
+
+TEST(Draft12, MalformedPartitionIsIgnoredWithAWarningAndNothingElseChanges) {
+  const char* values[] = {"\"p\";user;", "5;user", "(\"p\");user", "", "\"p\", ,", "\x1b[31m"};
+  for (const char* v : values) {
+    const auto r = read({{"RateLimit", "\"p\";a=0;w=30"}, {"RateLimit-Partition", v}});
+    ASSERT_EQ(r.quota.size(), 1u) << v;
+    EXPECT_TRUE(r.quota[0].exhausted()) << v;
+    EXPECT_EQ(r.quota[0].reset, 30s) << v;
+    ASSERT_EQ(r.warnings.size(), 1u) << v;
+    EXPECT_THAT(r.warnings[0], HasSubstr("RateLimit-Partition ignored")) << v;
+    EXPECT_EQ(r.warnings[0].find('\x1b'), std::string::npos) << v;
+  }
+}
+
+TEST(Draft12, HugePartitionIsBoundedAndChangesNothing) {
+  std::string many;
+  for (int i = 0; i < 2000; ++i) many += (i ? ", " : "") + std::string("\"p\";user;ip");  // over the member limit
+  const auto r = read({{"RateLimit", "\"p\";a=0;w=30"}, {"RateLimit-Partition", many}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].reset, 30s);
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_THAT(r.warnings[0], HasSubstr("RateLimit-Partition ignored"));
+  const auto big = read({{"RateLimit", "\"p\";a=0;w=30"}, {"RateLimit-Partition", std::string(200'000, 'a')}});
+  ASSERT_EQ(big.quota.size(), 1u);
+  EXPECT_EQ(big.warnings.size(), 1u);
+}
+
+// RateLimit-Partition has its own kind: never an "uninterpreted vendor header".
+TEST(Draft12, PartitionIsNoVendorHeader) {
+  HeaderList h{{"RateLimit", "\"p\";a=0;w=30"}, {"RateLimit-Partition", "\"p\";user"}};
+  const Signals s = observe(429, h, kNow, MonoTime{});
+  EXPECT_TRUE(s.uninterpreted.empty());
+  EXPECT_TRUE(s.warnings.empty());
+  ASSERT_EQ(s.quota.size(), 1u);
+  EXPECT_EQ(s.quota[0].source, kSourceDraft12);
+}
+
+// ---- two policies with the same quota (issue 13 item 7) ---------------------------------
+
+TEST(SharedQuota, UnnamedPoliciesWithTheSameQuotaAreReadButWarned) {
+  const auto r = read({{"RateLimit-Policy", "10;w=1, 10;w=60"}, {"RateLimit-Limit", "10"},
+                       {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "1"}});
+  ASSERT_EQ(r.quota.size(), 2u);  // as before: the current quota and the other policy
+  EXPECT_EQ(r.quota[0].window, 1s);
+  EXPECT_EQ(r.quota[1].window, 60s);
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_THAT(r.warnings[0], HasSubstr("two policies have the same quota 10"));
+  // Also in a long list, and only one warning.
+  std::string many;
+  for (int i = 0; i < 40; ++i) many += std::to_string(i) + ";w=" + std::to_string(i + 1) + ", ";
+  many += "7;w=99";
+  const auto l = read({{"RateLimit-Policy", many}});
+  EXPECT_EQ(l.quota.size(), 41u);
+  ASSERT_EQ(l.warnings.size(), 1u);
+  EXPECT_THAT(l.warnings[0], HasSubstr("same quota 7"));
+}
+
+TEST(SharedQuota, DistinctQuotasAndNamedPoliciesAreNotWarned) {
+  EXPECT_TRUE(read({{"RateLimit-Policy", "10;w=1, 50;w=60"}}).warnings.empty());
+  // Named policies (draft-08 on) are told apart by name.
+  EXPECT_TRUE(read({{"RateLimit-Policy", "\"a\";q=10;w=1, \"b\";q=10;w=60"}}).warnings.empty());
+}
+
+// Server bytes in warnings go through printable().
+TEST(Warnings, ServerBytesAreEscaped) {
+  const auto n = read({{"RateLimit-Policy", "\"a\\\\b\";w=0"}});
+  ASSERT_EQ(n.warnings.size(), 2u);  // no q, w=0
+  EXPECT_THAT(n.warnings[0], HasSubstr("policy \"a\\\\b\""));  // printable() doubles the backslash
+}
+
 // ---- malformed fields never fail the response ---------------------------------------
 
 TEST(Malformed, EachFieldIgnoredAloneTheRestRead) {
@@ -325,25 +534,113 @@ TEST(Malformed, DecimalOrHugeOrInnerList) {
   EXPECT_TRUE(read({{"RateLimit", ""}}).quota.empty());
 }
 
-TEST(Malformed, LargestIntegerSaturatesInsteadOfOverflowing) {
+// Issue 13 changes this: the largest Integer was a saturated wait (292
+// years); it is neither a delay nor a nearby Unix time, so it is ignored.
+TEST(Malformed, LargestIntegerIsNoWaitAtAll) {
   const auto r = read({{"RateLimit", "\"x\";r=0;t=999999999999999"}});
   ASSERT_EQ(r.quota.size(), 1u);
-  EXPECT_EQ(r.quota[0].reset, kMaxDuration);
+  EXPECT_EQ(r.quota[0].remaining, 0);
+  EXPECT_FALSE(r.quota[0].reset);
+  EXPECT_FALSE(r.quota[0].exhausted());
+  EXPECT_EQ(r.quota[0].confidence, Confidence::kLow);
+  EXPECT_TRUE(any_warning_contains(r, "ignored: neither a plausible delay"));
 }
 
-TEST(Malformed, EpochLookingResetWarnsAndStaysSecondsUnlessHeuristic) {
-  const auto plain = read({{"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "1767225660"}});
-  ASSERT_EQ(plain.quota.size(), 1u);
-  EXPECT_EQ(plain.quota[0].reset, std::chrono::seconds{1767225660});
-  EXPECT_EQ(plain.quota[0].confidence, Confidence::kHigh);
-  EXPECT_TRUE(any_warning_contains(plain, "looks like a Unix timestamp"));
+// ---- a reset that can only be a timestamp (issue 13 item 5) --------------------------
 
+// DigitalOcean and Twitch send a Unix time as RateLimit-Reset. It was read as
+// 56 years with high confidence (and `heuristic` changed that); now it is the
+// instant, with low confidence, with or without the option.
+TEST(EpochReset, UnixTimeInRateLimitResetIsThatInstant) {
+  for (const bool heuristic : {false, true}) {
+    RateLimitOptions o;
+    o.heuristic = heuristic;
+    const auto r = read({{"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "1767225660"}}, o);
+    ASSERT_EQ(r.quota.size(), 1u);
+    EXPECT_EQ(r.quota[0].reset, 60s);
+    EXPECT_TRUE(r.quota[0].exhausted());
+    EXPECT_EQ(r.quota[0].confidence, Confidence::kLow);
+    EXPECT_EQ(r.quota[0].source, "draft-06");
+    EXPECT_TRUE(any_warning_contains(r, "RateLimit-Reset 1767225660 is no plausible delay"));
+    EXPECT_TRUE(any_warning_contains(r, "the receive time"));
+  }
+}
+
+TEST(EpochReset, EveryDeltaFormTakesTheRule) {
+  const std::initializer_list<Header> forms[] = {
+      {{"RateLimit-Limit", "10, 10;w=60"}, {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "1767225660"}},
+      {{"RateLimit", "limit=10, remaining=0, reset=1767225660"}},
+      {{"RateLimit", "\"p\";r=0;t=1767225660"}},
+      {{"RateLimit", "\"p\";a=0;w=1767225660"}},
+  };
+  for (const auto& f : forms) {
+    const auto r = read(f);
+    ASSERT_EQ(r.quota.size(), 1u);
+    EXPECT_EQ(r.quota[0].reset, 60s) << r.quota[0].source;
+    EXPECT_EQ(r.quota[0].confidence, Confidence::kLow) << r.quota[0].source;
+    EXPECT_EQ(r.warnings.size(), 1u) << r.quota[0].source;
+  }
+}
+
+// Rule 3: the server's clock behind ours makes the wait longer, never shorter;
+// the instant is judged near or far against the server's Date.
+TEST(EpochReset, SkewCanOnlyLengthenTheWait) {
   RateLimitOptions o;
-  o.heuristic = true;
-  const auto guessed = read({{"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "1767225660"}}, o);
-  ASSERT_EQ(guessed.quota.size(), 1u);
-  EXPECT_EQ(guessed.quota[0].reset, 60s);
-  EXPECT_EQ(guessed.quota[0].confidence, Confidence::kLow);
+  o.server_date = kNow - 20s;
+  const auto behind = read({{"RateLimit-Reset", "1767225660"}}, o);
+  ASSERT_EQ(behind.quota.size(), 1u);
+  EXPECT_EQ(behind.quota[0].reset, 80s);
+  EXPECT_TRUE(any_warning_contains(behind, "the server's Date"));
+  o.server_date = kNow + 20s;  // server ahead: the local receipt counts
+  const auto ahead = read({{"RateLimit-Reset", "1767225660"}}, o);
+  EXPECT_EQ(ahead.quota[0].reset, 60s);
+}
+
+TEST(EpochReset, InstantInThePastIsZeroNotNegative) {
+  const auto r = read({{"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "1767225000"}});
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].reset, Duration::zero());
+  EXPECT_EQ(r.quota[0].confidence, Confidence::kLow);
+}
+
+// Neither a delay nor an instant near the Date: never a wait of decades. The
+// reset is dropped (low confidence, the rest kept), as a malformed one would be.
+TEST(EpochReset, NeitherDelayNorNearbyInstantIsIgnored) {
+  const char* values[] = {"1000000000000",  // 10^12: 31,000 years, or the year 33658
+                          "1924905600",     // a Unix time 5 years after the receive time
+                          "1609459200",     // a Unix time 5 years before it
+                          "31708801"};      // a year and a day
+  for (const char* v : values) {
+    const auto r = read({{"RateLimit-Limit", "10"}, {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", v}});
+    ASSERT_EQ(r.quota.size(), 1u) << v;
+    EXPECT_FALSE(r.quota[0].reset) << v;
+    EXPECT_EQ(r.quota[0].limit, 10) << v;
+    EXPECT_EQ(r.quota[0].remaining, 0) << v;
+    EXPECT_EQ(r.quota[0].confidence, Confidence::kLow) << v;
+    EXPECT_TRUE(any_warning_contains(r, "ignored: neither a plausible delay")) << v;
+  }
+  // Far from the server's Date although near the local clock: the Date decides.
+  RateLimitOptions o;
+  o.server_date = kNow - std::chrono::hours{24 * 400};
+  const auto r = read({{"RateLimit-Reset", "1767225660"}}, o);
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_FALSE(r.quota[0].reset);
+}
+
+// A year (a yearly quota's reset) is still a delay, high confidence, and a
+// receive time near 1970 cannot turn small delays into "instants".
+TEST(EpochReset, DelaysUpToAYearStayDelays) {
+  const auto year = read({{"RateLimit-Reset", "31622400"}});  // 366 days
+  ASSERT_EQ(year.quota.size(), 1u);
+  EXPECT_EQ(year.quota[0].reset, std::chrono::seconds{31622400});
+  EXPECT_EQ(year.quota[0].confidence, Confidence::kHigh);
+  EXPECT_TRUE(year.warnings.empty());
+  RateLimitOptions o;
+  o.received = WallTime{};  // read() sets kNow; call directly
+  const auto early = read_ratelimit(HeaderList{{"RateLimit-Reset", "86400"}}, o);
+  ASSERT_EQ(early.quota.size(), 1u);
+  EXPECT_EQ(early.quota[0].reset, 86400s);
+  EXPECT_EQ(early.quota[0].confidence, Confidence::kHigh);
 }
 
 TEST(Malformed, NothingPresentNothingRead) {

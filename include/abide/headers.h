@@ -81,6 +81,8 @@ enum class FieldKind : std::uint8_t {
   kRateLimitLimit,       // RateLimit-Limit
   kRateLimitRemaining,   // RateLimit-Remaining
   kRateLimitReset,       // RateLimit-Reset
+  kRateLimitPartition,   // RateLimit-Partition (provisional draft-12): read with the fields above,
+                         // never reported as a vendor header
   kVendorQuota,          // a vendor-style quota header: *ratelimit* / *rate-limit* other than the
                          // above, retry-after-ms, x-ms-retry-after-ms,
                          // x-shopify-shop-api-call-limit, sforce-limit-info

@@ -1,6 +1,7 @@
 // abide/ratelimit.h: the IETF RateLimit header fields, every draft generation
 // that servers still send (draft-polli-ratelimit-headers-00 to
-// draft-ietf-httpapi-ratelimit-headers-11), read into QuotaObservation.
+// draft-ietf-httpapi-ratelimit-headers-11, and the provisional -12), read into
+// QuotaObservation.
 //
 // The forms, and the `source` each observation gets:
 //   "draft-03"  RateLimit-Limit / -Remaining / -Reset where RateLimit-Limit is
@@ -11,16 +12,42 @@
 //   "draft-07"  `RateLimit: limit=100, remaining=50, reset=30` (a Dictionary)
 //   "draft-08"  `RateLimit-Policy: "default";q=100;w=60` with
 //               `RateLimit: "default";r=50;t=30` (ietf-08 to -11, Cloudflare),
-//               with `qu` quota units, `pk` partition keys, several policies
+//               with `qu` quota units, `pk` partition keys, several policies;
+//               policy names may be Tokens as well as Strings (issue #158)
+//   "draft-12 (provisional)"  the same, where a `RateLimit` item uses any of
+//               the names of the draft's open PR #166: `a` (available quota,
+//               read like `r`), `w` (effective window, read like `t`; on
+//               RateLimit-Policy `w` stays the policy window) and `c` (the
+//               quota units the request consumed: QuotaObservation::cost).
+//               Both `r` and `a` present: the smaller; both `t` and `w`: the
+//               longer (each with a warning when they differ).
+//               `RateLimit-Partition` (an SF List of policy names whose
+//               parameters name the request dimensions a policy is
+//               partitioned by) is checked, and a malformed one is ignored
+//               with a warning; a valid one contributes nothing: the key it
+//               describes is built from the client's own request attributes,
+//               which the caller already keys its quota by, and the server's
+//               `pk` stays the partition key. The -12 text was not available
+//               when this was written: provisional, hence the label.
 //   "draft-polli-00"  the separate fields where RateLimit-Reset is an IMF-fixdate
 //
 // Defensive reading: field lines of one field are combined (RFC 9110 5.3); an
 // unknown parameter is ignored; a malformed field (RFC 9651 syntax, or a wrong
-// type, or a negative number) is ignored as a whole, with a warning, and the
-// other fields are still read. reset / `t` always count seconds from receipt,
-// never a timestamp; a reset that looks like a Unix timestamp (GitLab sends
-// those under the same name) is still read as seconds, with a warning, unless
-// the caller opts into the heuristic (then: a timestamp, Confidence::kLow).
+// type, or a negative number, or a Decimal where an Integer belongs) is
+// ignored as a whole, with a warning, and the other fields are still read.
+// Drafts -06 and -07 forbid two policies with the same quota value: such a
+// RateLimit-Policy is read as sent, with a warning.
+//
+// A reset (RateLimit-Reset, `reset`, `t`, `w`) counts seconds from receipt.
+// Some servers (DigitalOcean, Twitch, GitLab) send a Unix time under these
+// names instead. A value of at most a year (366 days) is always a delay. A
+// longer one is no plausible delay: when it is a Unix time within a year of
+// the server's Date (or of the receive time when there is no Date), it is read
+// as that instant (the larger of instant - receipt and instant - Date, never
+// below zero: rule 3), with a warning and Confidence::kLow; otherwise it is
+// neither, and the reset is ignored with a warning (Confidence::kLow, the rest
+// of the observation kept), so that it never becomes a wait of years. A vendor
+// profile that knows its server sends Unix times decides for sure.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +67,8 @@ inline constexpr std::string_view kSourceDraft03 = "draft-03";
 inline constexpr std::string_view kSourceDraft06 = "draft-06";
 inline constexpr std::string_view kSourceDraft07 = "draft-07";
 inline constexpr std::string_view kSourceDraft08 = "draft-08";
+// Provisional: the planner treats every source starting with "draft-" as IETF.
+inline constexpr std::string_view kSourceDraft12 = "draft-12 (provisional)";
 inline constexpr std::string_view kSourceDraftPolli00 = "draft-polli-00";
 
 // How read_ratelimit reads.
@@ -52,9 +81,13 @@ struct RateLimitOptions {
   std::string_view source;
   // Skip RateLimit-Limit / -Remaining / -Reset (a vendor profile reads them).
   bool skip_separate_fields = false;
-  // Read a reset that looks like a Unix timestamp as one (Confidence::kLow).
+  // No longer changes what read_ratelimit reads (kept for source
+  // compatibility): a reset that can only be a Unix time is always read as
+  // one, with low confidence (see above). observe() still uses its own
+  // `heuristic` option for vendor headers.
   bool heuristic = false;
-  // Needed only for the polli-00 IMF-fixdate reset and the heuristic.
+  // The receive time and the server's Date: needed for the polli-00
+  // IMF-fixdate reset and for a reset that is a Unix time.
   WallTime received{};
   std::optional<WallTime> server_date;
 };
