@@ -93,6 +93,7 @@ constexpr TimeFormatName kTimeFormats[] = {
     {TimeFormat::kGoDuration, "go_duration"},
     {TimeFormat::kRfc3339, "rfc3339"},
     {TimeFormat::kHttpDate, "http_date"},
+    {TimeFormat::kUnixMilliseconds, "unix_milliseconds"},
 };
 struct CountFormatName {
   CountFormat format;
@@ -107,7 +108,15 @@ constexpr CountFormatName kCountFormats[] = {
 
 bool is_absolute(TimeFormat f) noexcept {
   return f == TimeFormat::kUnixSeconds || f == TimeFormat::kUnixSecondsFraction || f == TimeFormat::kRfc3339 ||
-         f == TimeFormat::kHttpDate;
+         f == TimeFormat::kHttpDate || f == TimeFormat::kUnixMilliseconds;
+}
+
+// Unix milliseconds as a wall time, saturating at WallTime's range (18 digits
+// of milliseconds are far beyond it).
+WallTime unix_milliseconds_saturating(std::int64_t ms) noexcept {
+  constexpr std::int64_t kPerMs = 1'000'000;  // Duration is nanoseconds
+  if (ms > Duration::max().count() / kPerMs) return WallTime{Duration::max()};
+  return WallTime{Duration{ms * kPerMs}};
 }
 
 // Atlassian's minute precision "2026-03-26T16:00Z": RFC 3339 without seconds.
@@ -367,6 +376,13 @@ std::optional<TimeValue> parse_time_value(std::string_view text, TimeFormat form
       at = d->time;
       break;
     }
+    case TimeFormat::kUnixMilliseconds: {
+      const auto ms = parse_digits(text);
+      if (!ms) return std::nullopt;
+      at = unix_milliseconds_saturating(*ms);
+      step = std::chrono::milliseconds{1};
+      break;
+    }
   }
   Duration wait = wall_diff(*at, received);
   if (server_date) wait = std::max(wait, wall_diff(*at, *server_date));
@@ -537,6 +553,12 @@ class Loader {
     return true;
   }
 
+  bool boolean(const std::string& path, const JsonValue& v, bool& out) {
+    if (!expect(path, v, JsonValue::Kind::kBool)) return false;
+    out = v.boolean;
+    return true;
+  }
+
   bool header_name(const std::string& path, const JsonValue& v, std::string& out) {
     if (!string(path, v, out)) return false;
     if (!std::all_of(out.begin(), out.end(), is_tchar)) return fail(path, v, "not a valid header name");
@@ -575,12 +597,18 @@ class Loader {
     if (v.kind != JsonValue::Kind::kObject) {
       return fail(path, v, "expected a header name or an object with \"header\"");
     }
-    if (!only_members(path, v, {"header", "key", "format"})) return false;
+    if (!only_members(path, v, {"header", "key", "format", "first_member"})) return false;
     const JsonValue* header = v.find("header");
     if (header == nullptr) return fail(join(path, "header"), v, "missing");
     if (!header_name(join(path, "header"), *header, out.header)) return false;
     if (const JsonValue* key = v.find("key")) {
       if (!string(join(path, "key"), *key, out.key)) return false;
+    }
+    if (const JsonValue* fm = v.find("first_member")) {
+      if (!boolean(join(path, "first_member"), *fm, out.first_member)) return false;
+      if (out.first_member && !out.key.empty()) {
+        return fail(join(path, "first_member"), *fm, "give key or first_member, not both");
+      }
     }
     if (const JsonValue* format = v.find("format")) {
       const std::string fpath = join(path, "format");
@@ -621,7 +649,8 @@ class Loader {
     if (!expect(path, v, JsonValue::Kind::kObject)) return false;
     if (!only_members(path, v,
                       {"policy", "policy_from", "limit", "remaining", "used", "used_limit", "reset", "window_s",
-                       "window", "partition_key", "unit", "header_prefix"})) {
+                       "window", "partition_key", "cost", "unit", "header_prefix", "reset_meaning",
+                       "window_bounds_wait"})) {
       return false;
     }
     auto opt_field = [&](std::string_view key, Role role, std::optional<FieldSpec>& out) {
@@ -639,7 +668,7 @@ class Loader {
         !opt_field("remaining", Role::kRemaining, q.remaining) || !opt_field("used", Role::kCount, q.used) ||
         !opt_field("used_limit", Role::kUsedLimit, q.used_limit) ||
         !opt_field("window", Role::kWindow, q.window_from) ||
-        !opt_field("partition_key", Role::kText, q.partition_key)) {
+        !opt_field("partition_key", Role::kText, q.partition_key) || !opt_field("cost", Role::kCount, q.cost)) {
       return false;
     }
     if (const JsonValue* r = v.find("reset")) {
@@ -671,6 +700,21 @@ class Loader {
     if (const JsonValue* hp = v.find("header_prefix")) {
       if (!header_name(join(path, "header_prefix"), *hp, q.header_prefix)) return false;
     }
+    if (const JsonValue* m = v.find("reset_meaning")) {
+      const std::string mpath = join(path, "reset_meaning");
+      if (!expect(mpath, *m, JsonValue::Kind::kString)) return false;
+      if (m->string == "full_refill") {
+        q.reset_is_full_refill = true;
+      } else if (m->string != "next_request") {
+        return fail(mpath, *m, "expected \"next_request\" or \"full_refill\"");
+      }
+      if (q.reset.empty()) return fail(mpath, *m, "the quota reads no reset");
+    }
+    if (const JsonValue* b = v.find("window_bounds_wait")) {
+      const std::string bpath = join(path, "window_bounds_wait");
+      if (!boolean(bpath, *b, q.window_bounds_wait)) return false;
+      if (q.window_bounds_wait && !q.window && !q.window_from) return fail(bpath, *b, "the quota has no window");
+    }
     if (!q.limit && !q.remaining && !q.used && !q.used_limit && q.reset.empty() && q.header_prefix.empty()) {
       return fail(path, v, "a quota must read at least one of limit, remaining, used, used_limit, reset, header_prefix");
     }
@@ -681,7 +725,7 @@ class Loader {
     if (!expect("", root, JsonValue::Kind::kObject)) return false;
     if (!only_members("", root,
                       {"name", "description", "docs", "hosts", "limited_statuses", "limited_statuses_with_signal",
-                       "retry_delays", "ietf_prefixes", "informational", "quotas"})) {
+                       "retry_delays", "retry_verdicts", "ietf_prefixes", "informational", "quotas"})) {
       return false;
     }
     const JsonValue* name = root.find("name");
@@ -726,6 +770,9 @@ class Loader {
         p.retry_delays.push_back(std::move(spec));
       }
     }
+    if (const JsonValue* x = root.find("retry_verdicts")) {
+      if (!string_list("retry_verdicts", *x, p.retry_verdicts, true)) return false;
+    }
     if (const JsonValue* x = root.find("ietf_prefixes")) {
       if (!string_list("ietf_prefixes", *x, p.ietf_prefixes, true)) return false;
     }
@@ -740,7 +787,7 @@ class Loader {
         p.quotas.push_back(std::move(spec));
       }
     }
-    if (p.quotas.empty() && p.retry_delays.empty() && p.limited_statuses.empty() &&
+    if (p.quotas.empty() && p.retry_delays.empty() && p.retry_verdicts.empty() && p.limited_statuses.empty() &&
         p.limited_statuses_with_signal.empty()) {
       return fail("quotas", root, "the profile reads nothing");
     }
@@ -763,9 +810,11 @@ void compute_known(Profile& p) {
     add(q.used_limit);
     add(q.window_from);
     add(q.partition_key);
+    add(q.cost);
     for (const auto& r : q.reset) p.known_headers.push_back(r.header);
   }
   for (const auto& r : p.retry_delays) p.known_headers.push_back(r.header);
+  for (const auto& h : p.retry_verdicts) p.known_headers.push_back(h);
   for (const auto& h : p.informational) p.known_headers.push_back(h);
   for (const auto& prefix : p.ietf_prefixes) {
     for (std::string_view base : {"ratelimit", "ratelimit-policy", "ratelimit-limit", "ratelimit-remaining",
@@ -953,18 +1002,19 @@ Found lookup(const detail::LineIndex& headers, const FieldSpec& spec, detail::Li
     } else {
       f.value = *member;
     }
+  } else if (f.present && spec.first_member) {
+    f.value = trim(f.value.substr(0, f.value.find(';')));
   }
   return f;
 }
 
-std::string shown(std::string_view v) {
-  constexpr std::size_t kMax = 64;  // keep warnings short whatever the server sent
-  std::string s = "\"";
-  s.append(v.substr(0, kMax));
-  if (v.size() > kMax) s.append("...");
-  s.append("\"");
-  return s;
-}
+// A server's value in a warning: escaped (no control bytes reach a terminal)
+// and short whatever the server sent.
+std::string shown(std::string_view v) { return "\"" + printable(v, 64) + "\""; }
+
+// The longest a vendor's instant may lie ahead: no quota window abide knows is
+// longer than a month, so an instant beyond a year is garbage, not a wait.
+constexpr Duration kMaxInstantAhead = std::chrono::hours{24 * 366};
 
 class VendorReader {
  public:
@@ -1002,6 +1052,18 @@ class VendorReader {
     if (!v) {
       warn_bad(f, "not " + std::string(to_string(spec.time)));
       return v;
+    }
+    // Unix milliseconds before 2001 are most likely seconds sent under a
+    // milliseconds name: as milliseconds they name 1970 ("retry now"), as a
+    // delay weeks. Neither is safe: the value is ignored.
+    if (v->at && spec.time == TimeFormat::kUnixMilliseconds &&
+        v->at->time_since_epoch() < std::chrono::seconds{1'000'000'000}) {
+      warn_bad(f, "too small for unix_milliseconds");
+      return std::nullopt;
+    }
+    if (v->at && v->from_receipt > kMaxInstantAhead) {
+      warn_bad(f, "more than a year ahead");
+      return std::nullopt;
     }
     // A "Unix time" before 2001 is no timestamp: some servers send seconds
     // from now under the same name (a GitLab merge request shows 1800). Read
@@ -1065,13 +1127,25 @@ class VendorReader {
       if (auto t = time(r)) {
         q.reset = t->from_receipt;
         q.reset_resolution = t->resolution;
+        q.reset_is_full_refill = spec.reset_is_full_refill;
         break;
       }
     }
+    Duration window_step = std::chrono::seconds{1};
     if (spec.window) q.window = spec.window;
     if (spec.window_from) {
-      if (auto t = time(*spec.window_from); t && t->from_receipt > Duration::zero()) q.window = t->from_receipt;
+      if (auto t = time(*spec.window_from); t && t->from_receipt > Duration::zero()) {
+        q.window = t->from_receipt;
+        window_step = t->resolution;
+      }
     }
+    // No reset stated: whatever the window's state, all of it has passed by the
+    // end of one window, so the quota is back by then at the latest.
+    if (!q.reset && spec.window_bounds_wait && q.window && (any || q.limit || q.remaining)) {
+      q.reset = q.window;
+      q.reset_resolution = window_step;
+    }
+    if (spec.cost) q.cost = count(spec.cost, true);
     if (spec.partition_key) {
       const Found f = get(*spec.partition_key);
       if (f.present && !f.value.empty()) q.partition_key = std::string(f.value);
@@ -1135,6 +1209,36 @@ class VendorReader {
     }
   }
 
+  // The server's own verdict. A later `false` overrides an earlier `true`: a
+  // verdict can end retries, never grant more of them.
+  void verdicts() {
+    for (const auto& name : p_.retry_verdicts) {
+      Found f;
+      index_.for_each(name, [&](std::size_t i, const Header& h) {
+        read_.set(i);
+        if (!f.present) {
+          f.present = true;
+          f.value = h.value;
+          f.name = h.name;
+        }
+        return true;
+      });
+      if (!f.present) continue;
+      const std::string_view v = trim(f.value);
+      bool verdict = false;
+      if (iequals(v, "true")) {
+        verdict = true;
+      } else if (!iequals(v, "false")) {
+        warn_bad(f, "not true or false");
+        continue;
+      }
+      if (!out_.should_retry || (*out_.should_retry && !verdict)) {
+        out_.should_retry = verdict;
+        out_.should_retry_source.assign(name);
+      }
+    }
+  }
+
   void retry_delays() {
     for (const auto& spec : p_.retry_delays) {
       const Found f = get(spec);
@@ -1178,6 +1282,7 @@ void detail::read_vendor(const Profile& profile, const LineIndex& headers, WallT
   VendorReader reader(profile, headers, received, server_date, out, read);
   for (const auto& q : profile.quotas) reader.quota(q);
   reader.retry_delays();
+  if (!profile.retry_verdicts.empty()) reader.verdicts();
 }
 
 // ---- heuristic -------------------------------------------------------------------------

@@ -39,6 +39,7 @@ enum class TimeFormat : std::uint8_t {
   kGoDuration,           // "go_duration": 6m0s, 1s, 20ms, 1h2m3.5s, from receipt
   kRfc3339,              // "rfc3339": 2025-08-21T12:40:59Z; also yyyy-MM-ddTHH:mmZ (Atlassian)
   kHttpDate,             // "http_date": Thu, 30 Jan 2020 14:15:17 GMT
+  kUnixMilliseconds,     // "unix_milliseconds": 1767225660123 (Linear)
 };
 
 // What a header value that carries a count means.
@@ -64,6 +65,9 @@ struct FieldSpec {
   std::string key;
   TimeFormat time = TimeFormat::kDeltaSeconds;  // for reset, window and retry delays
   CountFormat count = CountFormat::kInteger;    // for limit, remaining, used
+  // Optional: read only the part before the first ';' (Docker Hub
+  // `100;w=21600`, whose parameters other fields read with `key`).
+  bool first_member = false;
 };
 
 // One quota a vendor describes in headers.
@@ -78,7 +82,14 @@ struct QuotaSpec {
   std::optional<Duration> window;           // fixed window length
   std::optional<FieldSpec> window_from;     // a header carrying the window
   std::optional<FieldSpec> partition_key;   // scope / bucket header (Discord x-ratelimit-bucket)
+  std::optional<FieldSpec> cost;            // units the request consumed (Linear x-complexity)
   std::string unit = "requests";
+  // The reset counts to a full refill, not to the next permitted request
+  // (OpenAI x-ratelimit-reset-*): observations get reset_is_full_refill.
+  bool reset_is_full_refill = false;
+  // No reset header, and the window is the longest wait (HubSpot, Docker Hub):
+  // when no reset is read, the window is taken as the reset.
+  bool window_bounds_wait = false;
   // Remaining-only counters: every header whose name starts with this prefix
   // (and that no other quota of the profile reads) is one quota, named by the
   // rest of the name (Azure x-ms-ratelimit-remaining-subscription-reads).
@@ -96,6 +107,9 @@ struct Profile {
   std::vector<int> limited_statuses;              // always mean "rate limited" (429)
   std::vector<int> limited_statuses_with_signal;  // mean it only with a Retry-After or an exhausted quota (GitHub 403)
   std::vector<FieldSpec> retry_delays;            // retry-after-ms, x-ms-retry-after-ms, ...
+  // Headers carrying the server's own verdict, `true` or `false` (any case):
+  // Stripe-Should-Retry, x-should-retry. The first valid one is used.
+  std::vector<std::string> retry_verdicts;
   // The IETF RateLimit fields are also read under these name prefixes
   // (Envoy "x-": x-ratelimit-limit in draft-03 form; Atlassian "beta-").
   std::vector<std::string> ietf_prefixes;
