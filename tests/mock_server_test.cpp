@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "../tools/abide/mock_server_core.h"
+#include "abide/ratelimit.h"
 #include "abide/retry_after.h"
+#include "abide/signals.h"
 #include "support/process.h"
 
 namespace abide::mock {
@@ -94,6 +96,53 @@ TEST(MockLimiter, Draft11Fields) {
   EXPECT_EQ(limited.status, 429);
   EXPECT_EQ(header(limited, "RateLimit"), "\"default\";r=0;t=1");
   EXPECT_EQ(header(limited, "Retry-After"), "1");
+}
+
+TEST(MockLimiter, Draft12Fields) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kDraft12, 2, 2s), clock.wall());
+  const Answer a = get(l);
+  EXPECT_EQ(header_names(a),
+            (std::vector<std::string>{"Date", "RateLimit-Policy", "RateLimit", "RateLimit-Partition"}));
+  EXPECT_EQ(header(a, "RateLimit-Policy"), "\"default\";q=2;w=2");
+  EXPECT_EQ(header(a, "RateLimit"), "\"default\";a=1;w=2;c=1");
+  EXPECT_EQ(header(a, "RateLimit-Partition"), "\"default\"");
+  clock.advance(500ms);  // 1.5 s left: stated as 2
+  EXPECT_EQ(header(get(l), "RateLimit"), "\"default\";a=0;w=2;c=1");
+  clock.advance(600ms);  // 0.9 s left: 1
+  const Answer limited = get(l);
+  EXPECT_EQ(limited.status, 429);
+  // A limited request uses no quota: its cost is 0. No Retry-After: a=0 and w are the signal.
+  EXPECT_EQ(header(limited, "RateLimit"), "\"default\";a=0;w=1;c=0");
+  EXPECT_FALSE(header(limited, "Retry-After"));
+  // Told at 1.1 s with w=1: not before 2.1 s. A nanosecond earlier is premature.
+  clock.set_wall(kT0 + 2100ms - 1ns);
+  EXPECT_TRUE(get(l).premature);
+  clock.set_wall(kT0 + 2100ms);
+  EXPECT_FALSE(get(l).premature);
+}
+
+// What the draft12 style sends, abide reads: an exhausted draft-12
+// observation whose reset is the stated w, no warning, nothing uninterpreted.
+TEST(MockLimiter, Draft12IsReadByAbideAsTheWaitItStates) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kDraft12, 1, 3s), clock.wall());
+  get(l);
+  clock.advance(400ms);
+  const Answer limited = get(l);
+  abide::HeaderList h;
+  for (const auto& [n, v] : limited.headers) h.add(n, v);
+  const Signals s = observe(limited.status, h, clock.wall_now(), MonoTime{});
+  EXPECT_TRUE(s.warnings.empty());
+  EXPECT_TRUE(s.uninterpreted.empty());
+  EXPECT_FALSE(s.retry_after);
+  ASSERT_EQ(s.quota.size(), 1u);
+  EXPECT_EQ(s.quota[0].source, kSourceDraft12);
+  EXPECT_EQ(s.quota[0].limit, 1);
+  EXPECT_EQ(s.quota[0].window, 3s);
+  EXPECT_EQ(s.quota[0].cost, 0);
+  ASSERT_TRUE(s.quota_wait());
+  EXPECT_EQ(*s.quota_wait(), 3s);  // 2.6 s left, rounded up
 }
 
 TEST(MockLimiter, DraftLegacyFields) {
@@ -636,6 +685,7 @@ TEST(MockServerCli, EveryStyleSendsItsFieldsAndItsWaitSignal) {
       {"retry-after-seconds", "429", {}, {"Retry-After"}},
       {"retry-after-date", "429", {}, {"Retry-After"}},
       {"malformed", "429", {"RateLimit"}, {"Retry-After"}},
+      {"draft12", "429", {"RateLimit", "RateLimit-Policy", "RateLimit-Partition"}, {}},
       {"none", "429", {}, {}},
   };
   for (const auto& k : cases) {
@@ -664,6 +714,10 @@ TEST(MockServerCli, EveryStyleSendsItsFieldsAndItsWaitSignal) {
     }
     if (k.style == "github") {
       EXPECT_EQ(limited->get_header_value("x-ratelimit-remaining"), "0");
+    }
+    if (k.style == "draft12") {
+      EXPECT_FALSE(limited->has_header("Retry-After"));
+      EXPECT_EQ(limited->get_header_value("RateLimit"), "\"default\";a=0;w=1;c=0");
     }
     if (k.style == "none" || k.style == "retry-after-seconds" || k.style == "retry-after-date") {
       for (const auto& [name, value] : ok->headers) {

@@ -56,6 +56,10 @@ Styles (fields on every answer; what the limited answer adds):
                        -reset-requests (Go duration, e.g. 1.25s)
   retry-after-seconds  + Retry-After: T
   retry-after-date     + Retry-After: IMF-fixdate of the window's end
+  draft12              RateLimit-Policy: "default";q=N;w=W  RateLimit: "default";a=R;w=T;c=C
+                       RateLimit-Partition: "default" (provisional draft -12; C is 1
+                       when the request used quota, else 0; no Retry-After: a=0 and
+                       w=T are the wait signal)
   malformed            draft11 fields + a garbage Retry-After ("soon", "-1", "", ...)
   none                 the limited status with no hint at all
 Every answer carries Date. --fail-rate answers 503 without a wait signal.
@@ -64,8 +68,8 @@ Clients: the X-Client-Id header, else the peer address.
 
 Premature request: every limited answer states an earliest permitted time P
 (its wait signal: decision time + T, the date, the epoch reset, decision time +
-the duration; for malformed, its RateLimit t; none states nothing and has no P)
-and leaves at a time S. A request from a client arriving at A is judged by the
+the duration; for malformed, its RateLimit t; for draft12, its RateLimit w;
+none states nothing and has no P) and leaves at a time S. A request from a client arriving at A is judged by the
 most recent limited answer that client must already have had: the latest one
 sent to it at least GRACE before A (younger ones may still be in flight), or,
 if sent later, the last one sent on the request's own connection (HTTP/1.1

@@ -31,6 +31,7 @@
 // P per style, from the answer's own wait signal:
 //   draft11, draft-legacy, retry-after-seconds: S' + T, the delta-seconds T
 //     counted from the decision time S' (<= the time the client received it);
+//   draft12: the same, with T its RateLimit `w` (it sends no Retry-After);
 //   malformed: the same, from its valid RateLimit field (the garbage
 //     Retry-After tells nothing, and a client must fall back, not retry now);
 //   retry-after-date: the IMF-fixdate sent; github: x-ratelimit-reset (epoch);
@@ -75,9 +76,11 @@ enum class Style : std::uint8_t {
   kRetryAfterDate,     // only Retry-After: IMF-fixdate, on the limited answer
   kMalformed,          // draft11 fields, and a garbage Retry-After on the limited answer
   kNone,               // the limited status, no hint at all
+  kDraft12,            // RateLimit-Policy / RateLimit / RateLimit-Partition, provisional draft -12 (a, w, c);
+                       // no Retry-After: `w` with a=0 is the wait signal
 };
 
-inline constexpr std::array<std::pair<Style, std::string_view>, 8> kStyleNames{{
+inline constexpr std::array<std::pair<Style, std::string_view>, 9> kStyleNames{{
     {Style::kDraft11, "draft11"},
     {Style::kDraftLegacy, "draft-legacy"},
     {Style::kGithub, "github"},
@@ -86,6 +89,7 @@ inline constexpr std::array<std::pair<Style, std::string_view>, 8> kStyleNames{{
     {Style::kRetryAfterDate, "retry-after-date"},
     {Style::kMalformed, "malformed"},
     {Style::kNone, "none"},
+    {Style::kDraft12, "draft12"},
 }};
 
 // The style's command-line name ("draft11", ...).
@@ -338,7 +342,7 @@ class Limiter {
 
     const Context ctx{now, window_end, opts_.limit - used_, used_};
     a.headers.emplace_back("Date", format_imf_fixdate(now));
-    quota_headers(ctx, a.headers);
+    quota_headers(ctx, a.outcome == Outcome::kAccepted, a.headers);
     if (a.outcome == Outcome::kLimited) {
       const std::optional<WallTime> permitted = wait_signal(ctx, a.headers);
       if (permitted) remember_limited(client, req.connection, now, *permitted);
@@ -506,13 +510,29 @@ class Limiter {
                                     ";t=" + std::to_string(ceil_seconds(ctx.window_end - ctx.now)));
   }
 
-  // The style's quota fields, sent on every answer.
-  void quota_headers(const Context& ctx, HeaderList& h) const {
+  // The provisional draft-12 names: `a` available, `w` effective window, `c`
+  // the cost of this request (1 when accepted; 0 when limited, since limited
+  // requests use no quota here). The partition line declares no dimension:
+  // the one quota is shared by every client.
+  void draft12_fields(const Context& ctx, bool accepted, HeaderList& h) const {
+    h.emplace_back("RateLimit-Policy", "\"default\";q=" + std::to_string(opts_.limit) +
+                                           ";w=" + std::to_string(whole_window_seconds()));
+    h.emplace_back("RateLimit", "\"default\";a=" + std::to_string(ctx.remaining) +
+                                    ";w=" + std::to_string(ceil_seconds(ctx.window_end - ctx.now)) +
+                                    ";c=" + (accepted ? "1" : "0"));
+    h.emplace_back("RateLimit-Partition", "\"default\"");
+  }
+
+  // The style's quota fields, sent on every answer; `accepted`: this request used quota.
+  void quota_headers(const Context& ctx, bool accepted, HeaderList& h) const {
     const std::int64_t t = ceil_seconds(ctx.window_end - ctx.now);
     switch (opts_.style) {
       case Style::kDraft11:
       case Style::kMalformed:
         draft11_fields(ctx, h);
+        break;
+      case Style::kDraft12:
+        draft12_fields(ctx, accepted, h);
         break;
       case Style::kDraftLegacy:
         h.emplace_back("RateLimit-Limit", std::to_string(opts_.limit));
@@ -559,6 +579,8 @@ class Limiter {
       case Style::kRetryAfterDate:
         h.emplace_back("Retry-After", format_imf_fixdate(reset_instant));
         return reset_instant;
+      case Style::kDraft12:
+        return after_t;  // its RateLimit w, already sent with a=0
       case Style::kGithub:
         return reset_instant;  // x-ratelimit-reset, already sent with remaining 0
       case Style::kOpenai:
