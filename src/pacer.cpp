@@ -385,9 +385,8 @@ void Pacer::record(const Key& key, const Signals& signals) {
   if (signals.received_mono != MonoTime{} && signals.received_mono < rec.now) {
     rec.age = rec.now - signals.received_mono;
   }
-  std::optional<Duration> hold;
-  if (signals.retry_after) hold = signals.retry_after->wait;
-  if (const auto q = signals.quota_wait()) hold = std::max(hold.value_or(Duration::zero()), *q);
+  // The cooldown is the answer's permitted time, computed as the planner computes it.
+  const std::optional<Duration> hold = permitted_wait(signals).wait;
   if (hold && *hold > rec.age) rec.cooldown = *hold - rec.age;
   for (const auto& o : signals.quota) {
     if (!is_requests(o.unit)) continue;  // the pacer counts requests, not bytes or tokens
@@ -397,7 +396,16 @@ void Pacer::record(const Key& key, const Signals& signals) {
     u.limit = o.limit;
     u.window = o.window;
     u.remaining = o.remaining;
-    if (o.reset) u.reset = *o.reset > rec.age ? *o.reset - rec.age : Duration::zero();
+    std::optional<Duration> reset = o.reset;
+    if (reset && o.reset_is_full_refill && o.remaining && *o.remaining <= 0) {
+      // A full refill is not the window's end: the quota is back in part long
+      // before. The window ends with the cooldown (the permitted time), when a
+      // probe learns the quota afresh; with room left, the full-refill reset is
+      // the window the remaining quota is spread over (units refilled meanwhile
+      // are a margin).
+      reset = std::min(*reset, hold.value_or(*reset));
+    }
+    if (reset) u.reset = *reset > rec.age ? *reset - rec.age : Duration::zero();
     u.reset_resolution = o.reset_resolution;
     rec.policies.push_back(std::move(u));
   }

@@ -32,64 +32,26 @@ bool ascii_istarts_with(std::string_view s, std::string_view prefix) noexcept {
   return s.size() >= prefix.size() && ascii_iequals(s.substr(0, prefix.size()), prefix);
 }
 
-// The Retry-After hint from receipt, with rule 3 enforced again here: for a
-// date, the larger of (date - local receipt) and (date - server Date), so a
-// hand-built or skewed Signals can never make a retry early.
-Duration retry_after_wait(const Signals& s, const RetryHint& h, PlanNotes& notes) noexcept {
-  Duration w = non_negative(h.wait);
-  if (h.kind == RetryHint::Kind::kDate && h.date) {
-    const Duration from_local = sat_sub(h.date->time_since_epoch(), s.received_wall.time_since_epoch());
-    w = std::max(w, from_local);
-    if (s.server_date) {
-      const Duration from_server = sat_sub(h.date->time_since_epoch(), s.server_date->time_since_epoch());
-      if (from_server > non_negative(from_local) && from_server > kZero) notes.add(PlanNote::kSkewLengthened);
-      w = std::max(w, from_server);
-    }
-    if (w <= kZero) notes.add(PlanNote::kRetryAfterInPast);
-  }
-  return w;
-}
-
-// Fills the server-hint part of the plan from the Signals.
+// Fills the server-hint part of the plan from the Signals: the permitted time
+// is computed once, in permitted_wait() (signals.h), which the pacer uses too.
 void read_hints(const Signals& s, bool use_low_confidence, Plan& p) noexcept {
-  if (s.retry_after) {
-    p.retry_after = retry_after_wait(s, *s.retry_after, p.notes);
-  } else if (s.retry_after_rejected) {
-    p.notes.add(PlanNote::kRetryAfterMalformed);
-  }
-  for (std::size_t i = 0; i < s.quota.size(); ++i) {
-    const QuotaObservation& q = s.quota[i];
-    if (!q.exhausted()) {
-      if (q.remaining && *q.remaining <= 0) {
-        p.notes.add(PlanNote::kQuotaZeroWithoutReset);
-      } else if (q.remaining && p.retry_after) {
-        p.notes.add(PlanNote::kQuotaRoomIgnored);
-      }
-      continue;
-    }
-    if (q.confidence == Confidence::kLow && !use_low_confidence) {
-      p.notes.add(PlanNote::kLowConfidenceQuotaIgnored);
-      continue;
-    }
-    const Duration r = non_negative(*q.reset);
-    // Strictly longer: on a tie the earlier (more trusted: IETF before vendor) wins.
-    if (!p.quota_wait || r > *p.quota_wait) {
-      p.quota_wait = r;
-      p.quota_index = i;
-    }
-  }
-  if (p.retry_after && p.quota_wait && *p.quota_wait > *p.retry_after) {
-    p.notes.add(PlanNote::kQuotaOutlastsRetryAfter);
-  }
-  if (p.retry_after || p.quota_wait) {
-    // The longest valid hint; Retry-After wins ties (it is the most trusted).
-    if (p.retry_after && (!p.quota_wait || *p.retry_after >= *p.quota_wait)) {
-      p.server_hint = p.retry_after;
-      p.basis = Basis::kRetryAfter;
-    } else {
-      p.server_hint = p.quota_wait;
-      p.basis = quota_basis(s.quota[*p.quota_index]);
-    }
+  const PermittedWait w = permitted_wait(s, use_low_confidence);
+  p.retry_after = w.retry_after;
+  p.quota_wait = w.quota;
+  p.quota_index = w.quota_index;
+  p.server_hint = w.wait;
+  if (!s.retry_after && s.retry_after_rejected) p.notes.add(PlanNote::kRetryAfterMalformed);
+  if (w.retry_after_in_past) p.notes.add(PlanNote::kRetryAfterInPast);
+  if (w.skew_lengthened) p.notes.add(PlanNote::kSkewLengthened);
+  if (w.zero_without_reset) p.notes.add(PlanNote::kQuotaZeroWithoutReset);
+  if (w.room_left && w.retry_after) p.notes.add(PlanNote::kQuotaRoomIgnored);
+  if (w.low_confidence_ignored) p.notes.add(PlanNote::kLowConfidenceQuotaIgnored);
+  if (w.full_refill) p.notes.add(PlanNote::kFullRefillReset);
+  if (w.retry_after && w.quota && *w.quota > *w.retry_after) p.notes.add(PlanNote::kQuotaOutlastsRetryAfter);
+  if (w.wait) {
+    // Retry-After wins ties (it is the most trusted).
+    p.basis = w.retry_after && *w.retry_after >= w.quota.value_or(kZero) ? Basis::kRetryAfter
+                                                                          : quota_basis(s.quota[*w.quota_index]);
   }
 }
 
@@ -137,6 +99,7 @@ std::string_view to_string(Reason r) noexcept {
     case Reason::kBudgetExhausted: return "retry budget exhausted";
     case Reason::kHintTooLong: return "hint too long";
     case Reason::kDeadline: return "deadline";
+    case Reason::kServerSaysNoRetry: return "the server says not to retry";
   }
   return "";
 }
@@ -160,6 +123,12 @@ std::string_view to_string(PlanNote n) noexcept {
       return "a low-confidence quota reading (vendor-style headers without a profile) was not used";
     case PlanNote::kJitterShortened:
       return "the jitter was shortened so that the retry ends by the deadline";
+    case PlanNote::kFullRefillReset:
+      return "an exhausted quota's reset counts to a full refill, not to the next permitted request: the server's "
+             "retry delay sets the wait, or without one the time the next request's units take to refill";
+    case PlanNote::kServerSaysRetry:
+      return "the server says the request may be retried; that grants no permission to repeat a non-idempotent "
+             "request without an idempotency key, and does not make the status retryable";
   }
   return "";
 }
@@ -169,7 +138,7 @@ std::vector<std::string> notes_text(const PlanNotes& notes) {
   for (PlanNote n : {PlanNote::kRetryAfterMalformed, PlanNote::kRetryAfterInPast, PlanNote::kSkewLengthened,
                      PlanNote::kQuotaOutlastsRetryAfter, PlanNote::kQuotaRoomIgnored,
                      PlanNote::kQuotaZeroWithoutReset, PlanNote::kLowConfidenceQuotaIgnored,
-                     PlanNote::kJitterShortened}) {
+                     PlanNote::kJitterShortened, PlanNote::kFullRefillReset, PlanNote::kServerSaysRetry}) {
     if (notes.has(n)) out.emplace_back(to_string(n));
   }
   return out;
@@ -204,6 +173,7 @@ Plan Planner::decide(const PlanInput& in, RandomSource& rng) const noexcept {
     p.status = s->status;
     p.clock_skew = s->clock_skew;
     read_hints(*s, config_.use_low_confidence_quota, p);
+    if (s->should_retry == true) p.notes.add(PlanNote::kServerSaysRetry);
     const bool retryable = config_.retryable_statuses.contains(s->status) || s->limited;
     if (!retryable) {
       // A final answer: 2xx is done, 1xx/3xx are not failures, the rest are
@@ -242,6 +212,12 @@ Plan Planner::decide(const PlanInput& in, RandomSource& rng) const noexcept {
   if (!(p.server_hint && hint > kZero && hint >= draw.floor)) p.basis = Basis::kBackoff;
   set_wait(p, base_wait, wall, mono);
 
+  // The server's own "do not retry" ends it whatever the method or the hint.
+  if (s != nullptr && s->should_retry == false) {
+    p.decision = Decision::kNotRetryable;
+    p.reason = Reason::kServerSaysNoRetry;
+    return p;
+  }
   if (!may_repeat) {
     p.decision = Decision::kNotRetryable;
     p.reason = p.ambiguous ? Reason::kAmbiguous : Reason::kNotIdempotent;
@@ -330,6 +306,10 @@ std::string basis_phrase(const Plan& p, const PlanInput& in, Jitter jitter) {
         const QuotaObservation& q = s->quota[*p.quota_index];
         if (!q.policy.empty()) who.append(cat({" \"", q.policy, "\""}));
         if (p.basis == Basis::kVendor && !q.source.empty()) who.append(cat({" (", q.source, ")"}));
+        if (q.reset_is_full_refill) {
+          return cat({who, " is exhausted; its reset counts to a full refill, and the next request's units refill in ",
+                      hint});
+        }
       }
       return cat({who, " is exhausted for ", hint});
     }
@@ -341,6 +321,11 @@ std::string basis_phrase(const Plan& p, const PlanInput& in, Jitter jitter) {
       break;
   }
   return "nothing sets a wait";
+}
+
+// The header that carried the server's verdict, for people.
+std::string verdict_source(const Signals& s) {
+  return s.should_retry_source.empty() ? std::string("retry verdict") : printable(s.should_retry_source, 64);
 }
 
 }  // namespace
@@ -374,7 +359,17 @@ std::string Planner::describe(const Plan& p, const PlanInput& in) const {
                " is not idempotent and the request carried no idempotency key, so it is not repeated automatically; "
                "a retry would be permitted ",
                when});
+      if (const Signals* sig = in.outcome.signals; sig && sig->should_retry == true) {
+        s.append(cat({" (the server's ", verdict_source(*sig), " says it may be retried, which grants no such permission)"}));
+      }
       break;
+    case Reason::kServerSaysNoRetry: {
+      const Signals* sig = in.outcome.signals;
+      s = cat({"The server says not to retry (", sig ? verdict_source(*sig) : std::string("its verdict"),
+               ": false), so the ", status, " is not repeated"});
+      if (p.not_before_wall) s.append(cat({"; a new request would be permitted ", when}));
+      break;
+    }
     case Reason::kAmbiguous:
       s = cat({"The connection failed after the ", in.method,
                " request was sent, so it may have been applied: reconcile before repeating (a retry would be "

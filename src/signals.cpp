@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <string>
 
 #include "abide/http_date.h"
@@ -38,10 +39,11 @@ namespace {
 
 constexpr std::size_t kShownValue = 64;
 
+// A server's value inside a warning: escaped where the text is made (a control
+// byte never reaches a terminal), bounded, and quoted.
 std::string shown(std::string_view v) {
   std::string s = "\"";
-  s.append(v.substr(0, kShownValue));
-  if (v.size() > kShownValue) s.append("...");
+  s.append(printable(v, kShownValue));
   s.append("\"");
   return s;
 }
@@ -53,6 +55,13 @@ std::string seconds_text(Duration d) {
   while (!out.empty() && out.back() == '0') out.pop_back();
   if (!out.empty() && out.back() == '.') out.pop_back();
   return out + " s";
+}
+
+// The server's clock at receipt: its Date, or a learned floor that lies within
+// the second the Date names. A floor at or past the Date's second contradicts
+// it (another clock, or a clock set back) and is not used; one below says less.
+WallTime server_time_at_receipt(WallTime date, WallTime floor) noexcept {
+  return floor > date && floor < date + std::chrono::seconds{1} ? floor : date;
 }
 
 void read_date(const std::string* date, WallTime received, Signals& s) {
@@ -234,11 +243,11 @@ Signals observe(int status, const HeaderList& headers, WallTime received_wall, M
   read_date(seen.date, received_wall, s);
   // The server's time at receipt is at least its Date; a floor learned from
   // earlier responses may say more, within the second that Date names.
-  std::optional<WallTime> server_now = s.server_date;
-  if (s.server_date && options.server_time_floor && *options.server_time_floor > *s.server_date &&
-      *options.server_time_floor < *s.server_date + std::chrono::seconds{1}) {
-    server_now = options.server_time_floor;
+  if (s.server_date && options.server_time_floor &&
+      server_time_at_receipt(*s.server_date, *options.server_time_floor) == *options.server_time_floor) {
+    s.server_time_floor = options.server_time_floor;
   }
+  const std::optional<WallTime> server_now = s.server_time_floor ? s.server_time_floor : s.server_date;
   // Rule 1: Retry-After first, authoritative.
   if (seen.retry_after) read_retry_after(headers, received_wall, server_now, options, s);
 
@@ -296,40 +305,168 @@ Signals observe(int status, const HeaderList& headers, WallTime received_wall, M
   return s;
 }
 
+namespace {
+
+// a - b, saturating instead of overflowing.
+Duration sat_sub(Duration a, Duration b) noexcept {
+  Duration::rep r = 0;
+  if (__builtin_sub_overflow(a.count(), b.count(), &r)) return b.count() < 0 ? Duration::max() : Duration::min();
+  return Duration{r};
+}
+
+Duration non_negative(Duration d) noexcept { return d < Duration::zero() ? Duration::zero() : d; }
+
+// The wait a full-refill reset bounds when the server gave no retry delay: the
+// units the next request needs (its cost, one when unknown, plus any overdraft)
+// refill at limit per reset, so they are back after reset x needed / limit.
+// Never longer than the reset; the reset itself when the limit is unknown.
+Duration refill_wait(const QuotaObservation& q) noexcept {
+  const Duration reset = non_negative(*q.reset);
+  if (!q.limit || *q.limit <= 0) return reset;
+  const double cost = q.cost && *q.cost > 0 ? static_cast<double>(*q.cost) : 1.0;
+  const double needed = cost - static_cast<double>(std::min<std::int64_t>(*q.remaining, 0));
+  const double ns = static_cast<double>(reset.count()) * needed / static_cast<double>(*q.limit);
+  if (!(ns < static_cast<double>(reset.count()))) return reset;
+  return Duration{static_cast<Duration::rep>(std::ceil(ns))};
+}
+
+}  // namespace
+
+PermittedWait permitted_wait(const Signals& s, bool use_low_confidence) noexcept {
+  PermittedWait p;
+  if (s.retry_after) {
+    const RetryHint& h = *s.retry_after;
+    Duration w = non_negative(h.wait);
+    if (h.kind == RetryHint::Kind::kDate && h.date) {
+      // Rule 3, once, for everyone: a hand-built or skewed hint cannot be early.
+      const Duration from_local = sat_sub(h.date->time_since_epoch(), s.received_wall.time_since_epoch());
+      w = std::max(w, from_local);
+      if (s.server_date) {
+        const WallTime server_now =
+            s.server_time_floor ? server_time_at_receipt(*s.server_date, *s.server_time_floor) : *s.server_date;
+        const Duration from_server = sat_sub(h.date->time_since_epoch(), server_now.time_since_epoch());
+        if (from_server > non_negative(from_local) && from_server > Duration::zero()) p.skew_lengthened = true;
+        w = std::max(w, from_server);
+      }
+      if (w <= Duration::zero()) p.retry_after_in_past = true;
+    }
+    p.retry_after = w;
+  }
+  for (std::size_t i = 0; i < s.quota.size(); ++i) {
+    const QuotaObservation& q = s.quota[i];
+    if (!q.exhausted()) {
+      if (q.remaining && *q.remaining <= 0) {
+        p.zero_without_reset = true;
+      } else if (q.remaining) {
+        p.room_left = true;
+      }
+      continue;
+    }
+    if (q.confidence == Confidence::kLow && !use_low_confidence) {
+      p.low_confidence_ignored = true;
+      continue;
+    }
+    Duration r = non_negative(*q.reset);
+    if (q.reset_is_full_refill) {
+      // Not the next permitted time: the server's own retry delay decides when
+      // it gave one (the quota adds nothing), else the refill of one request.
+      p.full_refill = true;
+      if (s.retry_after) continue;
+      r = refill_wait(q);
+    }
+    // Strictly longer: on a tie the earlier (more trusted: IETF before vendor) wins.
+    if (!p.quota || r > *p.quota) {
+      p.quota = r;
+      p.quota_index = i;
+    }
+  }
+  // The longest valid hint.
+  if (p.retry_after && (!p.quota || *p.retry_after >= *p.quota)) {
+    p.wait = p.retry_after;
+  } else {
+    p.wait = p.quota;
+  }
+  return p;
+}
+
 }  // namespace abide
 
 namespace abide {
 
 namespace {
 constexpr double kDriftAllowance = 1e-4;  // 100 ppm between the server's clock and ours
-constexpr Duration kSetBack = std::chrono::seconds{2};
+// A contradiction this large is one clock set (back or forward), not two clocks
+// a fraction of a second apart.
+constexpr Duration kClockSet = std::chrono::seconds{1};
+// Dates that must agree before the floor is trusted. A second clock a fraction
+// d of a second off shows in each of its answers with probability about d, so
+// waiting for this many answers makes one that never showed unlikely; a single
+// clock loses nothing it had (its floor is tight only after many answers anyway).
+constexpr int kConfirmations = 16;
+
+Duration drift_over(MonoTime from, MonoTime to) noexcept {
+  const Duration since = to > from ? to - from : Duration::zero();
+  return Duration{static_cast<Duration::rep>(static_cast<double>(since.count()) * kDriftAllowance)};
+}
 }  // namespace
 
-Duration ServerClock::decayed_locked(MonoTime at) const noexcept {
-  const Duration since = at > sample_ ? at - sample_ : Duration::zero();
-  const auto drift = static_cast<Duration::rep>(static_cast<double>(since.count()) * kDriftAllowance);
-  return offset_ - Duration{drift};
-}
+Duration ServerClock::low_locked(MonoTime at) const noexcept { return low_ - drift_over(low_at_, at); }
+Duration ServerClock::high_locked(MonoTime at) const noexcept { return high_ + drift_over(high_at_, at); }
 
 void ServerClock::learn(const Signals& s) noexcept {
   if (!s.server_date) return;
-  const Duration offset = s.server_date->time_since_epoch() - s.received_mono.time_since_epoch();
+  const MonoTime at = s.received_mono;
+  // This Date alone: the server's clock at receipt is in [Date, Date + 1 s).
+  const Duration low = s.server_date->time_since_epoch() - at.time_since_epoch();
+  const Duration high = low + std::chrono::seconds{1};
   std::lock_guard lock(mu_);
   if (known_) {
-    const Duration best = decayed_locked(s.received_mono);
-    // A tighter bound replaces the old; a Date far behind it means the server's
-    // clock was set back (or another server answered): start afresh.
-    if (offset <= best && offset + kSetBack >= best) return;
+    const Duration known_low = low_locked(at);
+    const Duration known_high = high_locked(at);
+    if (high > known_low && low < known_high) {
+      // Consistent with one clock: keep the tighter of each bound.
+      if (agreed_ < kConfirmations) ++agreed_;
+      if (low > known_low) {
+        low_ = low;
+        low_at_ = at;
+      }
+      if (high < known_high) {
+        high_ = high;
+        high_at_ = at;
+      }
+      return;
+    }
+    // No single clock reads this: another server answered, or the clock was set.
+    const Duration by = high <= known_low ? known_low - high : low - known_high;
+    if (by < kClockSet || reset_once_) {
+      several_ = true;
+      return;
+    }
+    reset_once_ = true;  // a clock set once: start afresh from this Date
   }
   known_ = true;
-  offset_ = offset;
-  sample_ = s.received_mono;
+  agreed_ = 1;
+  low_ = low;
+  low_at_ = at;
+  high_ = high;
+  high_at_ = at;
 }
 
 std::optional<WallTime> ServerClock::floor_at(MonoTime at) const noexcept {
   std::lock_guard lock(mu_);
-  if (!known_) return std::nullopt;
-  return WallTime{at.time_since_epoch() + decayed_locked(at)};
+  if (!known_ || several_) return std::nullopt;
+  return WallTime{at.time_since_epoch() + low_locked(at)};
+}
+
+std::optional<WallTime> ServerClock::trusted_floor_at(MonoTime at) const noexcept {
+  std::lock_guard lock(mu_);
+  if (!known_ || several_ || agreed_ < kConfirmations) return std::nullopt;
+  return WallTime{at.time_since_epoch() + low_locked(at)};
+}
+
+bool ServerClock::several_clocks() const noexcept {
+  std::lock_guard lock(mu_);
+  return several_;
 }
 
 }  // namespace abide

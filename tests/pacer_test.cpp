@@ -552,6 +552,78 @@ TEST_F(Fixture, OtherQuotaUnitsAreNotCounted) {
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(peek(p, k).ok());
 }
 
+// ---- full-refill resets (issue 13 items 5 and 6) --------------------------------------
+
+QuotaObservation full_refill_obs(std::string unit, std::int64_t limit, std::int64_t remaining, Duration reset) {
+  QuotaObservation o;
+  o.policy = unit;
+  o.unit = std::move(unit);
+  o.limit = limit;
+  o.remaining = remaining;
+  o.reset = reset;
+  o.source = "openai";
+  o.reset_is_full_refill = true;
+  return o;
+}
+
+TEST_F(Fixture, OpenAIFullRefillTokensHoldTheKeyOnlyForTheServersRetryDelay) {
+  // x-ratelimit-remaining-tokens: 0, x-ratelimit-reset-tokens: 6m0s, retry-after-ms: 1500.
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  const MonoTime t0 = clock.mono_now();
+  Signals s = retry_after(clock, milliseconds{1500});
+  s.retry_after->source = "retry-after-ms";
+  s.quota.push_back(full_refill_obs("requests", 500, 499, milliseconds{120}));
+  s.quota.push_back(full_refill_obs("tokens", 30000, 0, seconds{360}));
+  p.record(k, s);
+  const AcquireResult r = peek(p, k);
+  EXPECT_EQ(r.status, AcquireStatus::kDeadlineExceeded);
+  EXPECT_EQ(r.not_before, t0 + milliseconds{1500});  // not 360 s
+  EXPECT_EQ(r.not_before, s.received_mono + *permitted_wait(s).wait);
+  clock.advance(milliseconds{1500});
+  EXPECT_TRUE(peek(p, k).ok());
+}
+
+TEST_F(Fixture, AnExhaustedFullRefillRequestsQuotaHoldsTheKeyForOneRequestsRefill) {
+  // 3 requests per 20 s, none left, full again in 20 s, no retry delay: one request is back in 20/3 s.
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  const MonoTime t0 = clock.mono_now();
+  const Signals s = with(response(clock, 429), full_refill_obs("requests", 3, 0, seconds{20}));
+  p.record(k, s);
+  const AcquireResult r = peek(p, k);
+  EXPECT_EQ(r.status, AcquireStatus::kDeadlineExceeded);
+  EXPECT_EQ(r.not_before, t0 + Duration{6666666667});
+  clock.advance(r.not_before - clock.mono_now());
+  const AcquireResult probe = peek(p, k);
+  EXPECT_TRUE(probe.ok());
+  EXPECT_TRUE(probe.probe);  // one request learns the quota afresh
+}
+
+TEST_F(Fixture, AFullRefillResetWithRoomLeftIsTheWindowTheQuotaIsSpreadOver) {
+  // 10 of 100 requests left, full again in 60 s: the 10 are spread over the 60 s.
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  const MonoTime t0 = clock.mono_now();
+  p.record(k, with(response(clock), full_refill_obs("requests", 100, 10, seconds{60})));
+  const auto times = drain(p, k, t0 + seconds{60});
+  ASSERT_EQ(times.size(), 10u);
+  EXPECT_GE(times.back(), seconds{50});
+  for (std::size_t i = 1; i < times.size(); ++i) EXPECT_GE(times[i] - times[i - 1], seconds{5}) << i;
+}
+
+TEST_F(Fixture, AnExhaustedQuotaThatIsNotAFullRefillStillHoldsTheKeyUntilItsReset) {
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  const MonoTime t0 = clock.mono_now();
+  Signals s = retry_after(clock, milliseconds{1500});
+  QuotaObservation o = full_refill_obs("requests", 500, 0, seconds{360});
+  o.reset_is_full_refill = false;
+  s.quota.push_back(o);
+  p.record(k, s);
+  EXPECT_EQ(peek(p, k).not_before, t0 + seconds{360});
+}
+
 TEST_F(Fixture, CancellationInterruptsAWait) {
   Pacer p = make(config());
   const auto k = p.key("k");

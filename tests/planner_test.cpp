@@ -648,6 +648,142 @@ TEST(Planner, DescribeSaysWhatWonWithNumbers) {
   EXPECT_THAT(planner.describe(planner.decide(in, rng), in), HasSubstr("POST is not idempotent"));
 }
 
+// ---- the server's retry verdict (issue 13 item 2) ------------------------------------------
+
+Signals with_verdict(Signals s, bool verdict) {
+  s.should_retry = verdict;
+  s.should_retry_source = "stripe-should-retry";
+  return s;
+}
+
+TEST(Planner, ServerSaysDoNotRetryEndsRetriesEvenOnA429WithRetryAfter) {
+  for (const int status : {429, 503}) {
+    const Signals s = with_verdict(with_delay(status, 30s), false);
+    PlanInput in(s);
+    in.attempt = 2;
+    const Plan p = decide(config(), in);
+    EXPECT_EQ(p.decision, Decision::kNotRetryable) << status;
+    EXPECT_EQ(p.reason, Reason::kServerSaysNoRetry);
+    // The permitted time is still reported.
+    EXPECT_EQ(p.server_hint, 30s);
+    EXPECT_EQ(p.not_before_wall, kWall + 30s);
+    EXPECT_EQ(p.not_before_mono, kMono + 30s);
+    EXPECT_EQ(p.jitter, 0s);
+    const std::string text = Planner(config()).describe(p, in);
+    EXPECT_THAT(text, HasSubstr("server says not to retry (stripe-should-retry: false)"));
+    EXPECT_THAT(text, HasSubstr("in 30 s"));
+  }
+  EXPECT_EQ(to_string(Reason::kServerSaysNoRetry), "the server says not to retry");
+  // Without any hint: not retried, with the backoff's time.
+  const Signals bare = with_verdict(response(503), false);
+  const Plan p = decide(config(), PlanInput(bare));
+  EXPECT_EQ(p.reason, Reason::kServerSaysNoRetry);
+  EXPECT_EQ(p.not_before_mono, kMono + 1s);
+  // An idempotency key does not override it either.
+  PlanInput post(bare);
+  post.method = "POST";
+  post.idempotency_key = true;
+  EXPECT_EQ(decide(config(), post).reason, Reason::kServerSaysNoRetry);
+}
+
+TEST(Planner, ServerSaysRetryGrantsNoPermissionToRepeatAPost) {
+  const Signals s = with_verdict(with_delay(503, 5s), true);
+  PlanInput in(s);
+  in.method = "POST";
+  const Plan p = decide(config(), in);
+  EXPECT_EQ(p.decision, Decision::kNotRetryable);
+  EXPECT_EQ(p.reason, Reason::kNotIdempotent);
+  EXPECT_TRUE(p.notes.has(PlanNote::kServerSaysRetry));
+  EXPECT_THAT(Planner(config()).describe(p, in), HasSubstr("stripe-should-retry says it may be retried, which grants no such permission"));
+  EXPECT_THAT(notes_text(p.notes), ::testing::Contains(HasSubstr("grants no permission")));
+  // With a key it is retried, as without the verdict.
+  in.idempotency_key = true;
+  EXPECT_EQ(decide(config(), in).decision, Decision::kRetry);
+}
+
+TEST(Planner, ServerSaysRetryDoesNotMakeAStatusRetryable) {
+  for (const int status : {400, 404, 409}) {
+    const Signals s = with_verdict(response(status), true);
+    const Plan p = decide(config(), PlanInput(s));
+    EXPECT_EQ(p.decision, Decision::kNotRetryable) << status;
+    EXPECT_EQ(p.reason, Reason::kStatusNotRetryable) << status;
+    EXPECT_TRUE(p.notes.has(PlanNote::kServerSaysRetry));
+  }
+}
+
+// ---- full-refill resets (issue 13 items 5 and 6) ----------------------------------------------
+
+QuotaObservation full_refill(std::string unit, std::int64_t limit, std::int64_t remaining, Duration reset) {
+  QuotaObservation q;
+  q.policy = unit;
+  q.unit = std::move(unit);
+  q.limit = limit;
+  q.remaining = remaining;
+  q.reset = reset;
+  q.source = "openai";
+  q.reset_is_full_refill = true;
+  return q;
+}
+
+TEST(Planner, OpenAIFullRefillResetWaitsForTheServersRetryDelayNotTheRefill) {
+  // x-ratelimit-remaining-tokens: 0, x-ratelimit-reset-tokens: 6m0s, retry-after-ms: 1500.
+  Signals s = with_delay(429, 1500ms);
+  s.retry_after->source = "retry-after-ms";
+  s.profile = "openai";
+  s.quota.push_back(full_refill("requests", 500, 499, 120ms));
+  s.quota.push_back(full_refill("tokens", 30000, 0, 6min));
+  PlanInput in(s);
+  Plan p = decide(config(), in);
+  EXPECT_EQ(p.decision, Decision::kRetry);
+  EXPECT_EQ(p.basis, Basis::kRetryAfter);
+  EXPECT_EQ(p.server_hint, 1500ms);
+  EXPECT_EQ(p.wait, 1500ms);
+  EXPECT_FALSE(p.quota_wait);
+  EXPECT_TRUE(p.notes.has(PlanNote::kFullRefillReset));
+  // Rule 4 still holds: the backoff floor and jitter come on top as usual.
+  in.attempt = 3;
+  p = decide(config(Jitter::kFull), in, 0.5);
+  EXPECT_EQ(p.backoff, 0s);
+  EXPECT_EQ(p.wait, 1500ms + 2s);
+  p = decide(config(Jitter::kEqual), in, 0.5);
+  EXPECT_EQ(p.wait, 2s + 1s);  // floor 2 s (half of 4 s) beats 1.5 s, plus 1 s of jitter
+}
+
+TEST(Planner, FullRefillResetWithoutARetryDelayWaitsForOneRequestsRefill) {
+  // 3 requests per 20 s, none left, full in 20 s: one request is back in 20/3 s.
+  Signals s = response(429);
+  s.quota.push_back(full_refill("requests", 3, 0, 20s));
+  Plan p = decide(config(), PlanInput(s));
+  EXPECT_EQ(p.basis, Basis::kVendor);
+  EXPECT_EQ(p.quota_wait, Duration{6666666667});
+  EXPECT_EQ(p.wait, Duration{6666666667});
+  EXPECT_THAT(Planner(config()).describe(p, PlanInput(s)), HasSubstr("counts to a full refill"));
+  // A cost (the provisional draft-12 `c`) and an overdraft need more units.
+  s.quota[0].cost = 2;
+  s.quota[0].remaining = -1;
+  EXPECT_EQ(decide(config(), PlanInput(s)).wait, 20s);  // 3 units: the whole refill, never more
+  // Tokens refill fast: the local backoff is the floor.
+  s.quota[0] = full_refill("tokens", 30000, 0, 6min);
+  p = decide(config(), PlanInput(s));
+  EXPECT_EQ(p.quota_wait, 12ms);
+  EXPECT_EQ(p.basis, Basis::kBackoff);
+  EXPECT_EQ(p.wait, 1s);
+  // Without a limit the refill rate is unknown: the reset is the only bound.
+  s.quota[0].limit.reset();
+  EXPECT_EQ(decide(config(), PlanInput(s)).wait, 6min);
+}
+
+TEST(Planner, AnExhaustedQuotaThatIsNotAFullRefillStillWaitsForItsReset) {
+  Signals s = with_delay(429, 1500ms);
+  QuotaObservation q = full_refill("tokens", 30000, 0, 6min);
+  q.reset_is_full_refill = false;
+  s.quota.push_back(q);
+  const Plan p = decide(config(), PlanInput(s));
+  EXPECT_EQ(p.wait, 6min);
+  EXPECT_EQ(p.basis, Basis::kVendor);
+  EXPECT_FALSE(p.notes.has(PlanNote::kFullRefillReset));
+}
+
 TEST(Planner, FormatSeconds) {
   EXPECT_EQ(format_seconds(30s), "30 s");
   EXPECT_EQ(format_seconds(2500ms), "2.5 s");

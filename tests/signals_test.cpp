@@ -10,6 +10,9 @@
 
 #include "abide/clock.h"
 #include "abide/headers.h"
+#include "abide/http_date.h"
+#include "abide/pacer.h"
+#include "abide/planner.h"
 
 namespace abide {
 namespace {
@@ -334,6 +337,187 @@ TEST(ServerClock, AllowsForDriftAndStartsAfreshWhenTheServerIsSetBack) {
   s.received_mono = MonoTime{3600s};
   sc.learn(s);
   expect_near(*sc.floor_at(MonoTime{3600s}), WallTime{1000s});
+}
+
+// ---- one origin, several backends (issue 13 item 4) --------------------------------
+
+// One answer of a simulated origin: a 503 whose Retry-After is a date 3 s after
+// the answering server's own second, read as the curl client reads it (the
+// origin's learned floor passed to observe(), then learned from).
+struct SimAnswer {
+  Signals signals;
+  Duration permitted;   // permitted_wait(): from receipt
+  Duration true_wait;   // from receipt until the answering server's clock reaches the date
+  Duration date_alone;  // what the answer's own Date and our clock allow (rule 3 without a floor)
+  bool after_detection = false;  // received once the origin had shown several clocks
+};
+
+// Answers every 290 ms (so their phase walks through the server's second),
+// from servers whose clocks are `offsets[i % n]` ahead of ours.
+std::vector<SimAnswer> simulate(ServerClock& sc, const std::vector<Duration>& offsets, int answers) {
+  using namespace std::chrono_literals;
+  ManualClock clock;
+  clock.advance(123ms);
+  std::vector<SimAnswer> out;
+  for (int i = 0; i < answers; ++i) {
+    const Duration off = offsets[static_cast<std::size_t>(i) % offsets.size()];
+    const WallTime server_now = clock.wall_now() + off;
+    const WallTime date = std::chrono::floor<std::chrono::seconds>(server_now);
+    const WallTime retry_at = date + 3s;
+    SimAnswer a;
+    a.after_detection = sc.several_clocks();
+    ObserveOptions o;
+    o.server_time_floor = sc.trusted_floor_at(clock.mono_now());
+    a.signals = observe(503, HeaderList({{"Date", format_imf_fixdate(date)}, {"Retry-After", format_imf_fixdate(retry_at)}}),
+                        clock.wall_now(), clock.mono_now(), o);
+    sc.learn(a.signals);
+    a.permitted = permitted_wait(a.signals).wait.value();
+    a.true_wait = retry_at - server_now;
+    a.date_alone = std::max(retry_at - date, retry_at - clock.wall_now());
+    out.push_back(std::move(a));
+    clock.advance(290ms);
+  }
+  return out;
+}
+
+TEST(ServerClock, TwoBackendsOfOneOriginNeverMakeARetryEarly) {
+  using namespace std::chrono_literals;
+  // Behind one load balancer: server A's clock reads ours, server B's is 0.4 s
+  // behind; they answer in turn. (A server ahead of us is covered by our own
+  // clock: rule 3 counts from our receipt too.)
+  ServerClock sc;
+  const auto answers = simulate(sc, {0ms, -400ms}, 60);
+  EXPECT_TRUE(sc.several_clocks());
+  EXPECT_FALSE(sc.floor_at(MonoTime{std::chrono::hours{1001}}));
+  int after = 0;
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    const SimAnswer& a = answers[i];
+    // Never before the answering server's own time, and never earlier than its Date allows.
+    EXPECT_GE(a.permitted, a.true_wait) << "answer " << i;
+    EXPECT_LE(a.permitted, a.date_alone) << "answer " << i;
+    if (a.after_detection) {
+      ++after;
+      EXPECT_EQ(a.permitted, a.date_alone) << "answer " << i;  // the floor is no longer used
+    }
+  }
+  EXPECT_GT(after, 40);  // the two clocks showed within the first answers
+}
+
+TEST(ServerClock, PlannerAndPacerAgreeOnEachAnswersPermittedTime) {
+  using namespace std::chrono_literals;
+  for (const std::vector<Duration>& offsets : {std::vector<Duration>{0ms, -400ms}, std::vector<Duration>{-400ms}}) {
+    ServerClock sc;
+    const auto answers = simulate(sc, offsets, 40);
+    PlannerConfig pc;
+    pc.backoff = BackoffPolicy(1ms, 1ms, Jitter::kNone);
+    const Planner planner(pc);
+    SeededRandom rng(1);
+    for (std::size_t i = 0; i < answers.size(); ++i) {
+      const Signals& s = answers[i].signals;
+      const Plan plan = planner.decide(PlanInput(s), rng);
+      ASSERT_TRUE(plan.server_hint);
+      EXPECT_EQ(*plan.server_hint, answers[i].permitted) << "answer " << i;
+      EXPECT_EQ(plan.not_before_mono, s.received_mono + answers[i].permitted) << "answer " << i;
+      // The pacer's cooldown for the same Signals, asked at receipt.
+      ManualClock clock(s.received_wall, s.received_mono);
+      Pacer pacer(PacerConfig{}, nullptr, clock.monotonic(), clock.wall());
+      const Pacer::Key key = pacer.key("https://api.example");
+      pacer.record(key, s);
+      const AcquireResult r = pacer.acquire(key, clock.mono_now());
+      EXPECT_EQ(r.status, AcquireStatus::kDeadlineExceeded);
+      EXPECT_EQ(r.not_before, *plan.not_before_mono) << "answer " << i;
+    }
+  }
+}
+
+TEST(ServerClock, ASingleBackendStillGetsTheTighterFloor) {
+  using namespace std::chrono_literals;
+  ServerClock sc;
+  const auto answers = simulate(sc, {-400ms}, 60);
+  EXPECT_FALSE(sc.several_clocks());
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    EXPECT_GE(answers[i].permitted, answers[i].true_wait) << "answer " << i;
+  }
+  // After a few seconds of answers the floor is within a few milliseconds of the
+  // server's clock: the wait is the true one, not the up to a second more of its Date alone.
+  for (std::size_t i = 20; i < answers.size(); ++i) {
+    EXPECT_LE(answers[i].permitted - answers[i].true_wait, 20ms) << "answer " << i;
+  }
+  EXPECT_TRUE(std::any_of(answers.begin() + 20, answers.end(),
+                          [](const SimAnswer& a) { return a.date_alone - a.permitted > 300ms; }));
+}
+
+Signals dated(std::int64_t unix_s, Duration mono) {
+  Signals s;
+  s.server_date = WallTime{std::chrono::seconds{unix_s}};
+  s.received_mono = MonoTime{mono};
+  return s;
+}
+
+TEST(ServerClock, ADateWhoseSecondEndsBeforeTheFloorStopsTheFloor) {
+  using namespace std::chrono_literals;
+  ServerClock sc;
+  sc.learn(dated(1000, 100s));  // the clock read [1000, 1001) at mono 100 s
+  sc.learn(dated(1001, 100900ms));  // [1001, 1002) at 100.9: the floor is 1000.1 + ... at 100 s
+  ASSERT_TRUE(sc.floor_at(MonoTime{101s}));
+  // Date 1000 at mono 101.5 s: its second ends at 1001, before the floor (1001.6): another clock.
+  sc.learn(dated(1000, 101500ms));
+  EXPECT_TRUE(sc.several_clocks());
+  EXPECT_FALSE(sc.floor_at(MonoTime{102s}));
+  sc.learn(dated(1002, 102s));  // nothing brings it back
+  EXPECT_FALSE(sc.floor_at(MonoTime{102s}));
+}
+
+TEST(ServerClock, ADateWhoseSecondBeginsAtTheCeilingStopsTheFloorToo) {
+  using namespace std::chrono_literals;
+  ServerClock sc;
+  sc.learn(dated(1000, 100900ms));  // below 1001 at 100.9 s
+  // Date 1001 at 100.95 s: consistent (the tick came between).
+  sc.learn(dated(1001, 100950ms));
+  EXPECT_FALSE(sc.several_clocks());
+  // Date 1002 at 101.5 s: the clock was below 1001.6 (ceiling from 100.9 s + 0.6 s): a faster clock.
+  sc.learn(dated(1002, 101500ms));
+  EXPECT_TRUE(sc.several_clocks());
+  EXPECT_FALSE(sc.floor_at(MonoTime{102s}));
+}
+
+TEST(ServerClock, AClockSetTwiceIsTreatedAsSeveralClocks) {
+  using namespace std::chrono_literals;
+  ServerClock sc;
+  sc.learn(dated(1000, 0s));
+  sc.learn(dated(1000, 3600s));  // set back by an hour: starts afresh (a single clock)
+  ASSERT_TRUE(sc.floor_at(MonoTime{3600s}));
+  EXPECT_FALSE(sc.several_clocks());
+  sc.learn(dated(9000, 3700s));  // and set again: several clocks behind the origin
+  EXPECT_TRUE(sc.several_clocks());
+  EXPECT_FALSE(sc.floor_at(MonoTime{3700s}));
+}
+
+TEST(PermittedWait, AFloorOutsideTheDatesSecondIsNeverUsed) {
+  using namespace std::chrono_literals;
+  const WallTime received{std::chrono::seconds{1767225600}};
+  Signals s;
+  s.received_wall = received;
+  s.server_date = received - 30s;
+  s.retry_after = RetryHint{RetryHint::Kind::kDate, 0s, received + 120s, "retry-after"};
+  s.server_time_floor = received - 29200ms;  // within the Date's second: used
+  EXPECT_EQ(permitted_wait(s).wait, 149200ms);
+  s.server_time_floor = received - 29s;  // at the end of the Date's second: contradicts it, not used
+  EXPECT_EQ(permitted_wait(s).wait, 150s);
+  s.server_time_floor = received - 31s;  // below the Date: says less
+  EXPECT_EQ(permitted_wait(s).wait, 150s);
+  EXPECT_TRUE(permitted_wait(s).skew_lengthened);
+}
+
+TEST_F(ObserveTest, ServerBytesInWarningsAreEscaped) {
+  const auto s = see(503, {{"Date", "\x1b]0;owned\x07 GMT"}, {"Retry-After", "soon\x1b[2J"}});
+  ASSERT_FALSE(s.warnings.empty());
+  for (const auto& w : s.warnings) {
+    EXPECT_EQ(w.find('\x1b'), std::string::npos) << w;
+    EXPECT_EQ(w.find('\x07'), std::string::npos) << w;
+  }
+  EXPECT_TRUE(warned(s, "\\x1b]0;owned\\x07"));
+  EXPECT_TRUE(warned(s, "soon\\x1b[2J"));
 }
 
 }  // namespace

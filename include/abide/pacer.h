@@ -9,7 +9,10 @@
 //
 // The rules, per key:
 // - Cooldown: a Retry-After, or a quota with remaining 0 until a reset, blocks
-//   the key for every worker until it ends. Reservations made before it are
+//   the key for every worker until it ends. Its length is the answer's
+//   permitted time, permitted_wait() (signals.h), the same the planner waits
+//   for: a reset that counts to a full refill does not hold the key for the
+//   whole refill, and a quota with room left and such a reset is spread over it. Reservations made before it are
 //   void. Released workers are spread (PacingRules::cooldown_spread) so they do
 //   not all start in the same millisecond.
 // - Remaining r with reset t: `smooth` pacing (default) spaces sends so r lasts

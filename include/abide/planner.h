@@ -10,9 +10,13 @@
 //
 // where the server hint is the longest of a valid Retry-After and the reset of
 // every exhausted quota (rules 1 and 8; a quota with room left never shortens
-// it), the local backoff is capped (the cap never applies to a server hint),
-// and jitter is never negative. A retry never ends after the deadline (rule 5);
-// POST and PATCH are not repeated without an idempotency key (rule 7).
+// it), computed by permitted_wait() (signals.h) exactly as the pacer computes
+// its cooldown; the local backoff is capped (the cap never applies to a server
+// hint), and jitter is never negative. A retry never ends after the deadline
+// (rule 5); POST and PATCH are not repeated without an idempotency key (rule 7).
+// The server's own verdict: "do not retry" (Signals::should_retry false) ends
+// the retries on any status, with the permitted time still reported; "retry"
+// grants nothing: rule 7 and the retryable statuses still decide.
 //
 // decide() allocates nothing and never throws; describe() and notes_text() turn a
 // Plan into words for people.
@@ -65,6 +69,7 @@ enum class Reason : std::uint8_t {
   kBudgetExhausted,     // the client's retry budget is empty
   kHintTooLong,         // the server's hint exceeds the maximum acceptable wait
   kDeadline,            // the earliest permitted retry ends after the deadline
+  kServerSaysNoRetry,   // the server's own verdict (Stripe-Should-Retry: false, x-should-retry: false)
 };
 
 // Things the planner noticed and a person should know about (the planner's
@@ -78,6 +83,8 @@ enum class PlanNote : std::uint8_t {
   kQuotaZeroWithoutReset,       // a quota at zero without a reset cannot bound the wait
   kLowConfidenceQuotaIgnored,   // a heuristic (low-confidence) quota reading was not used
   kJitterShortened,             // jitter cut so that the retry ends by the deadline
+  kFullRefillReset,             // an exhausted quota's reset counts to a full refill: not waited for in full
+  kServerSaysRetry,             // the server says "retry": it grants no permission (rule 7), nor a status
 };
 
 // A small set of PlanNote values.
@@ -199,7 +206,7 @@ struct Plan {
 
   std::optional<Duration> server_hint;  // the longest valid server hint
   std::optional<Duration> retry_after;  // Retry-After's part of it
-  std::optional<Duration> quota_wait;   // the longest reset among exhausted quotas used
+  std::optional<Duration> quota_wait;   // the longest wait among exhausted quotas used (see permitted_wait)
   std::optional<std::size_t> quota_index;  // which Signals::quota entry gave quota_wait
 
   Duration backoff{};          // the local backoff's floor (see BackoffDraw), 0 if unused

@@ -282,7 +282,7 @@ RequestOutcome Client::Impl::Run::go(Transport& transport, std::stop_token stop)
     // then failed: the pacer hears it.
     std::optional<Signals> signals;
     if (ex.head_complete) {
-      if (server_clock != nullptr) observe_options.server_time_floor = server_clock->floor_at(ex.received_mono);
+      if (server_clock != nullptr) observe_options.server_time_floor = server_clock->trusted_floor_at(ex.received_mono);
       signals = observe(ex.status, ex.headers, ex.received_wall, ex.received_mono, observe_options);
       if (server_clock != nullptr) server_clock->learn(*signals);
       pacer.record(key, *signals);
