@@ -53,6 +53,22 @@ TEST(CliExplain, JsonHasEveryContractField) {
   EXPECT_TRUE(j["reason"].is_string());
 }
 
+TEST(CliExplain, JsonHasShouldRetryCostAndFullRefillWithDefaults) {
+  const json j = explain_json({kHeads + "429-ratelimit-draft08-zero.http"});
+  ASSERT_TRUE(j.contains("should_retry"));
+  EXPECT_TRUE(j["should_retry"].is_null());
+  ASSERT_FALSE(j["quota"].empty());
+  for (const auto& q : j["quota"]) {
+    ASSERT_TRUE(q.contains("cost")) << q.dump();
+    EXPECT_TRUE(q["cost"].is_null()) << q.dump();
+    ASSERT_TRUE(q.contains("reset_is_full_refill")) << q.dump();
+    EXPECT_EQ(q["reset_is_full_refill"], false) << q.dump();
+  }
+  // No verdict from the server: no verdict line in the words either.
+  const auto r = test::abide({"explain", "--now", kNow, kHeads + "429-ratelimit-draft08-zero.http"});
+  EXPECT_THAT(r.out, Not(HasSubstr("retry verdict")));
+}
+
 TEST(CliExplain, NoJitterGivesExactNumbers) {
   const json j = explain_json({"--jitter", "none", "--attempt", "2", kHeads + "429-retry-after-seconds.http"});
   EXPECT_EQ(j["delay_s"], 30);

@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -33,13 +34,16 @@ TEST(CliParseRatelimit, CurrentDraftWithRetryAfterAndSkew) {
                        "ratelimit-policy: \"burst\";q=100;w=60, \"daily\";q=1000;qu=\"content-bytes\";w=86400;pk=:QXBwLTk5OQ==:\r\n"
                        "ratelimit: \"burst\";r=0;t=30, \"daily\";r=900;t=3600\r\n\r\n");
   const json j = parse_ok(r);
-  // The top-level keys, in DESIGN.md's order.
+  // The top-level keys, in DESIGN.md's order (grown by should_retry).
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
-  EXPECT_EQ(keys.size(), 4u);
+  std::sort(keys.begin(), keys.end());  // (json sorts them; KeyOrderFollowsDesign checks the order)
+  EXPECT_EQ(keys, (std::vector<std::string>{"clock_skew_s", "quota", "retry_after", "should_retry", "warnings"}));
+  EXPECT_TRUE(j["should_retry"].is_null());
   ASSERT_EQ(j["quota"].size(), 2u);
   EXPECT_EQ(j["quota"][0], json::parse(R"({"policy":"burst","limit":100,"remaining":0,"window_s":60,"reset_s":30,
-      "unit":"requests","partition_key":null,"source":"draft-08","confidence":"high"})"));
+      "unit":"requests","partition_key":null,"source":"draft-08","confidence":"high",
+      "cost":null,"reset_is_full_refill":false})"));
   EXPECT_EQ(j["quota"][1]["unit"], "content-bytes");
   EXPECT_EQ(j["quota"][1]["partition_key"], "App-999");
   EXPECT_EQ(j["retry_after"], json::parse(R"({"kind":"delay","seconds":30,"unix":null,"source":"retry-after"})"));
@@ -65,6 +69,25 @@ TEST(CliParseRatelimit, KeyOrderFollowsDesign) {
   EXPECT_TRUE(j["quota"][0]["window_s"].is_null());
   EXPECT_TRUE(j["retry_after"].is_null());
   EXPECT_TRUE(j["clock_skew_s"].is_null());
+}
+
+TEST(CliParseRatelimit, CostFullRefillAndShouldRetryFieldsAlwaysAppear) {
+  // Defaults where the server says nothing of them: null, false, null.
+  const json j = parse_ok(abide({"parse", "ratelimit", "--now", kNow},
+                                "HTTP/1.1 429 Too Many Requests\r\nRateLimit: \"burst\";r=0;t=30\r\n\r\n"));
+  ASSERT_EQ(j["quota"].size(), 1u);
+  ASSERT_TRUE(j["quota"][0].contains("cost"));
+  EXPECT_TRUE(j["quota"][0]["cost"].is_null());
+  ASSERT_TRUE(j["quota"][0].contains("reset_is_full_refill"));
+  EXPECT_EQ(j["quota"][0]["reset_is_full_refill"], false);
+  ASSERT_TRUE(j.contains("should_retry"));
+  EXPECT_TRUE(j["should_retry"].is_null());
+  const auto pos = [&](const std::string& out, const char* k) { return out.find(std::string("\"") + k + "\""); };
+  const auto r = abide({"parse", "ratelimit", "--now", kNow}, "HTTP/1.1 200 OK\r\nRateLimit: limit=10, remaining=5, reset=3\r\n\r\n");
+  EXPECT_LT(pos(r.out, "confidence"), pos(r.out, "cost"));
+  EXPECT_LT(pos(r.out, "cost"), pos(r.out, "reset_is_full_refill"));
+  EXPECT_LT(pos(r.out, "clock_skew_s"), pos(r.out, "should_retry"));
+  EXPECT_LT(pos(r.out, "should_retry"), pos(r.out, "warnings"));
 }
 
 TEST(CliParseRatelimit, RetryAfterDateAndFractions) {
@@ -127,9 +150,11 @@ TEST(CliParseRatelimit, BinaryPartitionKeyAndInvalidUtf8StayValidJson) {
                                 "HTTP/1.1 200 OK\r\nRateLimit: \"x\";r=1;t=1;pk=:/wA=:\r\nX-RateLimit-\xff: 1\r\n"
                                 "Retry-After: caf\xc3\r\n\r\n"));
   EXPECT_EQ(j["quota"][0]["partition_key"], ":/wA=:");
-  bool replaced = false;
-  for (const auto& w : j["warnings"]) replaced = replaced || w.get<std::string>().find("caf\xEF\xBF\xBD") != std::string::npos;
-  EXPECT_TRUE(replaced) << j.dump();
+  // Server bytes are shown through abide::printable(): the invalid byte is
+  // escaped (it used to be replaced by U+FFFD).
+  bool escaped = false;
+  for (const auto& w : j["warnings"]) escaped = escaped || w.get<std::string>().find("caf\\xc3") != std::string::npos;
+  EXPECT_TRUE(escaped) << j.dump();
 }
 
 TEST(CliParseRatelimit, UserProfileFile) {

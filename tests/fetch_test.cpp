@@ -6,8 +6,10 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -636,6 +638,213 @@ TEST(Fetch, SecretsAppearInNoOutputInAnyMode) {
       EXPECT_EQ(r.exit_code, 2) << bad[1] << "\n" << r.err;
       expect_no_secret(r.out, "stdout (usage error)");
       expect_no_secret(r.err, "stderr (usage error)");
+    }
+  }
+}
+
+// --- credentials in URLs and the resume file's permissions -----------------------------
+
+TEST(Fetch, FragmentAndPercentEncodedCredentialsAreRedacted) {
+  const DeadPort dead;
+  ASSERT_GT(dead.port(), 0);
+  TempDir dir;
+  // OAuth's implicit flow puts tokens in the fragment; names may be percent-encoded.
+  const std::string url = "http://127.0.0.1:" + std::to_string(dead.port()) +
+                          "/cb?%61ccess_token=Pq1secret&api%5Fkey=Pq2secret&API%5fKEY=Pq3secret&page=2"
+                          "#access_token=Fr1secret&token_type=bearer&id_token=Fr2secret&state=xyz";
+  const RunResult r = run(fetch_argv({"-v", "--max-attempts", "1", "--connect-timeout", "2", "--stats",
+                                      dir / "stats.json", "--resume-file", dir / "resume.json", url}));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const std::string stats = slurp(dir / "stats.json");
+  ASSERT_FALSE(stats.empty());
+  for (const char* secret : {"Pq1secret", "Pq2secret", "Pq3secret", "Fr1secret", "Fr2secret"}) {
+    EXPECT_EQ(r.err.find(secret), std::string::npos) << secret << " leaked on stderr:\n" << r.err;
+    EXPECT_EQ(r.out.find(secret), std::string::npos) << secret << " leaked on stdout";
+    EXPECT_EQ(stats.find(secret), std::string::npos) << secret << " leaked in --stats:\n" << stats;
+  }
+  // What is no credential stays readable, and the names are kept as given.
+  for (const char* kept : {"page=2", "state=xyz", "%61ccess_token=[redacted]", "api%5Fkey=[redacted]",
+                           "#access_token=[redacted]", "id_token=[redacted]"}) {
+    EXPECT_NE(r.err.find(kept), std::string::npos) << kept << "\n" << r.err;
+    EXPECT_NE(stats.find(kept), std::string::npos) << kept << "\n" << stats;
+  }
+  // The resume file keeps the URL as given: it must be able to send it again.
+  const json saved = read_json(dir / "resume.json");
+  ASSERT_TRUE(saved.is_object());
+  ASSERT_EQ(saved["requests"].size(), 1u);
+  EXPECT_EQ(saved["requests"][0]["url"], url);
+}
+
+// The permission bits of a file.
+unsigned mode_of(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<unsigned>(st.st_mode & 07777) : 0xffffu;
+}
+
+// Sets the umask of this process (and so of the children it starts) while it lives.
+class ScopedUmask {
+ public:
+  explicit ScopedUmask(mode_t m) : old_(::umask(m)) {}
+  ~ScopedUmask() { ::umask(old_); }
+  ScopedUmask(const ScopedUmask&) = delete;
+  ScopedUmask& operator=(const ScopedUmask&) = delete;
+
+ private:
+  mode_t old_;
+};
+
+TEST(Fetch, ResumeFileIsOwnerOnlyEvenWhenItExistedWider) {
+  const DeadPort dead;
+  ASSERT_GT(dead.port(), 0);
+  TempDir dir;
+  const std::string resume = dir / "resume.json";
+  // An older resume file readable by everyone, and a leftover temporary too.
+  { std::ofstream(resume) << "{}\n"; }
+  { std::ofstream(resume + ".tmp") << "stale\n"; }
+  ASSERT_EQ(::chmod(resume.c_str(), 0644), 0);
+  ASSERT_EQ(::chmod((resume + ".tmp").c_str(), 0666), 0);
+  const std::string url = "http://127.0.0.1:" + std::to_string(dead.port()) + "/x?token=Rz9secret";
+  RunResult r;
+  {
+    // Umask 0: the mode comes from abide, not from a careful environment.
+    const ScopedUmask open_umask(0);
+    r = run(fetch_argv({"--max-attempts", "1", "--connect-timeout", "2", "--stats", dir / "stats.json",
+                        "--resume-file", resume, url}));
+  }
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(mode_of(resume), 0600u) << std::oct << mode_of(resume);
+  EXPECT_FALSE(fs::exists(resume + ".tmp"));
+  const json saved = read_json(resume);
+  ASSERT_TRUE(saved.is_object()) << slurp(resume);
+  EXPECT_EQ(saved["requests"][0]["url"], url);
+  // The stats summary holds no credential: it keeps the usual permissions.
+  EXPECT_EQ(mode_of(dir / "stats.json"), 0666u) << std::oct << mode_of(dir / "stats.json");
+}
+
+// --- server bytes never reach a terminal raw ----------------------------------------------
+
+// A loopback server that answers every request with the same raw bytes (what
+// no HTTP library would let a test write: control bytes, invalid UTF-8).
+class RawServer {
+ public:
+  explicit RawServer(std::string answer) : answer_(std::move(answer)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd_ < 0) return;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 16) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~RawServer() {
+    stop_ = true;
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+    if (thread_.joinable()) thread_.join();
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RawServer(const RawServer&) = delete;
+  RawServer& operator=(const RawServer&) = delete;
+
+  int port() const { return port_; }
+  std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      const int c = ::accept(fd_, nullptr, nullptr);
+      if (c < 0) return;  // shut down
+      std::string request;
+      char buf[4096];
+      while (request.find("\r\n\r\n") == std::string::npos && request.size() < 65536) {
+        const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        request.append(buf, static_cast<std::size_t>(n));
+      }
+      std::size_t sent = 0;
+      while (sent < answer_.size()) {
+        const ssize_t n = ::send(c, answer_.data() + sent, answer_.size() - sent, MSG_NOSIGNAL);
+        if (n <= 0) break;
+        sent += static_cast<std::size_t>(n);
+      }
+      ::close(c);
+    }
+  }
+  std::string answer_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// A response head with ESC, BEL, DEL, a bare CR and invalid UTF-8 in the
+// reason phrase, header values, policy names and vendor headers.
+std::string hostile_head() {
+  // One literal (GCC 12 warns falsely on a chain of std::string +).
+  return "HTTP/1.1 429 Too \x1b[31mMany\x07 \xff\xfe\r\n"
+         "Date: Thu, 01 Jan 2026 00:00:00 GMT\r\n"
+         "Retry-After: 5\x1b]0;pwned\x07\r\n"
+         "X-Evil: \x1b[2J\x1b[H bell\x07 del\x7f bare\rcr \xc3\x28 \xff\r\n"
+         "RateLimit-Policy: \"bu\x1brst\";q=10;w=60, \"ok\";q=5;w=\xc3\xa9\r\n"
+         "RateLimit: \"burst\";r=0;t=30;x=\x1b\r\n"
+         "X-RateLimit-Remaining: 0\x1b[0m\x07\r\n"
+         "X-RateLimit-Reset: \xe2\x80\xae" "60\r\n"
+         "Content-Length: 0\r\n"
+         "Connection: close\r\n"
+         "\r\n";
+}
+
+// No byte below 0x20 except '\n' (and '\t'), no DEL.
+void expect_terminal_safe(const std::string& text, const std::string& where) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const bool ok = (c >= 0x20 && c != 0x7f) || c == '\n' || c == '\t';
+    if (!ok) {
+      ADD_FAILURE() << where << ": byte 0x" << std::hex << unsigned{c} << " at " << std::dec << i << ":\n"
+                    << text.substr(i > 80 ? i - 80 : 0, 160);
+      return;
+    }
+  }
+}
+
+TEST(Fetch, ServerBytesNeverReachTheTerminalRaw) {
+  RawServer server(hostile_head());
+  ASSERT_GT(server.port(), 0);
+  TempDir dir;
+  const RunResult r = run(fetch_argv({"-v", "--max-attempts", "1", "--stats", dir / "stats.json", "--resume-file",
+                                      dir / "resume.json", "-o", "/dev/null", server.url("/x")}));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("X-Evil: \\x1b[2J"), std::string::npos) << r.err;  // shown, escaped
+  expect_terminal_safe(r.out, "fetch -v stdout");
+  expect_terminal_safe(r.err, "fetch -v stderr");
+  const std::string stats = slurp(dir / "stats.json");
+  expect_terminal_safe(stats, "--stats");
+  EXPECT_TRUE(json::accept(stats)) << stats;
+  const std::string resume = slurp(dir / "resume.json");
+  expect_terminal_safe(resume, "resume file");
+  EXPECT_TRUE(resume.empty() || json::accept(resume)) << resume;
+
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"explain", "--now", "2026-01-01T00:00:00Z"},
+        std::vector<std::string>{"explain", "--now", "2026-01-01T00:00:00Z", "--host", "api.github.com"},
+        std::vector<std::string>{"explain", "--json", "--now", "2026-01-01T00:00:00Z"},
+        std::vector<std::string>{"explain", "--json", "--now", "2026-01-01T00:00:00Z", "--host", "api.github.com"},
+        std::vector<std::string>{"parse", "ratelimit", "--now", "2026-01-01T00:00:00Z"},
+        std::vector<std::string>{"parse", "ratelimit", "--now", "2026-01-01T00:00:00Z", "--host", "api.github.com"}}) {
+    std::vector<std::string> argv{ABIDE_CLI_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const RunResult e = run(argv, hostile_head());
+    std::string where;
+    for (const auto& a : args) where += a + " ";
+    EXPECT_EQ(e.exit_code, 0) << where << e.err;
+    expect_terminal_safe(e.out, where + "stdout");
+    expect_terminal_safe(e.err, where + "stderr");
+    if (where.find("--json") != std::string::npos || args[0] == "parse") {
+      EXPECT_TRUE(json::accept(e.out)) << where << e.out;
     }
   }
 }

@@ -103,6 +103,31 @@ std::string repeat(std::string_view piece, std::size_t n) {
   return out;
 }
 
+// --- a day name that does not match its date -------------------------------------
+
+TEST_F(Hostile, MismatchedDayNameWaitsForTheServersTimeInBothModes) {
+  // 1 Jan 2026 is a Thursday; the server wrote "Fri" (or "Friday"), and an
+  // hour after the receive time. The plan waits that hour, not a backoff.
+  for (const char* value : {"Fri, 01 Jan 2026 01:00:00 GMT", "Friday, 01-Jan-26 01:00:00 GMT", "Fri Jan  1 01:00:00 2026"}) {
+    for (const bool robust : {false, true}) {
+      HeaderList h;
+      h.add("Retry-After", value);
+      ObserveOptions o;
+      o.robust = robust;
+      const Signals s = see(429, h, o);
+      ASSERT_TRUE(s.retry_after) << value;
+      EXPECT_FALSE(s.retry_after_rejected) << value;
+      EXPECT_EQ(s.retry_after->wait, 1h) << value;
+      EXPECT_TRUE(warned(s, "day name does not match")) << value;
+      PlannerConfig config;
+      config.backoff = BackoffPolicy(1s, 60s, Jitter::kNone);
+      const Plan p = plan_for(s, config);
+      EXPECT_EQ(p.basis, Basis::kRetryAfter) << value;
+      EXPECT_GE(p.wait, 1h) << value;
+    }
+  }
+}
+
 // --- 1 MB header values ---------------------------------------------------------
 
 TEST_F(Hostile, OneMegabyteRetryAfterOfDigitsSaturatesWithAWarning) {

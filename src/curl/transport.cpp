@@ -244,13 +244,13 @@ Exchange Transport::perform(const Request& request, const TransferLimits& limits
     return ex;
   };
   if (!ok()) return fail_invalid("libcurl could not be initialized");
-  if (!valid_token(request.method)) return fail_invalid("invalid method \"" + request.method + "\"");
+  if (!valid_token(request.method)) return fail_invalid("invalid method \"" + printable(request.method) + "\"");
   if (has_ctl(request.url)) return fail_invalid("URL contains a control character");
 
   Slist headers;
   bool ok_list = append(headers, "Expect:");  // no 100-continue round trip
   for (const Header& h : request.headers.lines()) {
-    if (!valid_token(h.name)) return fail_invalid("invalid header name \"" + h.name + "\"");
+    if (!valid_token(h.name)) return fail_invalid("invalid header name \"" + printable(h.name) + "\"");
     if (has_ctl(h.value)) return fail_invalid("header " + h.name + " contains CR, LF or NUL");
     // "Name;" is libcurl's way to send an empty value ("Name:" would remove it).
     ok_list = ok_list && append(headers, h.value.empty() ? h.name + ";" : h.name + ": " + h.value);
@@ -358,7 +358,8 @@ Exchange Transport::perform(const Request& request, const TransferLimits& limits
 
   const auto describe = [&](CURLcode c) {
     std::string s = curl_easy_strerror(c);
-    if (errbuf[0] != '\0') s += std::string(": ") + errbuf;
+    // libcurl's detail may quote what the server sent ("Weird server reply").
+    if (errbuf[0] != '\0') s += ": " + printable(errbuf, CURL_ERROR_SIZE);
     return s;
   };
   if (cancelled || code == CURLE_ABORTED_BY_CALLBACK || (code != CURLE_OK && stop.stop_requested())) {

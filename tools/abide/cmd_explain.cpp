@@ -92,10 +92,12 @@ nlohmann::ordered_json plan_json(const ExplainContext& c) {
   // Through signals_json for the same UTF-8 safety as `parse ratelimit`.
   const std::vector<std::string> warnings = explain_warnings(c);
   j["warnings"] = signals_json(Signals{}, warnings)["warnings"];
-  j["reason"] = c.planner.describe(p, c.input);
+  // The planner's sentence may name a policy or source the server sent.
+  j["reason"] = safe_text(c.planner.describe(p, c.input));
   j["status"] = p.status;
   j["ambiguous"] = p.ambiguous;
   j["retry_after"] = retry_hint_json(c.signals.retry_after);
+  j["should_retry"] = should_retry_json(c.signals);
   return j;
 }
 
@@ -152,7 +154,9 @@ int run(const Options& o) {
 
   const ExplainContext c{s, plan, input, planner, head->warnings, host, o.profile};
   if (o.json) {
-    std::cout << plan_json(c).dump(2) << "\n";
+    // Every string is printable ASCII by now; the handler is the last guard
+    // against a throw on invalid UTF-8.
+    std::cout << plan_json(c).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
   } else {
     std::cout << explain_text(c);
   }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "abide/client.h"
+#include "abide/headers.h"
 #include "abide/http_date.h"
 #include "abide/profiles.h"
 #include "command.h"
@@ -261,7 +262,9 @@ class BodySink {
   bool owned_ = false;
 };
 
-// --verbose: one line per thing that happened, credentials redacted.
+// --verbose: one line per thing that happened, credentials redacted. Server
+// bytes (header names and values) go through abide::printable() here; the
+// planner's reasons and transport errors, made elsewhere, through safe_text().
 void verbose_event(Progress& progress, const std::vector<FetchJob>& jobs, const ClientEvent& e) {
   using K = ClientEvent::Kind;
   const std::string tag = "* [" + std::to_string(jobs[e.index].index + 1) + "] ";
@@ -271,7 +274,7 @@ void verbose_event(Progress& progress, const std::vector<FetchJob>& jobs, const 
                       redact_url(e.request->url) + " (attempt " + std::to_string(e.attempt) + ")";
       if (e.attempt == 1) {
         for (const Header& h : e.request->headers.lines())
-          s += "\n>   " + h.name + ": " + printable_header_value(h.name, h.value);
+          s += "\n>   " + abide::printable(h.name) + ": " + printable_header_value(h.name, h.value);
         if (e.request->idempotency_key) s += "\n>   Idempotency-Key: " + *e.request->idempotency_key;
       }
       progress.print_line(s);
@@ -280,15 +283,15 @@ void verbose_event(Progress& progress, const std::vector<FetchJob>& jobs, const 
     case K::kResponseObserved: {
       std::string s = "< [" + std::to_string(jobs[e.index].index + 1) + "] " + std::to_string(e.response->status);
       for (const Header& h : e.response->headers.lines())
-        s += "\n<   " + h.name + ": " + printable_header_value(h.name, h.value);
+        s += "\n<   " + abide::printable(h.name) + ": " + printable_header_value(h.name, h.value);
       progress.print_line(s);
       break;
     }
     case K::kTransportError:
-      progress.print_line(tag + "error: " + std::string(e.error));
+      progress.print_line(tag + "error: " + safe_text(e.error));
       break;
     case K::kDecision:
-      progress.print_line(tag + std::string(to_string(e.plan->decision)) + ": " + std::string(e.reason));
+      progress.print_line(tag + std::string(to_string(e.plan->decision)) + ": " + safe_text(e.reason));
       break;
     case K::kWaitEnded:
       if (e.wait_kind == ClientEvent::WaitKind::kPacer && e.wait >= 1ms)
@@ -296,7 +299,7 @@ void verbose_event(Progress& progress, const std::vector<FetchJob>& jobs, const 
       break;
     case K::kFinished:
       progress.print_line(tag + "outcome " + std::string(to_string(e.outcome->kind)) +
-                          (e.outcome->ambiguous ? " (ambiguous)" : "") + ": " + e.outcome->reason);
+                          (e.outcome->ambiguous ? " (ambiguous)" : "") + ": " + safe_text(e.outcome->reason));
       break;
     case K::kWaitStarted:
       break;
@@ -471,7 +474,10 @@ int run_fetch(const FetchOptions& o) {
   }
   if (resumable_left > 0) {
     const auto j = resume_json(jobs, outcomes, system_wall_clock().now());
-    if (auto err = write_file_atomically(o.resume_file, j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n")) {
+    // Owner only: the resume file keeps URLs and bodies as given (to send them again).
+    if (auto err = write_file_atomically(o.resume_file,
+                                         j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n",
+                                         FileAccess::kOwnerOnly)) {
       std::cerr << "abide fetch: " << *err << "\n";
       status = kExitRejected;
     } else if (!o.silent || signo != 0) {
@@ -491,7 +497,7 @@ int run_fetch(const FetchOptions& o) {
       if (++shown > 20) continue;
       std::cerr << "abide fetch: " << jobs[i].method << " " << redact_url(jobs[i].url) << ": "
                 << to_string(out.kind) << (out.ambiguous ? " (ambiguous: may have been applied)" : "") << ": "
-                << out.reason << "\n";
+                << safe_text(out.reason) << "\n";
     }
     if (shown > 20) std::cerr << "abide fetch: ... and " << shown - 20 << " more\n";
     if (batch || o.verbose) {

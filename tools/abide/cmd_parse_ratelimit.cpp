@@ -70,7 +70,10 @@ int run(const Options& o) {
   options.robust = !o.strict;
   const WallTime now = time_or_now(o.now);
   const Signals s = observe(head->status, head->headers, now, system_monotonic_clock().now(), options);
-  std::cout << signals_json(s, head->warnings).dump(2) << "\n";
+  // Strings are printable ASCII by now; the handler is the last guard against
+  // a throw on invalid UTF-8.
+  std::cout << signals_json(s, head->warnings).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
+            << "\n";
   return kExitOk;
 }
 

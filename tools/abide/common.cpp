@@ -5,6 +5,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "abide/headers.h"
 #include "command.h"
 
 namespace abide::cli {
@@ -26,6 +27,17 @@ std::optional<std::string> read_input(const std::string& path) {
 int reject(std::string_view what) {
   std::cerr << "abide: " << what << "\n";
   return kExitRejected;
+}
+
+std::string safe_text(std::string_view text, std::size_t max_bytes) {
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f) return abide::printable(text, max_bytes);
+  }
+  if (text.size() <= max_bytes) return std::string(text);
+  std::string out(text.substr(0, max_bytes));
+  out += "...";
+  return out;
 }
 
 }  // namespace abide::cli

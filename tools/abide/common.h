@@ -1,6 +1,7 @@
 // Helpers shared by the CLI's commands.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,5 +14,14 @@ std::optional<std::string> read_input(const std::string& path);
 
 // Prints "abide: <what>" on stderr and returns kExitRejected.
 int reject(std::string_view what);
+
+// Server bytes are made printable where a text is made (abide::printable).
+// Texts already made that way (warnings, the planner's reasons, transport
+// errors) are printed through safe_text: unchanged when they hold only
+// printable ASCII, so nothing is escaped twice; otherwise, should a server
+// byte have slipped through, they go through abide::printable whole. Either
+// way no control byte reaches a terminal and the result is valid UTF-8 for
+// JSON. At most max_bytes are shown.
+std::string safe_text(std::string_view text, std::size_t max_bytes = 4096);
 
 }  // namespace abide::cli

@@ -5,7 +5,9 @@
 #include <chrono>
 #include <string_view>
 
+#include "abide/headers.h"
 #include "abide/http_date.h"
+#include "common.h"
 
 namespace abide::cli {
 namespace {
@@ -28,23 +30,9 @@ std::string when(WallTime t) {
   return format_rfc3339(WallTime{std::chrono::duration_cast<Duration>(ms.time_since_epoch())});
 }
 
-// Server text may hold control bytes: show them escaped, and keep it short.
-std::string shown(std::string_view v, std::size_t limit = 120) {
-  std::string out;
-  for (char c : v.substr(0, limit)) {
-    const auto b = static_cast<unsigned char>(c);
-    if (b < 0x20 || b == 0x7f) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[b >> 4];
-      out += kHex[b & 15];
-    } else {
-      out += c;
-    }
-  }
-  if (v.size() > limit) out += "...";
-  return out;
-}
+// Bytes a server (or a profile) supplied: through abide::printable(), cut
+// at `limit` bytes.
+std::string shown(std::string_view v, std::size_t limit = 120) { return abide::printable(v, limit); }
 
 std::string jitter_words(Jitter j) {
   if (j == Jitter::kNone) return "no jitter";
@@ -57,11 +45,13 @@ std::string count(std::optional<std::int64_t> v) { return v ? std::to_string(*v)
 
 std::string quota_line(const QuotaObservation& q) {
   std::string s;
-  put(s, {count(q.remaining), " of ", count(q.limit), " ", q.unit, " left"});
+  put(s, {count(q.remaining), " of ", count(q.limit), " ", shown(q.unit), " left"});
   if (q.window) put(s, {" per ", format_seconds(*q.window)});
   if (q.reset) put(s, {", resets in ", format_seconds(*q.reset)});
   if (q.partition_key) put(s, {", partition ", shown(*q.partition_key)});
-  put(s, {" (", q.source, q.confidence == Confidence::kLow ? ", low confidence" : "", ")"});
+  if (q.cost) put(s, {", this request cost ", std::to_string(*q.cost)});
+  if (q.reset_is_full_refill) s += ", the reset is a full refill";
+  put(s, {" (", shown(q.source), q.confidence == Confidence::kLow ? ", low confidence" : "", ")"});
   return s;
 }
 
@@ -104,7 +94,7 @@ std::string retry_after_line(const ExplainContext& c) {
   } else {
     put(line, {format_seconds(w), " (a delay"});
   }
-  put(line, {", from ", h.source, ") -> "});
+  put(line, {", from ", shown(h.source), ") -> "});
   if (p.notes.has(PlanNote::kRetryAfterInPast)) {
     line += "in the past: a zero hint, the local backoff applies";
   } else if (p.basis == Basis::kRetryAfter) {
@@ -123,19 +113,30 @@ std::string retry_after_line(const ExplainContext& c) {
 std::string profile_line(const ExplainContext& c) {
   std::string line = "  Vendor profile: ";
   if (!c.signals.profile.empty()) {
-    put(line, {c.signals.profile});
+    put(line, {shown(c.signals.profile)});
     if (!c.profile_option.empty() && c.profile_option != "none") {
       line += " (chosen with --profile)";
     } else {
-      put(line, {" (for host ", c.host, ")"});
+      put(line, {" (for host ", shown(c.host), ")"});
     }
   } else if (c.profile_option == "none") {
     line += "none (--profile none): vendor headers are not read";
   } else if (c.host.empty()) {
     line += "none (no --host or --profile given): vendor headers are not read";
   } else {
-    put(line, {"none for host ", c.host, ": vendor headers are not read"});
+    put(line, {"none for host ", shown(c.host), ": vendor headers are not read"});
   }
+  return line;
+}
+
+// The server's own verdict on retrying (Stripe-Should-Retry, x-should-retry).
+std::string should_retry_line(const ExplainContext& c) {
+  const Signals& s = c.signals;
+  std::string line = "  Server's retry verdict: ";
+  put(line, {*s.should_retry ? "retry" : "do not retry"});
+  if (!s.should_retry_source.empty()) put(line, {" (", shown(s.should_retry_source), ")"});
+  line += *s.should_retry ? " -> grants no permission to repeat a non-idempotent request without an idempotency key"
+                          : " -> no retry";
   return line;
 }
 
@@ -184,7 +185,7 @@ std::string winner_line(const ExplainContext& c) {
     case Basis::kVendor: {
       const QuotaObservation& q = c.signals.quota[*p.quota_index];
       put(line, {p.basis == Basis::kRateLimit ? "the RateLimit quota" : "the vendor quota",
-                 q.policy.empty() ? "" : " \"", q.policy, q.policy.empty() ? "" : "\"", " (", q.source,
+                 q.policy.empty() ? "" : " \"", shown(q.policy), q.policy.empty() ? "" : "\"", " (", shown(q.source),
                  "), exhausted for ", format_seconds(*p.quota_wait)});
       break;
     }
@@ -214,7 +215,8 @@ std::string explain_text(const ExplainContext& c) {
   const Signals& s = c.signals;
   const Plan& p = c.plan;
   std::string out;
-  put(out, {headline(c), "\n", c.planner.describe(p, c.input), "\n\n", winner_line(c), "\n\n"});
+  // The planner's sentence may name a policy or source the server sent.
+  put(out, {headline(c), "\n", safe_text(c.planner.describe(p, c.input)), "\n\n", winner_line(c), "\n\n"});
 
   put(out, {"What the response said (status ", std::to_string(s.status), s.limited ? ", rate limited" : "", "):\n"});
   put(out, {retry_after_line(c), "\n"});
@@ -225,6 +227,7 @@ std::string explain_text(const ExplainContext& c) {
               quota_line(q), " -> ", quota_verdict(c, i), "\n"});
   }
   put(out, {profile_line(c), "\n"});
+  if (s.should_retry) put(out, {should_retry_line(c), "\n"});
   for (const Header& h : s.uninterpreted) {
     put(out, {"  ", shown(h.name), ": ", shown(h.value), " -> ignored: ",
               s.profile.empty() ? "no profile for this host, and the same name means different things at different "
@@ -248,7 +251,8 @@ std::string explain_text(const ExplainContext& c) {
   const std::vector<std::string> warnings = explain_warnings(c);
   if (!warnings.empty()) {
     out += "\nIgnored, adjusted or worth knowing:\n";
-    for (const auto& w : warnings) put(out, {"  - ", shown(w, 400), "\n"});
+    // Warnings carry server bytes already made printable where they were written.
+    for (const auto& w : warnings) put(out, {"  - ", safe_text(w, 400), "\n"});
   }
   return out;
 }

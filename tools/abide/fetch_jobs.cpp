@@ -1,5 +1,10 @@
 #include "fetch_jobs.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -75,7 +80,7 @@ nlohmann::ordered_json resume_json(const std::vector<FetchJob>& jobs, const std:
     if (!job.body.empty()) e["body"] = job.body;
     if (job.idempotency_key) e["idempotency_key"] = *job.idempotency_key;
     e["outcome"] = to_string(o.kind);
-    e["reason"] = o.reason;
+    e["reason"] = safe_text(o.reason);
     // The later of what this run learnt and what the earlier run knew.
     std::optional<WallTime> nb = o.not_before_wall;
     if (job.not_before && (!nb || *job.not_before > *nb)) nb = job.not_before;
@@ -159,7 +164,7 @@ nlohmann::ordered_json stats_json(const std::vector<FetchJob>& jobs, const std::
       u["not_before"] = time_or_null(o.not_before_wall);
       u["method"] = jobs[i].method;
       u["index"] = jobs[i].index;
-      u["reason"] = o.reason;
+      u["reason"] = safe_text(o.reason);
       u["ambiguous"] = o.ambiguous;
       u["resumable"] = resumable(o);
       unfinished.push_back(std::move(u));
@@ -185,17 +190,30 @@ nlohmann::ordered_json stats_json(const std::vector<FetchJob>& jobs, const std::
   return j;
 }
 
-std::optional<std::string> write_file_atomically(const std::string& path, const std::string& text) {
+std::optional<std::string> write_file_atomically(const std::string& path, const std::string& text,
+                                                 FileAccess access) {
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return "cannot write " + tmp;
-    out << text;
-    out.flush();
-    if (!out) return "cannot write " + tmp;
+  // A leftover temporary (or a link planted in its place) is removed, not
+  // reused: O_EXCL then guarantees a new file with exactly the mode below.
+  if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) return "cannot write " + tmp;
+  const mode_t mode = access == FileAccess::kOwnerOnly ? 0600 : 0666;
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (fd < 0) return "cannot write " + tmp;
+  bool ok = true;
+  std::size_t done = 0;
+  while (ok && done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<std::size_t>(n);
+  }
+  ok = ::close(fd) == 0 && ok;
+  if (!ok) {
+    ::unlink(tmp.c_str());
+    return "cannot write " + tmp;
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
+    ::unlink(tmp.c_str());
     return "cannot write " + path;
   }
   return std::nullopt;

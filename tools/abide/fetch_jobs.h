@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -53,8 +54,19 @@ Result<std::vector<FetchJob>, std::string> read_resume(const std::string& path);
 nlohmann::ordered_json stats_json(const std::vector<FetchJob>& jobs, const std::vector<RequestOutcome>& outcomes,
                                   Duration elapsed, bool interrupted);
 
-// Writes text to a file (replacing it through a temporary in the same folder,
-// so a reader never sees half a file). An error message on failure.
-std::optional<std::string> write_file_atomically(const std::string& path, const std::string& text);
+// Who may read a file abide writes.
+enum class FileAccess : std::uint8_t {
+  kShared,     // as the umask allows (the --stats summary: no credentials)
+  kOwnerOnly,  // 0600 (the resume file: its URLs and bodies may carry credentials)
+};
+
+// Writes text to a file, replacing it through a new temporary in the same
+// folder (so a reader never sees half a file). The temporary is created with
+// the final permissions (O_CREAT | O_EXCL, never chmod afterwards), so a
+// kOwnerOnly file is at no moment readable by others, and an existing file's
+// wider permissions do not carry over: it is replaced, not rewritten. An
+// error message on failure.
+std::optional<std::string> write_file_atomically(const std::string& path, const std::string& text,
+                                                 FileAccess access = FileAccess::kShared);
 
 }  // namespace abide::cli

@@ -3,8 +3,14 @@
 #include <chrono>
 #include <string>
 
+#include "abide/headers.h"
+#include "common.h"
+
 namespace abide::cli {
 namespace {
+
+// Policy names, units and sources are short; a longer one is cut (with "...").
+constexpr std::size_t kMaxServerString = 256;
 
 constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -35,41 +41,18 @@ std::string byte_sequence(const std::string& bytes) {
   return out;
 }
 
-bool printable(const std::string& s) {
+// Every bare byte value is printable ASCII: shown as it is, else as an SF
+// Byte Sequence.
+bool printable_ascii(const std::string& s) {
   for (char c : s) {
     if (c < 0x20 || c > 0x7e) return false;
   }
   return true;
 }
 
-// JSON needs valid UTF-8: anything else is replaced (server text is untrusted).
-std::string safe_text(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size();) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    std::size_t len = b < 0x80 ? 1 : (b >= 0xC2 && b <= 0xDF) ? 2 : (b >= 0xE0 && b <= 0xEF) ? 3 : (b >= 0xF0 && b <= 0xF4) ? 4 : 0;
-    bool ok = len > 0 && i + len <= s.size();
-    for (std::size_t k = 1; ok && k < len; ++k) {
-      ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-    }
-    if (ok && len == 3) {
-      const unsigned b1 = static_cast<unsigned char>(s[i + 1]);
-      ok = !(b == 0xE0 && b1 < 0xA0) && !(b == 0xED && b1 >= 0xA0);
-    } else if (ok && len == 4) {
-      const unsigned b1 = static_cast<unsigned char>(s[i + 1]);
-      ok = !(b == 0xF0 && b1 < 0x90) && !(b == 0xF4 && b1 >= 0x90);
-    }
-    if (ok) {
-      out.append(s, i, len);
-      i += len;
-    } else {
-      out += "\xEF\xBF\xBD";  // U+FFFD
-      ++i;
-    }
-  }
-  return out;
-}
+// A string a server (or a profile) supplied, for JSON: through
+// abide::printable(), so no control byte and nothing that is not UTF-8.
+std::string server_string(std::string_view s) { return abide::printable(s, kMaxServerString); }
 
 template <class T>
 nlohmann::ordered_json or_null(const std::optional<T>& v) {
@@ -89,19 +72,21 @@ nlohmann::ordered_json seconds_json(Duration d) {
 
 nlohmann::ordered_json quota_json(const QuotaObservation& q) {
   nlohmann::ordered_json j;
-  j["policy"] = q.policy.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(safe_text(q.policy));
+  j["policy"] = q.policy.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(server_string(q.policy));
   j["limit"] = or_null(q.limit);
   j["remaining"] = or_null(q.remaining);
   j["window_s"] = duration_or_null(q.window);
   j["reset_s"] = duration_or_null(q.reset);
-  j["unit"] = safe_text(q.unit);
+  j["unit"] = server_string(q.unit);
   if (!q.partition_key) {
     j["partition_key"] = nullptr;
   } else {
-    j["partition_key"] = printable(*q.partition_key) ? *q.partition_key : byte_sequence(*q.partition_key);
+    j["partition_key"] = printable_ascii(*q.partition_key) ? *q.partition_key : byte_sequence(*q.partition_key);
   }
-  j["source"] = safe_text(q.source);
+  j["source"] = server_string(q.source);
   j["confidence"] = q.confidence == Confidence::kHigh ? "high" : "low";
+  j["cost"] = or_null(q.cost);
+  j["reset_is_full_refill"] = q.reset_is_full_refill;
   return j;
 }
 
@@ -121,16 +106,20 @@ nlohmann::ordered_json retry_hint_json(const std::optional<RetryHint>& hint) {
   } else {
     j["unix"] = nullptr;
   }
-  j["source"] = hint->source;
+  j["source"] = server_string(hint->source);
   return j;
 }
+
+nlohmann::ordered_json should_retry_json(const Signals& s) { return or_null(s.should_retry); }
 
 nlohmann::ordered_json signals_json(const Signals& s, std::span<const std::string> extra_warnings) {
   nlohmann::ordered_json j;
   j["quota"] = quota_list_json(s.quota);
   j["retry_after"] = retry_hint_json(s.retry_after);
   j["clock_skew_s"] = duration_or_null(s.clock_skew);
+  j["should_retry"] = should_retry_json(s);
   nlohmann::ordered_json warnings = nlohmann::ordered_json::array();
+  // Warnings carry server bytes already made printable where they were written.
   for (const auto& w : extra_warnings) warnings.push_back(safe_text(w));
   for (const auto& w : s.warnings) warnings.push_back(safe_text(w));
   j["warnings"] = std::move(warnings);
