@@ -413,12 +413,15 @@ Duration drift_over(MonoTime from, MonoTime to) noexcept {
 Duration ServerClock::low_locked(MonoTime at) const noexcept { return low_ - drift_over(low_at_, at); }
 Duration ServerClock::high_locked(MonoTime at) const noexcept { return high_ + drift_over(high_at_, at); }
 
-void ServerClock::learn(const Signals& s) noexcept {
+void ServerClock::learn(const Signals& s, std::optional<MonoTime> sent) noexcept {
   if (!s.server_date) return;
   const MonoTime at = s.received_mono;
-  // This Date alone: the server's clock at receipt is in [Date, Date + 1 s).
+  // This Date alone: the server's clock at receipt is at least the Date, and
+  // below Date + 1 s plus the time the answer took (the Date was written at
+  // some instant after the request was sent).
+  const Duration took = sent && *sent < at ? at - *sent : Duration::zero();
   const Duration low = s.server_date->time_since_epoch() - at.time_since_epoch();
-  const Duration high = low + std::chrono::seconds{1};
+  const Duration high = saturating_add(low + std::chrono::seconds{1}, took);
   std::lock_guard lock(mu_);
   if (known_) {
     const Duration known_low = low_locked(at);

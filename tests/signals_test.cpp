@@ -353,16 +353,20 @@ struct SimAnswer {
 };
 
 // Answers every 290 ms (so their phase walks through the server's second),
-// from servers whose clocks are `offsets[i % n]` ahead of ours.
-std::vector<SimAnswer> simulate(ServerClock& sc, const std::vector<Duration>& offsets, int answers) {
+// from servers whose clocks are `offsets[i % n]` ahead of ours. Each answer's
+// Date is written 0, half of or all of `max_latency` (in turn) before it
+// arrives, its request sent 20 ms before that.
+std::vector<SimAnswer> simulate(ServerClock& sc, const std::vector<Duration>& offsets, int answers,
+                                Duration max_latency = Duration::zero()) {
   using namespace std::chrono_literals;
   ManualClock clock;
   clock.advance(123ms);
   std::vector<SimAnswer> out;
   for (int i = 0; i < answers; ++i) {
     const Duration off = offsets[static_cast<std::size_t>(i) % offsets.size()];
+    const Duration latency = max_latency * (i % 3) / 2;
     const WallTime server_now = clock.wall_now() + off;
-    const WallTime date = std::chrono::floor<std::chrono::seconds>(server_now);
+    const WallTime date = std::chrono::floor<std::chrono::seconds>(server_now - latency);
     const WallTime retry_at = date + 3s;
     SimAnswer a;
     a.after_detection = sc.several_clocks();
@@ -370,7 +374,7 @@ std::vector<SimAnswer> simulate(ServerClock& sc, const std::vector<Duration>& of
     o.server_time_floor = sc.trusted_floor_at(clock.mono_now());
     a.signals = observe(503, HeaderList({{"Date", format_imf_fixdate(date)}, {"Retry-After", format_imf_fixdate(retry_at)}}),
                         clock.wall_now(), clock.mono_now(), o);
-    sc.learn(a.signals);
+    sc.learn(a.signals, clock.mono_now() - latency - 20ms);
     a.permitted = permitted_wait(a.signals).wait.value();
     a.true_wait = retry_at - server_now;
     a.date_alone = std::max(retry_at - date, retry_at - clock.wall_now());
@@ -442,6 +446,19 @@ TEST(ServerClock, ASingleBackendStillGetsTheTighterFloor) {
   // server's clock: the wait is the true one, not the up to a second more of its Date alone.
   for (std::size_t i = 20; i < answers.size(); ++i) {
     EXPECT_LE(answers[i].permitted - answers[i].true_wait, 20ms) << "answer " << i;
+  }
+  EXPECT_TRUE(std::any_of(answers.begin() + 20, answers.end(),
+                          [](const SimAnswer& a) { return a.date_alone - a.permitted > 300ms; }));
+}
+
+TEST(ServerClock, ASlowAnswerIsNotMistakenForASecondClock) {
+  using namespace std::chrono_literals;
+  // One server 0.4 s behind us; its Dates are written up to 150 ms before the answers arrive.
+  ServerClock sc;
+  const auto answers = simulate(sc, {-400ms}, 60, 150ms);
+  EXPECT_FALSE(sc.several_clocks());
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    EXPECT_GE(answers[i].permitted, answers[i].true_wait) << "answer " << i;
   }
   EXPECT_TRUE(std::any_of(answers.begin() + 20, answers.end(),
                           [](const SimAnswer& a) { return a.date_alone - a.permitted > 300ms; }));

@@ -156,9 +156,10 @@ struct ObserveOptions {
 // that the server's clock was at most a second ahead of it; taken alone (rule 3)
 // that costs up to a second on every wait for a server's time. Against the
 // monotonic clock, the server's time at any response is at least
-// `Date_i + (mono - mono_i)` and below `Date_i + 1 s + (mono - mono_i)` for
-// every earlier response i, so the best of many is close to the truth. Both
-// bounds allow for 100 ppm of drift between the two clocks.
+// `Date_i + (mono - mono_i)` and below `Date_i + 1 s + (mono - mono_i)` (plus
+// the time answer i took) for every earlier response i, so the best of many is
+// close to the truth. Both bounds allow for 100 ppm of drift between the two
+// clocks.
 //
 // An origin may be several servers behind a load balancer, whose clocks differ
 // by a fraction of a second: a floor learned from the fastest would make a
@@ -174,8 +175,11 @@ struct ObserveOptions {
 // of its answers with a probability of about its difference. Thread-safe.
 class ServerClock {
  public:
-  // Learns from one response (its Date and monotonic receive time); ignores one without Date.
-  void learn(const Signals& s) noexcept;
+  // Learns from one response (its Date and monotonic receive time); ignores one
+  // without Date. `sent`: when its request was sent, if known; the Date was
+  // written between the two, so without it a slow answer can look like a
+  // second clock (the floor is then given up, never made early).
+  void learn(const Signals& s, std::optional<MonoTime> sent = std::nullopt) noexcept;
   // A lower bound of the server's clock at monotonic time `at`; nullopt before
   // any Date, and once the origin has shown several clocks.
   std::optional<WallTime> floor_at(MonoTime at) const noexcept;

@@ -284,7 +284,7 @@ RequestOutcome Client::Impl::Run::go(Transport& transport, std::stop_token stop)
     if (ex.head_complete) {
       if (server_clock != nullptr) observe_options.server_time_floor = server_clock->trusted_floor_at(ex.received_mono);
       signals = observe(ex.status, ex.headers, ex.received_wall, ex.received_mono, observe_options);
-      if (server_clock != nullptr) server_clock->learn(*signals);
+      if (server_clock != nullptr) server_clock->learn(*signals, a.started_mono);
       pacer.record(key, *signals);
     } else {
       abandon();
