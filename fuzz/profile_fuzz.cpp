@@ -2,6 +2,7 @@
 // load_text. A rejected profile must say which file (and, for a schema error,
 // which field); an accepted one must have a valid name and be usable: it is
 // then applied to a fixed response head full of vendor-style headers.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -37,6 +38,17 @@ const abide::HeaderList& head() {
       {"ratelimit-reset", "2026-01-01T00:05Z"},
       {"x-ratelimit-limit", "10, 10;w=60"},
       {"beta-ratelimit", "\"q\";r=1;t=2"},
+      {"x-ratelimit-requests-reset", "1767225660000"},
+      {"x-ratelimit-complexity-reset", "1767225660"},
+      {"x-complexity", "52"},
+      {"ratelimit-remaining", "0;w=21600"},
+      {"x-hubspot-ratelimit-interval-milliseconds", "10000"},
+      {"x-reset-far", "999999999999999999"},
+      {"x-reset-offset", "2025-12-31T19:01:30.5-05:00"},
+      {"stripe-should-retry", "false"},
+      {"x-should-retry", "TRUE"},
+      {"x-retry-verdict", "maybe"},
+      {"x-esc", "\x1b]0;owned\x07"},
   };
   return h;
 }
@@ -61,8 +73,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto s = abide::observe(429, head(), abide::WallTime{std::chrono::seconds{1767225600}}, abide::MonoTime{}, o);
   check(s.profile == p->name);
   if (s.retry_after) check(s.retry_after->wait >= abide::Duration::zero());
+  // A verdict always names its header.
+  check(s.should_retry.has_value() == !s.should_retry_source.empty());
+  // Server bytes in warnings are escaped: no control byte reaches a terminal.
+  for (const auto& w : s.warnings) {
+    for (const char c : w) check(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f);
+  }
   for (const auto& q : s.quota) {
     if (q.reset) check(*q.reset >= abide::Duration::zero());
+    // No server value becomes a reset beyond a year (only the profile's own
+    // window can, through window_bounds_wait).
+    if (q.reset) check(*q.reset <= std::chrono::hours{24 * 366} || (q.window && *q.reset == *q.window));
+    if (q.cost) check(*q.cost >= 0);
     if (q.remaining) check(*q.remaining >= 0);
   }
   return 0;

@@ -1012,9 +1012,10 @@ Found lookup(const detail::LineIndex& headers, const FieldSpec& spec, detail::Li
 // and short whatever the server sent.
 std::string shown(std::string_view v) { return "\"" + printable(v, 64) + "\""; }
 
-// The longest a vendor's instant may lie ahead: no quota window abide knows is
-// longer than a month, so an instant beyond a year is garbage, not a wait.
-constexpr Duration kMaxInstantAhead = std::chrono::hours{24 * 366};
+// The furthest ahead a vendor's time may lie: no quota window abide knows is
+// longer than a month, so a reset or delay beyond a year is garbage, not a
+// wait of decades.
+constexpr Duration kMaxAhead = std::chrono::hours{24 * 366};
 
 class VendorReader {
  public:
@@ -1061,18 +1062,23 @@ class VendorReader {
       warn_bad(f, "too small for unix_milliseconds");
       return std::nullopt;
     }
-    if (v->at && v->from_receipt > kMaxInstantAhead) {
-      warn_bad(f, "more than a year ahead");
-      return std::nullopt;
-    }
     // A "Unix time" before 2001 is no timestamp: some servers send seconds
     // from now under the same name (a GitLab merge request shows 1800). Read
     // it as seconds from now, which can only make the wait longer.
     if (v->at && (spec.time == TimeFormat::kUnixSeconds || spec.time == TimeFormat::kUnixSecondsFraction) &&
         v->at->time_since_epoch() < std::chrono::seconds{1'000'000'000}) {
+      const TimeValue delay{v->at->time_since_epoch(), std::nullopt, v->resolution};
+      if (delay.from_receipt > kMaxAhead) {
+        warn_bad(f, "more than a year ahead");
+        return std::nullopt;
+      }
       out_.warnings.push_back(p_.name + ": " + std::string(f.name) + " " + shown(f.value) +
                               " is too small for Unix time; read as seconds from receipt");
-      return TimeValue{v->at->time_since_epoch(), std::nullopt, v->resolution};
+      return delay;
+    }
+    if (v->from_receipt > kMaxAhead) {
+      warn_bad(f, "more than a year ahead");
+      return std::nullopt;
     }
     return v;
   }
@@ -1241,13 +1247,10 @@ class VendorReader {
 
   void retry_delays() {
     for (const auto& spec : p_.retry_delays) {
-      const Found f = get(spec);
-      if (!f.present) continue;
-      const auto t = parse_time_value(f.value, spec.time, received_, date_);
-      if (!t) {
-        warn_bad(f, "not " + std::string(to_string(spec.time)));
-        continue;
-      }
+      // Through time(): the same checks as a reset (absurd instants, a Unix
+      // value too small to be one).
+      const auto t = time(spec);
+      if (!t) continue;
       if (!out_.retry_delay || t->from_receipt > out_.retry_delay->wait) {
         RetryHint hint;
         hint.kind = t->at ? RetryHint::Kind::kDate : RetryHint::Kind::kDelay;

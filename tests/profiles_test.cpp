@@ -1188,9 +1188,29 @@ TEST(AbsurdInstants, RejectedWithAWarning) {
   s = see_with(kProfile, "HTTP/1.1 429 \r\nx-left: 0\r\nx-s: 3534451200\r\n\r\n");  // 2082
   EXPECT_FALSE(s.quota[0].reset);
   EXPECT_TRUE(warned(s, "more than a year ahead"));
+  s = see_with(R"({"name": "acme", "quotas": [{"remaining": "x-left", "reset": "x-delta"}]})",
+               "HTTP/1.1 429 \r\nx-left: 0\r\nx-delta: 999999999999\r\n\r\n");  // 31,000 years as a delay
+  EXPECT_FALSE(s.quota[0].reset);
+  EXPECT_TRUE(warned(s, "\"999999999999\" ignored: more than a year ahead"));
+  s = see_with(R"({"name": "acme", "quotas": [{"remaining": "x-left", "reset": "x-delta"}]})",
+               "HTTP/1.1 429 \r\nx-left: 0\r\nx-delta: 2592000\r\n\r\n");  // a month is a plausible wait
+  EXPECT_EQ(s.quota[0].reset, 720h);
   s = see_with(kProfile, "HTTP/1.1 429 \r\nx-left: 0\r\nx-ms: -1767225660000\r\nx-s: 1767225660\r\n\r\n");
   EXPECT_EQ(s.quota[0].reset, 60s);  // the negative one rejected, the next field read
   EXPECT_TRUE(warned(s, "\"-1767225660000\" ignored: not unix_milliseconds"));
+}
+
+// A retry delay header gets the same checks as a reset: 1970 is never "retry now".
+TEST(AbsurdInstants, RetryDelaysAreCheckedLikeResets) {
+  constexpr std::string_view kProfile =
+      R"({"name": "acme", "retry_delays": [{"header": "x-retry-at", "format": "unix_milliseconds"}]})";
+  auto s = see_with(kProfile, "HTTP/1.1 503 \r\nx-retry-at: 1767225\r\n\r\n");
+  EXPECT_FALSE(s.retry_after);
+  EXPECT_TRUE(warned(s, "too small for unix_milliseconds"));
+  s = see_with(kProfile, "HTTP/1.1 503 \r\nx-retry-at: 1767225612000\r\n\r\n");
+  ASSERT_TRUE(s.retry_after);
+  EXPECT_EQ(s.retry_after->wait, 12s);
+  EXPECT_EQ(s.retry_after->kind, RetryHint::Kind::kDate);
 }
 
 // Server bytes in a profile warning are escaped where the warning is made.
