@@ -304,7 +304,8 @@ std::string basis_phrase(const Plan& p, const PlanInput& in, Jitter jitter) {
       const Signals* s = in.outcome.signals;
       if (s && p.quota_index && *p.quota_index < s->quota.size()) {
         const QuotaObservation& q = s->quota[*p.quota_index];
-        if (!q.policy.empty()) who.append(cat({" \"", q.policy, "\""}));
+        // The policy name is the server's: escaped here, where the text is made.
+        if (!q.policy.empty()) who.append(cat({" \"", printable(q.policy, 64), "\""}));
         if (p.basis == Basis::kVendor && !q.source.empty()) who.append(cat({" (", q.source, ")"}));
         if (q.reset_is_full_refill) {
           return cat({who, " is exhausted; its reset counts to a full refill, and the next request's units refill in ",

@@ -784,6 +784,19 @@ TEST(Planner, AnExhaustedQuotaThatIsNotAFullRefillStillWaitsForItsReset) {
   EXPECT_FALSE(p.notes.has(PlanNote::kFullRefillReset));
 }
 
+TEST(Planner, DescribeEscapesTheServersPolicyName) {
+  Signals s = response(429);
+  QuotaObservation q = quota(0, 42s, "draft-08");
+  q.policy = "burst\x1b]0;owned\x07";
+  s.quota.push_back(q);
+  const PlanInput in(s);
+  const Planner planner(config());
+  ConstRandom rng(0.5);
+  const std::string text = planner.describe(planner.decide(in, rng), in);
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_THAT(text, HasSubstr("\"burst\\x1b]0;owned\\x07\""));
+}
+
 TEST(Planner, FormatSeconds) {
   EXPECT_EQ(format_seconds(30s), "30 s");
   EXPECT_EQ(format_seconds(2500ms), "2.5 s");
