@@ -386,7 +386,7 @@ void Pacer::record(const Key& key, const Signals& signals) {
     rec.age = rec.now - signals.received_mono;
   }
   // The cooldown is the answer's permitted time, computed as the planner computes it.
-  const std::optional<Duration> hold = permitted_wait(signals).wait;
+  const std::optional<Duration> hold = permitted_wait(signals, config_.use_low_confidence_quota).wait;
   if (hold && *hold > rec.age) rec.cooldown = *hold - rec.age;
   for (const auto& o : signals.quota) {
     if (!is_requests(o.unit)) continue;  // the pacer counts requests, not bytes or tokens

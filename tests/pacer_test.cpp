@@ -624,6 +624,24 @@ TEST_F(Fixture, AnExhaustedQuotaThatIsNotAFullRefillStillHoldsTheKeyUntilItsRese
   EXPECT_EQ(peek(p, k).not_before, t0 + seconds{360});
 }
 
+TEST_F(Fixture, LowConfidenceQuotaStartsACooldownOnlyWhenEnabledAsInThePlanner) {
+  const MonoTime t0 = clock.mono_now();
+  QuotaObservation o;
+  o.unit = "tokens";  // not counted as a window: only the cooldown can hold the key
+  o.remaining = 0;
+  o.reset = seconds{30};
+  o.confidence = Confidence::kLow;
+  const Signals s = with(response(clock, 429), o);
+  Pacer off = make(config());
+  off.record("k", s);
+  EXPECT_TRUE(off.acquire("k", clock.mono_now()).ok());
+  PacerConfig c = config();
+  c.use_low_confidence_quota = true;
+  Pacer on = make(c);
+  on.record("k", s);
+  EXPECT_EQ(on.acquire("k", clock.mono_now()).not_before, t0 + seconds{30});
+}
+
 TEST_F(Fixture, CancellationInterruptsAWait) {
   Pacer p = make(config());
   const auto k = p.key("k");

@@ -106,6 +106,9 @@ struct PacerConfig {
   Duration revalidate_after = std::chrono::milliseconds{20};
   // The most keys the pacer holds handles for (idle ones are dropped first).
   std::size_t max_keys = 65536;
+  // Low-confidence quota readings (the opt-in heuristic) start cooldowns too;
+  // set it as PlannerConfig::use_low_confidence_quota so both wait alike.
+  bool use_low_confidence_quota = false;
   // Random numbers in [0, 1) for the cooldown spread; default: SplitMix64 from seed.
   std::function<double()> random;
   std::uint64_t seed = 0x9e3779b97f4a7c15ULL;

@@ -41,14 +41,23 @@ std::string_view to_string(OutcomeKind k) noexcept {
   return "?";
 }
 
+namespace {
+// The client's own pacer counts the quotas its planner counts, so that both
+// hold the same permitted time (permitted_wait()).
+PacerConfig own_pacer_config(const ClientConfig& c) {
+  PacerConfig p = c.pacer_config;
+  p.use_low_confidence_quota = p.use_low_confidence_quota || c.planner.use_low_confidence_quota;
+  return p;
+}
+}  // namespace
+
 struct Client::Impl {
   explicit Impl(ClientConfig c)
       : config(std::move(c)),
         mono(config.mono != nullptr ? *config.mono : system_monotonic_clock()),
         wall(config.wall != nullptr ? *config.wall : system_wall_clock()),
         planner(config.planner),
-        pacer(config.pacer ? config.pacer
-                           : std::make_shared<Pacer>(config.pacer_config, nullptr, mono, wall)),
+        pacer(config.pacer ? config.pacer : std::make_shared<Pacer>(own_pacer_config(config), nullptr, mono, wall)),
         random(config.random ? config.random : default_random()) {
     curl_detail::global_init();
   }
