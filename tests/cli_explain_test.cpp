@@ -69,6 +69,20 @@ TEST(CliExplain, JsonHasShouldRetryCostAndFullRefillWithDefaults) {
   EXPECT_THAT(r.out, Not(HasSubstr("retry verdict")));
 }
 
+TEST(CliExplain, ServersRetryVerdictInJsonAndWords) {
+  const std::string head = "HTTP/1.1 429 Too Many Requests\r\nStripe-Should-Retry: false\r\n\r\n";
+  const json j = explain_head(head, {"--host", "api.stripe.com"});
+  EXPECT_EQ(j["should_retry"], false);
+  const auto no = test::abide({"explain", "--now", kNow, "--host", "api.stripe.com"}, head);
+  EXPECT_EQ(no.exit_code, 0) << no.err;
+  EXPECT_THAT(no.out, HasSubstr("Server's retry verdict: do not retry (stripe-should-retry)"));
+  const auto yes = test::abide({"explain", "--now", kNow, "--host", "api.openai.com"},
+                               "HTTP/1.1 429 Too Many Requests\r\nx-should-retry: true\r\n\r\n");
+  EXPECT_EQ(yes.exit_code, 0) << yes.err;
+  EXPECT_THAT(yes.out, HasSubstr("Server's retry verdict: retry (x-should-retry)"));
+  EXPECT_THAT(yes.out, HasSubstr("grants no permission"));
+}
+
 TEST(CliExplain, NoJitterGivesExactNumbers) {
   const json j = explain_json({"--jitter", "none", "--attempt", "2", kHeads + "429-retry-after-seconds.http"});
   EXPECT_EQ(j["delay_s"], 30);

@@ -90,6 +90,30 @@ TEST(CliParseRatelimit, CostFullRefillAndShouldRetryFieldsAlwaysAppear) {
   EXPECT_LT(pos(r.out, "should_retry"), pos(r.out, "warnings"));
 }
 
+TEST(CliParseRatelimit, CostFullRefillAndShouldRetryFromTheProfiles) {
+  // Linear's X-Complexity is the cost of the query that got the answer.
+  const json linear = parse_ok(abide({"parse", "ratelimit", "--now", kNow, "--host", "api.linear.app"},
+                                     "HTTP/1.1 200 OK\r\nx-ratelimit-complexity-limit: 1000\r\n"
+                                     "x-ratelimit-complexity-remaining: 900\r\n"
+                                     "x-ratelimit-complexity-reset: 1767225660000\r\nx-complexity: 42\r\n\r\n"));
+  ASSERT_EQ(linear["quota"].size(), 1u) << linear.dump();
+  EXPECT_EQ(linear["quota"][0]["cost"], 42);
+  EXPECT_EQ(linear["quota"][0]["reset_is_full_refill"], false);
+  // OpenAI's resets count to a full refill.
+  const json openai = parse_ok(abide({"parse", "ratelimit", "--now", kNow, "--host", "api.openai.com"},
+                                     "HTTP/1.1 429 Too Many Requests\r\nx-ratelimit-limit-tokens: 1000\r\n"
+                                     "x-ratelimit-remaining-tokens: 0\r\nx-ratelimit-reset-tokens: 6m0s\r\n"
+                                     "x-should-retry: true\r\n\r\n"));
+  ASSERT_EQ(openai["quota"].size(), 1u) << openai.dump();
+  EXPECT_EQ(openai["quota"][0]["reset_is_full_refill"], true);
+  EXPECT_TRUE(openai["quota"][0]["cost"].is_null());
+  EXPECT_EQ(openai["should_retry"], true);
+  // Stripe's verdict.
+  const json stripe = parse_ok(abide({"parse", "ratelimit", "--now", kNow, "--host", "api.stripe.com"},
+                                     "HTTP/1.1 429 Too Many Requests\r\nStripe-Should-Retry: false\r\n\r\n"));
+  EXPECT_EQ(stripe["should_retry"], false);
+}
+
 TEST(CliParseRatelimit, RetryAfterDateAndFractions) {
   const json j = parse_ok(abide({"parse", "ratelimit", "--now", "2026-01-01T00:00:00.5Z"},
                                 "HTTP/1.1 503 Service Unavailable\r\nRetry-After: Thu, 01 Jan 2026 00:02:00 GMT\r\n\r\n"));
