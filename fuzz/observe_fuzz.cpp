@@ -2,13 +2,16 @@
 // observe(). Invariants beyond "never crash": waits and resets are never
 // negative; a rejected Retry-After never becomes a hint unless a vendor
 // retry-delay header supplied one; low-confidence observations appear only in
-// heuristic mode; quota_wait() reads only exhausted high-confidence quotas.
+// heuristic mode or with a warning that says why (a draft reset that can only
+// be a Unix time); a draft field's delta reset is never more than a year;
+// quota_wait() reads only exhausted high-confidence quotas.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
 #include "abide/headers.h"
+#include "abide/ratelimit.h"
 #include "abide/signals.h"
 
 namespace {
@@ -63,7 +66,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (q.reset) check(*q.reset >= abide::Duration::zero());
     if (q.window) check(*q.window > abide::Duration::zero());
     if (q.limit) check(*q.limit >= 0);
-    if (q.confidence == abide::Confidence::kLow) check(o.heuristic);
+    if (q.confidence == abide::Confidence::kLow) check(o.heuristic || !s.warnings.empty());
+    if (q.reset && q.source.rfind("draft-", 0) == 0 && q.source != abide::kSourceDraftPolli00) {
+      check(*q.reset <= std::chrono::hours{24 * 366});
+    }
+    if (q.source == abide::kSourceDraft12 && q.cost) check(*q.cost >= 0);
     check(!q.source.empty());
   }
   if (const auto w = s.quota_wait()) check(*w >= abide::Duration::zero());

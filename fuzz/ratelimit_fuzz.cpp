@@ -1,8 +1,11 @@
 // libFuzzer target for the IETF RateLimit reader: the input, split at '\n',
 // gives the values of RateLimit-Policy, RateLimit, RateLimit-Limit,
-// RateLimit-Remaining, RateLimit-Reset and a second RateLimit line (so field
-// lines get combined). Invariants: never a negative count or duration, every
-// observation names its form, a reading is deterministic, and
+// RateLimit-Remaining, RateLimit-Reset, a second RateLimit line (so field
+// lines get combined) and RateLimit-Partition. Invariants: never a negative
+// count, cost or duration; a delta reset is never more than a year (a Unix
+// time where a delay belongs is an instant near the Date, or ignored); a cost
+// only from the provisional draft-12; low confidence only with a warning that
+// says why; every observation names its form; a reading is deterministic; and
 // most_restrictive() returns an index in range.
 #include <array>
 #include <cstddef>
@@ -19,8 +22,12 @@ void check(bool ok) {
   if (!ok) std::abort();
 }
 
-constexpr std::array<std::string_view, 6> kNames = {"RateLimit-Policy", "RateLimit", "RateLimit-Limit",
-                                                    "RateLimit-Remaining", "RateLimit-Reset", "ratelimit"};
+constexpr std::array<std::string_view, 7> kNames = {"RateLimit-Policy",    "RateLimit",       "RateLimit-Limit",
+                                                    "RateLimit-Remaining", "RateLimit-Reset", "ratelimit",
+                                                    "RateLimit-Partition"};
+
+// The longest delta reset (ratelimit.h): a year of 366 days.
+constexpr abide::Duration kYear = std::chrono::hours{24 * 366};
 
 }  // namespace
 
@@ -38,7 +45,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   abide::RateLimitOptions o;
   o.heuristic = (opts & 2) != 0;
   o.received = abide::WallTime{std::chrono::seconds{1767225600}};
+  // The server's clock behind ours by up to 31 s, or ahead by up to 31 days
+  // (the epoch rule judges an instant against the Date).
   if (opts & 4) o.server_date = o.received - std::chrono::seconds{opts >> 3};
+  if ((opts & 6) == 6) o.server_date = o.received + std::chrono::hours{24 * (opts >> 3)};
   const auto a = abide::read_ratelimit(headers, o);
   const auto b = abide::read_ratelimit(headers, o);
   check(a.quota.size() == b.quota.size() && a.warnings == b.warnings);
@@ -47,8 +57,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (q.remaining) check(*q.remaining >= 0);
     if (q.reset) check(*q.reset >= abide::Duration::zero());
     if (q.window) check(*q.window > abide::Duration::zero());
+    if (q.reset && q.source != abide::kSourceDraftPolli00) check(*q.reset <= kYear);
+    if (q.cost) check(*q.cost >= 0 && q.source == abide::kSourceDraft12);
     check(q.source.rfind("draft-", 0) == 0);
-    if (q.confidence == abide::Confidence::kLow) check(o.heuristic);
+    if (q.confidence == abide::Confidence::kLow) check(!a.warnings.empty());
   }
   if (const auto i = abide::most_restrictive(a.quota)) check(*i < a.quota.size());
   else check(a.quota.empty());

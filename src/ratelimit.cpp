@@ -205,6 +205,15 @@ std::string decode_bytes(const Text& t) {
 
 Duration seconds(std::int64_t s) noexcept { return seconds_saturating(s); }
 
+// a - b, saturating: a parsed date (or Date) may sit at an end of WallTime's range.
+Duration minus(WallTime a, WallTime b) noexcept {
+  Duration::rep r;
+  if (__builtin_sub_overflow(a.time_since_epoch().count(), b.time_since_epoch().count(), &r)) {
+    return a > b ? Duration::max() : Duration::min();
+  }
+  return Duration{r};
+}
+
 // What a reset in delta-seconds (RateLimit-Reset, `reset`, `t`, `w`) that is
 // no plausible delay means. `what` names the field (and parameter) for the
 // warning. Out of line: real servers that follow the drafts never get here.
@@ -223,7 +232,9 @@ Duration seconds(std::int64_t s) noexcept { return seconds_saturating(s); }
   const std::int64_t ref_s = std::chrono::duration_cast<std::chrono::seconds>(ref.time_since_epoch()).count();
   const std::string_view ref_name = o.server_date ? "the server's Date" : "the receive time";
   confidence = Confidence::kLow;
-  if (v - ref_s > kNearInstant || ref_s - v > kNearInstant) {
+  // (The last test keeps the instant representable: WallTime counts nanoseconds.)
+  constexpr std::int64_t kLatestInstant = Duration::max().count() / 1'000'000'000 - 2 * kNearInstant;
+  if (v - ref_s > kNearInstant || ref_s - v > kNearInstant || v > kLatestInstant) {
     // Neither a delay nor a nearby instant: a wait of years, or a guess at
     // an instant, would both be inventions. The planner falls back to other
     // signals and its own backoff, as for a malformed value (rule 2).
@@ -233,8 +244,14 @@ Duration seconds(std::int64_t s) noexcept { return seconds_saturating(s); }
   }
   // Rule 3: from receipt, and never earlier than the server's Date allows.
   const WallTime at{std::chrono::seconds{v}};
-  Duration d = at - o.received;
-  if (o.server_date) d = std::max(d, at - *o.server_date);
+  Duration d = minus(at, o.received);
+  if (o.server_date) d = std::max(d, minus(at, *o.server_date));
+  if (d > std::chrono::seconds{kLongestDelay}) {
+    // Near a Date far ahead of the local clock: still a wait of years here.
+    warnings.push_back(what + " ignored: as a Unix time it is more than a year after the receive time (the "
+                              "server's Date is far ahead of the local clock)");
+    return std::nullopt;
+  }
   warnings.push_back(what + " is no plausible delay (over a year) but a Unix time within a year of " +
                      std::string(ref_name) + ": read as that instant (low confidence; a vendor profile decides for sure)");
   return std::max(d, Duration::zero());
@@ -807,8 +824,8 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
           if (date) {
             any = true;
             form = kSourceDraftPolli00;
-            Duration d = date->time - options.received;
-            if (options.server_date) d = std::max(d, date->time - *options.server_date);
+            Duration d = minus(date->time, options.received);
+            if (options.server_date) d = std::max(d, minus(date->time, *options.server_date));
             q.reset = std::max(d, Duration::zero());
           } else {
             warnings.push_back(ignored(reset_f.name(), why));

@@ -57,6 +57,15 @@ TEST(Polli00, ResetAsImfFixdate) {
   EXPECT_TRUE(r.quota[0].exhausted());
 }
 
+// A date at the far end of the calendar saturates instead of overflowing.
+TEST(Polli00, ResetDateBeforeTheClocksRangeIsZeroWithoutOverflow) {
+  RateLimitOptions o;
+  o.server_date = kNow;
+  const auto r = read({{"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "Mon, 01 Jan 0001 00:00:00 GMT"}}, o);
+  ASSERT_EQ(r.quota.size(), 1u);
+  EXPECT_EQ(r.quota[0].reset, Duration::zero());
+}
+
 TEST(Polli00, ResetDateUsesServerDateSoSkewCannotShortenIt) {
   RateLimitOptions o;
   o.server_date = kNow - 20s;  // server clock behind: date - server Date is longer
@@ -625,6 +634,13 @@ TEST(EpochReset, NeitherDelayNorNearbyInstantIsIgnored) {
   const auto r = read({{"RateLimit-Reset", "1767225660"}}, o);
   ASSERT_EQ(r.quota.size(), 1u);
   EXPECT_FALSE(r.quota[0].reset);
+  // Near a server Date decades ahead of ours: rule 3 would make it decades from
+  // receipt, so it is ignored too.
+  o.server_date = kNow + std::chrono::hours{24 * 365 * 30};
+  const auto ahead = read({{"RateLimit-Reset", std::to_string(1767225600 + 3600LL * 24 * 365 * 30 + 60)}}, o);
+  ASSERT_EQ(ahead.quota.size(), 1u);
+  EXPECT_FALSE(ahead.quota[0].reset);
+  EXPECT_TRUE(any_warning_contains(ahead, "more than a year after the receive time"));
 }
 
 // A year (a yearly quota's reset) is still a delay, high confidence, and a

@@ -44,10 +44,13 @@
 // longer one is no plausible delay: when it is a Unix time within a year of
 // the server's Date (or of the receive time when there is no Date), it is read
 // as that instant (the larger of instant - receipt and instant - Date, never
-// below zero: rule 3), with a warning and Confidence::kLow; otherwise it is
-// neither, and the reset is ignored with a warning (Confidence::kLow, the rest
-// of the observation kept), so that it never becomes a wait of years. A vendor
-// profile that knows its server sends Unix times decides for sure.
+// below zero: rule 3), with a warning and Confidence::kLow; otherwise (or
+// when that wait would still exceed a year, a Date far ahead of the local
+// clock) it is neither, and the reset is ignored with a warning
+// (Confidence::kLow, the rest of the observation kept), as a malformed value
+// would be: it never becomes a wait of years. So a delta reset from these
+// fields is never more than a year. A vendor profile that knows its server
+// sends Unix times decides for sure.
 #pragma once
 
 #include <cstddef>
