@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "common.h"
+
 #if defined(ABIDE_REDIS) && __has_include("abide/redis_store.h")
 #include "abide/redis_store.h"
 #define ABIDE_FETCH_HAS_REDIS 1
@@ -34,9 +36,10 @@ Result<std::shared_ptr<QuotaStore>, std::string> open_store(const StoreSpec& spe
   RedisStoreOptions options;
   options.endpoint = std::move(*endpoint);
   options.on_event = [where = options.endpoint.describe()](RedisEvent e, std::string_view message) {
-    // One line, written at once (the message never carries credentials).
+    // One line, written at once (the message never carries credentials; it
+    // may quote a Redis error reply, so it is printed through safe_text).
     const std::string line = "abide fetch: redis " + where + ": " + std::string(to_string(e)) + ": " +
-                             std::string(message) +
+                             safe_text(message) +
                              (e == RedisEvent::kDown ? " (going on with in-process quota state)" : "") + "\n";
     std::fputs(line.c_str(), stderr);
   };
