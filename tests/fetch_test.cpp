@@ -811,6 +811,22 @@ void expect_terminal_safe(const std::string& text, const std::string& where) {
   }
 }
 
+TEST(Fetch, VerboseShowsTheResponsesWarnings) {
+  // A day name that does not match its date (1 Jan 2100 is a Friday): read as
+  // the date, and said so.
+  RawServer server(
+      "HTTP/1.1 503 Service Unavailable\r\nRetry-After: Mon, 01 Jan 2100 00:00:00 GMT\r\n"
+      "Content-Length: 0\r\nConnection: close\r\n\r\n");
+  ASSERT_GT(server.port(), 0);
+  TempDir dir;
+  const RunResult r = run(fetch_argv({"-v", "--max-attempts", "2", "--max-wait", "60", "--resume-file",
+                                      dir / "resume.json", "-o", "/dev/null", server.url("/x")}));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("] warning: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("day name does not match"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("deferred"), std::string::npos) << r.err;  // the date's wait, not a backoff
+}
+
 TEST(Fetch, ServerBytesNeverReachTheTerminalRaw) {
   RawServer server(hostile_head());
   ASSERT_GT(server.port(), 0);

@@ -106,11 +106,14 @@ unfinished [{url, outcome, not_before (RFC 3339 or null), method, index,
 reason, ambiguous, resumable}].
 
 On a terminal, a progress line shows done/total, requests in flight and
-waiting, and an ETA. --verbose prints every attempt, response and decision
-with Authorization, Cookie, Proxy-Authorization and API-key-style headers
-(and credential query parameters) redacted; no output shows their values.
-URLs on stderr and in the stats file have credentials redacted (the resume
-file keeps each URL as given, to run it again).
+waiting, and an ETA. --verbose prints every attempt, response (with what was
+ignored or adjusted in it) and decision, with Authorization, Cookie,
+Proxy-Authorization and API-key-style headers (and credential query
+parameters) redacted; no output shows their values.
+URLs on stderr and in the stats file have credentials redacted, in the query
+and in the fragment (the resume file keeps each URL as given, to run it again,
+and is readable by its owner alone). Bytes a server sent are shown escaped
+(\xNN): no control byte reaches the terminal.
 
 Exit status: 0 every request done, 1 some request not done (or an output
 could not be written), 2 usage error, 130 interrupted.)";
@@ -284,6 +287,9 @@ void verbose_event(Progress& progress, const std::vector<FetchJob>& jobs, const 
       std::string s = "< [" + std::to_string(jobs[e.index].index + 1) + "] " + std::to_string(e.response->status);
       for (const Header& h : e.response->headers.lines())
         s += "\n<   " + abide::printable(h.name) + ": " + printable_header_value(h.name, h.value);
+      // What observe() ignored or adjusted (a malformed hint, a wrong day name, ...).
+      if (e.signals != nullptr)
+        for (const std::string& w : e.signals->warnings) s += "\n" + tag + "warning: " + safe_text(w, 1024);
       progress.print_line(s);
       break;
     }
