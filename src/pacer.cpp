@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -59,6 +60,26 @@ std::uint64_t splitmix(std::uint64_t x) noexcept {
 }
 
 MonoTime earlier(MonoTime a, MonoTime b) { return a < b ? a : b; }
+
+// The window a quota whose reset counts to a full refill is paced over. The
+// reset is not the window's end: the quota is back in part long before, so a
+// key held (or a small remainder spread) until it would stall for the whole
+// refill.
+// - None left: the window ends with the cooldown (the answer's permitted time,
+//   `hold`), when a probe learns the quota afresh.
+// - r left of l, full after t: the l - r missing units come back over t, so r
+//   more are back after t * r / (l - r). The r are spread over that (never over
+//   more than t), which spends them no faster than they come back when r is
+//   small, and never sends more than r before the window ends, however the
+//   server refills. Without a limit the rate is unknown: over t.
+Duration full_refill_window(const QuotaObservation& o, Duration reset, std::optional<Duration> hold) {
+  const std::int64_t r = *o.remaining;
+  if (r <= 0) return std::min(reset, hold.value_or(reset));
+  if (!o.limit || *o.limit <= r) return reset;
+  const double ns = static_cast<double>(reset.count()) * static_cast<double>(r) / static_cast<double>(*o.limit - r);
+  if (!(ns < static_cast<double>(reset.count()))) return reset;
+  return Duration{static_cast<Duration::rep>(std::ceil(ns))};
+}
 
 struct StringHash {
   using is_transparent = void;
@@ -397,14 +418,7 @@ void Pacer::record(const Key& key, const Signals& signals) {
     u.window = o.window;
     u.remaining = o.remaining;
     std::optional<Duration> reset = o.reset;
-    if (reset && o.reset_is_full_refill && o.remaining && *o.remaining <= 0) {
-      // A full refill is not the window's end: the quota is back in part long
-      // before. The window ends with the cooldown (the permitted time), when a
-      // probe learns the quota afresh; with room left, the full-refill reset is
-      // the window the remaining quota is spread over (units refilled meanwhile
-      // are a margin).
-      reset = std::min(*reset, hold.value_or(*reset));
-    }
+    if (reset && o.reset_is_full_refill && o.remaining) reset = full_refill_window(o, *reset, hold);
     if (reset) u.reset = *reset > rec.age ? *reset - rec.age : Duration::zero();
     u.reset_resolution = o.reset_resolution;
     rec.policies.push_back(std::move(u));

@@ -600,16 +600,43 @@ TEST_F(Fixture, AnExhaustedFullRefillRequestsQuotaHoldsTheKeyForOneRequestsRefil
   EXPECT_TRUE(probe.probe);  // one request learns the quota afresh
 }
 
-TEST_F(Fixture, AFullRefillResetWithRoomLeftIsTheWindowTheQuotaIsSpreadOver) {
-  // 10 of 100 requests left, full again in 60 s: the 10 are spread over the 60 s.
+TEST_F(Fixture, AFullRefillQuotaWithRoomLeftIsSpentAsItRefillsNotHeldForTheRefill) {
+  // 10 of 100 requests left, full again in 60 s: the 90 missing come back at
+  // 1.5 per second, so the 10 are spread over the 6.7 s in which 10 more come back.
   Pacer p = make(config());
   const auto k = p.key("k");
   const MonoTime t0 = clock.mono_now();
   p.record(k, with(response(clock), full_refill_obs("requests", 100, 10, seconds{60})));
-  const auto times = drain(p, k, t0 + seconds{60});
-  ASSERT_EQ(times.size(), 10u);
-  EXPECT_GE(times.back(), seconds{50});
-  for (std::size_t i = 1; i < times.size(); ++i) EXPECT_GE(times[i] - times[i - 1], seconds{5}) << i;
+  const auto times = drain(p, k, t0 + Duration{6666666667});
+  ASSERT_EQ(times.size(), 10u);  // never more than the remaining before the window ends
+  for (std::size_t i = 1; i < times.size(); ++i) {
+    EXPECT_GE(times[i] - times[i - 1], milliseconds{600}) << i;
+    EXPECT_LE(times[i] - times[i - 1], milliseconds{750}) << i;
+  }
+  // Then one request learns the quota afresh: nothing waits for the 60 s refill.
+  clock.advance(t0 + Duration{6666666667} - clock.mono_now());
+  const AcquireResult probe = peek(p, k);
+  EXPECT_TRUE(probe.ok());
+  EXPECT_TRUE(probe.probe);
+}
+
+TEST_F(Fixture, AFullRefillQuotaWithOneLeftIsNotSpreadOverTheWholeRefill) {
+  // OpenAI-style: 1 of 500 requests left, full in 59.88 s: one more is back every 120 ms.
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  const MonoTime t0 = clock.mono_now();
+  p.record(k, with(response(clock), full_refill_obs("requests", 500, 1, milliseconds{59880})));
+  EXPECT_TRUE(peek(p, k).ok());
+  const AcquireResult next = peek(p, k);
+  EXPECT_EQ(next.status, AcquireStatus::kDeadlineExceeded);
+  EXPECT_EQ(next.not_before, t0 + milliseconds{120});  // the probe, when one more is back
+  // A quota that is not a full refill spreads its one over its whole window.
+  Pacer plain = make(config());
+  QuotaObservation o = full_refill_obs("requests", 500, 1, milliseconds{59880});
+  o.reset_is_full_refill = false;
+  plain.record("k", with(response(clock), o));
+  EXPECT_TRUE(plain.acquire("k", clock.mono_now()).ok());
+  EXPECT_EQ(plain.acquire("k", clock.mono_now()).not_before, t0 + milliseconds{59880});
 }
 
 TEST_F(Fixture, AnExhaustedQuotaThatIsNotAFullRefillStillHoldsTheKeyUntilItsReset) {
