@@ -76,4 +76,15 @@ void BM_DecidePostNotRetryable(benchmark::State& state) {
 }
 BENCHMARK(BM_DecidePostNotRetryable);
 
+// The permitted time alone, as the planner and the pacer's record() compute it.
+void BM_PermittedWait(benchmark::State& state) {
+  const abide::Signals s = prepared_429();
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(s);
+    abide::PermittedWait w = abide::permitted_wait(s);
+    benchmark::DoNotOptimize(w);
+  }
+}
+BENCHMARK(BM_PermittedWait);
+
 }  // namespace

@@ -80,8 +80,24 @@ void BM_ParseResponseHeadGitHub(benchmark::State& state) {
   }
 }
 
+// One origin's server clock: the trusted floor for a response, then learning from it.
+void BM_ServerClockFloorAndLearn(benchmark::State& state) {
+  abide::ServerClock clock;
+  abide::Signals s;
+  s.server_date = kNow;
+  std::int64_t i = 0;
+  for (auto _ : state) {
+    s.received_mono = abide::MonoTime{std::chrono::milliseconds{290 * ++i}};
+    s.server_date = kNow + std::chrono::seconds{(290 * i) / 1000};
+    auto floor = clock.trusted_floor_at(s.received_mono);
+    benchmark::DoNotOptimize(floor);
+    clock.learn(s, s.received_mono - std::chrono::milliseconds{20});
+  }
+}
+
 }  // namespace
 
+BENCHMARK(BM_ServerClockFloorAndLearn);
 BENCHMARK(BM_ObserveGitHub);
 BENCHMARK(BM_ObserveCurrentDraft);
 BENCHMARK(BM_ParseResponseHeadGitHub);
