@@ -612,5 +612,67 @@ TEST(Client, WallClockJumpsDuringADelayWaitChangeNothing) { wall_clock_jumps_lea
 
 TEST(Client, WallClockJumpsDuringADateWaitChangeNothing) { wall_clock_jumps_leave_the_wait_unchanged(true); }
 
+// The client learns each origin's server clock from the Dates it receives and
+// reads a date-form Retry-After against it (ServerClock). `offsets`: the clocks
+// of the servers behind the origin, relative to ours, answering in turn; 41
+// answers 290 ms apart, then a 503 whose Retry-After is 3 s after its Date.
+// Returns the planned server hint and the answering server's true wait.
+std::pair<Duration, Duration> learned_date_wait(const std::vector<Duration>& offsets, Duration* date_alone) {
+  ManualClock clock;
+  clock.advance(810ms);  // the 503's server reads x.3 s: up to 0.7 s to gain, or to lose
+  TestServer server;
+  std::atomic<bool> limit{false};
+  std::mutex mu;
+  Duration true_wait{};
+  server.svr().Get("/t", [&](const httplib::Request& req, httplib::Response& res) {
+    const std::size_t n = server.log(req);
+    const WallTime server_now = clock.wall_now() + offsets[n % offsets.size()];
+    const WallTime date = std::chrono::floor<std::chrono::seconds>(server_now);
+    res.set_header("Date", format_imf_fixdate(date));
+    if (limit) {
+      res.status = 503;
+      res.set_header("Retry-After", format_imf_fixdate(date + 3s));
+      std::lock_guard lock(mu);
+      true_wait = date + 3s - server_now;
+      *date_alone = std::max(date + 3s - date, date + 3s - clock.wall_now());
+      return;
+    }
+    res.set_content("ok", "text/plain");
+  });
+  ClientConfig c = fast_config();
+  c.mono = &clock.monotonic();
+  c.wall = &clock.wall();
+  c.max_attempts = 1;  // report the plan, do not wait for it
+  Client client(c);
+  Request r;
+  r.url = server.url("/t");
+  for (int i = 0; i < 41; ++i) {
+    EXPECT_EQ(client.fetch(r).kind, OutcomeKind::kDone);
+    clock.advance(290ms);
+  }
+  limit = true;
+  const RequestOutcome out = client.fetch(r);
+  EXPECT_EQ(out.kind, OutcomeKind::kExhausted) << out.reason;
+  std::lock_guard lock(mu);
+  if (out.attempts.size() != 1 || !out.attempts[0].plan.server_hint) return {Duration::zero(), true_wait};
+  return {*out.attempts[0].plan.server_hint, true_wait};
+}
+
+TEST(Client, ASingleServersLearnedClockTightensADateWait) {
+  Duration date_alone{};
+  const auto [hint, truth] = learned_date_wait({-400ms}, &date_alone);
+  EXPECT_GE(hint, truth);
+  EXPECT_LE(hint, truth + 20ms);
+  EXPECT_GT(date_alone - hint, 250ms);  // what the Date alone would have cost
+}
+
+TEST(Client, TwoServersBehindOneOriginNeverMakeADateWaitEarly) {
+  // Our clock and one 0.4 s behind it, in turn; the 503 comes from the slower one.
+  Duration date_alone{};
+  const auto [hint, truth] = learned_date_wait({0ms, -400ms}, &date_alone);
+  EXPECT_GE(hint, truth);
+  EXPECT_EQ(hint, date_alone);  // the origin's floor is no longer used
+}
+
 }  // namespace
 }  // namespace abide
