@@ -12,7 +12,9 @@
 //   the key for every worker until it ends. Its length is the answer's
 //   permitted time, permitted_wait() (signals.h), the same the planner waits
 //   for: a reset that counts to a full refill does not hold the key for the
-//   whole refill, and a quota with room left and such a reset is spread over it. Reservations made before it are
+//   whole refill. With room left r of l, such a reset t is not the window's
+//   end either: r is spread over the time r more units come back,
+//   t x r / (l - r) (at most t), after which a probe learns the quota afresh. Reservations made before it are
 //   void. Released workers are spread (PacingRules::cooldown_spread) so they do
 //   not all start in the same millisecond.
 // - Remaining r with reset t: `smooth` pacing (default) spaces sends so r lasts
