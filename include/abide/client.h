@@ -9,15 +9,19 @@
 //   done               a final response (2xx, or 1xx/3xx)
 //   deferred           permitted again only after the longest acceptable wait
 //   deadline_exceeded  permitted again only after the request's deadline
-//   not_retryable      must not be repeated automatically (status, method; or
-//                      ambiguous: a non-idempotent request may have been applied)
+//   not_retryable      must not be repeated automatically (status, method, the
+//                      server's own "do not retry"; or ambiguous: a
+//                      non-idempotent request may have been applied)
 //   exhausted          no attempts (or retry budget) left
 //   cancelled          the stop token was triggered
 //
 // Every request ends with exactly one outcome, which carries every attempt and
 // the decision taken after it. A batch runs on a pool of workers, each with its
-// own connection (reused from request to request), all sharing one pacer. The
-// library prints nothing: an event hook reports what happens.
+// own connection (reused from request to request), all sharing one pacer. Each
+// origin's server clock is learned from the Dates it sends (ServerClock, given
+// each request's send time), so date-form hints need not cost up to a second;
+// an origin whose Dates show several clocks is read by each answer's own Date.
+// The library prints nothing: an event hook reports what happens.
 #pragma once
 
 #include <cstddef>
