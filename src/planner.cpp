@@ -10,13 +10,6 @@ namespace {
 
 constexpr Duration kZero = Duration::zero();
 
-// a - b, saturating instead of overflowing.
-Duration sat_sub(Duration a, Duration b) noexcept {
-  std::int64_t r = 0;
-  if (__builtin_sub_overflow(a.count(), b.count(), &r)) return b.count() < 0 ? Duration::max() : Duration::min();
-  return Duration{r};
-}
-
 Duration non_negative(Duration d) noexcept { return d < kZero ? kZero : d; }
 
 bool ascii_iequals(std::string_view a, std::string_view b) noexcept {
@@ -164,7 +157,7 @@ Plan Planner::decide(const PlanInput& in, RandomSource& rng) const noexcept {
   const Signals* s = in.outcome.signals;
   const WallTime wall = s ? s->received_wall : in.outcome.transport.at_wall;
   const MonoTime mono = s ? s->received_mono : in.outcome.transport.at_mono;
-  if (in.deadline) p.time_left = sat_sub(in.deadline->time_since_epoch(), mono.time_since_epoch());
+  if (in.deadline) p.time_left = saturating_sub(in.deadline->time_since_epoch(), mono.time_since_epoch());
 
   const bool idempotent_request = !in.declared_non_idempotent && idempotent(in.method);
   bool may_repeat = idempotent_request || in.idempotency_key;
@@ -247,7 +240,7 @@ Plan Planner::decide(const PlanInput& in, RandomSource& rng) const noexcept {
   // Retry: jitter on top, cut (never below zero) so the retry ends by the deadline.
   Duration jitter = draw.jitter;
   if (in.deadline) {
-    const Duration room = sat_sub(in.deadline->time_since_epoch(), p.not_before_mono->time_since_epoch());
+    const Duration room = saturating_sub(in.deadline->time_since_epoch(), p.not_before_mono->time_since_epoch());
     if (jitter > room) {
       jitter = non_negative(room);
       p.notes.add(PlanNote::kJitterShortened);

@@ -75,7 +75,8 @@ void read_date(const std::string* date, WallTime received, Signals& s) {
     s.warnings.push_back("Date " + shown(*date) + " accepted with deviations: " + to_string(parsed->deviations));
   }
   s.server_date = parsed->time;
-  s.clock_skew = parsed->time - received;
+  // saturating: a Date in year 1 is valid syntax
+  s.clock_skew = saturating_sub(parsed->time.time_since_epoch(), received.time_since_epoch());
 }
 
 void read_retry_after(const HeaderList& headers, WallTime received, std::optional<WallTime> server_now,
@@ -193,7 +194,7 @@ Seen classify(const HeaderList& headers) noexcept {
   seen.retry_after = headers.has(FieldKind::kRetryAfter);
   seen.ietf = headers.has(FieldKind::kRateLimit) || headers.has(FieldKind::kRateLimitPolicy) ||
               headers.has(FieldKind::kRateLimitLimit) || headers.has(FieldKind::kRateLimitRemaining) ||
-              headers.has(FieldKind::kRateLimitReset);
+              headers.has(FieldKind::kRateLimitReset) || headers.has(FieldKind::kRateLimitPartition);
   seen.vendor_like = headers.has(FieldKind::kVendorQuota);
   return seen;
 }
@@ -307,13 +308,6 @@ Signals observe(int status, const HeaderList& headers, WallTime received_wall, M
 
 namespace {
 
-// a - b, saturating instead of overflowing.
-Duration sat_sub(Duration a, Duration b) noexcept {
-  Duration::rep r = 0;
-  if (__builtin_sub_overflow(a.count(), b.count(), &r)) return b.count() < 0 ? Duration::max() : Duration::min();
-  return Duration{r};
-}
-
 Duration non_negative(Duration d) noexcept { return d < Duration::zero() ? Duration::zero() : d; }
 
 // The wait a full-refill reset bounds when the server gave no retry delay: the
@@ -339,12 +333,12 @@ PermittedWait permitted_wait(const Signals& s, bool use_low_confidence) noexcept
     Duration w = non_negative(h.wait);
     if (h.kind == RetryHint::Kind::kDate && h.date) {
       // Rule 3, once, for everyone: a hand-built or skewed hint cannot be early.
-      const Duration from_local = sat_sub(h.date->time_since_epoch(), s.received_wall.time_since_epoch());
+      const Duration from_local = saturating_sub(h.date->time_since_epoch(), s.received_wall.time_since_epoch());
       w = std::max(w, from_local);
       if (s.server_date) {
         const WallTime server_now =
             s.server_time_floor ? server_time_at_receipt(*s.server_date, *s.server_time_floor) : *s.server_date;
-        const Duration from_server = sat_sub(h.date->time_since_epoch(), server_now.time_since_epoch());
+        const Duration from_server = saturating_sub(h.date->time_since_epoch(), server_now.time_since_epoch());
         if (from_server > non_negative(from_local) && from_server > Duration::zero()) p.skew_lengthened = true;
         w = std::max(w, from_server);
       }

@@ -10,6 +10,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
+TEST(Saturating, SubClampsAtTheEnds) {
+  EXPECT_EQ(saturating_sub(Duration::min(), 1s), Duration::min());
+  EXPECT_EQ(saturating_sub(Duration::max(), -1s), Duration::max());
+  EXPECT_EQ(saturating_sub(Duration{0}, Duration::min()), Duration::max());
+  EXPECT_EQ(saturating_sub(Duration{5}, Duration{7}), Duration{-2});
+}
+
 TEST(Saturating, AddClampsAtTheEnds) {
   EXPECT_EQ(saturating_add(Duration::max(), 1s), Duration::max());
   EXPECT_EQ(saturating_add(Duration::min(), -1s), Duration::min());

@@ -52,6 +52,22 @@ TEST_F(ObserveTest, KeepsStatusAndReceiveTimes) {
   EXPECT_EQ(s.most_restrictive(), nullptr);
 }
 
+TEST_F(ObserveTest, ADateAtTheEndOfTheCalendarGivesASaturatedSkew) {
+  // Valid syntax; the skew against 2026 does not fit a nanosecond count.
+  const auto s = see(200, {{"date", "Mon, 01 Jan 0001 00:00:00 GMT"}});
+  if (s.server_date) {
+    ASSERT_TRUE(s.clock_skew);
+    EXPECT_LT(*s.clock_skew, Duration::zero());
+  }
+}
+
+TEST_F(ObserveTest, AMalformedPartitionAloneIsWarnedAbout) {
+  // RateLimit-Partition is a draft field: read (and warned about) even when it is the only one.
+  const auto s = see(200, {{"ratelimit-partition", "\"a\";;"}});
+  EXPECT_TRUE(s.uninterpreted.empty());
+  EXPECT_TRUE(warned(s, "ratelimit-partition ignored")) << (s.warnings.empty() ? "" : s.warnings.front());
+}
+
 TEST_F(ObserveTest, RetryAfterDelay) {
   const auto s = see(429, {{"retry-after", "120"}});
   ASSERT_TRUE(s.retry_after);

@@ -35,6 +35,15 @@ constexpr Duration saturating_add(Duration a, Duration b) noexcept {
   return Duration{x + y};
 }
 
+// a - b, saturating at kMaxDuration / Duration::min() instead of overflowing.
+constexpr Duration saturating_sub(Duration a, Duration b) noexcept {
+  const auto x = a.count();
+  const auto y = b.count();
+  if (y < 0 && x > Duration::max().count() + y) return Duration::max();
+  if (y > 0 && x < Duration::min().count() + y) return Duration::min();
+  return Duration{x - y};
+}
+
 // t + d for any time point, saturating at the time point's range.
 template <class Clock>
 constexpr std::chrono::time_point<Clock, Duration> saturating_add(
