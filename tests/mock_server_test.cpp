@@ -205,6 +205,139 @@ TEST(MockLimiter, OpenaiFieldsWithGoDurations) {
   EXPECT_FALSE(get(l).premature);
 }
 
+// The openai style is a bucket of `limit` requests refilled over `window`, not
+// a fixed window: requests come back one at a time, and never beyond the limit.
+TEST(MockLimiter, OpenaiBucketRefillsContinuouslyUpToItsLimit) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kOpenai, 4, 2s), clock.wall());  // one request back every 500 ms
+  const std::vector<std::string> remaining{"3", "2", "1", "0"};
+  const std::vector<std::string> reset{"500ms", "1s", "1.5s", "2s"};  // to a full bucket
+  for (std::size_t i = 0; i < 4; ++i) {
+    const Answer a = get(l);
+    EXPECT_EQ(a.status, 200) << i;
+    EXPECT_EQ(header(a, "x-ratelimit-remaining-requests"), remaining[i]) << i;
+    EXPECT_EQ(header(a, "x-ratelimit-reset-requests"), reset[i]) << i;
+    EXPECT_FALSE(header(a, "retry-after-ms")) << i;
+  }
+  EXPECT_EQ(header(get(l), "retry-after-ms"), "500");
+  clock.advance(500ms - 1ns);  // 1 ns short of one request back (another client: c waits as told)
+  EXPECT_EQ(get(l, "probe").status, 429);
+  clock.advance(1ns);
+  const Answer one = get(l);
+  EXPECT_EQ(one.status, 200);
+  EXPECT_EQ(one.window, 0);  // still the first accounting window: refilled, not reset
+  EXPECT_EQ(header(one, "x-ratelimit-remaining-requests"), "0");
+  EXPECT_EQ(header(one, "x-ratelimit-reset-requests"), "2s");
+  clock.advance(1500ms);  // three back
+  const Answer after = get(l);
+  EXPECT_EQ(after.status, 200);
+  EXPECT_EQ(header(after, "x-ratelimit-remaining-requests"), "2");
+  EXPECT_EQ(header(after, "x-ratelimit-reset-requests"), "1s");
+  clock.advance(1h);  // full, and no fuller
+  const Answer idle = get(l);
+  EXPECT_EQ(header(idle, "x-ratelimit-remaining-requests"), "3");
+  EXPECT_EQ(header(idle, "x-ratelimit-reset-requests"), "500ms");
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(get(l).status, 200);
+  EXPECT_EQ(get(l).status, 429);
+  const Counts t = l.totals();
+  EXPECT_EQ(t.accepted, 10u);
+  EXPECT_EQ(t.limited, 3u);
+  EXPECT_EQ(t.premature, 0u);  // every request waited for its retry-after-ms
+}
+
+// retry-after-ms is the time until one whole request is back, rounded up to a
+// whole millisecond; the refill itself is exact (here 333.333... ms each).
+TEST(MockLimiter, OpenaiRetryAfterMsRoundsUpTheTimeToOneRequest) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kOpenai, 3, 1s), clock.wall());
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(get(l).status, 200);
+  const Answer limited = get(l);
+  EXPECT_EQ(limited.status, 429);
+  EXPECT_EQ(header_names(limited),
+            (std::vector<std::string>{"Date", "x-ratelimit-limit-requests", "x-ratelimit-remaining-requests",
+                                      "x-ratelimit-reset-requests", "retry-after-ms"}));
+  EXPECT_EQ(header(limited, "x-ratelimit-limit-requests"), "3");
+  EXPECT_EQ(header(limited, "x-ratelimit-remaining-requests"), "0");
+  EXPECT_EQ(header(limited, "x-ratelimit-reset-requests"), "1s");
+  EXPECT_EQ(header(limited, "retry-after-ms"), "334");  // 333.33 ms, up
+  EXPECT_FALSE(header(limited, "Retry-After"));
+  EXPECT_NE(limited.body.find("rate_limited"), std::string::npos);
+  // One request is back after 1/3 s exactly, to the nanosecond (rounded up).
+  clock.set_wall(kT0 + 333'333'333ns);
+  const Answer still = get(l, "other");
+  EXPECT_EQ(still.status, 429);
+  EXPECT_EQ(header(still, "retry-after-ms"), "1");  // 1 ns short: a whole ms stated
+  EXPECT_EQ(header(still, "x-ratelimit-reset-requests"), "667ms");
+  clock.set_wall(kT0 + 333'333'334ns);
+  EXPECT_EQ(get(l, "other2").status, 200);
+}
+
+// What the openai style sends is read by abide's openai profile as the wait it
+// states: retry-after-ms decides, not the full-refill reset.
+TEST(MockLimiter, OpenaiIsReadByAbideAsItsRetryAfterMs) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kOpenai, 2, 10s), clock.wall());
+  get(l);
+  get(l);
+  clock.advance(1250ms + 500us);
+  const Answer limited = get(l);
+  ASSERT_EQ(header(limited, "retry-after-ms"), "3750");  // 3.7495 s until one is back, up
+  ASSERT_EQ(header(limited, "x-ratelimit-reset-requests"), "8.75s");
+  abide::HeaderList h;
+  for (const auto& [n, v] : limited.headers) h.add(n, v);
+  ObserveOptions oo;
+  oo.profile = "openai";
+  const Signals s = observe(limited.status, h, clock.wall_now(), MonoTime{}, oo);
+  EXPECT_TRUE(s.warnings.empty());
+  EXPECT_TRUE(s.uninterpreted.empty());
+  const PermittedWait w = permitted_wait(s);
+  ASSERT_TRUE(w.wait);
+  EXPECT_EQ(*w.wait, 3750ms);
+}
+
+// The premature judgement for openai: the 429's retry-after-ms, counted from
+// the decision time; the bucket may have a request back a little before it (the
+// ms rounding), and a client that takes it is still premature.
+TEST(MockLimiter, OpenaiPrematureIsEarlierThanRetryAfterMs) {
+  ManualClock clock(kT0);
+  LimiterOptions o = options(Style::kOpenai, 2, 1s);
+  o.grace = 0ms;
+  Limiter l(o, clock.wall());
+  get(l);
+  get(l);
+  clock.advance(250ms + 500us);
+  const Answer limited = get(l);
+  ASSERT_EQ(header(limited, "retry-after-ms"), "250");  // 249.5 ms, up
+  ASSERT_EQ(header(limited, "x-ratelimit-reset-requests"), "750ms");
+  clock.advance(250ms - 1ns);
+  const Answer early = get(l);
+  EXPECT_TRUE(early.premature);
+  EXPECT_EQ(early.status, 200);  // a request was back, but the client was told 250 ms
+  clock.advance(1ns);
+  const Answer on_time = get(l);
+  EXPECT_FALSE(on_time.premature);
+  EXPECT_EQ(on_time.status, 429);  // the early one took it
+  EXPECT_EQ(l.totals().premature, 1u);
+  // Not the full refill: a client that waited only for retry-after-ms is on time.
+  clock.advance(std::chrono::milliseconds{std::stoi(*header(on_time, "retry-after-ms"))});
+  EXPECT_FALSE(get(l).premature);
+  EXPECT_EQ(l.totals().premature, 1u);
+}
+
+// POST /__reset fills the bucket again.
+TEST(MockLimiter, OpenaiResetRefillsTheBucket) {
+  ManualClock clock(kT0);
+  Limiter l(options(Style::kOpenai, 2, 60s), clock.wall());
+  get(l);
+  get(l);
+  EXPECT_EQ(get(l).status, 429);
+  l.reset();
+  const Answer a = get(l);
+  EXPECT_EQ(a.status, 200);
+  EXPECT_EQ(header(a, "x-ratelimit-remaining-requests"), "1");
+  EXPECT_EQ(header(a, "x-ratelimit-reset-requests"), "30s");
+}
+
 TEST(MockLimiter, RetryAfterSecondsOnlyOnTheLimitedAnswer) {
   ManualClock clock(kT0);
   Limiter l(options(Style::kRetryAfterSeconds, 1, 2s), clock.wall());
@@ -681,7 +814,7 @@ TEST(MockServerCli, EveryStyleSendsItsFieldsAndItsWaitSignal) {
        {"Retry-After"}},
       {"github", "403", {"x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-used", "x-ratelimit-reset"}, {}},
       {"openai", "429", {"x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"},
-       {}},
+       {"retry-after-ms"}},
       {"retry-after-seconds", "429", {}, {"Retry-After"}},
       {"retry-after-date", "429", {}, {"Retry-After"}},
       {"malformed", "429", {"RateLimit"}, {"Retry-After"}},

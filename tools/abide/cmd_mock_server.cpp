@@ -42,8 +42,10 @@ struct MockOptions {
 constexpr const char* kFooter = R"(Windows: fixed; LIMIT requests are accepted per WINDOW, shared by all clients
 (one quota, like one API key); limited and failed requests use none. Windows
 start at the first API request after start or POST /__reset (--align first), or
-at Unix-time multiples of WINDOW (--align epoch). Every stated wait is rounded
-up (whole seconds, or ms for openai), never down.
+at Unix-time multiples of WINDOW (--align epoch). The openai style instead
+refills: a bucket of LIMIT requests, one back every WINDOW/LIMIT, starting full
+(its windows only group the counts). Every stated wait is rounded up (whole
+seconds, or ms for openai), never down.
 
 Styles (fields on every answer; what the limited answer adds):
   draft11              RateLimit-Policy: "default";q=N;w=W  RateLimit: "default";r=R;t=T
@@ -52,8 +54,10 @@ Styles (fields on every answer; what the limited answer adds):
                        + Retry-After: T
   github               x-ratelimit-limit, -remaining, -used, -reset (Unix epoch), -resource
                        (remaining 0 is the wait signal; use --limited-status 403 or 429)
-  openai               x-ratelimit-limit-requests, -remaining-requests,
-                       -reset-requests (Go duration, e.g. 1.25s)
+  openai               x-ratelimit-limit-requests, -remaining-requests (whole requests
+                       in the bucket), -reset-requests (Go duration, e.g. 1.25s:
+                       until the bucket is full again, not the next request)
+                       + retry-after-ms: until one request is back (no Retry-After)
   retry-after-seconds  + Retry-After: T
   retry-after-date     + Retry-After: IMF-fixdate of the window's end
   draft12              RateLimit-Policy: "default";q=N;w=W  RateLimit: "default";a=R;w=T;c=C
@@ -68,7 +72,7 @@ Clients: the X-Client-Id header, else the peer address.
 
 Premature request: every limited answer states an earliest permitted time P
 (its wait signal: decision time + T, the date, the epoch reset, decision time +
-the duration; for malformed, its RateLimit t; for draft12, its RateLimit w;
+retry-after-ms for openai; for malformed, its RateLimit t; for draft12, its RateLimit w;
 none states nothing and has no P) and leaves at a time S. A request from a client arriving at A is judged by the
 most recent limited answer that client must already have had: the latest one
 sent to it at least GRACE before A (younger ones may still be in flight), or,

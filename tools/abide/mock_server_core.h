@@ -1,5 +1,5 @@
 // The logic of `abide mock-server`, without HTTP: header styles, fixed-window
-// quota, per-client accounting (accepted, limited, failed, premature), the
+// quota (a refilling bucket for openai), per-client accounting (accepted, limited, failed, premature), the
 // optional request record, and the /__stats JSON. Header-only so that a test
 // can drive it with a manual clock; mock_server.h puts it behind cpp-httplib.
 //
@@ -15,6 +15,14 @@
 // multiples of `window` in Unix time (Align::kEpoch). Only accepted requests
 // use quota, so a client that obeys the headers reaches exactly `limit` per
 // `window` in the long run.
+//
+// The openai style alone is not a fixed window: it models OpenAI's limit, a
+// token bucket of `limit` requests that refills continuously over `window`
+// (one request every window/limit). It starts full, an accepted request takes
+// one, and a request is limited when less than one whole request is left. Its
+// reset-requests is the time until the bucket is full again, as OpenAI
+// documents it, not the time to the next permitted request; that one is the
+// 429's retry-after-ms. The fixed windows still index its accounting.
 //
 // Premature requests (the number this server exists to count). Every limited
 // answer states an earliest permitted time P (its wait signal, below) and
@@ -35,7 +43,8 @@
 //   malformed: the same, from its valid RateLimit field (the garbage
 //     Retry-After tells nothing, and a client must fall back, not retry now);
 //   retry-after-date: the IMF-fixdate sent; github: x-ratelimit-reset (epoch);
-//   openai: S' + x-ratelimit-reset-requests (a Go duration, whole ms);
+//   openai: S' + retry-after-ms (the time until one whole request is back
+//     in the bucket, in whole ms), not its reset-requests (a full refill);
 //   none: no signal, so nothing is ever premature.
 // Every stated wait is rounded up (whole seconds or ms), never down, so a
 // client that obeys it always arrives at or after the real window end.
@@ -71,7 +80,8 @@ enum class Style : std::uint8_t {
   kDraft11,            // RateLimit-Policy / RateLimit, IETF draft -08 to -11; Retry-After on limit
   kDraftLegacy,        // RateLimit-Limit/-Remaining/-Reset + RateLimit-Policy (ietf-06); Retry-After
   kGithub,             // x-ratelimit-limit/-remaining/-used/-reset (epoch)/-resource
-  kOpenai,             // x-ratelimit-{limit,remaining,reset}-requests, reset a Go duration
+  kOpenai,             // x-ratelimit-{limit,remaining,reset}-requests (reset: to a full refill, a Go
+                       // duration) over a refilling bucket; retry-after-ms on limit
   kRetryAfterSeconds,  // only Retry-After: delay-seconds, on the limited answer
   kRetryAfterDate,     // only Retry-After: IMF-fixdate, on the limited answer
   kMalformed,          // draft11 fields, and a garbage Retry-After on the limited answer
@@ -277,9 +287,11 @@ class WindowHistory {
   std::uint64_t dropped_ = 0;
 };
 
-// The fixed-window limiter and its accounting. Thread-safe: every public
+// The limiter (fixed windows; a refilling bucket for openai) and its accounting. Thread-safe: every public
 // member takes one mutex, so a server's threads can share one Limiter.
 class Limiter {
+  __extension__ using Wide = __int128;
+
  public:
   static constexpr std::size_t kMaxClients = 1024;             // later ones share "(other)"
   static constexpr std::size_t kMaxClientWindows = 1024;       // per client
@@ -331,7 +343,7 @@ class Limiter {
     if (fail) {
       a.outcome = Outcome::kFailed;
       a.status = 503;
-    } else if (used_ < opts_.limit) {
+    } else if (opts_.style == Style::kOpenai ? bucket_take(now) : used_ < opts_.limit) {
       ++used_;
       a.outcome = Outcome::kAccepted;
       a.status = 200;
@@ -340,7 +352,15 @@ class Limiter {
       a.status = opts_.limited_status;
     }
 
-    const Context ctx{now, window_end, opts_.limit - used_, used_};
+    Context ctx{now, window_end, 0, used_};
+    if (opts_.style == Style::kOpenai) {
+      bucket_refill(now);  // after a take, a no-op; a failed answer skipped the take
+      ctx.remaining = bucket_available();
+      ctx.until_full = bucket_until_full();
+      ctx.until_next = bucket_until_next();
+    } else {
+      ctx.remaining = opts_.limit - used_;
+    }
     a.headers.emplace_back("Date", format_imf_fixdate(now));
     quota_headers(ctx, a.outcome == Outcome::kAccepted, a.headers);
     if (a.outcome == Outcome::kLimited) {
@@ -365,6 +385,8 @@ class Limiter {
     anchor_.reset();
     window_ = -1;
     used_ = 0;
+    debt_ = 0;
+    debt_at_ = now;
     totals_ = {};
     windows_ = WindowHistory{kMaxWindows};
     clients_.clear();
@@ -443,6 +465,9 @@ class Limiter {
     WallTime window_end;
     std::uint32_t remaining;  // after this request
     std::uint32_t used;       // accepted in this window, this request included
+    // The openai style's bucket, after this request:
+    Duration until_full{};    // until it is full again
+    Duration until_next{};    // until one whole request is in it (0 when one is)
   };
 
   WallTime advance_time() {
@@ -499,6 +524,41 @@ class Limiter {
     }
   }
 
+  // The openai style's token bucket, kept exact in integers: debt_ is the time
+  // until the bucket is full, in units of 1/limit ns, so that one request
+  // costs exactly window-in-ns of them whatever limit and window are (128
+  // bits: window x limit reaches 1e23). Capacity: limit requests, that is
+  // window x limit units.
+  Wide window_ns() const { return static_cast<Wide>(opts_.window.count()); }
+  Wide capacity() const { return window_ns() * opts_.limit; }
+
+  void bucket_refill(WallTime now) {
+    const Wide refilled = static_cast<Wide>((now - debt_at_).count()) * opts_.limit;  // time never goes back
+    debt_ = refilled >= debt_ ? 0 : debt_ - refilled;
+    debt_at_ = now;
+  }
+
+  // Takes one request if a whole one is there.
+  bool bucket_take(WallTime now) {
+    bucket_refill(now);
+    if (debt_ > capacity() - window_ns()) return false;
+    debt_ += window_ns();
+    return true;
+  }
+
+  std::uint32_t bucket_available() const {
+    return static_cast<std::uint32_t>((capacity() - debt_) / window_ns());
+  }
+
+  // units / limit as a Duration, rounded up to the ns (never states a refill earlier than it is).
+  Duration bucket_time(Wide units) const {
+    if (units <= 0) return Duration::zero();
+    const Wide limit = opts_.limit;
+    return Duration{static_cast<Duration::rep>((units + limit - 1) / limit)};  // <= window
+  }
+  Duration bucket_until_full() const { return bucket_time(debt_); }
+  Duration bucket_until_next() const { return bucket_time(debt_ - (capacity() - window_ns())); }
+
   std::int64_t whole_window_seconds() const {
     return std::max<std::int64_t>(1, ceil_seconds(opts_.window));
   }
@@ -551,7 +611,7 @@ class Limiter {
       case Style::kOpenai:
         h.emplace_back("x-ratelimit-limit-requests", std::to_string(opts_.limit));
         h.emplace_back("x-ratelimit-remaining-requests", std::to_string(ctx.remaining));
-        h.emplace_back("x-ratelimit-reset-requests", go_duration(ctx.window_end - ctx.now));
+        h.emplace_back("x-ratelimit-reset-requests", go_duration(ctx.until_full));
         break;
       case Style::kRetryAfterSeconds:
       case Style::kRetryAfterDate:
@@ -583,8 +643,14 @@ class Limiter {
         return after_t;  // its RateLimit w, already sent with a=0
       case Style::kGithub:
         return reset_instant;  // x-ratelimit-reset, already sent with remaining 0
-      case Style::kOpenai:
-        return ctx.now + std::chrono::ceil<std::chrono::milliseconds>(ctx.window_end - ctx.now);
+      case Style::kOpenai: {
+        // Only retry-after-ms: OpenAI's SDKs read it first, and a whole-second
+        // Retry-After beside it would be the longer wait, so a client would never
+        // show whether it reads retry-after-ms.
+        const auto ms = std::chrono::ceil<std::chrono::milliseconds>(ctx.until_next);
+        h.emplace_back("retry-after-ms", std::to_string(ms.count()));
+        return ctx.now + ms;
+      }
       case Style::kNone:
         return std::nullopt;
     }
@@ -646,6 +712,8 @@ class Limiter {
   std::optional<WallTime> anchor_;
   std::int64_t window_ = -1;
   std::uint32_t used_ = 0;
+  Wide debt_ = 0;          // the openai style's bucket (see bucket_refill); starts full
+  WallTime debt_at_{};
   Counts totals_;
   WindowHistory windows_{kMaxWindows};
   std::map<std::string, Client, std::less<>> clients_;
