@@ -451,8 +451,10 @@ bool wait_for_stderr(BackgroundProcess& p, const std::string& text, std::chrono:
 }
 
 // Polls the mock server until it accepted `n` requests; bounded.
+// Up to 30 s: it returns as soon as the count is reached, and a machine running
+// the sanitizer builds side by side can take seconds to start a fetch.
 bool wait_for_accepted(const Mock& mock, int n) {
-  for (int i = 0; i < 400; ++i) {
+  for (int i = 0; i < 1200; ++i) {
     const json s = mock.stats();
     if (s.is_object() && s["totals"]["accepted"].get<int>() >= n) return true;
     std::this_thread::sleep_for(25ms);
