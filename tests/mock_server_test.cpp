@@ -1001,8 +1001,17 @@ TEST(MockServerCli, ConcurrentClientsAreCountedExactly) {
   m.stop_cleanly();
   std::ifstream in(record);
   int lines = 0, accepted = 0;
-  for (std::string line; std::getline(in, line); ++lines)
-    if (json::parse(line)["status"] == 200) ++accepted;
+  for (std::string line; std::getline(in, line); ++lines) {
+    const json r = json::parse(line);
+    if (r["status"] == 200) ++accepted;
+    // A limited answer's record states its permitted time P (after the answer); others have none.
+    if (r["outcome"] == "limited") {
+      ASSERT_TRUE(r.contains("permitted")) << line;
+      EXPECT_GT(r["permitted"].get<double>(), r["t"].get<double>()) << line;
+    } else {
+      EXPECT_FALSE(r.contains("permitted")) << line;
+    }
+  }
   EXPECT_EQ(lines, kThreads * kEach);
   EXPECT_EQ(accepted, 100);
   std::filesystem::remove(record);

@@ -175,16 +175,7 @@ def read_record(path):
     return out
 
 
-def permitted_time(style, t, window_end):
-    """P of a limited answer sent at t, as the mock server words it (mock_server_core.h)."""
-    if style in ("retry-after-date", "github"):
-        return math.ceil(window_end)
-    if style == "openai":
-        return t + math.ceil((window_end - t) * 1000) / 1000
-    return t + math.ceil(window_end - t - 1e-9)
-
-
-def key_wide_premature(records, style, anchor, window):
+def key_wide_premature(records):
     """Requests sent while a cooldown the client had been told of was running.
 
     The mock server counts per X-Client-Id; peers send one id per worker (a
@@ -206,9 +197,8 @@ def key_wide_premature(records, style, anchor, window):
             i += 1
         if best_p is not None and a < best_p:
             n += 1
-        if r["outcome"] == "limited" and style != "none":
-            end = anchor + window * (r["window"] + 1)
-            told.append((a, permitted_time(style, a, end)))
+        if r["outcome"] == "limited" and "permitted" in r:
+            told.append((a, r["permitted"]))  # P as the mock server stated it
     return n
 
 
@@ -306,7 +296,7 @@ def one_run(args, abide, style, name, rundir):
         "style": style, "client": name, "requests": args.requests, "wall_s": round(wall, 3),
         "ratio": round(wall / quota_time, 3), "server_span_s": round(span, 3), "exit": rc, "timed_out": timed_out,
         "limited": stats["totals"]["limited"], "premature": stats["totals"]["premature"],
-        "premature_key_wide": key_wide_premature(records, style, anchor, args.window),
+        "premature_key_wide": key_wide_premature(records),
         "accepted": stats["totals"]["accepted"], "sent": stats["totals"]["requests"],
         "done": done, "failed": failed, "lost": max(0, args.requests - done - failed),
         "max_per_window": max((w["requests"] for w in stats.get("windows", [])), default=0),
@@ -411,7 +401,7 @@ def fleet_run(args, abide, style, store, rundir, redis):
         "style": style, "store": store, "processes": args.fleet, "jobs": args.jobs, "requests": total,
         "wall_s": round(wall, 3), "ratio": round(wall / (total * args.window / args.limit), 3),
         "timed_out": timed_out, "limited": stats["totals"]["limited"], "premature": stats["totals"]["premature"],
-        "premature_key_wide": key_wide_premature(records, style, anchor, args.window),
+        "premature_key_wide": key_wide_premature(records),
         "done": done, "failed": failed, "lost": max(0, total - done - failed),
         "max_per_window": max((w["requests"] for w in windows), default=0),
         "windows_over_quota": sum(1 for w in windows if w["requests"] > args.limit),

@@ -229,6 +229,7 @@ struct Answer {
   std::int64_t window = 0;  // index of the window it arrived in
   HeaderList headers;       // Date, the style's quota fields, the wait signal
   std::string body;         // small JSON
+  std::optional<WallTime> permitted;  // a limited answer's stated earliest permitted time
 };
 
 // Counters kept for the totals, each client, and each window.
@@ -364,8 +365,8 @@ class Limiter {
     a.headers.emplace_back("Date", format_imf_fixdate(now));
     quota_headers(ctx, a.outcome == Outcome::kAccepted, a.headers);
     if (a.outcome == Outcome::kLimited) {
-      const std::optional<WallTime> permitted = wait_signal(ctx, a.headers);
-      if (permitted) remember_limited(client, req.connection, now, *permitted);
+      a.permitted = wait_signal(ctx, a.headers);
+      if (a.permitted) remember_limited(client, req.connection, now, *a.permitted);
     }
     a.body = body(a, req, id);
 
@@ -689,6 +690,8 @@ class Limiter {
                                 {"outcome", to_string(a.outcome)},
                                 {"premature", a.premature},
                                 {"window", a.window}};
+    // The record carries P itself, so that a reader never re-derives a style's rule.
+    if (a.permitted) line["permitted"] = unix_seconds(*a.permitted);
     *record_ << dump(line) << '\n';
   }
 
