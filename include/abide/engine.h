@@ -1,0 +1,310 @@
+// abide/engine.h: one request to its outcome over any transport (abide::core).
+//
+// The engine drives the chain of DESIGN.md for one request:
+//   Pacer.acquire -> send -> observe (with the origin's ServerClock)
+//   -> Pacer.record -> Planner.decide -> wait -> ...
+// until the request has its outcome. It sends nothing itself: the caller's
+// transport does, and reports what came back.
+//
+// Two forms, one logic:
+// - engine::Machine, a per-request state machine for event loops. next() says
+//   "send now" (with the pacer's permit), "wait until T, because ...", or
+//   "finished"; the caller reports the response head, then the body of a final
+//   answer, or a transport error. It never sleeps or blocks.
+// - Engine::run(), the blocking form: the same state machine over a Transport,
+//   waiting with the injected monotonic clock (cancellable by a stop token).
+// Both give the same outcome, attempts and events for the same transport.
+//
+// The decision is made on the head: the body of a final answer goes to the
+// sink as it arrives (no size cap), the body of an answer that will be retried
+// is dropped.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "abide/backoff.h"
+#include "abide/clock.h"
+#include "abide/headers.h"
+#include "abide/pacer.h"
+#include "abide/planner.h"
+#include "abide/signals.h"
+
+namespace abide {
+
+// The parts of an http(s) URL a transport and the pacer need.
+struct UrlOrigin {
+  std::string scheme;  // "http" or "https", lower case
+  std::string host;    // lower case, without IPv6 brackets
+  std::uint16_t port = 0;  // the explicit port, or the scheme's default
+  std::string origin;  // scheme://host[:port] (port only when not the default; IPv6 in brackets)
+  std::string target;  // the path and query ("/" when empty), without the fragment
+};
+
+// Splits an absolute http:// or https:// URL; nullopt for anything else (no
+// host, userinfo, a bad port, spaces or control characters).
+[[nodiscard]] std::optional<UrlOrigin> parse_origin(std::string_view url);
+
+// The origin of an http(s) URL ("https://api.example.com"), or nullopt.
+[[nodiscard]] std::optional<std::string> origin_of(std::string_view url);
+
+namespace engine {
+
+// One HTTP request and how long it may take.
+struct Request {
+  std::string method = "GET";
+  std::string url;  // http:// or https://
+  HeaderList headers;
+  std::string body;
+  // Sent as the Idempotency-Key header by the transport, the same on every
+  // attempt: with it a POST or PATCH may be repeated (rule 7). A header of that
+  // name in `headers` counts too.
+  std::optional<std::string> idempotency_key;
+  bool non_idempotent = false;          // never repeated, whatever the method
+  std::optional<MonoTime> deadline;     // no send (and no retry) after it
+  std::optional<WallTime> not_before;   // nothing is sent before it (a resumed request)
+  std::string pacer_key;                // empty: the URL's origin
+};
+
+// A response head as received (the body went to the sink).
+struct Response {
+  int status = 0;
+  HeaderList headers;
+  WallTime received_wall{};
+  MonoTime received_mono{};
+};
+
+// One attempt and the decision taken after it.
+struct Attempt {
+  std::int64_t number = 0;  // 1 for the first send
+  WallTime started_wall{};
+  MonoTime started_mono{};
+  Duration paced{};          // time waited for the pacer before it
+  int status = 0;            // 0 when there was no response head
+  std::string error;         // the transport error, when there was no (complete) response
+  bool sent = false;         // the request was (at least partly) sent
+  Plan plan;
+  std::string reason;        // the decision in words
+  std::vector<std::string> warnings;  // the Signals' warnings and the plan's notes
+};
+
+enum class OutcomeKind : std::uint8_t {
+  kDone,
+  kDeferred,
+  kDeadlineExceeded,
+  kNotRetryable,
+  kExhausted,
+  kCancelled,
+};
+
+// "done", "deferred", "deadline_exceeded", "not_retryable", "exhausted", "cancelled".
+std::string_view to_string(OutcomeKind k) noexcept;
+
+// How a request ended.
+struct RequestOutcome {
+  OutcomeKind kind = OutcomeKind::kCancelled;
+  std::string reason;
+  std::optional<Response> response;  // the last response head (the final one when done)
+  std::uint64_t body_bytes = 0;      // bytes of the final answer's body given to the sink
+  std::optional<WallTime> not_before_wall;  // the earliest permitted next attempt, when known
+  std::optional<MonoTime> not_before_mono;
+  bool ambiguous = false;  // may or may not have been applied: reconcile
+  std::vector<Attempt> attempts;
+  Duration waited{};       // pacer and retry waits
+
+  bool done() const noexcept { return kind == OutcomeKind::kDone; }
+};
+
+// What the event hook is told (the same events as abide::Client's).
+struct Event {
+  enum class Kind : std::uint8_t {
+    kWaitStarted, kWaitEnded, kAttemptStarted, kResponseObserved, kTransportError, kDecision, kFinished,
+  };
+  enum class WaitKind : std::uint8_t { kPacer, kRetry, kNotBefore };
+
+  Kind kind = Kind::kAttemptStarted;
+  std::size_t index = 0;
+  const Request* request = nullptr;
+  std::int64_t attempt = 0;
+  MonoTime at{};
+  WaitKind wait_kind = WaitKind::kPacer;
+  Duration wait{};
+  bool cancelled = false;
+  const Response* response = nullptr;
+  const Signals* signals = nullptr;
+  std::string_view error;
+  const Plan* plan = nullptr;
+  std::string_view reason;
+  const RequestOutcome* outcome = nullptr;
+};
+using EventHook = std::function<void(const Event&)>;
+
+// Receives the body of the final answer, chunk by chunk; false stops the
+// transfer (the request then ends not_retryable).
+using BodySink = std::function<bool(std::string_view chunk)>;
+
+// How the engine works. The pacer and the clocks must outlive the engine.
+struct Config {
+  PlannerConfig planner;
+  std::int64_t max_attempts = 5;
+  std::shared_ptr<Pacer> pacer;  // nullptr: a new one over a MemoryStore with these clocks
+  PacerConfig pacer_config;      // for that new pacer
+  std::string profile;           // ObserveOptions: "" by host, "none" for none
+  const ProfileRegistry* registry = nullptr;
+  bool robust = true;
+  bool heuristic = false;
+  const MonotonicClock* mono = nullptr;  // nullptr: the system clocks
+  const WallClock* wall = nullptr;
+  std::shared_ptr<RandomSource> random;  // nullptr: seeded from std::random_device; thread-safe
+  EventHook on_event;
+};
+
+// What next() tells the caller.
+struct Step {
+  enum class Kind : std::uint8_t {
+    kSend,      // send the attempt now, then report head()/body()/complete() or failed()
+    kWait,      // call next() again at `until` (earlier is safe: it asks again)
+    kFinished,  // outcome() is final
+  };
+  Kind kind = Kind::kFinished;
+  std::int64_t attempt = 0;        // kSend: its number
+  bool probe = false;              // kSend: the pacer's probe permit
+  std::optional<MonoTime> deadline;  // kSend: abort the transfer at it
+  MonoTime until{};                // kWait
+  Event::WaitKind wait_kind = Event::WaitKind::kPacer;  // kWait
+  std::string_view reason;         // kWait: why, for people (valid until the next call)
+};
+
+class Engine;
+
+// One request's state machine. Not thread-safe (one caller drives it); many
+// Runs of one Engine may be driven at once.
+class Machine {
+ public:
+  Machine(Engine& engine, const Request& request, BodySink sink = {}, std::size_t index = 0);
+  Machine(const Machine&) = delete;
+  Machine& operator=(const Machine&) = delete;
+
+  // What to do now. After kSend, report the transport's answer before calling
+  // again: next() during a transfer ends it (as complete() after a wanted
+  // head, else as failed() with the request sent).
+  [[nodiscard]] Step next();
+
+  // A final (non-1xx) response head arrived for the attempt sent. Returns
+  // true when its body is wanted (it goes to the sink), false when it is
+  // dropped (the answer will be retried, or ended the request): the transport
+  // may then stop reading it.
+  [[nodiscard]] bool head(int status, HeaderList headers, WallTime received_wall, MonoTime received_mono);
+  // Body bytes after head() returned true. False: stop the transfer.
+  [[nodiscard]] bool body(std::string_view chunk);
+  // The transfer ended cleanly.
+  void complete();
+  // The attempt failed: no response head, or its body broke off. `sent`: the
+  // request was (at least partly) sent.
+  void failed(std::string_view error, bool sent);
+  // Stops the request (any state): it ends cancelled. `sent`: during a
+  // transfer, whether the request was (at least partly) sent.
+  void cancel(bool sent = true);
+
+  const Pacer::Key& pacer_key() const noexcept { return key_; }
+
+  bool finished() const noexcept { return state_ == State::kFinished; }
+  const RequestOutcome& outcome() const noexcept { return out_; }
+  RequestOutcome take_outcome() { return std::move(out_); }
+
+ private:
+  enum class State : std::uint8_t {
+    kStart, kNotBefore, kAcquire, kSending, kBody, kRetryWait, kFinished,
+  };
+  Event event(Event::Kind kind) const;
+  void emit(const Event& e) const;
+  Step finish(OutcomeKind kind, std::string reason);
+  Step wait_step(MonoTime until, Event::WaitKind kind, std::string_view reason);
+  void begin_wait(Event::WaitKind kind, MonoTime until);
+  void end_wait(Event::WaitKind kind, bool cancelled);
+  void emit_error(std::string_view error) const;
+  Step start();
+  Step enter_acquire();
+  Step try_acquire();
+  Step from_permit(const AcquireResult& result);
+  bool decide(const Signals* signals, std::string_view error, bool sent);
+  Step end_here(OutcomeKind kind, std::string reason);
+  void set_not_before(MonoTime mono);
+  void abandon_probe();
+  bool idempotent_request() const;
+  bool has_key() const;
+
+  friend class Engine;
+  Engine& engine_;
+  const Request& req_;
+  bool blocking_ = false;  // Engine::run: wait in Pacer::acquire itself, cancelled by stop_
+  std::stop_token stop_;
+  BodySink sink_;
+  std::size_t index_;
+  State state_ = State::kStart;
+  Pacer::Key key_;
+  ServerClock* server_clock_ = nullptr;
+  std::string host_;
+  std::int64_t attempt_ = 0;
+  bool probe_ = false;          // the permit in use is the pacer's probe
+  MonoTime wait_start_{};       // the current wait (pacer, retry, not-before)
+  MonoTime wait_until_{};
+  std::optional<Duration> previous_backoff_;
+  Attempt current_;
+  std::string pending_reason_;  // the finish reason once the body is in
+  RequestOutcome out_;
+};
+
+// A transport for the blocking form: sends one attempt and reports to `run`
+// (head() then body()/complete(), or failed()). It must honour
+// step.deadline and `stop` (then report failed() with sent as it was).
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual void perform(const Request& request, const Step& step, Machine& run, std::stop_token stop) = 0;
+};
+
+// The engine: the planner, the pacer, the clocks and each origin's ServerClock,
+// shared by every request. Thread-safe.
+class Engine {
+ public:
+  explicit Engine(Config config = {});
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Runs one request to its outcome, blocking (waits cancellable by `stop`).
+  [[nodiscard]] RequestOutcome run(const Request& request, Transport& transport, BodySink sink = {},
+                                   std::stop_token stop = {}, std::size_t index = 0);
+
+  Pacer& pacer() noexcept { return *pacer_; }
+  const Planner& planner() const noexcept { return planner_; }
+  const Config& config() const noexcept { return config_; }
+  const MonotonicClock& mono() const noexcept { return mono_; }
+  const WallClock& wall() const noexcept { return wall_; }
+
+ private:
+  friend class Machine;
+  ServerClock* server_clock(std::string_view origin);
+
+  Config config_;
+  const MonotonicClock& mono_;
+  const WallClock& wall_;
+  Planner planner_;
+  std::shared_ptr<Pacer> pacer_;
+  std::shared_ptr<RandomSource> random_;
+  static constexpr std::size_t kMaxServerClocks = 4096;
+  std::mutex clocks_mu_;
+  std::map<std::string, std::unique_ptr<ServerClock>, std::less<>> clocks_;
+};
+
+}  // namespace engine
+}  // namespace abide

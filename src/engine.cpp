@@ -1,0 +1,621 @@
+// The engine: one request's acquire -> send -> observe -> record -> decide ->
+// wait loop as a state machine (see abide/engine.h).
+#include "abide/engine.h"
+
+#include <algorithm>
+#include <random>
+#include <utility>
+
+namespace abide {
+namespace {
+
+char lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+bool is_tchar(char c) noexcept {
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+  return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+bool valid_method(std::string_view m) noexcept {
+  return !m.empty() && m.size() <= 64 && std::all_of(m.begin(), m.end(), is_tchar);
+}
+
+bool host_char(char c) noexcept {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~' ||
+         c == '%';
+}
+
+bool ipv6_char(char c) noexcept {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == ':' || c == '.';
+}
+
+std::shared_ptr<RandomSource> default_random() {
+  std::random_device rd;
+  const std::uint64_t seed = (std::uint64_t{rd()} << 32) ^ std::uint64_t{rd()};
+  return std::make_shared<SeededRandom>(seed);
+}
+
+// The engine's own pacer counts the quotas its planner counts, so both hold
+// the same permitted time.
+PacerConfig own_pacer_config(const engine::Config& c) {
+  PacerConfig p = c.pacer_config;
+  p.use_low_confidence_quota = p.use_low_confidence_quota || c.planner.use_low_confidence_quota;
+  return p;
+}
+
+// Transport errors are shown to people and may quote a server.
+constexpr std::size_t kMaxErrorText = 256;
+
+}  // namespace
+
+std::optional<UrlOrigin> parse_origin(std::string_view url) {
+  if (url.empty() || url.size() > 65536) return std::nullopt;
+  for (char c : url) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u == 0x7f) return std::nullopt;
+  }
+  UrlOrigin out;
+  const std::size_t colon = url.find("://");
+  if (colon == std::string_view::npos) return std::nullopt;
+  for (char c : url.substr(0, colon)) out.scheme.push_back(lower(c));
+  if (out.scheme != "http" && out.scheme != "https") return std::nullopt;
+  const std::uint16_t default_port = out.scheme == "http" ? 80 : 443;
+  std::string_view rest = url.substr(colon + 3);
+  const std::size_t end = rest.find_first_of("/?#");
+  std::string_view authority = rest.substr(0, end);
+  std::string_view tail = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
+  if (authority.empty() || authority.find('@') != std::string_view::npos) return std::nullopt;
+
+  std::string_view host;
+  std::string_view port_text;
+  bool bracketed = false;
+  if (authority.front() == '[') {
+    const std::size_t close = authority.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    host = authority.substr(1, close - 1);
+    bracketed = true;
+    std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return std::nullopt;
+      port_text = after.substr(1);
+      if (port_text.empty()) return std::nullopt;
+    }
+  } else {
+    const std::size_t c = authority.find(':');
+    host = authority.substr(0, c);
+    if (c != std::string_view::npos) {
+      port_text = authority.substr(c + 1);
+      if (port_text.empty()) return std::nullopt;
+    }
+  }
+  if (host.empty() || host.size() > 253) return std::nullopt;
+  for (char c : host) out.host.push_back(lower(c));
+  if (!std::all_of(out.host.begin(), out.host.end(), bracketed ? ipv6_char : host_char)) return std::nullopt;
+
+  out.port = default_port;
+  if (!port_text.empty()) {
+    if (port_text.size() > 5) return std::nullopt;
+    unsigned value = 0;
+    for (char c : port_text) {
+      if (c < '0' || c > '9') return std::nullopt;
+      value = value * 10 + static_cast<unsigned>(c - '0');
+    }
+    if (value == 0 || value > 65535) return std::nullopt;
+    out.port = static_cast<std::uint16_t>(value);
+  }
+  out.origin = out.scheme + "://" + (bracketed ? "[" + out.host + "]" : out.host);
+  if (!port_text.empty() && out.port != default_port) out.origin += ":" + std::to_string(out.port);
+
+  tail = tail.substr(0, tail.find('#'));
+  if (tail.empty() || tail.front() != '/') out.target = "/";
+  out.target += tail;
+  return out;
+}
+
+std::optional<std::string> origin_of(std::string_view url) {
+  auto parts = parse_origin(url);
+  if (!parts) return std::nullopt;
+  return std::move(parts->origin);
+}
+
+namespace engine {
+
+std::string_view to_string(OutcomeKind k) noexcept {
+  switch (k) {
+    case OutcomeKind::kDone: return "done";
+    case OutcomeKind::kDeferred: return "deferred";
+    case OutcomeKind::kDeadlineExceeded: return "deadline_exceeded";
+    case OutcomeKind::kNotRetryable: return "not_retryable";
+    case OutcomeKind::kExhausted: return "exhausted";
+    case OutcomeKind::kCancelled: return "cancelled";
+  }
+  return "?";
+}
+
+// ---- Engine ----
+
+Engine::Engine(Config config)
+    : config_(std::move(config)),
+      mono_(config_.mono != nullptr ? *config_.mono : system_monotonic_clock()),
+      wall_(config_.wall != nullptr ? *config_.wall : system_wall_clock()),
+      planner_(config_.planner),
+      pacer_(config_.pacer ? config_.pacer : std::make_shared<Pacer>(own_pacer_config(config_), nullptr, mono_, wall_)),
+      random_(config_.random ? config_.random : default_random()) {}
+
+ServerClock* Engine::server_clock(std::string_view origin) {
+  std::lock_guard lock(clocks_mu_);
+  if (auto it = clocks_.find(origin); it != clocks_.end()) return it->second.get();
+  if (clocks_.size() >= kMaxServerClocks) return nullptr;  // beyond it: each answer by its own Date
+  return clocks_.emplace(std::string(origin), std::make_unique<ServerClock>()).first->second.get();
+}
+
+RequestOutcome Engine::run(const Request& request, Transport& transport, BodySink sink, std::stop_token stop,
+                           std::size_t index) {
+  Machine r(*this, request, std::move(sink), index);
+  r.blocking_ = true;
+  r.stop_ = stop;
+  for (;;) {
+    if (stop.stop_requested() && !r.finished()) r.cancel(false);
+    const Step step = r.next();
+    switch (step.kind) {
+      case Step::Kind::kFinished:
+        return r.take_outcome();
+      case Step::Kind::kSend:
+        transport.perform(request, step, r, stop);
+        // A transport that reported nothing failed; one that did not say the
+        // body ended finished it.
+        if (r.state_ == Machine::State::kSending) r.failed("the transport reported no answer", true);
+        if (r.state_ == Machine::State::kBody) r.complete();
+        break;
+      case Step::Kind::kWait:
+        if (step.until > mono_.now() && mono_.sleep_until(step.until, stop) == WaitResult::kCancelled) r.cancel(false);
+        break;
+    }
+  }
+}
+
+// ---- Machine ----
+
+Machine::Machine(Engine& engine, const Request& request, BodySink sink, std::size_t index)
+    : engine_(engine), req_(request), sink_(std::move(sink)), index_(index) {}
+
+Event Machine::event(Event::Kind kind) const {
+  Event e;
+  e.kind = kind;
+  e.index = index_;
+  e.request = &req_;
+  e.attempt = attempt_;
+  e.at = engine_.mono_.now();
+  return e;
+}
+
+void Machine::emit(const Event& e) const {
+  if (!engine_.config_.on_event) return;
+  try {
+    engine_.config_.on_event(e);
+  } catch (...) {  // a hook must not lose a request
+  }
+}
+
+void Machine::emit_error(std::string_view error) const {
+  Event e = event(Event::Kind::kTransportError);
+  e.error = error;
+  emit(e);
+}
+
+Step Machine::finish(OutcomeKind kind, std::string reason) {
+  state_ = State::kFinished;
+  out_.kind = kind;
+  out_.reason = std::move(reason);
+  if (kind == OutcomeKind::kDone) {
+    out_.not_before_mono.reset();
+    out_.not_before_wall.reset();
+  }
+  Event e = event(Event::Kind::kFinished);
+  e.outcome = &out_;
+  emit(e);
+  return Step{};
+}
+
+Step Machine::end_here(OutcomeKind kind, std::string reason) {
+  current_.reason = reason;
+  out_.ambiguous = current_.sent && !idempotent_request();
+  out_.attempts.push_back(std::move(current_));
+  return finish(kind, std::move(reason));
+}
+
+void Machine::set_not_before(MonoTime mono) {
+  out_.not_before_mono = mono;
+  out_.not_before_wall = saturating_add(engine_.wall_.now(), mono - engine_.mono_.now());
+}
+
+Step Machine::wait_step(MonoTime until, Event::WaitKind kind, std::string_view reason) {
+  Step s;
+  s.kind = Step::Kind::kWait;
+  s.until = until;
+  s.wait_kind = kind;
+  s.reason = reason;
+  return s;
+}
+
+void Machine::begin_wait(Event::WaitKind kind, MonoTime until) {
+  wait_start_ = engine_.mono_.now();
+  wait_until_ = until;
+  Event e = event(Event::Kind::kWaitStarted);
+  e.wait_kind = kind;
+  e.wait = until > wait_start_ ? until - wait_start_ : Duration::zero();
+  emit(e);
+}
+
+void Machine::end_wait(Event::WaitKind kind, bool cancelled) {
+  const MonoTime end = engine_.mono_.now();
+  const Duration took = end > wait_start_ ? end - wait_start_ : Duration::zero();
+  out_.waited += took;
+  Event e = event(Event::Kind::kWaitEnded);
+  e.wait_kind = kind;
+  e.wait = took;
+  e.cancelled = cancelled;
+  emit(e);
+}
+
+bool Machine::idempotent_request() const { return !req_.non_idempotent && engine_.planner_.idempotent(req_.method); }
+
+bool Machine::has_key() const {
+  return (req_.idempotency_key && !req_.idempotency_key->empty()) || req_.headers.count("Idempotency-Key") > 0;
+}
+
+void Machine::abandon_probe() {
+  if (probe_) engine_.pacer_->abandon_probe(key_);
+  probe_ = false;
+}
+
+Step Machine::start() {
+  auto url = parse_origin(req_.url);
+  if (!url) return finish(OutcomeKind::kNotRetryable, "invalid URL \"" + printable(req_.url, 128) + "\"");
+  if (!valid_method(req_.method))
+    return finish(OutcomeKind::kNotRetryable, "invalid method \"" + printable(req_.method, 64) + "\"");
+  Pacer& pacer = *engine_.pacer_;
+  key_ = pacer.key(req_.pacer_key.empty() ? abide::pacer_key(url->origin) : std::string_view(req_.pacer_key));
+  host_ = url->host;
+  server_clock_ = engine_.server_clock(url->origin);
+
+  // A permitted time carried over from an earlier run (a resumed request).
+  const WallTime now = engine_.wall_.now();
+  if (req_.not_before && *req_.not_before > now) {
+    const Duration left = *req_.not_before - now;
+    const MonoTime until = saturating_add(engine_.mono_.now(), left);
+    if (req_.deadline && until > *req_.deadline) {
+      set_not_before(until);
+      return finish(OutcomeKind::kDeadlineExceeded, "the request's permitted time is after its deadline");
+    }
+    if (left > engine_.planner_.config().max_wait) {
+      set_not_before(until);
+      return finish(OutcomeKind::kDeferred, "the request's permitted time is beyond the maximum acceptable wait");
+    }
+    begin_wait(Event::WaitKind::kNotBefore, until);
+    state_ = State::kNotBefore;
+    return wait_step(until, Event::WaitKind::kNotBefore, "the request's permitted time");
+  }
+  return enter_acquire();
+}
+
+Step Machine::enter_acquire() {
+  state_ = State::kAcquire;
+  wait_start_ = engine_.mono_.now();
+  Event e = event(Event::Kind::kWaitStarted);
+  e.wait_kind = Event::WaitKind::kPacer;
+  emit(e);
+  return try_acquire();
+}
+
+Step Machine::try_acquire() {
+  Pacer& pacer = *engine_.pacer_;
+  if (blocking_) return from_permit(pacer.acquire(key_, req_.deadline, stop_));
+
+  // Non-blocking: an acquire whose latest acceptable send is now reserves
+  // nothing and waits for nothing; it grants now or says when a send may be
+  // permitted (a slot, a cooldown's end, or how long a probe may take).
+  const MonoTime now = engine_.mono_.now();
+  const AcquireResult r = pacer.acquire(key_, now);
+  const Duration waited = now - wait_start_;
+  if (r.status == AcquireStatus::kPermit || r.status == AcquireStatus::kUnavailable ||
+      r.status == AcquireStatus::kCancelled) {
+    AcquireResult done = r;
+    done.waited = waited;
+    return from_permit(done);
+  }
+  // The limits Pacer::acquire applies to a blocking wait, from the same start.
+  MonoTime limit = saturating_add(wait_start_, pacer.config().max_wait);
+  if (req_.deadline && *req_.deadline < limit) limit = *req_.deadline;
+  const MonoTime at = r.not_before;
+  if (at > limit) {
+    AcquireResult late;
+    late.status = req_.deadline && at >= *req_.deadline ? AcquireStatus::kDeadlineExceeded : AcquireStatus::kDeferred;
+    late.not_before = at;
+    late.not_before_wall = saturating_add(engine_.wall_.now(), at - now);
+    late.waited = waited;
+    return from_permit(late);
+  }
+  // Never a wait that ends now: ask again a millisecond later at the earliest.
+  const MonoTime until = std::max(at, saturating_add(now, std::chrono::milliseconds{1}));
+  return wait_step(until, Event::WaitKind::kPacer, "the pacer permits the next send then (a slot, a cooldown, or a probe's answer)");
+}
+
+Step Machine::from_permit(const AcquireResult& permit) {
+  out_.waited += permit.waited;
+  {
+    Event e = event(Event::Kind::kWaitEnded);
+    e.wait_kind = Event::WaitKind::kPacer;
+    e.wait = permit.waited;
+    e.cancelled = permit.status == AcquireStatus::kCancelled;
+    emit(e);
+  }
+  switch (permit.status) {
+    case AcquireStatus::kPermit:
+      break;
+    case AcquireStatus::kCancelled:
+      return finish(OutcomeKind::kCancelled, "cancelled while waiting for the pacer");
+    case AcquireStatus::kDeferred:
+      out_.not_before_mono = permit.not_before;
+      out_.not_before_wall = permit.not_before_wall;
+      return finish(OutcomeKind::kDeferred, "the quota permits the next send only after the maximum acceptable wait");
+    case AcquireStatus::kDeadlineExceeded:
+      out_.not_before_mono = permit.not_before;
+      out_.not_before_wall = permit.not_before_wall;
+      return finish(OutcomeKind::kDeadlineExceeded, "the quota permits the next send only after the deadline");
+    case AcquireStatus::kUnavailable:
+      out_.not_before_mono = permit.not_before;
+      out_.not_before_wall = permit.not_before_wall;
+      return finish(OutcomeKind::kDeferred, "the shared quota store is unavailable");
+  }
+  probe_ = permit.probe;
+  ++attempt_;
+  current_ = Attempt{};
+  current_.number = attempt_;
+  current_.paced = permit.waited;
+  current_.started_wall = engine_.wall_.now();
+  current_.started_mono = engine_.mono_.now();
+  if (req_.deadline && *req_.deadline - current_.started_mono <= Duration::zero()) {
+    abandon_probe();
+    --attempt_;
+    return finish(OutcomeKind::kDeadlineExceeded, "the deadline passed before the request could be sent");
+  }
+  emit(event(Event::Kind::kAttemptStarted));
+  state_ = State::kSending;
+  Step s;
+  s.kind = Step::Kind::kSend;
+  s.attempt = attempt_;
+  s.probe = probe_;
+  s.deadline = req_.deadline;
+  return s;
+}
+
+Step Machine::next() {
+  switch (state_) {
+    case State::kStart:
+      return start();
+    case State::kNotBefore:
+      if (engine_.mono_.now() < wait_until_)
+        return wait_step(wait_until_, Event::WaitKind::kNotBefore, "the request's permitted time");
+      end_wait(Event::WaitKind::kNotBefore, false);
+      return enter_acquire();
+    case State::kAcquire:
+      return try_acquire();
+    case State::kSending:
+      failed("the transport reported no answer", true);
+      return next();
+    case State::kBody:
+      complete();
+      return next();
+    case State::kRetryWait:
+      if (engine_.mono_.now() < wait_until_)
+        return wait_step(wait_until_, Event::WaitKind::kRetry,
+                         out_.attempts.empty() ? std::string_view{} : std::string_view(out_.attempts.back().reason));
+      end_wait(Event::WaitKind::kRetry, false);
+      out_.not_before_mono.reset();
+      out_.not_before_wall.reset();
+      return enter_acquire();
+    case State::kFinished:
+      return Step{};
+  }
+  return Step{};
+}
+
+// Plans after the attempt in current_; true when the answer is final and its
+// body is wanted.
+bool Machine::decide(const Signals* signals, std::string_view error, bool sent) {
+  const MonoTime now_mono = engine_.mono_.now();
+  const TransportError terr{sent, engine_.wall_.now(), now_mono};
+  PlanInput input = signals != nullptr ? PlanInput(Outcome(*signals)) : PlanInput(Outcome(terr));
+  input.method = req_.method;
+  input.idempotency_key = has_key();
+  input.declared_non_idempotent = req_.non_idempotent;
+  input.attempt = attempt_;
+  input.max_attempts = std::max<std::int64_t>(engine_.config_.max_attempts, 1);
+  input.deadline = req_.deadline;
+  input.previous_backoff = previous_backoff_;
+  if (signals != nullptr) {
+    Event e = event(Event::Kind::kResponseObserved);
+    e.response = &*out_.response;
+    e.signals = signals;
+    emit(e);
+  } else {
+    emit_error(error);
+  }
+  const Plan plan = engine_.planner_.decide(input, *engine_.random_);
+  current_.plan = plan;
+  current_.reason = engine_.planner_.describe(plan, input);
+  if (signals == nullptr) current_.reason = std::string(error) + ". " + current_.reason;
+  if (signals != nullptr) current_.warnings = signals->warnings;
+  for (std::string& n : notes_text(plan.notes)) current_.warnings.push_back(std::move(n));
+  {
+    Event e = event(Event::Kind::kDecision);
+    e.plan = &plan;
+    e.reason = current_.reason;
+    emit(e);
+  }
+  std::string reason = current_.reason;
+  out_.attempts.push_back(std::move(current_));
+  current_ = Attempt{};
+  if (plan.not_before_mono) {
+    out_.not_before_mono = plan.not_before_mono;
+    out_.not_before_wall = plan.not_before_wall;
+  }
+
+  switch (plan.decision) {
+    case Decision::kRetry: {
+      previous_backoff_ = saturating_add(plan.backoff, plan.jitter);
+      const MonoTime received = signals != nullptr ? signals->received_mono : now_mono;
+      const MonoTime until = plan.not_before_mono.value_or(saturating_add(received, plan.wait));
+      begin_wait(Event::WaitKind::kRetry, until);
+      state_ = State::kRetryWait;
+      return false;
+    }
+    case Decision::kDone:
+      if (signals == nullptr) {
+        finish(OutcomeKind::kDone, std::move(reason));
+        return false;
+      }
+      pending_reason_ = std::move(reason);
+      state_ = State::kBody;
+      return true;
+    case Decision::kDeferred:
+      finish(OutcomeKind::kDeferred, std::move(reason));
+      return false;
+    case Decision::kDeadlineExceeded:
+      finish(OutcomeKind::kDeadlineExceeded, std::move(reason));
+      return false;
+    case Decision::kNotRetryable:
+      out_.ambiguous = plan.ambiguous;
+      finish(OutcomeKind::kNotRetryable, std::move(reason));
+      return false;
+    case Decision::kExhausted:
+      finish(OutcomeKind::kExhausted, std::move(reason));
+      return false;
+  }
+  finish(OutcomeKind::kNotRetryable, "unknown decision");
+  return false;
+}
+
+bool Machine::head(int status, HeaderList headers, WallTime received_wall, MonoTime received_mono) {
+  if (state_ != State::kSending) return false;
+  current_.sent = true;
+  current_.status = status;
+  ObserveOptions options;
+  options.host = host_;
+  options.profile = engine_.config_.profile;
+  options.registry = engine_.config_.registry;
+  options.robust = engine_.config_.robust;
+  options.heuristic = engine_.config_.heuristic;
+  if (server_clock_ != nullptr) options.server_time_floor = server_clock_->trusted_floor_at(received_mono);
+  const Signals signals = observe(status, headers, received_wall, received_mono, options);
+  if (server_clock_ != nullptr) server_clock_->learn(signals, current_.started_mono);
+  // Whatever the head said about quota is real: the pacer hears it (and the
+  // probe, if this was one, has its answer).
+  engine_.pacer_->record(key_, signals);
+  probe_ = false;
+  Response r;
+  r.status = status;
+  r.headers = std::move(headers);
+  r.received_wall = received_wall;
+  r.received_mono = received_mono;
+  out_.response = std::move(r);
+  out_.body_bytes = 0;
+  return decide(&signals, {}, true);
+}
+
+bool Machine::body(std::string_view chunk) {
+  if (state_ != State::kBody) return false;
+  out_.body_bytes += chunk.size();
+  if (sink_ && !sink_(chunk)) {
+    out_.attempts.back().error = "the body's destination refused it";
+    finish(OutcomeKind::kNotRetryable, "the body's destination stopped the transfer");
+    return false;
+  }
+  return true;
+}
+
+void Machine::complete() {
+  if (state_ == State::kBody) finish(OutcomeKind::kDone, std::move(pending_reason_));
+}
+
+void Machine::failed(std::string_view error_bytes, bool sent) {
+  const std::string error = printable(error_bytes, kMaxErrorText);
+  if (state_ == State::kBody) {
+    if (out_.body_bytes == 0) {
+      // Nothing reached the sink yet: the attempt failed like any transfer
+      // and is planned again as a transport error (a GET is retried).
+      current_ = std::move(out_.attempts.back());
+      out_.attempts.pop_back();
+      state_ = State::kSending;
+    } else {
+      // Part of the body is at the sink already: it is not fetched again
+      // behind the caller's back.
+      Attempt& a = out_.attempts.back();
+      a.error = error;
+      out_.ambiguous = !idempotent_request();
+      emit_error(error);
+      finish(OutcomeKind::kNotRetryable,
+             "the body broke off after " + std::to_string(out_.body_bytes) + " bytes: " + error);
+      return;
+    }
+  }
+  if (state_ != State::kSending) return;
+  current_.sent = sent;
+  current_.error = error;
+  abandon_probe();
+  if (blocking_ && stop_.stop_requested()) {
+    emit_error(error);
+    end_here(OutcomeKind::kCancelled,
+             sent ? "cancelled while the request was in flight" : "cancelled before the request was sent");
+    return;
+  }
+  if (req_.deadline && engine_.mono_.now() >= *req_.deadline) {
+    emit_error(error);
+    end_here(OutcomeKind::kDeadlineExceeded, sent ? "the deadline passed while waiting for the response"
+                                                  : "the deadline passed before the request could be sent");
+    return;
+  }
+  (void)decide(nullptr, error, sent);
+}
+
+void Machine::cancel(bool sent) {
+  switch (state_) {
+    case State::kStart:
+      finish(OutcomeKind::kCancelled, "cancelled before the first attempt");
+      return;
+    case State::kNotBefore:
+      end_wait(Event::WaitKind::kNotBefore, true);
+      set_not_before(wait_until_);
+      finish(OutcomeKind::kCancelled, "cancelled while waiting for the request's permitted time");
+      return;
+    case State::kAcquire: {
+      AcquireResult r;
+      r.status = AcquireStatus::kCancelled;
+      r.waited = engine_.mono_.now() - wait_start_;
+      from_permit(r);
+      return;
+    }
+    case State::kSending:
+      current_.sent = sent;
+      current_.error = "cancelled";
+      abandon_probe();
+      emit_error(current_.error);
+      end_here(OutcomeKind::kCancelled,
+               sent ? "cancelled while the request was in flight" : "cancelled before the request was sent");
+      return;
+    case State::kBody:
+      out_.ambiguous = !idempotent_request();
+      finish(OutcomeKind::kCancelled, "cancelled while the body was arriving");
+      return;
+    case State::kRetryWait:
+      end_wait(Event::WaitKind::kRetry, true);
+      finish(OutcomeKind::kCancelled, "cancelled while waiting to retry");
+      return;
+    case State::kFinished:
+      return;
+  }
+}
+
+}  // namespace engine
+}  // namespace abide

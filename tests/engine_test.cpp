@@ -1,0 +1,538 @@
+// The engine's rules, each in both forms (the driven state machine and the
+// blocking run), on a scripted transport and clocks that only move when told:
+// nothing here sleeps.
+#include "abide/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace abide::engine {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A clock whose sleeps end at once: sleeping moves both clocks to the end of
+// the sleep (so the blocking form runs as fast as the driven one). A hook may
+// cancel a chosen sleep.
+class InstantClock {
+ public:
+  const WallClock& wall() const noexcept { return manual_.wall(); }
+  const MonotonicClock& monotonic() const noexcept { return mono_; }
+  ManualClock& manual() noexcept { return manual_; }
+  MonoTime mono_now() const { return manual_.mono_now(); }
+  WallTime wall_now() const { return manual_.wall_now(); }
+  void advance_to(MonoTime t) {
+    const MonoTime now = manual_.mono_now();
+    if (t > now) manual_.advance(t - now);
+  }
+  // Called at the start of each sleep; it may request a stop.
+  std::function<void()> on_sleep;
+
+ private:
+  class Mono final : public MonotonicClock {
+   public:
+    explicit Mono(InstantClock& c) : c_(c) {}
+    MonoTime now() const noexcept override { return c_.manual_.mono_now(); }
+    WaitResult sleep_until(MonoTime deadline, std::stop_token stop) const override {
+      if (c_.on_sleep) c_.on_sleep();
+      if (stop.stop_requested()) return WaitResult::kCancelled;
+      c_.advance_to(deadline);
+      return WaitResult::kReached;
+    }
+
+   private:
+    InstantClock& c_;
+  };
+  ManualClock manual_;
+  Mono mono_{*this};
+};
+
+// One scripted answer of the transport.
+struct Answer {
+  Duration latency = 10ms;          // from send to the head (or the error)
+  int status = 200;
+  std::vector<Header> headers;
+  std::vector<std::string> chunks;  // the body, as it arrives
+  std::string error;                // non-empty: no head, a transport error
+  bool sent = true;                 // with error: was the request sent
+  std::string body_error;           // non-empty: the body breaks off after the chunks
+  bool cancel_in_flight = false;    // the caller cancels during this transfer
+};
+
+// What the transport saw of each send.
+struct Sent {
+  MonoTime at{};
+  std::int64_t attempt = 0;
+};
+
+// Plays one answer into a run (the same for both forms).
+void play(const Answer& a, Machine& run, InstantClock& clock, std::stop_source* stop) {
+  clock.advance_to(clock.mono_now() + a.latency);
+  if (a.cancel_in_flight) {
+    if (stop != nullptr) {
+      stop->request_stop();
+      run.failed("aborted by the caller", a.sent);
+    } else {
+      run.cancel(a.sent);
+    }
+    return;
+  }
+  if (!a.error.empty()) {
+    run.failed(a.error, a.sent);
+    return;
+  }
+  HeaderList h;
+  for (const Header& x : a.headers) h.add(x.name, x.value);
+  if (run.head(a.status, std::move(h), clock.wall_now(), clock.mono_now())) {
+    for (const std::string& c : a.chunks) {
+      if (!run.body(c)) return;
+    }
+  }
+  if (!a.body_error.empty()) {
+    run.failed(a.body_error, true);
+    return;
+  }
+  run.complete();
+}
+
+class ScriptTransport final : public Transport {
+ public:
+  ScriptTransport(std::vector<Answer> script, InstantClock& clock, std::stop_source& stop)
+      : script_(std::move(script)), clock_(clock), stop_(stop) {}
+  void perform(const Request&, const Step& step, Machine& run, std::stop_token) override {
+    sent.push_back({clock_.mono_now(), step.attempt});
+    ASSERT_LT(next_, script_.size()) << "more sends than scripted";
+    play(script_[next_++], run, clock_, &stop_);
+  }
+  std::vector<Sent> sent;
+
+ private:
+  std::vector<Answer> script_;
+  std::size_t next_ = 0;
+  InstantClock& clock_;
+  std::stop_source& stop_;
+};
+
+// Everything one run produced.
+struct Result {
+  RequestOutcome out;
+  std::vector<Sent> sent;
+  std::vector<std::string> events;  // kind, attempt, wait kind and length, time
+  std::vector<std::string> body;    // chunks at the sink
+  MonoTime t0{};
+};
+
+std::string describe(const Event& e, MonoTime t0) {
+  std::string s = std::to_string(static_cast<int>(e.kind)) + " #" + std::to_string(e.attempt) + " at " +
+                  std::to_string((e.at - t0).count());
+  if (e.kind == Event::Kind::kWaitStarted || e.kind == Event::Kind::kWaitEnded)
+    s += " wait" + std::to_string(static_cast<int>(e.wait_kind)) + "=" + std::to_string(e.wait.count()) +
+         (e.cancelled ? " cancelled" : "");
+  if (e.plan != nullptr) s += " " + std::string(to_string(e.plan->decision));
+  return s;
+}
+
+Config quick_config() {
+  Config c;
+  c.planner.backoff = BackoffPolicy(20ms, 100ms, Jitter::kNone);
+  c.max_attempts = 5;
+  return c;
+}
+
+// Runs `req` over `script` in one form. The driven form waits by moving the
+// clock to the time next() names; the blocking one sleeps on the instant clock.
+Result run_form(bool blocking, const Request& req, const std::vector<Answer>& script, Config config = quick_config(),
+                std::function<void(InstantClock&, std::stop_source&)> setup = {}) {
+  InstantClock clock;
+  std::stop_source stop;
+  if (setup) setup(clock, stop);
+  Result res;
+  res.t0 = clock.mono_now();
+  config.mono = &clock.monotonic();
+  config.wall = &clock.wall();
+  config.random = std::make_shared<SeededRandom>(7);  // each run draws the same jitter
+  config.on_event = [&](const Event& e) { res.events.push_back(describe(e, res.t0)); };
+  Engine engine(config);
+  BodySink sink = [&](std::string_view c) {
+    res.body.emplace_back(c);
+    return true;
+  };
+  if (blocking) {
+    ScriptTransport t(script, clock, stop);
+    res.out = engine.run(req, t, sink, stop.get_token());
+    res.sent = t.sent;
+    return res;
+  }
+  Machine run(engine, req, sink);
+  std::size_t next = 0;
+  for (int guard = 0; guard < 10000; ++guard) {
+    const Step step = run.next();
+    if (step.kind == Step::Kind::kFinished) break;
+    if (step.kind == Step::Kind::kSend) {
+      res.sent.push_back({clock.mono_now(), step.attempt});
+      if (next >= script.size()) {
+        ADD_FAILURE() << "more sends than scripted";
+        run.cancel(false);
+        continue;
+      }
+      play(script[next++], run, clock, nullptr);
+      continue;
+    }
+    EXPECT_FALSE(step.reason.empty());
+    // The wait: the hook may cancel it, as a stop would the blocking form's.
+    if (clock.on_sleep) clock.on_sleep();
+    if (stop.stop_requested()) {
+      run.cancel(false);
+      continue;
+    }
+    clock.advance_to(step.until);
+  }
+  EXPECT_TRUE(run.finished());
+  res.out = run.take_outcome();
+  return res;
+}
+
+Request get(std::string url = "https://api.example.com/v1/items") {
+  Request r;
+  r.url = std::move(url);
+  return r;
+}
+
+Answer ok(std::vector<std::string> chunks = {"hello"}) {
+  Answer a;
+  a.chunks = std::move(chunks);
+  return a;
+}
+
+Answer status(int code, std::vector<Header> headers = {}, std::vector<std::string> chunks = {"error page"}) {
+  Answer a;
+  a.status = code;
+  a.headers = std::move(headers);
+  a.chunks = std::move(chunks);
+  return a;
+}
+
+class EngineForms : public ::testing::TestWithParam<bool> {
+ protected:
+  bool blocking() const { return GetParam(); }
+};
+
+INSTANTIATE_TEST_SUITE_P(Both, EngineForms, ::testing::Values(false, true),
+                         [](const auto& p) { return p.param ? std::string("Blocking") : std::string("Driven"); });
+
+TEST_P(EngineForms, DoneStreamsTheBodyInChunks) {
+  const Result r = run_form(blocking(), get(), {ok({"hel", "lo ", "world"})});
+  ASSERT_EQ(r.out.kind, OutcomeKind::kDone) << r.out.reason;
+  ASSERT_EQ(r.out.attempts.size(), 1u);
+  EXPECT_EQ(r.out.attempts[0].number, 1);
+  EXPECT_EQ(r.out.attempts[0].status, 200);
+  EXPECT_EQ(r.body, (std::vector<std::string>{"hel", "lo ", "world"}));
+  EXPECT_EQ(r.out.body_bytes, 11u);
+  ASSERT_TRUE(r.out.response);
+  EXPECT_EQ(r.out.response->status, 200);
+  EXPECT_FALSE(r.out.not_before_mono);
+  EXPECT_EQ(r.out.waited, 0ns);
+}
+
+TEST_P(EngineForms, RetryAfterIsObeyedExactlyAndTheRetriedBodyIsDropped) {
+  const Result r = run_form(blocking(), get(), {status(503, {{"Retry-After", "7"}}, {"busy", "page"}), ok({"a", "b"})});
+  ASSERT_EQ(r.out.kind, OutcomeKind::kDone) << r.out.reason;
+  ASSERT_EQ(r.sent.size(), 2u);
+  ASSERT_EQ(r.out.attempts.size(), 2u);
+  EXPECT_EQ(r.out.attempts[0].plan.decision, Decision::kRetry);
+  EXPECT_EQ(r.out.attempts[0].plan.basis, Basis::kRetryAfter);
+  // Received 10 ms after the first send; the retry goes exactly 7 s later.
+  EXPECT_EQ(r.sent[1].at - r.sent[0].at, 10ms + 7s);
+  EXPECT_EQ(r.out.waited, 7s);
+  EXPECT_EQ(r.body, (std::vector<std::string>{"a", "b"}));  // "busy page" never reached the sink
+  EXPECT_EQ(r.out.body_bytes, 2u);
+}
+
+TEST_P(EngineForms, MalformedRetryAfterIsNotZero) {
+  Config c = quick_config();
+  c.planner.backoff = BackoffPolicy(2s, 60s, Jitter::kNone);
+  const Result r = run_form(blocking(), get(), {status(429, {{"Retry-After", "soon"}}), ok()}, c);
+  ASSERT_EQ(r.out.kind, OutcomeKind::kDone) << r.out.reason;
+  ASSERT_EQ(r.sent.size(), 2u);
+  EXPECT_TRUE(r.out.attempts[0].plan.notes.has(PlanNote::kRetryAfterMalformed));
+  EXPECT_EQ(r.out.attempts[0].plan.basis, Basis::kBackoff);
+  EXPECT_GE(r.sent[1].at - r.sent[0].at, 10ms + 2s);  // the backoff, never "retry now"
+}
+
+TEST_P(EngineForms, PostWithoutIdempotencyKeyIsNotRepeated) {
+  Request req = get();
+  req.method = "POST";
+  req.body = "pay";
+  const Result r = run_form(blocking(), req, {status(503, {{"Retry-After", "1"}})});
+  EXPECT_EQ(r.out.kind, OutcomeKind::kNotRetryable);
+  EXPECT_EQ(r.sent.size(), 1u);
+  EXPECT_EQ(r.out.attempts[0].plan.reason, Reason::kNotIdempotent);
+  EXPECT_TRUE(r.body.empty());
+}
+
+TEST_P(EngineForms, PostWithIdempotencyKeyIsRepeated) {
+  Request req = get();
+  req.method = "POST";
+  req.idempotency_key = "k-1";
+  const Result r = run_form(blocking(), req, {status(503, {{"Retry-After", "1"}}), ok()});
+  EXPECT_EQ(r.out.kind, OutcomeKind::kDone) << r.out.reason;
+  EXPECT_EQ(r.sent.size(), 2u);
+}
+
+TEST_P(EngineForms, PostWhoseConnectionFailsAfterSendingIsAmbiguous) {
+  Request req = get();
+  req.method = "POST";
+  Answer lost;
+  lost.error = "connection reset";
+  lost.sent = true;
+  const Result r = run_form(blocking(), req, {lost});
+  EXPECT_EQ(r.out.kind, OutcomeKind::kNotRetryable);
+  EXPECT_TRUE(r.out.ambiguous);
+  EXPECT_EQ(r.sent.size(), 1u);
+  EXPECT_EQ(r.out.attempts[0].error, "connection reset");
+  EXPECT_TRUE(r.out.attempts[0].sent);
+}
+
+TEST_P(EngineForms, PostRefusedBeforeSendingIsRepeated) {
+  Request req = get();
+  req.method = "POST";
+  Answer refused;
+  refused.error = "connection refused";
+  refused.sent = false;
+  const Result r = run_form(blocking(), req, {refused, ok()});
+  EXPECT_EQ(r.out.kind, OutcomeKind::kDone) << r.out.reason;
+  EXPECT_FALSE(r.out.ambiguous);
+  EXPECT_EQ(r.sent.size(), 2u);
+}
+
+TEST_P(EngineForms, HintEndingAfterTheDeadlineIsDeadlineExceeded) {
+  InstantClock probe_clock;  // the clocks start at the same instants in every run
+  Request req = get();
+  req.deadline = probe_clock.mono_now() + 30s;
+  const Result r = run_form(blocking(), req, {status(503, {{"Retry-After", "60"}})});
+  EXPECT_EQ(r.out.kind, OutcomeKind::kDeadlineExceeded) << r.out.reason;
+  EXPECT_EQ(r.sent.size(), 1u);
+  ASSERT_TRUE(r.out.not_before_mono);
+  EXPECT_EQ(*r.out.not_before_mono, r.sent[0].at + 10ms + 60s);  // the permitted time, not the deadline
+  EXPECT_EQ(r.out.waited, 0ns);
+}
+
+TEST_P(EngineForms, HintBeyondMaxWaitIsDeferredWithItsTime) {
+  Config c = quick_config();
+  c.planner.max_wait = 10s;
+  const Result r = run_form(blocking(), get(), {status(429, {{"Retry-After", "3600"}})}, c);
+  EXPECT_EQ(r.out.kind, OutcomeKind::kDeferred) << r.out.reason;
+  EXPECT_EQ(r.sent.size(), 1u);
+  ASSERT_TRUE(r.out.not_before_mono);
+  EXPECT_EQ(*r.out.not_before_mono, r.sent[0].at + 10ms + 3600s);  // never cut to the maximum
+}
+
+TEST_P(EngineForms, CancellationDuringARetryWaitEndsPromptly) {
+  const Result r = run_form(blocking(), get(), {status(503, {{"Retry-After", "120"}}), ok()}, quick_config(),
+                            [](InstantClock& clock, std::stop_source& stop) {
+                              clock.on_sleep = [&stop] { stop.request_stop(); };
+                            });
+  EXPECT_EQ(r.out.kind, OutcomeKind::kCancelled) << r.out.reason;
+  EXPECT_EQ(r.sent.size(), 1u);
+  EXPECT_EQ(r.out.waited, 0ns);  // nothing of the 120 s was spent
+  ASSERT_TRUE(r.out.not_before_mono);  // still says when a retry is permitted
+  EXPECT_EQ(*r.out.not_before_mono, r.sent[0].at + 10ms + 120s);
+}
+
+TEST_P(EngineForms, CancellationInFlightOfAPostIsAmbiguous) {
+  Request req = get();
+  req.method = "POST";
+  Answer a;
+  a.cancel_in_flight = true;
+  const Result r = run_form(blocking(), req, {a});
+  EXPECT_EQ(r.out.kind, OutcomeKind::kCancelled) << r.out.reason;
+  EXPECT_TRUE(r.out.ambiguous);
+  EXPECT_EQ(r.out.attempts.size(), 1u);
+}
+
+TEST_P(EngineForms, ServersNoRetryVerdictEndsTheRetries) {
+  Request req = get("https://api.stripe.com/v1/charges");
+  const Result r = run_form(blocking(), req, {status(429, {{"Stripe-Should-Retry", "false"}, {"Retry-After", "2"}})});
+  EXPECT_EQ(r.out.kind, OutcomeKind::kNotRetryable) << r.out.reason;
+  EXPECT_EQ(r.sent.size(), 1u);
+  EXPECT_EQ(r.out.attempts[0].plan.reason, Reason::kServerSaysNoRetry);
+  ASSERT_TRUE(r.out.not_before_mono);  // the permitted time is still reported
+}
+
+TEST_P(EngineForms, OpenAIFullRefillWaitsTheRetryDelayNotTheRefill) {
+  Request req = get("https://api.openai.com/v1/chat/completions");
+  const Result r = run_form(blocking(), req,
+                            {status(429,
+                                    {{"x-ratelimit-limit-requests", "500"},
+                                     {"x-ratelimit-remaining-requests", "499"},
+                                     {"x-ratelimit-reset-requests", "120ms"},
+                                     {"x-ratelimit-limit-tokens", "30000"},
+                                     {"x-ratelimit-remaining-tokens", "0"},
+                                     {"x-ratelimit-reset-tokens", "6m0s"},
+                                     {"retry-after-ms", "1500"}}),
+                             ok()});
+  ASSERT_EQ(r.out.kind, OutcomeKind::kDone) << r.out.reason;
+  ASSERT_EQ(r.sent.size(), 2u);
+  EXPECT_EQ(r.out.attempts[0].plan.wait, 1500ms);
+  EXPECT_GE(r.sent[1].at - r.sent[0].at, 10ms + 1500ms);  // never before the server's delay ...
+  EXPECT_LT(r.sent[1].at - r.sent[0].at, 10ms + 1600ms);  // ... and not the 360 s refill
+  EXPECT_LT(r.out.waited, 2s);
+}
+
+TEST_P(EngineForms, GetWhoseBodyBreaksBeforeAnyByteIsRetried) {
+  Answer cut = ok({});
+  cut.body_error = "connection closed mid-body";
+  const Result r = run_form(blocking(), get(), {cut, ok({"whole"})});
+  ASSERT_EQ(r.out.kind, OutcomeKind::kDone) << r.out.reason;
+  ASSERT_EQ(r.out.attempts.size(), 2u);
+  EXPECT_EQ(r.out.attempts[0].status, 200);
+  EXPECT_EQ(r.out.attempts[0].plan.decision, Decision::kRetry);
+  EXPECT_EQ(r.body, (std::vector<std::string>{"whole"}));
+}
+
+TEST_P(EngineForms, BodyBrokenAfterBytesReachedTheSinkIsNotFetchedAgain) {
+  Answer cut = ok({"part"});
+  cut.body_error = "connection closed mid-body";
+  const Result r = run_form(blocking(), get(), {cut});
+  EXPECT_EQ(r.out.kind, OutcomeKind::kNotRetryable) << r.out.reason;
+  EXPECT_EQ(r.sent.size(), 1u);
+  EXPECT_EQ(r.out.body_bytes, 4u);
+  EXPECT_FALSE(r.out.attempts[0].error.empty());
+}
+
+TEST_P(EngineForms, AttemptsRunOutAsExhausted) {
+  Config c = quick_config();
+  c.max_attempts = 3;
+  const Result r = run_form(blocking(), get(), {status(500), status(500), status(500)}, c);
+  EXPECT_EQ(r.out.kind, OutcomeKind::kExhausted) << r.out.reason;
+  EXPECT_EQ(r.sent.size(), 3u);
+  EXPECT_EQ(r.out.attempts.size(), 3u);
+}
+
+TEST_P(EngineForms, PacerCooldownFromAnotherRequestHoldsTheSend) {
+  // Two requests on one engine, one after the other: the first answer's
+  // Retry-After blocks the origin's key, so the second waits for it in the pacer.
+  InstantClock clock;
+  std::stop_source stop;
+  Config c = quick_config();
+  c.mono = &clock.monotonic();
+  c.wall = &clock.wall();
+  c.max_attempts = 1;
+  Engine engine(c);
+  const Request req = get();
+  const std::vector<Answer> script{status(429, {{"Retry-After", "5"}}), ok()};
+  ScriptTransport t(script, clock, stop);
+  RequestOutcome first;
+  RequestOutcome second;
+  if (blocking()) {
+    first = engine.run(req, t, {});
+    second = engine.run(req, t, {});
+  } else {
+    for (RequestOutcome* out : {&first, &second}) {
+      Machine run(engine, req);
+      for (Step s = run.next(); s.kind != Step::Kind::kFinished; s = run.next()) {
+        if (s.kind == Step::Kind::kSend) {
+          t.perform(req, s, run, {});
+        } else {
+          EXPECT_EQ(s.wait_kind, Event::WaitKind::kPacer);
+          clock.advance_to(s.until);
+        }
+      }
+      *out = run.take_outcome();
+    }
+  }
+  EXPECT_EQ(first.kind, OutcomeKind::kExhausted);
+  ASSERT_EQ(second.kind, OutcomeKind::kDone) << second.reason;
+  ASSERT_EQ(t.sent.size(), 2u);
+  EXPECT_GE(t.sent[1].at - t.sent[0].at, 10ms + 5s);  // not one moment before the cooldown's end
+  EXPECT_EQ(second.attempts[0].paced, second.waited);
+  EXPECT_GE(second.waited, 5s);
+}
+
+TEST_P(EngineForms, NotBeforeAfterTheDeadlineSendsNothing) {
+  InstantClock probe_clock;
+  Request req = get();
+  req.not_before = probe_clock.wall_now() + 60s;
+  req.deadline = probe_clock.mono_now() + 10s;
+  const Result r = run_form(blocking(), req, {});
+  EXPECT_EQ(r.out.kind, OutcomeKind::kDeadlineExceeded) << r.out.reason;
+  EXPECT_TRUE(r.sent.empty());
+}
+
+TEST_P(EngineForms, NotBeforeIsWaitedForFirst) {
+  InstantClock probe_clock;
+  Request req = get();
+  req.not_before = probe_clock.wall_now() + 3s;
+  const Result r = run_form(blocking(), req, {ok()});
+  EXPECT_EQ(r.out.kind, OutcomeKind::kDone) << r.out.reason;
+  ASSERT_EQ(r.sent.size(), 1u);
+  EXPECT_EQ(r.sent[0].at - r.t0, 3s);
+}
+
+TEST_P(EngineForms, InvalidRequestsEndWithoutSending) {
+  Request bad_url = get("ftp://example.com/x");
+  EXPECT_EQ(run_form(blocking(), bad_url, {}).out.kind, OutcomeKind::kNotRetryable);
+  Request bad_method = get();
+  bad_method.method = "GE T";
+  const Result r = run_form(blocking(), bad_method, {});
+  EXPECT_EQ(r.out.kind, OutcomeKind::kNotRetryable);
+  EXPECT_TRUE(r.sent.empty());
+  EXPECT_EQ(r.out.reason.find('\n'), std::string::npos);
+}
+
+// The same script through both forms: the same outcome, attempts and events.
+TEST(Engine, BothFormsGiveIdenticalOutcomesAttemptsAndEvents) {
+  Config c = quick_config();
+  c.planner.backoff = BackoffPolicy(100ms, 2s, Jitter::kFull);
+  const std::vector<Answer> script{status(503, {{"Retry-After", "2"}}, {"x"}), status(500), ok({"a", "bc"})};
+  const Result driven = run_form(false, get(), script, c);
+  const Result blocking = run_form(true, get(), script, c);
+  ASSERT_EQ(driven.out.kind, OutcomeKind::kDone);
+  EXPECT_EQ(driven.out.kind, blocking.out.kind);
+  EXPECT_EQ(driven.out.reason, blocking.out.reason);
+  EXPECT_EQ(driven.out.waited, blocking.out.waited);
+  EXPECT_EQ(driven.out.body_bytes, blocking.out.body_bytes);
+  ASSERT_EQ(driven.out.attempts.size(), 3u);
+  ASSERT_EQ(driven.out.attempts.size(), blocking.out.attempts.size());
+  for (std::size_t i = 0; i < driven.out.attempts.size(); ++i) {
+    const Attempt& a = driven.out.attempts[i];
+    const Attempt& b = blocking.out.attempts[i];
+    EXPECT_EQ(a.number, b.number);
+    EXPECT_EQ(a.started_mono, b.started_mono);
+    EXPECT_EQ(a.paced, b.paced);
+    EXPECT_EQ(a.status, b.status);
+    EXPECT_EQ(a.plan.decision, b.plan.decision);
+    EXPECT_EQ(a.plan.wait, b.plan.wait);
+    EXPECT_EQ(a.reason, b.reason);
+    EXPECT_EQ(a.warnings, b.warnings);
+  }
+  EXPECT_EQ(driven.events, blocking.events);
+  EXPECT_GT(driven.events.size(), 10u);
+  EXPECT_EQ(driven.body, blocking.body);
+}
+
+TEST(Engine, OriginOfAndParseOrigin) {
+  EXPECT_EQ(origin_of("https://API.Example.com/v1?x=1").value_or(""), "https://api.example.com");
+  EXPECT_EQ(origin_of("http://127.0.0.1:8080/").value_or(""), "http://127.0.0.1:8080");
+  EXPECT_EQ(origin_of("https://h:443/").value_or(""), "https://h");
+  EXPECT_EQ(origin_of("HTTP://h:80").value_or(""), "http://h");
+  EXPECT_EQ(origin_of("http://[::1]:9000/x").value_or(""), "http://[::1]:9000");
+  EXPECT_FALSE(origin_of("file:///etc/passwd"));
+  EXPECT_FALSE(origin_of("not a url"));
+  EXPECT_FALSE(origin_of("https://user@h/"));
+  EXPECT_FALSE(origin_of("https://h:99999/"));
+  EXPECT_FALSE(origin_of("https://h:/"));
+  EXPECT_FALSE(origin_of("https:///x"));
+  const auto p = parse_origin("http://Example.com:8080/a/b?q=1#frag");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->host, "example.com");
+  EXPECT_EQ(p->port, 8080);
+  EXPECT_EQ(p->target, "/a/b?q=1");
+  EXPECT_EQ(parse_origin("https://h?x")->target, "/?x");
+  EXPECT_EQ(parse_origin("https://h")->port, 443);
+}
+
+}  // namespace
+}  // namespace abide::engine
