@@ -172,7 +172,10 @@ struct Config {
 struct Step {
   enum class Kind : std::uint8_t {
     kSend,      // send the attempt now, then report head()/body()/complete() or failed()
-    kWait,      // call next() again at `until` (earlier is safe: it asks again)
+    // Call next() again at `until`. Earlier is safe (it asks again): do so
+    // when another request on the same pacer key got an answer, since a
+    // wait for the pacer may be a wait for that probe's answer.
+    kWait,
     kFinished,  // outcome() is final
   };
   Kind kind = Kind::kFinished;
@@ -187,7 +190,12 @@ struct Step {
 class Engine;
 
 // One request's state machine. Not thread-safe (one caller drives it); many
-// Runs of one Engine may be driven at once.
+// Machines of one Engine may be driven at once. While it waits for the pacer
+// it holds no reservation (each next() asks afresh, never blocking), so
+// driven requests are not served in arrival order as blocking ones are; a
+// send is still never permitted early. A wait for a probe's answer that
+// would outlast the deadline or the pacer's max_wait ends the request at
+// once (the blocking form waits up to that limit for the answer).
 class Machine {
  public:
   Machine(Engine& engine, const Request& request, BodySink sink = {}, std::size_t index = 0);
@@ -264,13 +272,13 @@ class Machine {
   RequestOutcome out_;
 };
 
-// A transport for the blocking form: sends one attempt and reports to `run`
+// A transport for the blocking form: sends one attempt and reports to `machine`
 // (head() then body()/complete(), or failed()). It must honour
 // step.deadline and `stop` (then report failed() with sent as it was).
 class Transport {
  public:
   virtual ~Transport() = default;
-  virtual void perform(const Request& request, const Step& step, Machine& run, std::stop_token stop) = 0;
+  virtual void perform(const Request& request, const Step& step, Machine& machine, std::stop_token stop) = 0;
 };
 
 // The engine: the planner, the pacer, the clocks and each origin's ServerClock,
