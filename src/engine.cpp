@@ -3,6 +3,7 @@
 #include "abide/engine.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <random>
 #include <utility>
 
@@ -41,6 +42,17 @@ PacerConfig own_pacer_config(const engine::Config& c) {
   PacerConfig p = c.pacer_config;
   p.use_low_confidence_quota = p.use_low_confidence_quota || c.planner.use_low_confidence_quota;
   return p;
+}
+
+// Concatenates by appending (`literal + std::string` trips GCC 12's -Wrestrict
+// false positive at -O3).
+std::string cat(std::initializer_list<std::string_view> parts) {
+  std::size_t n = 0;
+  for (std::string_view x : parts) n += x.size();
+  std::string out;
+  out.reserve(n);
+  for (std::string_view x : parts) out.append(x);
+  return out;
 }
 
 // Transport errors are shown to people and may quote a server.
@@ -90,7 +102,9 @@ std::optional<UrlOrigin> parse_origin(std::string_view url) {
   }
   if (host.empty() || host.size() > 253) return std::nullopt;
   for (char c : host) out.host.push_back(lower(c));
-  if (!std::all_of(out.host.begin(), out.host.end(), bracketed ? ipv6_char : host_char)) return std::nullopt;
+  for (char c : out.host) {
+    if (!(bracketed ? ipv6_char(c) : host_char(c))) return std::nullopt;
+  }
 
   out.port = default_port;
   if (!port_text.empty()) {
@@ -103,12 +117,15 @@ std::optional<UrlOrigin> parse_origin(std::string_view url) {
     if (value == 0 || value > 65535) return std::nullopt;
     out.port = static_cast<std::uint16_t>(value);
   }
-  out.origin = out.scheme + "://" + (bracketed ? "[" + out.host + "]" : out.host);
-  if (!port_text.empty() && out.port != default_port) out.origin += ":" + std::to_string(out.port);
+  out.origin.reserve(out.scheme.size() + out.host.size() + 11);
+  out.origin.append(out.scheme).append("://");
+  if (bracketed) out.origin.push_back('[');
+  out.origin.append(out.host);
+  if (bracketed) out.origin.push_back(']');
+  if (!port_text.empty() && out.port != default_port) out.origin.append(":").append(std::to_string(out.port));
 
   tail = tail.substr(0, tail.find('#'));
-  if (tail.empty() || tail.front() != '/') out.target = "/";
-  out.target += tail;
+  out.target = cat({tail.empty() || tail.front() != '/' ? "/" : "", tail});
   return out;
 }
 
@@ -179,6 +196,8 @@ RequestOutcome Engine::run(const Request& request, Transport& transport, BodySin
 Machine::Machine(Engine& engine, const Request& request, BodySink sink, std::size_t index)
     : engine_(engine), req_(request), sink_(std::move(sink)), index_(index) {}
 
+bool Machine::hooked() const noexcept { return static_cast<bool>(engine_.config_.on_event); }
+
 Event Machine::event(Event::Kind kind) const {
   Event e;
   e.kind = kind;
@@ -198,6 +217,7 @@ void Machine::emit(const Event& e) const {
 }
 
 void Machine::emit_error(std::string_view error) const {
+  if (!hooked()) return;
   Event e = event(Event::Kind::kTransportError);
   e.error = error;
   emit(e);
@@ -211,9 +231,11 @@ Step Machine::finish(OutcomeKind kind, std::string reason) {
     out_.not_before_mono.reset();
     out_.not_before_wall.reset();
   }
-  Event e = event(Event::Kind::kFinished);
-  e.outcome = &out_;
-  emit(e);
+  if (hooked()) {
+    Event e = event(Event::Kind::kFinished);
+    e.outcome = &out_;
+    emit(e);
+  }
   return Step{};
 }
 
@@ -241,6 +263,7 @@ Step Machine::wait_step(MonoTime until, Event::WaitKind kind, std::string_view r
 void Machine::begin_wait(Event::WaitKind kind, MonoTime until) {
   wait_start_ = engine_.mono_.now();
   wait_until_ = until;
+  if (!hooked()) return;
   Event e = event(Event::Kind::kWaitStarted);
   e.wait_kind = kind;
   e.wait = until > wait_start_ ? until - wait_start_ : Duration::zero();
@@ -251,6 +274,7 @@ void Machine::end_wait(Event::WaitKind kind, bool cancelled) {
   const MonoTime end = engine_.mono_.now();
   const Duration took = end > wait_start_ ? end - wait_start_ : Duration::zero();
   out_.waited += took;
+  if (!hooked()) return;
   Event e = event(Event::Kind::kWaitEnded);
   e.wait_kind = kind;
   e.wait = took;
@@ -271,9 +295,9 @@ void Machine::abandon_probe() {
 
 Step Machine::start() {
   auto url = parse_origin(req_.url);
-  if (!url) return finish(OutcomeKind::kNotRetryable, "invalid URL \"" + printable(req_.url, 128) + "\"");
+  if (!url) return finish(OutcomeKind::kNotRetryable, cat({"invalid URL \"", printable(req_.url, 128), "\""}));
   if (!valid_method(req_.method))
-    return finish(OutcomeKind::kNotRetryable, "invalid method \"" + printable(req_.method, 64) + "\"");
+    return finish(OutcomeKind::kNotRetryable, cat({"invalid method \"", printable(req_.method, 64), "\""}));
   Pacer& pacer = *engine_.pacer_;
   key_ = pacer.key(req_.pacer_key.empty() ? abide::pacer_key(url->origin) : std::string_view(req_.pacer_key));
   host_ = url->host;
@@ -302,9 +326,11 @@ Step Machine::start() {
 Step Machine::enter_acquire() {
   state_ = State::kAcquire;
   wait_start_ = engine_.mono_.now();
-  Event e = event(Event::Kind::kWaitStarted);
-  e.wait_kind = Event::WaitKind::kPacer;
-  emit(e);
+  if (hooked()) {
+    Event e = event(Event::Kind::kWaitStarted);
+    e.wait_kind = Event::WaitKind::kPacer;
+    emit(e);
+  }
   return try_acquire();
 }
 
@@ -343,7 +369,7 @@ Step Machine::try_acquire() {
 
 Step Machine::from_permit(const AcquireResult& permit) {
   out_.waited += permit.waited;
-  {
+  if (hooked()) {
     Event e = event(Event::Kind::kWaitEnded);
     e.wait_kind = Event::WaitKind::kPacer;
     e.wait = permit.waited;
@@ -380,7 +406,7 @@ Step Machine::from_permit(const AcquireResult& permit) {
     --attempt_;
     return finish(OutcomeKind::kDeadlineExceeded, "the deadline passed before the request could be sent");
   }
-  emit(event(Event::Kind::kAttemptStarted));
+  if (hooked()) emit(event(Event::Kind::kAttemptStarted));
   state_ = State::kSending;
   Step s;
   s.kind = Step::Kind::kSend;
@@ -435,20 +461,22 @@ bool Machine::decide(const Signals* signals, std::string_view error, bool sent) 
   input.deadline = req_.deadline;
   input.previous_backoff = previous_backoff_;
   if (signals != nullptr) {
-    Event e = event(Event::Kind::kResponseObserved);
-    e.response = &*out_.response;
-    e.signals = signals;
-    emit(e);
+    if (hooked()) {
+      Event e = event(Event::Kind::kResponseObserved);
+      e.response = &*out_.response;
+      e.signals = signals;
+      emit(e);
+    }
   } else {
     emit_error(error);
   }
   const Plan plan = engine_.planner_.decide(input, *engine_.random_);
   current_.plan = plan;
   current_.reason = engine_.planner_.describe(plan, input);
-  if (signals == nullptr) current_.reason = std::string(error) + ". " + current_.reason;
+  if (signals == nullptr) current_.reason = cat({error, ". ", current_.reason});
   if (signals != nullptr) current_.warnings = signals->warnings;
   for (std::string& n : notes_text(plan.notes)) current_.warnings.push_back(std::move(n));
-  {
+  if (hooked()) {
     Event e = event(Event::Kind::kDecision);
     e.plan = &plan;
     e.reason = current_.reason;
@@ -556,7 +584,7 @@ void Machine::failed(std::string_view error_bytes, bool sent) {
       out_.ambiguous = !idempotent_request();
       emit_error(error);
       finish(OutcomeKind::kNotRetryable,
-             "the body broke off after " + std::to_string(out_.body_bytes) + " bytes: " + error);
+             cat({"the body broke off after ", std::to_string(out_.body_bytes), " bytes: ", error}));
       return;
     }
   }

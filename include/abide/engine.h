@@ -235,6 +235,8 @@ class Machine {
   };
   Event event(Event::Kind kind) const;
   void emit(const Event& e) const;
+  // Events are built only for a hook (building one reads the clock).
+  bool hooked() const noexcept;
   Step finish(OutcomeKind kind, std::string reason);
   Step wait_step(MonoTime until, Event::WaitKind kind, std::string_view reason);
   void begin_wait(Event::WaitKind kind, MonoTime until);
