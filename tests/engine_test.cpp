@@ -29,6 +29,8 @@ class InstantClock {
   }
   // Called at the start of each sleep; it may request a stop.
   std::function<void()> on_sleep;
+  // How often anything slept on this clock (the driven form never does).
+  mutable int sleeps = 0;
 
  private:
   class Mono final : public MonotonicClock {
@@ -36,6 +38,7 @@ class InstantClock {
     explicit Mono(InstantClock& c) : c_(c) {}
     MonoTime now() const noexcept override { return c_.manual_.mono_now(); }
     WaitResult sleep_until(MonoTime deadline, std::stop_token stop) const override {
+      ++c_.sleeps;
       if (c_.on_sleep) c_.on_sleep();
       if (stop.stop_requested()) return WaitResult::kCancelled;
       c_.advance_to(deadline);
@@ -190,6 +193,7 @@ Result run_form(bool blocking, const Request& req, const std::vector<Answer>& sc
     clock.advance_to(step.until);
   }
   EXPECT_TRUE(run.finished());
+  EXPECT_EQ(clock.sleeps, 0) << "the driven form slept";
   res.out = run.take_outcome();
   return res;
 }
@@ -444,11 +448,58 @@ TEST_P(EngineForms, PacerCooldownFromAnotherRequestHoldsTheSend) {
     }
   }
   EXPECT_EQ(first.kind, OutcomeKind::kExhausted);
+  if (!blocking()) {
+    EXPECT_EQ(clock.sleeps, 0) << "the driven form slept";
+  }
   ASSERT_EQ(second.kind, OutcomeKind::kDone) << second.reason;
   ASSERT_EQ(t.sent.size(), 2u);
   EXPECT_GE(t.sent[1].at - t.sent[0].at, 10ms + 5s);  // not one moment before the cooldown's end
   EXPECT_EQ(second.attempts[0].paced, second.waited);
   EXPECT_GE(second.waited, 5s);
+}
+
+TEST_P(EngineForms, AProbeWithoutAnswerIsReleasedForTheNextRequest) {
+  // A cooldown ends; the next request is the pacer's probe and fails before
+  // any head arrives: the engine hands the probe back, so the request after
+  // it is sent at once instead of after the probe timeout (10 s).
+  InstantClock clock;
+  std::stop_source stop;
+  Config c = quick_config();
+  c.mono = &clock.monotonic();
+  c.wall = &clock.wall();
+  c.max_attempts = 1;
+  Engine engine(c);
+  const Request req = get();
+  Answer refused;
+  refused.error = "connection refused";
+  refused.sent = false;
+  const std::vector<Answer> script{status(429, {{"Retry-After", "5"}}), refused, ok()};
+  ScriptTransport t(script, clock, stop);
+  std::vector<RequestOutcome> outs;
+  std::vector<bool> probes;
+  for (int i = 0; i < 3; ++i) {
+    if (blocking()) {
+      outs.push_back(engine.run(req, t, {}));
+      continue;
+    }
+    Machine m(engine, req);
+    for (Step s = m.next(); s.kind != Step::Kind::kFinished; s = m.next()) {
+      if (s.kind == Step::Kind::kSend) {
+        probes.push_back(s.probe);
+        t.perform(req, s, m, {});
+      } else {
+        clock.advance_to(s.until);
+      }
+    }
+    outs.push_back(m.take_outcome());
+  }
+  ASSERT_EQ(t.sent.size(), 3u);
+  EXPECT_EQ(outs[1].attempts.at(0).error, "connection refused");
+  EXPECT_EQ(outs[2].kind, OutcomeKind::kDone) << outs[2].reason;
+  EXPECT_EQ(t.sent[2].at, t.sent[1].at + 10ms);  // right after the failed probe, not 10 s on
+  if (!blocking()) {
+    EXPECT_EQ(probes, (std::vector<bool>{false, true, true}));
+  }
 }
 
 TEST_P(EngineForms, NotBeforeAfterTheDeadlineSendsNothing) {
