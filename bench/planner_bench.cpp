@@ -1,4 +1,6 @@
-// Planner::decide() on prepared Signals (issue 5: at most 100 ns per decision).
+// Planner::decide() on prepared Signals (issue 5: at most 100 ns per decision
+// on a quiet minute; bench/report.py judges it as a ratio to the calibration
+// loop of bench/calibration.h, which runs in this executable too).
 //
 // The Signals come from observe() on a realistic 429 head with Retry-After and
 // the current draft's RateLimit / RateLimit-Policy fields, read once outside the

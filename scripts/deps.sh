@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages abide needs, only those that are missing.
 # Usage: scripts/deps.sh [build|test|all]   (default: all)
+#   all = test + what only the benchmarks use (CI's test mode builds none):
+#   libnghttp2-dev, whose libnghttp2.a holds the Priority parser that
+#   bench/report.py uses as the structured-field anchor.
 set -euo pipefail
 
 want=(g++ make cmake ninja-build pkg-config
@@ -8,7 +11,8 @@ want=(g++ make cmake ninja-build pkg-config
       libcurl4-openssl-dev libhiredis-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev)
 case "${1:-all}" in
   build) want+=(python3) ;;
-  test|all) want+=(redis-server clang libclang-rt-14-dev curl python3) ;;
+  test) want+=(redis-server clang libclang-rt-14-dev curl python3) ;;
+  all) want+=(redis-server clang libclang-rt-14-dev curl python3 libnghttp2-dev) ;;
   *) echo "usage: $0 [build|test|all]" >&2; exit 2 ;;
 esac
 
