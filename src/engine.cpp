@@ -500,29 +500,34 @@ bool Machine::decide(const Signals* signals, std::string_view error, bool sent) 
       return false;
     }
     case Decision::kDone:
-      if (signals == nullptr) {
-        finish(OutcomeKind::kDone, std::move(reason));
-        return false;
-      }
-      pending_reason_ = std::move(reason);
-      state_ = State::kBody;
-      return true;
     case Decision::kDeferred:
-      finish(OutcomeKind::kDeferred, std::move(reason));
-      return false;
     case Decision::kDeadlineExceeded:
-      finish(OutcomeKind::kDeadlineExceeded, std::move(reason));
-      return false;
+    case Decision::kNotRetryable:
+    case Decision::kExhausted:
+      break;
+  }
+  OutcomeKind kind = OutcomeKind::kNotRetryable;
+  switch (plan.decision) {
+    case Decision::kDone: kind = OutcomeKind::kDone; break;
+    case Decision::kDeferred: kind = OutcomeKind::kDeferred; break;
+    case Decision::kDeadlineExceeded: kind = OutcomeKind::kDeadlineExceeded; break;
+    case Decision::kExhausted: kind = OutcomeKind::kExhausted; break;
     case Decision::kNotRetryable:
       out_.ambiguous = plan.ambiguous;
-      finish(OutcomeKind::kNotRetryable, std::move(reason));
-      return false;
-    case Decision::kExhausted:
-      finish(OutcomeKind::kExhausted, std::move(reason));
-      return false;
+      break;
+    case Decision::kRetry:
+      break;
   }
-  finish(OutcomeKind::kNotRetryable, "unknown decision");
-  return false;
+  if (signals == nullptr) {
+    finish(kind, std::move(reason));
+    return false;
+  }
+  // This answer ends the request: its body is the caller's, and the
+  // outcome is final once the body is in.
+  pending_kind_ = kind;
+  pending_reason_ = std::move(reason);
+  state_ = State::kBody;
+  return true;
 }
 
 bool Machine::head(int status, HeaderList headers, WallTime received_wall, MonoTime received_mono) {
@@ -564,7 +569,7 @@ bool Machine::body(std::string_view chunk) {
 }
 
 void Machine::complete() {
-  if (state_ == State::kBody) finish(OutcomeKind::kDone, std::move(pending_reason_));
+  if (state_ == State::kBody) finish(pending_kind_, std::move(pending_reason_));
 }
 
 void Machine::failed(std::string_view error_bytes, bool sent) {
@@ -575,6 +580,9 @@ void Machine::failed(std::string_view error_bytes, bool sent) {
       // and is planned again as a transport error (a GET is retried).
       current_ = std::move(out_.attempts.back());
       out_.attempts.pop_back();
+      out_.ambiguous = false;  // planned afresh below
+      out_.not_before_mono.reset();
+      out_.not_before_wall.reset();
       state_ = State::kSending;
     } else {
       // Part of the body is at the sink already: it is not fetched again

@@ -273,7 +273,8 @@ TEST_P(EngineForms, PostWithoutIdempotencyKeyIsNotRepeated) {
   EXPECT_EQ(r.out.kind, OutcomeKind::kNotRetryable);
   EXPECT_EQ(r.sent.size(), 1u);
   EXPECT_EQ(r.out.attempts[0].plan.reason, Reason::kNotIdempotent);
-  EXPECT_TRUE(r.body.empty());
+  // The answer that ended the request is the caller's, body and all.
+  EXPECT_EQ(r.body, (std::vector<std::string>{"error page"}));
 }
 
 TEST_P(EngineForms, PostWithIdempotencyKeyIsRepeated) {
@@ -331,6 +332,7 @@ TEST_P(EngineForms, HintBeyondMaxWaitIsDeferredWithItsTime) {
   EXPECT_EQ(r.sent.size(), 1u);
   ASSERT_TRUE(r.out.not_before_mono);
   EXPECT_EQ(*r.out.not_before_mono, r.sent[0].at + 10ms + 3600s);  // never cut to the maximum
+  EXPECT_EQ(r.body, (std::vector<std::string>{"error page"}));
 }
 
 TEST_P(EngineForms, CancellationDuringARetryWaitEndsPromptly) {

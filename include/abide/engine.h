@@ -208,9 +208,10 @@ class Machine {
   [[nodiscard]] Step next();
 
   // A final (non-1xx) response head arrived for the attempt sent. Returns
-  // true when its body is wanted (it goes to the sink), false when it is
-  // dropped (the answer will be retried, or ended the request): the transport
-  // may then stop reading it.
+  // true when this answer ends the request (done, or any other outcome but
+  // a retry): its body is wanted and goes to the sink, and the outcome is
+  // final at complete(). False: the answer will be retried and its body is
+  // dropped (the transport may stop reading it).
   [[nodiscard]] bool head(int status, HeaderList headers, WallTime received_wall, MonoTime received_mono);
   // Body bytes after head() returned true. False: stop the transfer.
   [[nodiscard]] bool body(std::string_view chunk);
@@ -270,7 +271,8 @@ class Machine {
   MonoTime wait_until_{};
   std::optional<Duration> previous_backoff_;
   Attempt current_;
-  std::string pending_reason_;  // the finish reason once the body is in
+  OutcomeKind pending_kind_ = OutcomeKind::kDone;  // the outcome once the body is in
+  std::string pending_reason_;
   RequestOutcome out_;
 };
 
