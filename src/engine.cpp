@@ -76,7 +76,9 @@ std::optional<UrlOrigin> parse_origin(std::string_view url) {
   const std::size_t end = rest.find_first_of("/?#");
   std::string_view authority = rest.substr(0, end);
   std::string_view tail = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
-  if (authority.empty() || authority.find('@') != std::string_view::npos) return std::nullopt;
+  // Userinfo names no part of the origin (it is the transport's business).
+  if (const std::size_t at = authority.rfind('@'); at != std::string_view::npos) authority.remove_prefix(at + 1);
+  if (authority.empty()) return std::nullopt;
 
   std::string_view host;
   std::string_view port_text;
@@ -167,8 +169,8 @@ ServerClock* Engine::server_clock(std::string_view origin) {
 }
 
 RequestOutcome Engine::run(const Request& request, Transport& transport, BodySink sink, std::stop_token stop,
-                           std::size_t index) {
-  Machine r(*this, request, std::move(sink), index);
+                           std::size_t index, EventHook hook) {
+  Machine r(*this, request, std::move(sink), index, std::move(hook));
   r.blocking_ = true;
   r.stop_ = stop;
   for (;;) {
@@ -193,10 +195,12 @@ RequestOutcome Engine::run(const Request& request, Transport& transport, BodySin
 
 // ---- Machine ----
 
-Machine::Machine(Engine& engine, const Request& request, BodySink sink, std::size_t index)
-    : engine_(engine), req_(request), sink_(std::move(sink)), index_(index) {}
+Machine::Machine(Engine& engine, const Request& request, BodySink sink, std::size_t index, EventHook hook)
+    : engine_(engine), req_(request), sink_(std::move(sink)), index_(index), hook_(std::move(hook)) {
+  if (!hook_) hook_ = engine_.config_.on_event;
+}
 
-bool Machine::hooked() const noexcept { return static_cast<bool>(engine_.config_.on_event); }
+bool Machine::hooked() const noexcept { return static_cast<bool>(hook_); }
 
 Event Machine::event(Event::Kind kind) const {
   Event e;
@@ -209,9 +213,9 @@ Event Machine::event(Event::Kind kind) const {
 }
 
 void Machine::emit(const Event& e) const {
-  if (!engine_.config_.on_event) return;
+  if (!hook_) return;
   try {
-    engine_.config_.on_event(e);
+    hook_(e);
   } catch (...) {  // a hook must not lose a request
   }
 }
@@ -613,6 +617,25 @@ void Machine::failed(std::string_view error_bytes, bool sent) {
     return;
   }
   (void)decide(nullptr, error, sent);
+}
+
+void Machine::refuse(std::string_view why_bytes) {
+  if (state_ != State::kSending) return;
+  const std::string why = printable(why_bytes, kMaxErrorText);
+  current_.sent = false;
+  current_.error = why;
+  abandon_probe();
+  emit_error(why);
+  end_here(OutcomeKind::kNotRetryable, cat({"the request cannot be sent: ", why}));
+}
+
+void Machine::reject_body(std::string_view error_bytes) {
+  if (state_ != State::kBody) return;
+  const std::string error = printable(error_bytes, kMaxErrorText);
+  out_.attempts.back().error = error;
+  out_.ambiguous = !idempotent_request();
+  emit_error(error);
+  finish(OutcomeKind::kNotRetryable, cat({"the ", error}));
 }
 
 void Machine::cancel(bool sent) {

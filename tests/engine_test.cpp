@@ -574,7 +574,7 @@ TEST(Engine, OriginOfAndParseOrigin) {
   EXPECT_EQ(origin_of("http://[::1]:9000/x").value_or(""), "http://[::1]:9000");
   EXPECT_FALSE(origin_of("file:///etc/passwd"));
   EXPECT_FALSE(origin_of("not a url"));
-  EXPECT_FALSE(origin_of("https://user@h/"));
+  EXPECT_EQ(origin_of("https://user:pw@H/").value_or(""), "https://h");  // userinfo is no part of it
   EXPECT_FALSE(origin_of("https://h:99999/"));
   EXPECT_FALSE(origin_of("https://h:/"));
   EXPECT_FALSE(origin_of("https:///x"));

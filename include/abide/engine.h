@@ -51,7 +51,7 @@ struct UrlOrigin {
 };
 
 // Splits an absolute http:// or https:// URL; nullopt for anything else (no
-// host, userinfo, a bad port, spaces or control characters).
+// host, a bad port, spaces or control characters). Userinfo is skipped.
 [[nodiscard]] std::optional<UrlOrigin> parse_origin(std::string_view url);
 
 // The origin of an http(s) URL ("https://api.example.com"), or nullopt.
@@ -198,7 +198,8 @@ class Engine;
 // once (the blocking form waits up to that limit for the answer).
 class Machine {
  public:
-  Machine(Engine& engine, const Request& request, BodySink sink = {}, std::size_t index = 0);
+  // `hook`: this request's events (empty: Config::on_event).
+  Machine(Engine& engine, const Request& request, BodySink sink = {}, std::size_t index = 0, EventHook hook = {});
   Machine(const Machine&) = delete;
   Machine& operator=(const Machine&) = delete;
 
@@ -223,6 +224,12 @@ class Machine {
   // Stops the request (any state): it ends cancelled. `sent`: during a
   // transfer, whether the request was (at least partly) sent.
   void cancel(bool sent = true);
+  // The transport cannot send this request as it is (a header with CR/LF,
+  // ...): it ends not_retryable, nothing sent.
+  void refuse(std::string_view why);
+  // The transport will not take this answer's body (over its size limit,
+  // say `error`): the request ends not_retryable.
+  void reject_body(std::string_view error);
 
   const Pacer::Key& pacer_key() const noexcept { return key_; }
 
@@ -261,6 +268,7 @@ class Machine {
   std::stop_token stop_;
   BodySink sink_;
   std::size_t index_;
+  EventHook hook_;
   State state_ = State::kStart;
   Pacer::Key key_;
   ServerClock* server_clock_ = nullptr;
@@ -295,7 +303,7 @@ class Engine {
 
   // Runs one request to its outcome, blocking (waits cancellable by `stop`).
   [[nodiscard]] RequestOutcome run(const Request& request, Transport& transport, BodySink sink = {},
-                                   std::stop_token stop = {}, std::size_t index = 0);
+                                   std::stop_token stop = {}, std::size_t index = 0, EventHook hook = {});
 
   Pacer& pacer() noexcept { return *pacer_; }
   const Planner& planner() const noexcept { return planner_; }
