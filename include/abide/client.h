@@ -1,5 +1,6 @@
 // abide/client.h: HTTP requests that obey the server, over libcurl (target
-// abide::curl). This header includes no curl header.
+// abide::curl). This header includes no curl header. A Client is the engine
+// of abide/engine.h over libcurl: the rules live there, for any transport.
 //
 // A Client sends each request through the pacer (abide/pacer.h), reads the
 // response into Signals (abide/signals.h), asks the planner (abide/planner.h)

@@ -1,5 +1,5 @@
-// abide::Client: pacer -> send -> observe -> plan -> wait, until an outcome
-// (see abide/client.h).
+// abide::Client: the engine (abide/engine.h) over libcurl, one pooled easy
+// handle per worker (see abide/client.h).
 #include "abide/client.h"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <thread>
 #include <utility>
 
+#include "abide/engine.h"
 #include "transport.h"
 
 namespace abide {
@@ -49,6 +50,139 @@ PacerConfig own_pacer_config(const ClientConfig& c) {
   p.use_low_confidence_quota = p.use_low_confidence_quota || c.planner.use_low_confidence_quota;
   return p;
 }
+
+engine::Config engine_config(const ClientConfig& c, std::shared_ptr<Pacer> pacer, std::shared_ptr<RandomSource> random) {
+  engine::Config e;
+  e.planner = c.planner;
+  e.max_attempts = c.max_attempts;
+  e.pacer = std::move(pacer);
+  e.profile = c.profile;
+  e.registry = c.registry;
+  e.robust = c.robust;
+  e.heuristic = c.heuristic;
+  e.mono = c.mono;
+  e.wall = c.wall;
+  e.random = std::move(random);
+  return e;  // events go through each request's own hook (Client::Impl::run)
+}
+
+engine::Request engine_request(const Request& r) {
+  engine::Request e;
+  e.method = r.method;
+  e.url = r.url;
+  e.headers = r.headers;
+  e.idempotency_key = r.idempotency_key;
+  e.non_idempotent = r.non_idempotent;
+  e.deadline = r.deadline;
+  e.not_before = r.not_before;
+  e.pacer_key = r.pacer_key;
+  return e;  // the body is sent from the caller's Request itself
+}
+
+Response client_response(const engine::Response& r, std::string body) {
+  Response out;
+  out.status = r.status;
+  out.headers = r.headers;
+  out.body = std::move(body);
+  out.received_wall = r.received_wall;
+  out.received_mono = r.received_mono;
+  return out;
+}
+
+RequestOutcome client_outcome(const engine::RequestOutcome& e, const std::string& body) {
+  RequestOutcome out;
+  out.kind = static_cast<OutcomeKind>(e.kind);
+  out.reason = e.reason;
+  if (e.response) out.response = client_response(*e.response, body);
+  out.not_before_wall = e.not_before_wall;
+  out.not_before_mono = e.not_before_mono;
+  out.ambiguous = e.ambiguous;
+  out.waited = e.waited;
+  out.attempts.reserve(e.attempts.size());
+  for (const engine::Attempt& a : e.attempts) {
+    Attempt c;
+    c.number = a.number;
+    c.started_wall = a.started_wall;
+    c.started_mono = a.started_mono;
+    c.paced = a.paced;
+    c.status = a.status;
+    c.error = a.error;
+    c.sent = a.sent;
+    c.plan = a.plan;
+    c.reason = a.reason;
+    c.warnings = a.warnings;
+    out.attempts.push_back(std::move(c));
+  }
+  return out;
+}
+
+// The same kinds in the same order (static_assert below keeps them so).
+static_assert(static_cast<int>(OutcomeKind::kCancelled) == static_cast<int>(engine::OutcomeKind::kCancelled));
+static_assert(static_cast<int>(ClientEvent::Kind::kFinished) == static_cast<int>(engine::Event::Kind::kFinished));
+static_assert(static_cast<int>(ClientEvent::WaitKind::kNotBefore) ==
+              static_cast<int>(engine::Event::WaitKind::kNotBefore));
+
+// One attempt over libcurl, reported to the engine.
+class CurlAttempt final : public engine::Transport {
+ public:
+  CurlAttempt(const ClientConfig& config, const Request& request, curl_detail::Transport& transport,
+              const MonotonicClock& mono, const WallClock& wall)
+      : config_(config), request_(request), transport_(transport), mono_(mono), wall_(wall) {}
+
+  void perform(const engine::Request&, const engine::Step& step, engine::Machine& m, std::stop_token stop) override {
+    curl_detail::TransferLimits limits;
+    limits.connect_timeout = config_.connect_timeout;
+    limits.timeout = config_.attempt_timeout;
+    limits.max_body_bytes = config_.max_body_bytes;
+    limits.max_header_bytes = config_.max_header_bytes;
+    limits.user_agent = config_.user_agent;
+    limits.verify_tls = config_.verify_tls;
+    if (step.deadline) {
+      // The engine sends nothing at or after the deadline; the transfer ends at it.
+      const Duration left = *step.deadline - mono_.now();
+      if (limits.timeout == Duration::zero() || left < limits.timeout) limits.timeout = std::max(left, Duration{1});
+    }
+    Exchange ex = transport_.perform(request_, limits, mono_, wall_, stop);
+    switch (ex.result) {
+      case Exchange::Result::kInvalid:
+        m.refuse(ex.error);
+        return;
+      case Exchange::Result::kBodyTooLarge:
+        if (ex.head_complete && m.head(ex.status, std::move(ex.headers), ex.received_wall, ex.received_mono)) {
+          m.reject_body(ex.error);
+          return;
+        }
+        if (!ex.head_complete) m.failed(ex.error, ex.sent);
+        return;
+      case Exchange::Result::kResponse:
+        if (m.head(ex.status, std::move(ex.headers), ex.received_wall, ex.received_mono)) {
+          if (!ex.body.empty() && !m.body(ex.body)) return;
+          m.complete();
+        }
+        return;
+      case Exchange::Result::kFailed:
+        // A head whose body then failed: the head's quota is real (the engine
+        // records it); the attempt failed like any transfer.
+        if (ex.head_complete) {
+          if (m.head(ex.status, std::move(ex.headers), ex.received_wall, ex.received_mono)) m.failed(ex.error, true);
+          return;
+        }
+        m.failed(ex.error, ex.sent);
+        return;
+      case Exchange::Result::kCancelled:
+      case Exchange::Result::kTimedOut:
+        m.failed(ex.error, ex.sent);
+        return;
+    }
+  }
+
+ private:
+  const ClientConfig& config_;
+  const Request& request_;
+  curl_detail::Transport& transport_;
+  const MonotonicClock& mono_;
+  const WallClock& wall_;
+};
 }  // namespace
 
 struct Client::Impl {
@@ -56,32 +190,20 @@ struct Client::Impl {
       : config(std::move(c)),
         mono(config.mono != nullptr ? *config.mono : system_monotonic_clock()),
         wall(config.wall != nullptr ? *config.wall : system_wall_clock()),
-        planner(config.planner),
-        pacer(config.pacer ? config.pacer : std::make_shared<Pacer>(own_pacer_config(config), nullptr, mono, wall)),
-        random(config.random ? config.random : default_random()) {
+        engine(engine_config(config,
+                             config.pacer ? config.pacer
+                                          : std::make_shared<Pacer>(own_pacer_config(config), nullptr, mono, wall),
+                             config.random ? config.random : default_random())) {
     curl_detail::global_init();
   }
 
   ClientConfig config;
   const MonotonicClock& mono;
   const WallClock& wall;
-  Planner planner;
-  std::shared_ptr<Pacer> pacer;
-  std::shared_ptr<RandomSource> random;
+  engine::Engine engine;
 
   std::mutex pool_mu;
   std::vector<std::unique_ptr<Transport>> idle;
-
-  // What each origin's clock reads (rule 3, tightened over many responses).
-  static constexpr std::size_t kMaxServerClocks = 4096;
-  std::mutex clocks_mu;
-  std::map<std::string, std::unique_ptr<ServerClock>, std::less<>> clocks;
-  ServerClock* server_clock(std::string_view origin) {
-    std::lock_guard lock(clocks_mu);
-    if (auto it = clocks.find(origin); it != clocks.end()) return it->second.get();
-    if (clocks.size() >= kMaxServerClocks) return nullptr;  // beyond it: each response alone
-    return clocks.emplace(std::string(origin), std::make_unique<ServerClock>()).first->second.get();
-  }
 
   std::unique_ptr<Transport> checkout() {
     {
@@ -99,318 +221,78 @@ struct Client::Impl {
     if (idle.size() < kMaxIdleTransports) idle.push_back(std::move(t));
   }
 
-  RequestOutcome run(const Request& req, std::size_t index, Transport& transport, std::stop_token stop);
-  class Run;
-};
-
-// One request's run: the outcome being built and the events it reports.
-class Client::Impl::Run {
- public:
-  Run(Client::Impl& impl, const Request& req, std::size_t index) : impl_(impl), req_(req), index_(index) {}
-
-  RequestOutcome go(Transport& transport, std::stop_token stop);
-
- private:
-  ClientEvent event(ClientEvent::Kind kind) const {
-    ClientEvent e;
-    e.kind = kind;
-    e.index = index_;
-    e.request = &req_;
-    e.attempt = attempt_;
-    e.at = impl_.mono.now();
-    return e;
-  }
   void emit(const ClientEvent& e) const {
-    if (!impl_.config.on_event) return;
+    if (!config.on_event) return;
     try {
-      impl_.config.on_event(e);
+      config.on_event(e);
     } catch (...) {  // a hook must not lose a request
     }
   }
-  RequestOutcome finish(OutcomeKind kind, std::string reason) {
-    out_.kind = kind;
-    out_.reason = std::move(reason);
-    ClientEvent e = event(ClientEvent::Kind::kFinished);
-    e.outcome = &out_;
-    emit(e);
-    return std::move(out_);
-  }
-  void set_not_before(MonoTime mono) {
-    out_.not_before_mono = mono;
-    out_.not_before_wall = saturating_add(impl_.wall.now(), mono - impl_.mono.now());
-  }
-  void set_not_before(const Plan& p) {
-    out_.not_before_mono = p.not_before_mono;
-    out_.not_before_wall = p.not_before_wall;
-  }
-  // Waits (cancellably) until `until`; false when cancelled.
-  bool wait(MonoTime until, ClientEvent::WaitKind kind) {
-    const MonoTime start = impl_.mono.now();
-    ClientEvent e = event(ClientEvent::Kind::kWaitStarted);
-    e.wait_kind = kind;
-    e.wait = until > start ? until - start : Duration::zero();
-    emit(e);
-    const WaitResult r = until > start ? impl_.mono.sleep_until(until, stop_) : WaitResult::kReached;
-    const MonoTime end = impl_.mono.now();
-    out_.waited += end - start;
-    ClientEvent ended = event(ClientEvent::Kind::kWaitEnded);
-    ended.wait_kind = kind;
-    ended.wait = end - start;
-    ended.cancelled = r == WaitResult::kCancelled || stop_.stop_requested();
-    emit(ended);
-    return !ended.cancelled;
-  }
-  bool idempotent_request() const {
-    return !req_.non_idempotent && impl_.planner.idempotent(req_.method);
-  }
-  bool has_key() const {
-    return (req_.idempotency_key && !req_.idempotency_key->empty()) || req_.headers.count("Idempotency-Key") > 0;
-  }
 
-  Client::Impl& impl_;
-  const Request& req_;
-  std::size_t index_;
-  std::stop_token stop_;
-  std::int64_t attempt_ = 0;
-  RequestOutcome out_;
+  RequestOutcome run(const Request& req, std::size_t index, Transport& transport, std::stop_token stop);
 };
 
-RequestOutcome Client::Impl::Run::go(Transport& transport, std::stop_token stop) {
-  stop_ = stop;
-  if (stop.stop_requested()) return finish(OutcomeKind::kCancelled, "cancelled before the first attempt");
-  auto url = curl_detail::parse_url(req_.url);
-  if (!url) return finish(OutcomeKind::kNotRetryable, "invalid URL: " + url.error());
-  if (!curl_detail::valid_token(req_.method))
-    return finish(OutcomeKind::kNotRetryable, "invalid method \"" + req_.method + "\"");
-
-  Pacer& pacer = *impl_.pacer;
-  const Pacer::Key key = pacer.key(req_.pacer_key.empty() ? pacer_key(url->origin) : std::string_view(req_.pacer_key));
-  ObserveOptions observe_options;
-  observe_options.host = url->host;
-  observe_options.profile = impl_.config.profile;
-  observe_options.registry = impl_.config.registry;
-  observe_options.robust = impl_.config.robust;
-  observe_options.heuristic = impl_.config.heuristic;
-  ServerClock* const server_clock = impl_.server_clock(url->origin);
-
-  // A permitted time carried over from an earlier run (a resumed request).
-  if (const WallTime now = impl_.wall.now(); req_.not_before && *req_.not_before > now) {
-    const Duration left = *req_.not_before - now;
-    const MonoTime until = saturating_add(impl_.mono.now(), left);
-    if (req_.deadline && until > *req_.deadline) {
-      set_not_before(until);
-      return finish(OutcomeKind::kDeadlineExceeded, "the request's permitted time is after its deadline");
-    }
-    if (left > impl_.config.planner.max_wait) {
-      set_not_before(until);
-      return finish(OutcomeKind::kDeferred, "the request's permitted time is beyond the maximum acceptable wait");
-    }
-    if (!wait(until, ClientEvent::WaitKind::kNotBefore)) {
-      set_not_before(until);
-      return finish(OutcomeKind::kCancelled, "cancelled while waiting for the request's permitted time");
-    }
-  }
-
-  std::optional<Duration> previous_backoff;
-  const std::int64_t max_attempts = std::max<std::int64_t>(impl_.config.max_attempts, 1);
-  while (true) {
-    if (stop.stop_requested()) return finish(OutcomeKind::kCancelled, "cancelled");
-
-    // The pacer: spend quota evenly, honour cooldowns.
-    {
-      ClientEvent e = event(ClientEvent::Kind::kWaitStarted);
-      e.wait_kind = ClientEvent::WaitKind::kPacer;
-      emit(e);
-    }
-    const AcquireResult permit = pacer.acquire(key, req_.deadline, stop);
-    out_.waited += permit.waited;
-    {
-      ClientEvent e = event(ClientEvent::Kind::kWaitEnded);
-      e.wait_kind = ClientEvent::WaitKind::kPacer;
-      e.wait = permit.waited;
-      e.cancelled = permit.status == AcquireStatus::kCancelled;
-      emit(e);
-    }
-    switch (permit.status) {
-      case AcquireStatus::kPermit:
-        break;
-      case AcquireStatus::kCancelled:
-        return finish(OutcomeKind::kCancelled, "cancelled while waiting for the pacer");
-      case AcquireStatus::kDeferred:
-        out_.not_before_mono = permit.not_before;
-        out_.not_before_wall = permit.not_before_wall;
-        return finish(OutcomeKind::kDeferred, "the quota permits the next send only after the maximum acceptable wait");
-      case AcquireStatus::kDeadlineExceeded:
-        out_.not_before_mono = permit.not_before;
-        out_.not_before_wall = permit.not_before_wall;
-        return finish(OutcomeKind::kDeadlineExceeded, "the quota permits the next send only after the deadline");
-      case AcquireStatus::kUnavailable:
-        out_.not_before_mono = permit.not_before;
-        out_.not_before_wall = permit.not_before_wall;
-        return finish(OutcomeKind::kDeferred, "the shared quota store is unavailable");
-    }
-    const auto abandon = [&] {
-      if (permit.probe) pacer.abandon_probe(key);
-    };
-
-    ++attempt_;
-    Attempt a;
-    a.number = attempt_;
-    a.paced = permit.waited;
-    a.started_wall = impl_.wall.now();
-    a.started_mono = impl_.mono.now();
-
-    curl_detail::TransferLimits limits;
-    limits.connect_timeout = impl_.config.connect_timeout;
-    limits.timeout = impl_.config.attempt_timeout;
-    limits.max_body_bytes = impl_.config.max_body_bytes;
-    limits.max_header_bytes = impl_.config.max_header_bytes;
-    limits.user_agent = impl_.config.user_agent;
-    limits.verify_tls = impl_.config.verify_tls;
-    bool deadline_bounds_transfer = false;
-    if (req_.deadline) {
-      const Duration left = *req_.deadline - a.started_mono;
-      if (left <= Duration::zero()) {
-        abandon();
-        --attempt_;
-        return finish(OutcomeKind::kDeadlineExceeded, "the deadline passed before the request could be sent");
-      }
-      if (limits.timeout == Duration::zero() || left < limits.timeout) {
-        limits.timeout = left;
-        deadline_bounds_transfer = true;
-      }
-    }
-
-    emit(event(ClientEvent::Kind::kAttemptStarted));
-    Exchange ex = transport.perform(req_, limits, impl_.mono, impl_.wall, stop);
-    a.sent = ex.sent;
-    a.status = ex.head_complete ? ex.status : 0;
-    if (ex.result != Exchange::Result::kResponse) a.error = ex.error;
-
-    // Whatever a response head said about quota is real, even when its body
-    // then failed: the pacer hears it.
-    std::optional<Signals> signals;
-    if (ex.head_complete) {
-      if (server_clock != nullptr) observe_options.server_time_floor = server_clock->trusted_floor_at(ex.received_mono);
-      signals = observe(ex.status, ex.headers, ex.received_wall, ex.received_mono, observe_options);
-      if (server_clock != nullptr) server_clock->learn(*signals, a.started_mono);
-      pacer.record(key, *signals);
-    } else {
-      abandon();
-    }
-
-    const auto keep_response = [&] {
-      if (!ex.head_complete) return;
-      Response r;
-      r.status = ex.status;
-      r.headers = std::move(ex.headers);
-      r.body = std::move(ex.body);
-      r.received_wall = ex.received_wall;
-      r.received_mono = ex.received_mono;
-      out_.response = std::move(r);
-    };
-    // Ends the request without asking the planner (cancelled, deadline, local limit).
-    const auto end_here = [&](OutcomeKind kind, std::string reason) {
-      a.reason = reason;
-      out_.ambiguous = ex.sent && !idempotent_request();
-      out_.attempts.push_back(std::move(a));
-      keep_response();
-      return finish(kind, std::move(reason));
-    };
-
-    switch (ex.result) {
-      case Exchange::Result::kCancelled:
-        emit([&] { ClientEvent e = event(ClientEvent::Kind::kTransportError); e.error = ex.error; return e; }());
-        return end_here(OutcomeKind::kCancelled, ex.sent ? "cancelled while the request was in flight"
-                                                          : "cancelled before the request was sent");
-      case Exchange::Result::kInvalid:
-        emit([&] { ClientEvent e = event(ClientEvent::Kind::kTransportError); e.error = ex.error; return e; }());
-        a.sent = false;
-        return end_here(OutcomeKind::kNotRetryable, "the request cannot be sent: " + ex.error);
-      case Exchange::Result::kBodyTooLarge:
-        emit([&] { ClientEvent e = event(ClientEvent::Kind::kTransportError); e.error = ex.error; return e; }());
-        return end_here(OutcomeKind::kNotRetryable, "the " + ex.error);
-      case Exchange::Result::kTimedOut:
-        if (deadline_bounds_transfer && impl_.mono.now() >= *req_.deadline) {
-          emit([&] { ClientEvent e = event(ClientEvent::Kind::kTransportError); e.error = ex.error; return e; }());
-          return end_here(OutcomeKind::kDeadlineExceeded,
-                          ex.sent ? "the deadline passed while waiting for the response"
-                                  : "the deadline passed before the request could be sent");
-        }
-        break;
-      case Exchange::Result::kResponse:
-      case Exchange::Result::kFailed:
-        break;
-    }
-
-    // Ask the planner.
-    const TransportError terr{ex.sent, ex.received_wall, ex.received_mono};
-    const bool response = ex.result == Exchange::Result::kResponse;
-    PlanInput input = response ? PlanInput(Outcome(*signals)) : PlanInput(Outcome(terr));
-    input.method = req_.method;
-    input.idempotency_key = has_key();
-    input.declared_non_idempotent = req_.non_idempotent;
-    input.attempt = attempt_;
-    input.max_attempts = max_attempts;
-    input.deadline = req_.deadline;
-    input.previous_backoff = previous_backoff;
-    if (response) {
-      keep_response();  // the outcome keeps the last response
-      ClientEvent e = event(ClientEvent::Kind::kResponseObserved);
-      e.response = &*out_.response;
-      e.signals = &*signals;
-      emit(e);
-    } else {
-      ClientEvent e = event(ClientEvent::Kind::kTransportError);
-      e.error = ex.error;
-      emit(e);
-    }
-    const Plan plan = impl_.planner.decide(input, *impl_.random);
-    a.plan = plan;
-    a.reason = impl_.planner.describe(plan, input);
-    if (!response) a.reason = ex.error + ". " + a.reason;
-    if (signals) a.warnings = signals->warnings;
-    for (std::string& n : notes_text(plan.notes)) a.warnings.push_back(std::move(n));
-    {
-      ClientEvent e = event(ClientEvent::Kind::kDecision);
-      e.plan = &plan;
-      e.reason = a.reason;
-      emit(e);
-    }
-    std::string reason = a.reason;
-    out_.attempts.push_back(std::move(a));
-    if (plan.not_before_mono) set_not_before(plan);
-
-    switch (plan.decision) {
-      case Decision::kRetry: {
-        previous_backoff = saturating_add(plan.backoff, plan.jitter);
-        const MonoTime until = plan.not_before_mono.value_or(saturating_add(ex.received_mono, plan.wait));
-        if (!wait(until, ClientEvent::WaitKind::kRetry))
-          return finish(OutcomeKind::kCancelled, "cancelled while waiting to retry");
-        out_.not_before_mono.reset();
-        out_.not_before_wall.reset();
-        continue;
-      }
-      case Decision::kDone:
-        out_.not_before_mono.reset();
-        out_.not_before_wall.reset();
-        return finish(OutcomeKind::kDone, std::move(reason));
-      case Decision::kDeferred:
-        return finish(OutcomeKind::kDeferred, std::move(reason));
-      case Decision::kDeadlineExceeded:
-        return finish(OutcomeKind::kDeadlineExceeded, std::move(reason));
-      case Decision::kNotRetryable:
-        out_.ambiguous = plan.ambiguous;
-        return finish(OutcomeKind::kNotRetryable, std::move(reason));
-      case Decision::kExhausted:
-        return finish(OutcomeKind::kExhausted, std::move(reason));
-    }
-    return finish(OutcomeKind::kNotRetryable, "unknown decision");
-  }
-}
-
+// One request: the engine over libcurl, its events and outcome in the
+// client's terms.
 RequestOutcome Client::Impl::run(const Request& req, std::size_t index, Transport& transport, std::stop_token stop) {
-  return Run(*this, req, index).go(transport, stop);
+  const auto finish_early = [&](OutcomeKind kind, std::string reason) {
+    RequestOutcome out;
+    out.kind = kind;
+    out.reason = std::move(reason);
+    ClientEvent e;
+    e.kind = ClientEvent::Kind::kFinished;
+    e.index = index;
+    e.request = &req;
+    e.at = mono.now();
+    e.outcome = &out;
+    emit(e);
+    return out;
+  };
+  if (stop.stop_requested()) return finish_early(OutcomeKind::kCancelled, "cancelled before the first attempt");
+  // libcurl's own URL parser says what it will not take, in its words.
+  if (auto url = curl_detail::parse_url(req.url); !url)
+    return finish_early(OutcomeKind::kNotRetryable, "invalid URL: " + url.error());
+
+  const engine::Request er = engine_request(req);
+  std::string body;
+  engine::EventHook hook;
+  if (config.on_event) {
+    hook = [&](const engine::Event& ev) {
+      ClientEvent e;
+      e.kind = static_cast<ClientEvent::Kind>(ev.kind);
+      e.index = ev.index;
+      e.request = &req;
+      e.attempt = ev.attempt;
+      e.at = ev.at;
+      e.wait_kind = static_cast<ClientEvent::WaitKind>(ev.wait_kind);
+      e.wait = ev.wait;
+      e.cancelled = ev.cancelled;
+      e.signals = ev.signals;
+      e.error = ev.error;
+      e.plan = ev.plan;
+      e.reason = ev.reason;
+      std::optional<Response> response;
+      if (ev.response != nullptr) {
+        response = client_response(*ev.response, {});
+        e.response = &*response;
+      }
+      std::optional<RequestOutcome> outcome;
+      if (ev.outcome != nullptr) {
+        outcome = client_outcome(*ev.outcome, body);
+        e.outcome = &*outcome;
+      }
+      emit(e);
+    };
+  }
+  CurlAttempt attempt(config, req, transport, mono, wall);
+  const engine::RequestOutcome out = engine.run(
+      er, attempt,
+      [&body](std::string_view chunk) {
+        body.append(chunk);
+        return true;
+      },
+      stop, index, std::move(hook));
+  return client_outcome(out, body);
 }
 
 Client::Client(ClientConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
@@ -450,8 +332,8 @@ std::vector<RequestOutcome> Client::fetch_all(std::span<const Request> requests,
   return outcomes;
 }
 
-Pacer& Client::pacer() noexcept { return *impl_->pacer; }
-const Planner& Client::planner() const noexcept { return impl_->planner; }
+Pacer& Client::pacer() noexcept { return impl_->engine.pacer(); }
+const Planner& Client::planner() const noexcept { return impl_->engine.planner(); }
 const ClientConfig& Client::config() const noexcept { return impl_->config; }
 
 std::optional<std::string> Client::origin_of(std::string_view url) {
