@@ -44,6 +44,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -260,9 +261,11 @@ def main():
         ratio = v["cpu_ns"] / a if a > 0 else float("inf")
         ok = ratio <= target / quiet
         note = f"{what}; {target} ns at the anchor's quiet {quiet} ns"
+        shown = anchor
         if "other process" in where:
             note += f"; anchor from {where}"
-        rows.append((f"{bench}/{k}", fmt_ns(v["cpu_ns"]), anchor, fmt_ns(a), f"{ratio:.3g}", want,
+            shown = f"{anchor} (from {where.split('/', 1)[0]})"
+        rows.append((f"{bench}/{k}", fmt_ns(v["cpu_ns"]), shown, fmt_ns(a), f"{ratio:.3g}", want,
                      "pass" if ok else "FAIL", note))
     for n in names:
         res = results.get(n)
@@ -290,7 +293,8 @@ def main():
 
     heads = ("benchmark", "measured", "anchor", "anchor ns", "ratio", "target ratio", "verdict")
     w = [max(len(r[i]) for r in rows + [heads]) for i in range(len(heads))]
-    lines = [f"abide microbenchmarks, Release, median CPU time of {args.repetitions} interleaved runs; "
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines = [f"abide microbenchmarks, Release, median CPU time of {args.repetitions} interleaved runs, {when}; "
              f"load average {load_start} at start, {load_end} at end (2 cores)"]
     lines.append("  ".join(f"{h:<{w[i]}}" if i in (0, 2, 6) else f"{h:>{w[i]}}" for i, h in enumerate(heads)))
     lines.append("-" * (sum(w) + 2 * (len(w) - 1)))
