@@ -38,6 +38,7 @@
 
 #include "abide/backoff.h"
 #include "abide/clock.h"
+#include "abide/engine.h"
 #include "abide/headers.h"
 #include "abide/pacer.h"
 #include "abide/planner.h"
@@ -92,18 +93,10 @@ struct Attempt {
   std::vector<std::string> warnings;  // the response's Signals warnings and the plan's notes
 };
 
-// How a request ended.
-enum class OutcomeKind : std::uint8_t {
-  kDone,
-  kDeferred,
-  kDeadlineExceeded,
-  kNotRetryable,
-  kExhausted,
-  kCancelled,
-};
-
-// "done", "deferred", "deadline_exceeded", "not_retryable", "exhausted", "cancelled".
-std::string_view to_string(OutcomeKind k) noexcept;
+// How a request ended: the engine's kinds (done, deferred, deadline_exceeded,
+// not_retryable, exhausted, cancelled), and their to_string().
+using OutcomeKind = engine::OutcomeKind;
+using engine::to_string;
 
 // The final outcome of one request.
 struct RequestOutcome {

@@ -28,21 +28,6 @@ std::shared_ptr<RandomSource> default_random() {
   return std::make_shared<SeededRandom>(seed);
 }
 
-}  // namespace
-
-std::string_view to_string(OutcomeKind k) noexcept {
-  switch (k) {
-    case OutcomeKind::kDone: return "done";
-    case OutcomeKind::kDeferred: return "deferred";
-    case OutcomeKind::kDeadlineExceeded: return "deadline_exceeded";
-    case OutcomeKind::kNotRetryable: return "not_retryable";
-    case OutcomeKind::kExhausted: return "exhausted";
-    case OutcomeKind::kCancelled: return "cancelled";
-  }
-  return "?";
-}
-
-namespace {
 // The client's own pacer counts the quotas its planner counts, so that both
 // hold the same permitted time (permitted_wait()).
 PacerConfig own_pacer_config(const ClientConfig& c) {
@@ -91,7 +76,7 @@ Response client_response(const engine::Response& r, std::string body) {
 
 RequestOutcome client_outcome(const engine::RequestOutcome& e, const std::string& body) {
   RequestOutcome out;
-  out.kind = static_cast<OutcomeKind>(e.kind);
+  out.kind = e.kind;
   out.reason = e.reason;
   if (e.response) out.response = client_response(*e.response, body);
   out.not_before_wall = e.not_before_wall;
@@ -117,7 +102,6 @@ RequestOutcome client_outcome(const engine::RequestOutcome& e, const std::string
 }
 
 // The same kinds in the same order (static_assert below keeps them so).
-static_assert(static_cast<int>(OutcomeKind::kCancelled) == static_cast<int>(engine::OutcomeKind::kCancelled));
 static_assert(static_cast<int>(ClientEvent::Kind::kFinished) == static_cast<int>(engine::Event::Kind::kFinished));
 static_assert(static_cast<int>(ClientEvent::WaitKind::kNotBefore) ==
               static_cast<int>(engine::Event::WaitKind::kNotBefore));
