@@ -7,6 +7,8 @@
 #include <random>
 #include <utility>
 
+#include "concat.h"
+
 namespace abide {
 namespace {
 
@@ -44,16 +46,7 @@ PacerConfig own_pacer_config(const engine::Config& c) {
   return p;
 }
 
-// Concatenates by appending (`literal + std::string` trips GCC 12's -Wrestrict
-// false positive at -O3).
-std::string cat(std::initializer_list<std::string_view> parts) {
-  std::size_t n = 0;
-  for (std::string_view x : parts) n += x.size();
-  std::string out;
-  out.reserve(n);
-  for (std::string_view x : parts) out.append(x);
-  return out;
-}
+using detail::cat;
 
 // Transport errors are shown to people and may quote a server.
 constexpr std::size_t kMaxErrorText = 256;

@@ -4,6 +4,8 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "concat.h"
+
 namespace abide {
 
 namespace {
@@ -274,16 +276,7 @@ std::string format_seconds(Duration d) {
 
 namespace {
 
-// Concatenates by appending (never `literal + std::string`, which trips GCC 12's
-// -Wrestrict false positive at -O3).
-std::string cat(std::initializer_list<std::string_view> parts) {
-  std::size_t n = 0;
-  for (std::string_view x : parts) n += x.size();
-  std::string out;
-  out.reserve(n);
-  for (std::string_view x : parts) out.append(x);
-  return out;
-}
+using detail::cat;
 
 // "the server's Retry-After asks for 30 s", ... for the basis of the plan.
 std::string basis_phrase(const Plan& p, const PlanInput& in, Jitter jitter) {

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "abide/headers.h"
+#include "concat.h"
 
 namespace abide {
 namespace {
@@ -43,13 +44,7 @@ bool same_value(const RetryAfter& a, const RetryAfter& b) noexcept {
 }
 
 // A field value for a warning: quoted, made printable, at most 64 bytes.
-// Appended, not `literal + string`: GCC 12 at -O3 warns (-Wrestrict) on that form.
-std::string quoted(std::string_view v) {
-  std::string out = "\"";
-  out += printable(v, 64);
-  out += '"';
-  return out;
-}
+std::string quoted(std::string_view v) { return detail::cat({"\"", printable(v, 64), "\""}); }
 
 }  // namespace
 
