@@ -11,6 +11,7 @@
 
 #include "abide/sf_value.h"
 #include "abide/structured_fields.h"
+#include "ascii.h"
 
 namespace {
 
@@ -684,5 +685,92 @@ TEST(SfRoundTrip, RandomTextThatParsesRoundTrips) {
   }
   EXPECT_GT(parsed, 100);
 }
+
+
+// ---- the ASCII helpers every parser shares (src/ascii.h) ----
+
+namespace ascii_tests {
+
+namespace ascii = abide::ascii;
+
+// Compile-time: every helper is usable in a constant expression.
+static_assert(ascii::is_digit('0') && ascii::is_digit('9') && !ascii::is_digit('/') && !ascii::is_digit(':'));
+static_assert(ascii::is_alpha('a') && ascii::is_alpha('Z') && !ascii::is_alpha('@') && !ascii::is_alpha('['));
+static_assert(ascii::is_lower('q') && !ascii::is_lower('Q'));
+static_assert(ascii::is_ows(' ') && ascii::is_ows('\t') && !ascii::is_ows('\n'));
+static_assert(ascii::is_tchar('~') && !ascii::is_tchar(':'));
+static_assert(ascii::to_lower('R') == 'r' && ascii::to_lower('[') == '[');
+static_assert(ascii::trim_ows(" \t x y\t ") == "x y");
+static_assert(ascii::iequals("Retry-After", "rETRY-aFTER") && !ascii::iequals("Retry-After", "Retry_After"));
+static_assert(ascii::istarts_with("X-RateLimit-Reset", "x-ratelimit-"));
+static_assert(noexcept(ascii::iequals("", "")) && noexcept(ascii::trim_ows("")) && noexcept(ascii::is_tchar('a')));
+
+// Reference definitions written the slow, obvious way.
+bool ref_digit(unsigned c) { return c >= '0' && c <= '9'; }
+bool ref_upper(unsigned c) { return c >= 'A' && c <= 'Z'; }
+bool ref_lower(unsigned c) { return c >= 'a' && c <= 'z'; }
+bool ref_tchar(unsigned c) {
+  return ref_digit(c) || ref_upper(c) || ref_lower(c) ||
+         std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;
+}
+
+TEST(Ascii, ClassesMatchTheirGrammarForEveryByte) {
+  for (unsigned c = 0; c < 256; ++c) {
+    const char ch = static_cast<char>(c);
+    SCOPED_TRACE(c);
+    EXPECT_EQ(ascii::is_digit(ch), ref_digit(c));
+    EXPECT_EQ(ascii::is_alpha(ch), ref_upper(c) || ref_lower(c));
+    EXPECT_EQ(ascii::is_lower(ch), ref_lower(c));
+    EXPECT_EQ(ascii::is_ows(ch), c == ' ' || c == '\t');
+    EXPECT_EQ(ascii::is_tchar(ch), ref_tchar(c));
+    EXPECT_EQ(ascii::to_lower(ch), ref_upper(c) ? static_cast<char>(c + 32) : ch);
+  }
+}
+
+TEST(Ascii, TrimOwsDropsOnlySpaceAndTab) {
+  EXPECT_EQ(ascii::trim_ows(""), "");
+  EXPECT_EQ(ascii::trim_ows(" \t "), "");
+  EXPECT_EQ(ascii::trim_ows("\r 5 \n"), "\r 5 \n");  // CR and LF are not OWS
+  EXPECT_EQ(ascii::trim_ows("\t120 "), "120");
+}
+
+// The run-time path compares eight bytes at a time; every length, and a
+// difference at every position, must give the byte-by-byte answer.
+TEST(Ascii, IequalsAgreesWithBytewiseFoldingAtEveryLengthAndPosition) {
+  const std::string base = "x-ratelimit-remaining-requests-01";
+  for (std::size_t n = 0; n <= base.size(); ++n) {
+    const std::string a = base.substr(0, n);
+    std::string upper = a;
+    for (char& c : upper) c = static_cast<char>(ref_lower(static_cast<unsigned char>(c)) ? c - 32 : c);
+    EXPECT_TRUE(ascii::iequals(a, upper)) << a;
+    if (n < base.size()) {
+      EXPECT_FALSE(ascii::iequals(a, base.substr(0, n + 1))) << a;
+    }
+    for (std::size_t k = 0; k < n; ++k) {
+      for (char flip : {char{0x20}, char{0x01}, char{0x40}}) {
+        std::string b = upper;
+        b[k] = static_cast<char>(b[k] ^ flip);
+        const unsigned x = static_cast<unsigned char>(a[k]);
+        const unsigned y = static_cast<unsigned char>(b[k]);
+        const bool same = ascii::to_lower(static_cast<char>(x)) == ascii::to_lower(static_cast<char>(y)) &&
+                          (ref_upper(x) || ref_lower(x) || x == y);
+        EXPECT_EQ(ascii::iequals(a, b), same) << a << " vs " << b << " at " << k;
+      }
+    }
+  }
+  // Bit 0x20 folds letters only: '@' vs '`', '[' vs '{', and high bytes differ.
+  EXPECT_FALSE(ascii::iequals("@[\\]^_@[\\]", "`{|}~\x7f`{|}"));
+  EXPECT_FALSE(ascii::iequals("\xc1\xc1\xc1\xc1\xc1\xc1\xc1\xc1", "\xe1\xe1\xe1\xe1\xe1\xe1\xe1\xe1"));
+  EXPECT_TRUE(ascii::iequals("\xc1\xc1\xc1\xc1\xc1\xc1\xc1\xc1", "\xc1\xc1\xc1\xc1\xc1\xc1\xc1\xc1"));
+}
+
+TEST(Ascii, IstartsWith) {
+  EXPECT_TRUE(ascii::istarts_with("RateLimit-Policy", ""));
+  EXPECT_TRUE(ascii::istarts_with("RateLimit-Policy", "ratelimit"));
+  EXPECT_FALSE(ascii::istarts_with("Rate", "ratelimit"));
+  EXPECT_FALSE(ascii::istarts_with("RateLimiT", "ratelimit-"));
+}
+
+}  // namespace ascii_tests
 
 }  // namespace
