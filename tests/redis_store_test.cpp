@@ -1,6 +1,7 @@
 // RedisStore against a real redis-server (started here on a free loopback port
-// and a unix socket in a temporary folder, persistence off, stopped afterwards):
-// the shared state-machine suite, sharing between pacers, round trips, expiry,
+// and a unix socket in a temporary folder, persistence off, stopped afterwards;
+// the tests look inside it through hiredis): the shared state-machine suite,
+// the script and its constants, sharing between pacers, round trips, expiry,
 // prefix, AUTH, outages, and the multi-process proof.
 #include "abide/redis_store.h"
 
@@ -11,12 +12,17 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <fstream>
 #include <future>
 #include <mutex>
+#include <regex>
+#include <set>
+#include <sstream>
 #include <thread>
 #include <vector>
 
 #include "abide/pacer.h"
+#include "redis/pacer_script.h"
 #include "support/pacer_clock.h"
 #include "support/quota_store_conformance.h"
 #include "support/redis_store_server.h"
@@ -167,6 +173,52 @@ TEST(RedisUrl, Rejects) {
   }
 }
 
+TEST(RedisUrl, EachRejectionSaysWhatIsWrong) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"", "empty Redis location"},
+      {"http://x", "expected redis://HOST[:PORT][/PREFIX], unix:///PATH or /PATH"},
+      {"rediss://h", "TLS) is not supported"},
+      {"redis://", "missing Redis host"},
+      {"redis://:pw@", "missing Redis host"},
+      {"redis://h:0", "bad Redis port \"0\": expected a number from 1 to 65535"},
+      {"redis://h:99999", "bad Redis port \"99999\""},
+      {"redis://h:12ab", "bad Redis port \"12ab\""},
+      {"redis://::1", "an IPv6 Redis host goes in brackets"},
+      {"redis://[::1", "unclosed '[' in the Redis host"},
+      {"redis://[::1]x", "unexpected \"x\" after the Redis host [::1]"},
+      {"redis://h/%zz", "bad percent-encoding in the Redis key prefix"},
+      {"redis://h/%4", "bad percent-encoding in the Redis key prefix"},
+      {"redis://u:p%2@h", "bad percent-encoding in the Redis user or password"},
+      {"redis://h?foo=1", "unknown parameter \"foo\" in the Redis location (there is only prefix=)"},
+      {"redis://h?prefix", "?prefix needs a value"},
+      {"redis://h?prefix=%g0", "bad percent-encoding in the Redis key prefix"},
+      {"redis://h\r\n:1", "control character at byte 9 of the Redis location"},
+      {"redis://a b", "space at byte 9 of the Redis location"},
+      {"unix://", "missing unix socket path"},
+      {"unix:relative.sock", "the unix socket path must be absolute: \"relative.sock\""},
+      {"unix://host/tmp/x", "a unix socket location names no host, found \"host\""},
+  };
+  for (const auto& [url, message] : cases) {
+    const auto e = parse_redis_url(url);
+    ASSERT_FALSE(e) << url;
+    EXPECT_NE(e.error().find(message), std::string::npos) << url << " gave: " << e.error();
+  }
+  const std::string long_path = "/" + std::string(200, 's');
+  for (const std::string& url : {long_path, "unix://" + long_path}) {
+    const auto e = parse_redis_url(url);
+    ASSERT_FALSE(e);
+    EXPECT_NE(e.error().find("unix socket path longer than 107 bytes"), std::string::npos) << e.error();
+    EXPECT_LT(e.error().size(), 200u);  // the path is quoted shortened
+  }
+  const auto e = parse_redis_url("redis://" + std::string(5000, 'h'));
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error(), "Redis location longer than 4096 bytes");
+  // An empty port is the default one, as in any URL.
+  const auto d = parse_redis_url("redis://h:");
+  ASSERT_TRUE(d) << d.error();
+  EXPECT_EQ(d->port, 6379);
+}
+
 TEST(RedisUrl, MessagesNeverRepeatCredentials) {
   for (const char* bad : {"redis://u:topsecret@h:badport", "redis://u:topsecret@h?x=1", "redis://u:top%zzsecret@h"}) {
     const auto e = parse_redis_url(bad);
@@ -182,23 +234,189 @@ TEST(RedisUrl, MessagesNeverRepeatCredentials) {
 
 // ---- behaviour against a server ----------------------------------------------------------
 
-TEST(RedisStore, OneRoundTripPerAcquireAndScriptsSurviveAFlush) {
+struct Events {
+  std::mutex mu;
+  std::vector<std::pair<RedisEvent, std::string>> seen;
+  std::function<void(RedisEvent, std::string_view)> hook() {
+    return [this](RedisEvent e, std::string_view m) {
+      std::lock_guard lock(mu);
+      seen.emplace_back(e, std::string(m));
+    };
+  }
+  int count(RedisEvent e) {
+    std::lock_guard lock(mu);
+    return static_cast<int>(std::count_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == e; }));
+  }
+  std::string all() {
+    std::lock_guard lock(mu);
+    std::string s;
+    for (const auto& [e, m] : seen) s += std::string(to_string(e)) + ": " + m + "\n";
+    return s;
+  }
+};
+
+// ---- the script -------------------------------------------------------------------------
+
+std::string read_source(const std::string& relative) {
+  std::ifstream in(std::string(ABIDE_SOURCE_DIR) + "/" + relative, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(RedisScript, TheScriptTakesEveryConstantFromTheCppList) {
+  const std::string source = read_source("src/redis/pacer.lua");
+  ASSERT_FALSE(source.empty());
+  const std::string_view embedded = redis_detail::pacer_script();
+  std::set<std::string> names;
+  for (const auto& c : redis_detail::kScriptConstants) {
+    const std::string name(c.name);
+    EXPECT_TRUE(names.insert(name).second) << "twice in kScriptConstants: " << name;
+    // The template names the constant; the embedded text carries the C++ value.
+    EXPECT_NE(source.find("local " + name + " = @" + name + "@\n"), std::string::npos) << name;
+    EXPECT_NE(embedded.find("local " + name + " = " + std::to_string(c.value) + "\n"), std::string::npos) << name;
+  }
+  const std::regex placeholder("@([A-Za-z_][A-Za-z0-9_]*)@");
+  for (auto it = std::sregex_iterator(source.begin(), source.end(), placeholder); it != std::sregex_iterator(); ++it) {
+    EXPECT_EQ(names.count((*it)[1].str()), 1u) << "not in kScriptConstants: " << (*it)[0].str();
+  }
+  EXPECT_EQ(embedded.find('@'), std::string_view::npos);
+  // Apart from the filled-in values, the embedded text is pacer.lua itself.
+  EXPECT_EQ(std::count(embedded.begin(), embedded.end(), '\n'), std::count(source.begin(), source.end(), '\n'));
+}
+
+// Runs the script by hand, as the store does, with times from the caller.
+class ScriptByHand : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (shared_server == nullptr) GTEST_SKIP() << "redis-server is not available";
+    const RespReply loaded = shared_server->command({"SCRIPT", "LOAD", std::string(redis_detail::pacer_script())});
+    ASSERT_EQ(loaded.type, '$') << loaded.text;
+    digest = loaded.text;
+    key = unique_prefix() + "by-hand";
+  }
+
+  RespReply call(std::int64_t op, const std::vector<std::string>& args) {
+    std::vector<std::string> argv{"EVALSHA", digest, "1", key, std::to_string(op)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return shared_server->command(argv);
+  }
+  // ARGV: now, max_wait, smooth, margin, probe timeout, spread.
+  long long acquire(std::int64_t max_wait) {
+    const RespReply r = call(redis_detail::kOpAcquire, {std::to_string(now), std::to_string(max_wait), "1", "0",
+                                                         "10000000", "0"});
+    EXPECT_EQ(r.type, '*') << r.text;
+    return r.elements.empty() ? -1 : std::stoll(r.elements[0]);
+  }
+  RespReply record(const std::string& cooldown, const std::vector<std::vector<std::string>>& policies = {}) {
+    std::vector<std::string> args{std::to_string(now), "0", cooldown, "0.5", "1", "1000000",
+                                  std::to_string(policies.size())};
+    for (const auto& p : policies) args.insert(args.end(), p.begin(), p.end());
+    return call(redis_detail::kOpRecord, args);
+  }
+  long long policies_kept() {
+    return shared_server->command({"EVAL", "return #cmsgpack.unpack(redis.call('GET', KEYS[1])).pol", "1", key})
+        .integer;
+  }
+
+  std::string digest;
+  std::string key;
+  std::int64_t now = 5'000'000'000;
+};
+
+TEST_F(ScriptByHand, AnswersWithTheGrantKindsOfTheCppList) {
+  EXPECT_EQ(acquire(0), redis_detail::kGrantGranted);
+  ASSERT_EQ(record("10000000").type, '*');  // a 10 s cooldown, one probe after it
+  EXPECT_EQ(acquire(0), redis_detail::kGrantTooLate);
+  EXPECT_EQ(acquire(20'000'000), redis_detail::kGrantProbe);
+  EXPECT_EQ(acquire(20'000'000), redis_detail::kGrantAwaitProbe);
+  const RespReply check = call(redis_detail::kOpCheck, {"1"});  // one cooldown: epoch 1
+  ASSERT_EQ(check.elements.size(), 1u);
+  EXPECT_EQ(check.elements[0], "1");
+  ASSERT_EQ(call(redis_detail::kOpAbandon, {std::to_string(now)}).type, '*');
+  EXPECT_EQ(acquire(20'000'000), redis_detail::kGrantProbe);  // abandoned: the next one probes
+}
+
+TEST_F(ScriptByHand, KeepsTheLimitsOfTheCppList) {
+  std::vector<std::vector<std::string>> many;
+  for (std::size_t i = 0; i < 2 * redis_detail::kMaxPolicies; ++i) {
+    many.push_back({"p" + std::to_string(i), "10", "1000000", "", "", "0"});
+  }
+  ASSERT_EQ(record("", many).type, '*');
+  EXPECT_EQ(policies_kept(), static_cast<long long>(redis_detail::kMaxPolicies));
+  EXPECT_EQ(redis_detail::kMaxPolicies, QuotaStore::kMaxPolicies);
+
+  key += "-ids";
+  const std::string id(redis_detail::kMaxIdBytes, 'i');
+  ASSERT_EQ(record("", {{id + "tail", "10", "1000000", "", "", "0"}}).type, '*');
+  ASSERT_EQ(record("", {{id, "10", "1000000", "", "", "0"}}).type, '*');
+  EXPECT_EQ(policies_kept(), 1);  // ids are cut to MAX_ID_BYTES, as the store cuts them
+}
+
+TEST_F(ScriptByHand, RefusesArgumentsThatDoNotFitTheLayout) {
+  // The layout of the C++ list fits; one argument more or less does not.
+  EXPECT_EQ(call(redis_detail::kOpCheck, {"0"}).type, '*');
+  EXPECT_EQ(call(redis_detail::kOpCheck, {"0", "extra"}).type, '-');
+  EXPECT_EQ(call(redis_detail::kOpAbandon, {}).type, '-');
+  std::vector<std::string> acquire_args(redis_detail::kAcquireArgs - 1, "0");
+  EXPECT_EQ(call(redis_detail::kOpAcquire, acquire_args).type, '*');
+  acquire_args.pop_back();
+  EXPECT_EQ(call(redis_detail::kOpAcquire, acquire_args).type, '-');
+  EXPECT_EQ(record("", {{"p", "10", "1000000", "", "", "0"}}).type, '*');
+  const RespReply short_policy = record("", {{"p", "10", "1000000", "", ""}});
+  EXPECT_EQ(short_policy.type, '-');
+  EXPECT_NE(short_policy.text.find("abide pacer"), std::string::npos) << short_policy.text;
+  const RespReply unknown = call(99, {"0"});
+  EXPECT_EQ(unknown.type, '-');
+  EXPECT_NE(unknown.text.find("unknown operation"), std::string::npos) << unknown.text;
+}
+
+TEST(RedisStore, OneRoundTripPerAcquireAfterTheScriptIsLoaded) {
   REQUIRE_REDIS();
   auto store = std::make_shared<RedisStore>(options_for(*shared_server, RedisTimeBase::kServer));
   Pacer p(PacerConfig{}, store);
   const auto k = p.key("rt");
-  ASSERT_TRUE(p.acquire(k).ok());  // may load the script (EVALSHA, then EVAL)
+  ASSERT_TRUE(p.acquire(k).ok());
+  EXPECT_EQ(store->stats().round_trips, 2u);  // SCRIPT LOAD, then EVALSHA
   const auto before = store->stats().round_trips;
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(p.acquire(k).ok());
   EXPECT_EQ(store->stats().round_trips - before, 20u);
-  EXPECT_EQ(shared_server->command({"SCRIPT", "FLUSH"}).type, '+');
-  const auto flushed = store->stats().round_trips;
-  ASSERT_TRUE(p.acquire(k).ok());
-  EXPECT_EQ(store->stats().round_trips - flushed, 2u);  // NOSCRIPT, then EVAL
-  ASSERT_TRUE(p.acquire(k).ok());
-  EXPECT_EQ(store->stats().round_trips - flushed, 3u);
   EXPECT_TRUE(store->up());
   EXPECT_EQ(store->stats().fallbacks, 0u);
+}
+
+TEST(RedisStore, AfterAScriptFlushTheScriptIsLoadedAgainAndTheCallRetriedOnce) {
+  REQUIRE_REDIS();
+  StepClock clock;
+  RedisStoreOptions o = options_for(*shared_server);
+  Events events;
+  o.on_event = events.hook();
+  auto store = std::make_shared<RedisStore>(o);
+  Pacer p(PacerConfig{}, store, clock.monotonic(), clock.wall());
+  const auto k = p.key("flushed");
+  ASSERT_TRUE(p.acquire(k, clock.mono_now()).ok());
+  const MonoTime t0 = clock.mono_now();
+  p.record(k, retry_after(clock, seconds{30}));
+
+  const std::string digest =
+      shared_server->command({"SCRIPT", "LOAD", std::string(redis_detail::pacer_script())}).text;
+  ASSERT_EQ(shared_server->command({"SCRIPT", "FLUSH"}).type, '+');
+  ASSERT_EQ(shared_server->command({"SCRIPT", "EXISTS", digest}).elements, std::vector<std::string>{"0"});
+
+  const auto flushed = store->stats().round_trips;
+  const AcquireResult r = p.acquire(k, clock.mono_now());
+  EXPECT_EQ(store->stats().round_trips - flushed, 3u);  // EVALSHA (NOSCRIPT), SCRIPT LOAD, EVALSHA
+  // Redis answered, from the state it kept across the flush.
+  EXPECT_EQ(r.status, AcquireStatus::kDeadlineExceeded);
+  EXPECT_EQ(r.not_before, t0 + seconds{30});
+  EXPECT_EQ(store->stats().fallbacks, 0u);
+  EXPECT_TRUE(store->up());
+  EXPECT_EQ(events.count(RedisEvent::kScriptError), 0) << events.all();
+  EXPECT_EQ(shared_server->command({"SCRIPT", "EXISTS", digest}).elements, std::vector<std::string>{"1"});
+
+  const auto reloaded = store->stats().round_trips;
+  (void)p.acquire(k, clock.mono_now());
+  EXPECT_EQ(store->stats().round_trips - reloaded, 1u);
 }
 
 TEST(RedisStore, StateIsSharedUnderThePrefixAndExpires) {
@@ -312,27 +530,6 @@ TEST(RedisStore, SixteenThreadsOnOneKeyNeverExceedTheQuota) {
 }
 
 // ---- AUTH ---------------------------------------------------------------------------------
-
-struct Events {
-  std::mutex mu;
-  std::vector<std::pair<RedisEvent, std::string>> seen;
-  std::function<void(RedisEvent, std::string_view)> hook() {
-    return [this](RedisEvent e, std::string_view m) {
-      std::lock_guard lock(mu);
-      seen.emplace_back(e, std::string(m));
-    };
-  }
-  int count(RedisEvent e) {
-    std::lock_guard lock(mu);
-    return static_cast<int>(std::count_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == e; }));
-  }
-  std::string all() {
-    std::lock_guard lock(mu);
-    std::string s;
-    for (const auto& [e, m] : seen) s += std::string(to_string(e)) + ": " + m + "\n";
-    return s;
-  }
-};
 
 TEST(RedisStore, AuthWithAPassword) {
   RedisServer server({true, true, {"--requirepass", "hunter2-secret"}});

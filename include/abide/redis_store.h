@@ -1,11 +1,12 @@
 // abide/redis_store.h: the pacer's quota state shared by many processes and
 // machines through Redis (target abide::redis).
 //
-// Each key's state is one Redis string, changed only by Lua scripts, so every
-// operation is atomic and one acquire is one round trip (EVALSHA, falling back
-// to EVAL when the server has no copy of the script). Keys expire once nothing
-// in them matters any more. By default time is the Redis server's clock, which
-// every client shares.
+// Each key's state is one Redis string, changed only by one Lua script (the
+// pacer's state machine), so every operation is atomic and one acquire is one
+// round trip: EVALSHA by the digest that SCRIPT LOAD answered. When the server
+// has lost the script (a restart, SCRIPT FLUSH) it is loaded again and the call
+// retried once. Keys expire once nothing in them matters any more. By default
+// time is the Redis server's clock, which every client shares.
 //
 // When Redis is down or unreachable the store never crashes and never queues:
 // by default it goes on with an in-process MemoryStore, reports the outage once
@@ -45,7 +46,8 @@ struct RedisEndpoint {
 //   unix://[[user]:password@]/path/to/socket[?prefix=P]   (also unix:/path)
 //   /path/to/socket
 // User, password and prefix are percent-decoded. An empty prefix keeps the
-// default. The error message never repeats the credentials.
+// default. A rejection says what is wrong and where; its message never repeats
+// the credentials.
 Result<RedisEndpoint, std::string> parse_redis_url(std::string_view url);
 
 // What the store does while Redis cannot be reached.
@@ -89,7 +91,7 @@ struct RedisStoreOptions {
 
 // Counters, for tests and monitoring.
 struct RedisStoreStats {
-  std::uint64_t round_trips = 0;   // commands sent (an EVALSHA retried as EVAL counts twice)
+  std::uint64_t round_trips = 0;   // commands sent (SCRIPT LOAD included: a NOSCRIPT costs two more)
   std::uint64_t fallbacks = 0;     // operations answered by the in-process store
   std::uint64_t failures = 0;      // operations that found Redis unreachable
   std::uint64_t reconnects = 0;    // successful reconnections after an outage

@@ -1,6 +1,7 @@
 // Test and benchmark support: a private redis-server on a free loopback port
 // and/or a unix socket in a temporary folder, started with persistence off
-// (--save "" --appendonly no), and a minimal RESP client to look inside it.
+// (--save "" --appendonly no), and command() to look inside it through hiredis
+// (where hiredis is installed; the server alone needs nothing but POSIX).
 #pragma once
 
 #include <arpa/inet.h>
@@ -9,15 +10,20 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/un.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#if __has_include(<hiredis/hiredis.h>)
+#include <hiredis/hiredis.h>
+#define ABIDE_TEST_HAVE_HIREDIS 1
+#else
+#define ABIDE_TEST_HAVE_HIREDIS 0
+#endif
+
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,11 +84,11 @@ class DeadPort {
   int port_ = 0;
 };
 
-// One RESP reply, flattened: simple strings, errors ("-..."), integers and
-// bulk strings as text; arrays as their elements.
+// One reply, flattened: simple strings, errors and bulk strings as text,
+// integers as integer, arrays as their elements (nested integers as text).
 struct RespReply {
   bool ok = false;  // a reply was read
-  char type = 0;    // '+', '-', ':', '$', '*'
+  char type = 0;    // as RESP writes it: '+' status, '-' error, ':' integer, '$' string or nil, '*' array
   std::string text;
   long long integer = 0;
   std::vector<std::string> elements;
@@ -143,21 +149,27 @@ class RedisServer {
     return "redis://127.0.0.1:" + std::to_string(port_) + (prefix.empty() ? "" : "/" + prefix);
   }
 
-  // Sends one command over a new connection (unix socket when there is one)
-  // and reads the reply; `auth` is sent first when not empty.
+#if ABIDE_TEST_HAVE_HIREDIS
+  // Sends one command over a new hiredis connection (the unix socket when
+  // there is one) and reads the reply; `auth` is sent first when not empty.
   RespReply command(const std::vector<std::string>& args, const std::vector<std::string>& auth = {}) const {
-    const int fd = dial();
     RespReply r;
-    if (fd < 0) return r;
-    if (!auth.empty()) {
-      send_command(fd, auth);
-      read_reply(fd);
+    const timeval timeout{5, 0};
+    redisContext* c = options_.unix_socket ? redisConnectUnixWithTimeout(socket_path().c_str(), timeout)
+                                           : redisConnectWithTimeout("127.0.0.1", port_, timeout);
+    if (c == nullptr) return r;
+    if (c->err == 0) {
+      redisSetTimeout(c, timeout);
+      if (!auth.empty()) freeReplyObject(send(c, auth));
+      if (redisReply* reply = send(c, args)) {
+        r = flatten(*reply);
+        freeReplyObject(reply);
+      }
     }
-    send_command(fd, args);
-    r = read_reply(fd);
-    close(fd);
+    redisFree(c);
     return r;
   }
+#endif
 
  private:
   bool launch(const std::string& binary) {
@@ -219,84 +231,37 @@ class RedisServer {
     pid_ = -1;
   }
 
-  int dial() const {
-    if (options_.unix_socket) {
-      const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-      sockaddr_un a{};
-      a.sun_family = AF_UNIX;
-      std::strncpy(a.sun_path, socket_path().c_str(), sizeof a.sun_path - 1);
-      if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
-      close(fd);
-      return -1;
+#if ABIDE_TEST_HAVE_HIREDIS
+  static redisReply* send(redisContext* c, const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
     }
-    const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<std::uint16_t>(port_));
-    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return fd;
-    close(fd);
-    return -1;
+    return static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(args.size()), argv.data(), lens.data()));
   }
 
-  static void send_command(int fd, const std::vector<std::string>& args) {
-    std::string wire = "*" + std::to_string(args.size()) + "\r\n";
-    for (const auto& a : args) wire += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
-    std::size_t sent = 0;
-    while (sent < wire.size()) {
-      const ssize_t n = ::send(fd, wire.data() + sent, wire.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) return;
-      sent += static_cast<std::size_t>(n);
-    }
-  }
-
-  static std::optional<std::string> read_line(int fd) {
-    std::string line;
-    char c = 0;
-    while (read(fd, &c, 1) == 1) {
-      if (c == '\n') {
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        return line;
-      }
-      line.push_back(c);
-    }
-    return std::nullopt;
-  }
-
-  static std::optional<std::string> read_bulk(int fd, long long len) {
-    if (len < 0) return std::string();
-    std::string s(static_cast<std::size_t>(len) + 2, '\0');
-    std::size_t got = 0;
-    while (got < s.size()) {
-      const ssize_t n = read(fd, s.data() + got, s.size() - got);
-      if (n <= 0) return std::nullopt;
-      got += static_cast<std::size_t>(n);
-    }
-    s.resize(static_cast<std::size_t>(len));
-    return s;
-  }
-
-  static RespReply read_reply(int fd) {
+  static RespReply flatten(const redisReply& reply) {
     RespReply r;
-    const auto line = read_line(fd);
-    if (!line || line->empty()) return r;
-    r.type = (*line)[0];
-    r.text = line->substr(1);
     r.ok = true;
-    if (r.type == ':' ) r.integer = std::atoll(r.text.c_str());
-    if (r.type == '$') {
-      auto b = read_bulk(fd, std::atoll(r.text.c_str()));
-      r.text = b.value_or("");
+    switch (reply.type) {
+      case REDIS_REPLY_STATUS: r.type = '+'; break;
+      case REDIS_REPLY_ERROR: r.type = '-'; break;
+      case REDIS_REPLY_INTEGER: r.type = ':'; break;
+      case REDIS_REPLY_ARRAY: r.type = '*'; break;
+      default: r.type = '$'; break;  // a string, or nil (empty text)
     }
-    if (r.type == '*') {
-      const long long n = std::atoll(r.text.c_str());
-      for (long long i = 0; i < n; ++i) {
-        const RespReply e = read_reply(fd);
-        r.elements.push_back(e.type == ':' ? std::to_string(e.integer) : e.text);
-      }
+    if (reply.str != nullptr) r.text.assign(reply.str, reply.len);
+    r.integer = reply.integer;
+    for (std::size_t i = 0; reply.type == REDIS_REPLY_ARRAY && i < reply.elements; ++i) {
+      const redisReply& e = *reply.element[i];
+      r.elements.push_back(e.type == REDIS_REPLY_INTEGER ? std::to_string(e.integer)
+                                                         : std::string(e.str != nullptr ? e.str : "", e.len));
     }
     return r;
   }
+#endif
 
   Options options_;
   std::string dir_;
