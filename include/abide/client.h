@@ -48,61 +48,37 @@ namespace abide {
 
 class ProfileRegistry;  // abide/profiles.h
 
-// One HTTP request and how long it may take.
-struct Request {
-  std::string method = "GET";  // any token; HEAD sends no body and reads none
-  std::string url;             // http:// or https:// only
-  HeaderList headers;          // sent as given; a name or value with CR, LF or NUL is rejected
-  std::string body;            // sent when non-empty, and always for POST
-  // Sent as the Idempotency-Key header, the same on every attempt. With it, a
-  // POST or PATCH may be repeated (rule 7). A header of that name in `headers`
-  // counts too.
-  std::optional<std::string> idempotency_key;
-  // The request must never be repeated, whatever its method.
-  bool non_idempotent = false;
-  // The request's deadline: a retry (or the first send) that would start after
-  // it is not made (deadline_exceeded), and a transfer still running at it is
-  // aborted.
-  std::optional<MonoTime> deadline;
-  // Nothing is sent before this instant (a resumed request's permitted time).
-  std::optional<WallTime> not_before;
-  // The pacer key; empty: the URL's origin ("https://api.example.com").
-  std::string pacer_key;
-};
-
-// A response as received.
-struct Response {
-  int status = 0;
-  HeaderList headers;
-  std::string body;
-  WallTime received_wall{};  // when its head was complete
-  MonoTime received_mono{};
-};
-
-// One attempt and the decision taken after it.
-struct Attempt {
-  std::int64_t number = 0;    // 1 for the first send
-  WallTime started_wall{};    // when it was sent (after the pacer's permit)
-  MonoTime started_mono{};
-  Duration paced{};           // time waited in the pacer before it
-  int status = 0;             // the response's status; 0 when there was none
-  std::string error;          // the transport error, when there was no (complete) response
-  bool sent = false;          // the request was (at least partly) sent
-  Plan plan;                  // the planner's decision
-  std::string reason;         // the decision in words (Planner::describe)
-  std::vector<std::string> warnings;  // the response's Signals warnings and the plan's notes
-};
+// Client works in the engine's own types (abide/engine.h): a request, each
+// attempt and every event are the engine's; the names below keep the ones
+// Client has always had.
+//
+// A Request as Client sends it (engine::Request): `method` is any token (HEAD
+// sends no body and reads none); `url` is http:// or https:// only; `headers`
+// are sent as given (a name or value with CR, LF or NUL is refused); `body` is
+// sent when non-empty, and always for POST; `idempotency_key` is sent as the
+// Idempotency-Key header, the same on every attempt, unless `headers` has one;
+// a transfer still running at `deadline` is aborted.
+using Request = engine::Request;
+using Attempt = engine::Attempt;
 
 // How a request ended: the engine's kinds (done, deferred, deadline_exceeded,
 // not_retryable, exhausted, cancelled), and their to_string().
 using OutcomeKind = engine::OutcomeKind;
 using engine::to_string;
 
-// The final outcome of one request.
+// A response as Client returns it: the engine's head, and the body, which
+// Client reads whole (engine::Response carries no body: the engine streams it).
+struct Response : engine::Response {
+  std::string body;
+};
+
+// The final outcome of one request: engine::RequestOutcome's fields, with the
+// last response's body (see Response).
 struct RequestOutcome {
   OutcomeKind kind = OutcomeKind::kCancelled;
   std::string reason;                 // one sentence
   std::optional<Response> response;   // the last response received (the final one when done)
+  std::uint64_t body_bytes = 0;       // bytes of the final answer's body read
   // The earliest permitted time for another attempt, whenever known.
   std::optional<WallTime> not_before_wall;
   std::optional<MonoTime> not_before_mono;
@@ -115,39 +91,15 @@ struct RequestOutcome {
   bool done() const noexcept { return kind == OutcomeKind::kDone; }
 };
 
-// What the event hook is told.
-struct ClientEvent {
-  enum class Kind : std::uint8_t {
-    kWaitStarted,       // a pacer or retry wait begins (wait: planned, 0 when unknown)
-    kWaitEnded,         // it ended (wait: how long it took; cancelled when stopped)
-    kAttemptStarted,    // a request is about to be sent
-    kResponseObserved,  // a response arrived (response, signals)
-    kTransportError,    // the attempt ended without a response (error)
-    kDecision,          // the planner decided (plan, reason)
-    kFinished,          // the request has its outcome (outcome)
-  };
-  enum class WaitKind : std::uint8_t { kPacer, kRetry, kNotBefore };
-
-  Kind kind = Kind::kAttemptStarted;
-  std::size_t index = 0;          // the request's position in the batch (0 for fetch())
-  const Request* request = nullptr;
-  std::int64_t attempt = 0;       // the attempt it concerns (0 before the first)
-  MonoTime at{};                  // when it happened
-  WaitKind wait_kind = WaitKind::kPacer;
-  Duration wait{};
-  bool cancelled = false;
-  const Response* response = nullptr;
-  const Signals* signals = nullptr;
-  std::string_view error;
-  const Plan* plan = nullptr;
-  std::string_view reason;
-  const RequestOutcome* outcome = nullptr;
-};
+// What the event hook is told: the engine's events. `response` is the head
+// only (the body is in the outcome fetch() returns), and the kFinished event's
+// `outcome` is the engine's (without the body).
+using ClientEvent = engine::Event;
 
 // Called from the worker threads, possibly at once: must be thread-safe and
 // quick. Pointers in the event are valid during the call only. Exceptions it
 // throws are swallowed.
-using EventHook = std::function<void(const ClientEvent&)>;
+using EventHook = engine::EventHook;
 
 // How a Client works.
 struct ClientConfig {
@@ -186,6 +138,24 @@ struct BatchOptions {
   std::function<void(std::size_t index, const RequestOutcome&)> on_done;
 };
 
+// libcurl's easy handle type (curl.h declares `typedef void CURL;`), named
+// here so that this header needs no curl header: pass a CURL* where it is asked.
+using CurlEasy = void;
+
+// The write and header callbacks that a caller's handle had before
+// Client::perform took them over for the call. libcurl cannot report an
+// option's value, so the caller says what they were: abide hands the final
+// answer to them, and sets them back on the handle afterwards. Leave a member
+// null where the handle had libcurl's default. The types are libcurl's
+// curl_write_callback.
+struct HandleCallbacks {
+  using Fn = std::size_t (*)(char* data, std::size_t size, std::size_t count, void* userdata);
+  Fn write = nullptr;           // CURLOPT_WRITEFUNCTION (null: libcurl's fwrite into write_data)
+  void* write_data = nullptr;   // CURLOPT_WRITEDATA (a FILE* for libcurl's fwrite)
+  Fn header = nullptr;          // CURLOPT_HEADERFUNCTION
+  void* header_data = nullptr;  // CURLOPT_HEADERDATA
+};
+
 // The client. Thread-safe: fetch() and fetch_all() may be called from many
 // threads; all of them share the pacer and the connection pool.
 class Client {
@@ -203,12 +173,46 @@ class Client {
   std::vector<RequestOutcome> fetch_all(std::span<const Request> requests, const BatchOptions& options = {},
                                         std::stop_token stop = {});
 
+  // Runs one request to its outcome on a handle the caller configured
+  // (curl_easy_init and curl_easy_setopt: proxy, TLS, authentication,
+  // timeouts, CURLOPT_HTTPHEADER, CURLOPT_USERAGENT, a share handle, the
+  // method and its body), with this client's rules, pacer and clocks, on the
+  // calling thread. Every option is kept and the same handle is performed for
+  // each attempt, except what abide must set:
+  //   - CURLOPT_URL, to request.url before each attempt (libcurl cannot say
+  //     which URL a handle holds before it runs); it stays set afterwards;
+  //   - CURLOPT_WRITEFUNCTION/WRITEDATA and CURLOPT_HEADERFUNCTION/HEADERDATA
+  //     for the call; afterwards they are `callbacks` again (libcurl's
+  //     defaults where those are null).
+  // The request states what the handle sends, for the rules: request.method
+  // must be the method the handle sends (abide sets none; it decides on that
+  // method whether a retry is safe, and a handle seen to send another method,
+  // CURLINFO_EFFECTIVE_METHOD, is not repeated); idempotency_key states the
+  // Idempotency-Key that the handle's CURLOPT_HTTPHEADER carries (abide adds no
+  // header: libcurl cannot give the handle's header list back to add to).
+  // request.headers and request.body must be empty (else not_retryable,
+  // nothing sent); deadline, not_before and pacer_key work as for fetch().
+  //
+  // The final answer's body goes, as it arrives and without size cap, to
+  // callbacks' write function (or libcurl's fwrite into write_data), and its
+  // head lines to callbacks' header function (libcurl's rules), as they would
+  // without abide; the answers that are retried reach neither. With neither
+  // set, the body is kept in outcome.response->body (up to max_body_bytes).
+  // Of the ClientConfig, the transfer settings (connect_timeout,
+  // attempt_timeout, user_agent, verify_tls) are the handle's own business;
+  // max_header_bytes applies. `stop` aborts a transfer at once. The handle
+  // must not be in use elsewhere during the call (nor in a multi handle).
+  // examples/own_curl_handle.cpp shows it.
+  RequestOutcome perform(CurlEasy* handle, const Request& request, const HandleCallbacks& callbacks = {},
+                         std::stop_token stop = {});
+
   Pacer& pacer() noexcept;
   const Planner& planner() const noexcept;
   const ClientConfig& config() const noexcept;
 
   // The origin of an http(s) URL ("https://api.example.com", with the port
-  // when it is not the scheme's default; the host in lower case), or nullopt.
+  // when it is not the scheme's default; the host in lower case), or nullopt:
+  // the core's abide::origin_of (abide/engine.h), kept under this name.
   static std::optional<std::string> origin_of(std::string_view url);
 
  private:

@@ -2,6 +2,8 @@
 // handle per worker (see abide/client.h).
 #include "abide/client.h"
 
+#include <curl/curl.h>
+
 #include <algorithm>
 #include <atomic>
 #include <map>
@@ -11,6 +13,7 @@
 #include <utility>
 
 #include "abide/engine.h"
+#include "own_handle.h"
 #include "transport.h"
 
 namespace abide {
@@ -48,63 +51,28 @@ engine::Config engine_config(const ClientConfig& c, std::shared_ptr<Pacer> pacer
   e.mono = c.mono;
   e.wall = c.wall;
   e.random = std::move(random);
-  return e;  // events go through each request's own hook (Client::Impl::run)
+  e.on_event = c.on_event;  // Client's events are the engine's
+  return e;
 }
 
-engine::Request engine_request(const Request& r) {
-  engine::Request e;
-  e.method = r.method;
-  e.url = r.url;
-  e.headers = r.headers;
-  e.idempotency_key = r.idempotency_key;
-  e.non_idempotent = r.non_idempotent;
-  e.deadline = r.deadline;
-  e.not_before = r.not_before;
-  e.pacer_key = r.pacer_key;
-  return e;  // the body is sent from the caller's Request itself
-}
-
-Response client_response(const engine::Response& r, std::string body) {
-  Response out;
-  out.status = r.status;
-  out.headers = r.headers;
-  out.body = std::move(body);
-  out.received_wall = r.received_wall;
-  out.received_mono = r.received_mono;
-  return out;
-}
-
-RequestOutcome client_outcome(const engine::RequestOutcome& e, const std::string& body) {
+// The engine's outcome, moved, with the body Client read.
+RequestOutcome with_body(engine::RequestOutcome&& e, std::string body) {
   RequestOutcome out;
   out.kind = e.kind;
-  out.reason = e.reason;
-  if (e.response) out.response = client_response(*e.response, body);
+  out.reason = std::move(e.reason);
+  if (e.response) {
+    out.response.emplace();
+    static_cast<engine::Response&>(*out.response) = std::move(*e.response);
+    out.response->body = std::move(body);
+  }
+  out.body_bytes = e.body_bytes;
   out.not_before_wall = e.not_before_wall;
   out.not_before_mono = e.not_before_mono;
   out.ambiguous = e.ambiguous;
+  out.attempts = std::move(e.attempts);
   out.waited = e.waited;
-  out.attempts.reserve(e.attempts.size());
-  for (const engine::Attempt& a : e.attempts) {
-    Attempt c;
-    c.number = a.number;
-    c.started_wall = a.started_wall;
-    c.started_mono = a.started_mono;
-    c.paced = a.paced;
-    c.status = a.status;
-    c.error = a.error;
-    c.sent = a.sent;
-    c.plan = a.plan;
-    c.reason = a.reason;
-    c.warnings = a.warnings;
-    out.attempts.push_back(std::move(c));
-  }
   return out;
 }
-
-// The same kinds in the same order (static_assert below keeps them so).
-static_assert(static_cast<int>(ClientEvent::Kind::kFinished) == static_cast<int>(engine::Event::Kind::kFinished));
-static_assert(static_cast<int>(ClientEvent::WaitKind::kNotBefore) ==
-              static_cast<int>(engine::Event::WaitKind::kNotBefore));
 
 // One attempt over libcurl, reported to the engine.
 class CurlAttempt final : public engine::Transport {
@@ -214,69 +182,46 @@ struct Client::Impl {
   }
 
   RequestOutcome run(const Request& req, std::size_t index, Transport& transport, std::stop_token stop);
+  RequestOutcome finish_early(const Request& req, std::size_t index, OutcomeKind kind, std::string reason);
+  std::optional<RequestOutcome> precheck(const Request& req, std::size_t index, std::stop_token stop);
 };
 
-// One request: the engine over libcurl, its events and outcome in the
-// client's terms.
-RequestOutcome Client::Impl::run(const Request& req, std::size_t index, Transport& transport, std::stop_token stop) {
-  const auto finish_early = [&](OutcomeKind kind, std::string reason) {
-    RequestOutcome out;
-    out.kind = kind;
-    out.reason = std::move(reason);
-    ClientEvent e;
-    e.kind = ClientEvent::Kind::kFinished;
-    e.index = index;
-    e.request = &req;
-    e.at = mono.now();
-    e.outcome = &out;
-    emit(e);
-    return out;
-  };
-  if (stop.stop_requested()) return finish_early(OutcomeKind::kCancelled, "cancelled before the first attempt");
-  // libcurl's own URL parser says what it will not take, in its words.
-  if (auto url = curl_detail::parse_url(req.url); !url)
-    return finish_early(OutcomeKind::kNotRetryable, "invalid URL: " + url.error());
+// Ends a request before the engine sees it, with the engine's event.
+RequestOutcome Client::Impl::finish_early(const Request& req, std::size_t index, OutcomeKind kind, std::string reason) {
+  engine::RequestOutcome out;
+  out.kind = kind;
+  out.reason = std::move(reason);
+  ClientEvent e;
+  e.kind = ClientEvent::Kind::kFinished;
+  e.index = index;
+  e.request = &req;
+  e.at = mono.now();
+  e.outcome = &out;
+  emit(e);
+  return with_body(std::move(out), {});
+}
 
-  const engine::Request er = engine_request(req);
+std::optional<RequestOutcome> Client::Impl::precheck(const Request& req, std::size_t index, std::stop_token stop) {
+  if (stop.stop_requested()) return finish_early(req, index, OutcomeKind::kCancelled, "cancelled before the first attempt");
+  // libcurl's own URL parser says what it will not take, in its words.
+  if (auto error = curl_detail::url_error(req.url))
+    return finish_early(req, index, OutcomeKind::kNotRetryable, "invalid URL: " + *error);
+  return std::nullopt;
+}
+
+// One request: the engine over libcurl.
+RequestOutcome Client::Impl::run(const Request& req, std::size_t index, Transport& transport, std::stop_token stop) {
+  if (auto early = precheck(req, index, stop)) return std::move(*early);
   std::string body;
-  engine::EventHook hook;
-  if (config.on_event) {
-    hook = [&](const engine::Event& ev) {
-      ClientEvent e;
-      e.kind = static_cast<ClientEvent::Kind>(ev.kind);
-      e.index = ev.index;
-      e.request = &req;
-      e.attempt = ev.attempt;
-      e.at = ev.at;
-      e.wait_kind = static_cast<ClientEvent::WaitKind>(ev.wait_kind);
-      e.wait = ev.wait;
-      e.cancelled = ev.cancelled;
-      e.signals = ev.signals;
-      e.error = ev.error;
-      e.plan = ev.plan;
-      e.reason = ev.reason;
-      std::optional<Response> response;
-      if (ev.response != nullptr) {
-        response = client_response(*ev.response, {});
-        e.response = &*response;
-      }
-      std::optional<RequestOutcome> outcome;
-      if (ev.outcome != nullptr) {
-        outcome = client_outcome(*ev.outcome, body);
-        e.outcome = &*outcome;
-      }
-      emit(e);
-    };
-  }
   CurlAttempt attempt(config, req, transport, mono, wall);
-  const engine::RequestOutcome out = engine.run(
-      er, attempt,
+  engine::RequestOutcome out = engine.run(
+      req, attempt,
       [&body](std::string_view chunk) {
         body.append(chunk);
         return true;
       },
-      stop, index, std::move(hook));
-  return client_outcome(out, body);
+      stop, index);
+  return with_body(std::move(out), std::move(body));
 }
 
 Client::Client(ClientConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
@@ -316,14 +261,37 @@ std::vector<RequestOutcome> Client::fetch_all(std::span<const Request> requests,
   return outcomes;
 }
 
+RequestOutcome Client::perform(CurlEasy* handle, const Request& request, const HandleCallbacks& callbacks,
+                               std::stop_token stop) {
+  if (handle == nullptr) return impl_->finish_early(request, 0, OutcomeKind::kNotRetryable, "no easy handle given");
+  // abide adds nothing to a caller's handle that libcurl cannot give back.
+  if (!request.headers.empty())
+    return impl_->finish_early(request, 0, OutcomeKind::kNotRetryable,
+                               "a caller's handle sends its own headers (CURLOPT_HTTPHEADER): the request's must be empty");
+  if (!request.body.empty())
+    return impl_->finish_early(request, 0, OutcomeKind::kNotRetryable,
+                               "a caller's handle sends its own body (CURLOPT_POSTFIELDS...): the request's must be empty");
+  if (auto early = impl_->precheck(request, 0, stop)) return std::move(*early);
+  std::unique_ptr<CURLM, decltype(&curl_multi_cleanup)> multi(curl_multi_init(), &curl_multi_cleanup);
+  if (!multi) return impl_->finish_early(request, 0, OutcomeKind::kNotRetryable, "libcurl could not create a multi handle");
+  std::string body;
+  engine::RequestOutcome out;
+  {
+    // Its destructor gives the handle its callbacks back, before the multi
+    // handle (which held its connections) goes.
+    curl_detail::HandleTransport transport(static_cast<CURL*>(handle), multi.get(), callbacks,
+                                           impl_->config.max_body_bytes, impl_->config.max_header_bytes, impl_->mono,
+                                           impl_->wall);
+    out = impl_->engine.run(request, transport, transport.sink(), stop);
+    body = transport.take_body();
+  }
+  return with_body(std::move(out), std::move(body));
+}
+
 Pacer& Client::pacer() noexcept { return impl_->engine.pacer(); }
 const Planner& Client::planner() const noexcept { return impl_->engine.planner(); }
 const ClientConfig& Client::config() const noexcept { return impl_->config; }
 
-std::optional<std::string> Client::origin_of(std::string_view url) {
-  auto parts = curl_detail::parse_url(url);
-  if (!parts) return std::nullopt;
-  return parts->origin;
-}
+std::optional<std::string> Client::origin_of(std::string_view url) { return abide::origin_of(url); }
 
 }  // namespace abide

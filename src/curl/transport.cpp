@@ -1,6 +1,8 @@
 // One HTTP exchange over libcurl (see transport.h).
 #include "transport.h"
 
+#include "transfer.h"
+
 #include <curl/curl.h>
 
 #include <algorithm>
@@ -24,14 +26,6 @@ long to_ms(Duration d) {
   return static_cast<long>(std::min<std::int64_t>(ms, 0x7fffffff));
 }
 
-bool is_ows(char c) { return c == ' ' || c == '\t'; }
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
-  while (!s.empty() && (is_ows(s.back()) || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
-  return s;
-}
-
 bool has_ctl(std::string_view s) {
   return std::any_of(s.begin(), s.end(), [](char c) { return c == '\r' || c == '\n' || c == '\0'; });
 }
@@ -43,61 +37,15 @@ struct TransferState {
   const MonotonicClock* mono = nullptr;
   const WallClock* wall = nullptr;
   std::stop_token stop;
-  std::vector<Header> lines;  // the head being read
-  int head_status = 0;
-  std::size_t header_bytes = 0;
-  bool header_overflow = false;
+  HeadReader* head = nullptr;
   bool body_overflow = false;
 };
 
-// Status line, header lines and the empty line that ends a head, one call each
-// (also for 1xx heads and trailers).
+// Each line of each head (1xx heads and trailers too), one call each.
 std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
   auto& st = *static_cast<TransferState*>(user);
   const std::size_t total = size * n;
-  st.header_bytes += total;
-  if (st.header_bytes > st.limits->max_header_bytes) {
-    st.header_overflow = true;
-    return 0;  // aborts the transfer
-  }
-  std::string_view line(data, total);
-  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
-  if (line.starts_with("HTTP/")) {  // a new head (after 1xx): start over
-    st.lines.clear();
-    st.head_status = 0;
-    st.ex->head_complete = false;
-    const auto sp = line.find(' ');
-    if (sp != std::string_view::npos && line.size() >= sp + 4) {
-      int code = 0;
-      bool digits = true;
-      for (std::size_t i = sp + 1; i < sp + 4; ++i) {
-        if (line[i] < '0' || line[i] > '9') digits = false;
-        else code = code * 10 + (line[i] - '0');
-      }
-      if (digits) st.head_status = code;
-    }
-    return total;
-  }
-  if (line.empty()) {  // the end of a head
-    if (st.head_status >= 200 && !st.ex->head_complete) {
-      st.ex->head_complete = true;
-      st.ex->status = st.head_status;
-      st.ex->received_wall = st.wall->now();
-      st.ex->received_mono = st.mono->now();
-    }
-    return total;
-  }
-  if (is_ows(line.front())) {  // obsolete line folding: continues the previous value
-    if (!st.lines.empty()) {
-      st.lines.back().value += ' ';
-      st.lines.back().value += trim(line);
-    }
-    return total;
-  }
-  const auto colon = line.find(':');
-  if (colon == std::string_view::npos || !valid_token(line.substr(0, colon))) return total;  // skipped
-  st.lines.push_back({std::string(line.substr(0, colon)), std::string(trim(line.substr(colon + 1)))});
-  return total;
+  return st.head->line(std::string_view(data, total), *st.wall, *st.mono) ? total : 0;  // 0 aborts
 }
 
 std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
@@ -123,40 +71,6 @@ int on_debug(CURL*, curl_infotype type, char*, std::size_t, void* user) {
 int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   auto& st = *static_cast<TransferState*>(user);
   return st.stop.stop_requested() ? 1 : 0;
-}
-
-// Errors that leave no doubt whether the request went out are decided by what
-// libcurl reported sending; every other error counts as "sent" (the safe side:
-// a non-idempotent request is then reported ambiguous, never repeated).
-bool decided_by_debug(CURLcode c) {
-  switch (c) {
-    case CURLE_UNSUPPORTED_PROTOCOL:
-    case CURLE_FAILED_INIT:
-    case CURLE_URL_MALFORMAT:
-    case CURLE_NOT_BUILT_IN:
-    case CURLE_COULDNT_RESOLVE_PROXY:
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_ABORTED_BY_CALLBACK:
-    case CURLE_INTERFACE_FAILED:
-    case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_PEER_FAILED_VERIFICATION:
-    case CURLE_SSL_ENGINE_NOTFOUND:
-    case CURLE_SSL_ENGINE_SETFAILED:
-    case CURLE_SSL_CERTPROBLEM:
-    case CURLE_SSL_CIPHER:
-    case CURLE_SSL_CACERT_BADFILE:
-    case CURLE_SSL_ISSUER_ERROR:
-    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
-    case CURLE_SSL_INVALIDCERTSTATUS:
-    case CURLE_SSL_CRL_BADFILE:
-    case CURLE_PROXY:
-    case CURLE_OUT_OF_MEMORY:
-      return true;
-    default:
-      return false;
-  }
 }
 
 struct SlistDeleter {
@@ -189,37 +103,28 @@ bool valid_token(std::string_view s) noexcept {
   return true;
 }
 
-Result<UrlParts, std::string> parse_url(std::string_view url) {
+std::optional<std::string> url_error(std::string_view url) {
   global_init();
-  if (url.empty()) return fail(std::string("empty URL"));
-  if (has_ctl(url) || url.find(' ') != std::string_view::npos) return fail(std::string("URL contains a space or control character"));
+  if (url.empty()) return "empty URL";
+  if (has_ctl(url) || url.find(' ') != std::string_view::npos) return "URL contains a space or control character";
   std::unique_ptr<CURLU, decltype(&curl_url_cleanup)> u(curl_url(), &curl_url_cleanup);
-  if (!u) return fail(std::string("out of memory"));
+  if (!u) return "out of memory";
   const std::string text(url);
   if (const CURLUcode rc = curl_url_set(u.get(), CURLUPART_URL, text.c_str(), 0); rc != CURLUE_OK)
-    return fail(std::string(curl_url_strerror(rc)));
-  auto part = [&](CURLUPart which) -> std::optional<std::string> {
-    char* p = nullptr;
-    if (curl_url_get(u.get(), which, &p, 0) != CURLUE_OK || p == nullptr) return std::nullopt;
-    std::string s(p);
-    curl_free(p);
-    return s;
-  };
-  UrlParts out;
-  out.scheme = part(CURLUPART_SCHEME).value_or("");
-  for (char& c : out.scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (out.scheme != "http" && out.scheme != "https") return fail("unsupported scheme \"" + out.scheme + "\" (http and https only)");
-  auto host = part(CURLUPART_HOST);
-  if (!host || host->empty()) return fail(std::string("URL has no host"));
-  for (char& c : *host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  out.origin = out.scheme + "://" + *host;
-  if (auto port = part(CURLUPART_PORT)) {
-    const bool default_port = (out.scheme == "http" && *port == "80") || (out.scheme == "https" && *port == "443");
-    if (!default_port) out.origin += ":" + *port;
+    return std::string(curl_url_strerror(rc));
+  char* scheme = nullptr;
+  std::string s;
+  if (curl_url_get(u.get(), CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK && scheme != nullptr) {
+    s = scheme;
+    curl_free(scheme);
   }
-  if (host->size() >= 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
-  out.host = std::move(*host);
-  return out;
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (s != "http" && s != "https") return "unsupported scheme \"" + printable(s, 32) + "\" (http and https only)";
+  char* host = nullptr;
+  const bool has_host = curl_url_get(u.get(), CURLUPART_HOST, &host, 0) == CURLUE_OK && host != nullptr && *host != '\0';
+  curl_free(host);
+  if (!has_host) return "URL has no host";
+  return std::nullopt;
 }
 
 Transport::Transport() {
@@ -266,8 +171,10 @@ Exchange Transport::perform(const Request& request, const TransferLimits& limits
   CURLM* m = multi_of(multi_);
   curl_easy_reset(e);  // keeps the connection and DNS caches
 
+  HeadReader head(limits.max_header_bytes);
   TransferState st;
   st.ex = &ex;
+  st.head = &head;
   st.limits = &limits;
   st.mono = &mono;
   st.wall = &wall;
@@ -322,39 +229,22 @@ Exchange Transport::perform(const Request& request, const TransferLimits& limits
   }
 
   // Run the transfer in this worker's multi handle; a stop wakes the poll.
-  CURLcode code = CURLE_OK;
-  bool finished = false;
-  bool cancelled = false;
   if (curl_multi_add_handle(m, e) != CURLM_OK) return fail_invalid("libcurl could not start the transfer");
-  {
-    std::stop_callback wake(stop, [m] { curl_multi_wakeup(m); });
-    for (;;) {
-      int running = 0;
-      if (curl_multi_perform(m, &running) != CURLM_OK) break;
-      int left = 0;
-      while (CURLMsg* msg = curl_multi_info_read(m, &left)) {
-        if (msg->msg == CURLMSG_DONE && msg->easy_handle == e) {
-          code = msg->data.result;
-          finished = true;
-        }
-      }
-      if (finished || running == 0) break;
-      if (stop.stop_requested()) {
-        cancelled = true;
-        break;
-      }
-      if (curl_multi_poll(m, nullptr, 0, 1000, nullptr) != CURLM_OK) break;
-    }
-  }
+  const TransferEnd end = run_transfer(m, e, stop, std::nullopt);
   curl_multi_remove_handle(m, e);  // aborts the transfer if it still runs
+  const bool cancelled = end.kind == TransferEnd::Kind::kCancelled;
+  const CURLcode code = end.kind == TransferEnd::Kind::kFinished ? end.code : CURLE_FAILED_INIT;
 
-  if (!ex.head_complete) {
+  ex.head_complete = head.complete();
+  if (ex.head_complete) {
+    ex.status = head.status();
+    ex.received_wall = head.received_wall();
+    ex.received_mono = head.received_mono();
+    ex.headers = head.headers();
+  } else {
     ex.received_wall = wall.now();
     ex.received_mono = mono.now();
   }
-  ex.headers.reserve(st.lines.size());
-  for (const Header& h : st.lines) ex.headers.add(h.name, h.value);
-  if (!finished && !cancelled) code = CURLE_FAILED_INIT;
 
   const auto describe = [&](CURLcode c) {
     std::string s = curl_easy_strerror(c);
@@ -378,13 +268,13 @@ Exchange Transport::perform(const Request& request, const TransferLimits& limits
     ex.result = Exchange::Result::kBodyTooLarge;
     ex.sent = true;
     ex.error = "response body larger than " + std::to_string(limits.max_body_bytes) + " bytes";
-  } else if (st.header_overflow) {
+  } else if (head.overflow()) {
     ex.result = Exchange::Result::kFailed;
     ex.sent = true;
     ex.error = "response head larger than " + std::to_string(limits.max_header_bytes) + " bytes";
   } else {
     ex.result = code == CURLE_OPERATION_TIMEDOUT ? Exchange::Result::kTimedOut : Exchange::Result::kFailed;
-    if (!decided_by_debug(code)) ex.sent = true;
+    if (!certain_before_send(code)) ex.sent = true;
     ex.error = describe(code);
   }
   if (ex.result != Exchange::Result::kResponse) ex.body.clear();  // never half a body

@@ -15,22 +15,16 @@
 #include "abide/client.h"
 #include "abide/clock.h"
 #include "abide/headers.h"
-#include "abide/result.h"
 
 namespace abide::curl_detail {
 
 // curl_global_init, once per process, thread-safe.
 void global_init();
 
-// The parts of an http(s) URL the client needs.
-struct UrlParts {
-  std::string scheme;  // "http" or "https"
-  std::string host;    // lower case, without brackets
-  std::string origin;  // scheme://host[:port] (port only when not the default)
-};
-
-// Splits an http(s) URL; an error message when it is not one.
-Result<UrlParts, std::string> parse_url(std::string_view url);
+// What libcurl's URL parser finds wrong with an http(s) URL, in its words;
+// nullopt when libcurl takes it. (The origin and the pacer key come from the
+// core's parse_origin: this only says whether libcurl will send it.)
+std::optional<std::string> url_error(std::string_view url);
 
 // What one transfer may do.
 struct TransferLimits {

@@ -1,0 +1,79 @@
+// What both libcurl adapters of abide::Client share (private to abide::curl):
+// reading the response heads a header callback is given, and running one easy
+// handle's transfer in a multi handle that a stop request can wake.
+#pragma once
+
+#include <curl/curl.h>
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "abide/clock.h"
+#include "abide/headers.h"
+
+namespace abide::curl_detail {
+
+// The heads of one transfer, as libcurl gives them to a header callback one
+// line per call: 1xx heads, a proxy's CONNECT answer and the heads of followed
+// redirects come before the final one, trailers after it. Keeps the last head.
+class HeadReader {
+ public:
+  explicit HeadReader(std::size_t max_bytes) : max_bytes_(max_bytes) {}
+
+  // One line as libcurl gave it (with its CRLF). False: the heads are longer
+  // than max_bytes (the caller aborts the transfer).
+  [[nodiscard]] bool line(std::string_view raw, const WallClock& wall, const MonotonicClock& mono);
+
+  // A head with a final status (>= 200) has ended with its empty line.
+  bool complete() const noexcept { return complete_; }
+  bool overflow() const noexcept { return overflow_; }
+  int status() const noexcept { return status_; }
+  WallTime received_wall() const noexcept { return received_wall_; }
+  MonoTime received_mono() const noexcept { return received_mono_; }
+  // The last head's lines, parsed (obsolete folding joined, bad lines skipped).
+  HeaderList headers() const;
+  // The last head as received, line by line (status line to empty line).
+  const std::vector<std::string>& raw_lines() const noexcept { return raw_; }
+
+ private:
+  std::size_t max_bytes_;
+  std::size_t bytes_ = 0;
+  bool overflow_ = false;
+  bool complete_ = false;
+  int status_ = 0;
+  WallTime received_wall_{};
+  MonoTime received_mono_{};
+  std::vector<Header> lines_;
+  std::vector<std::string> raw_;
+};
+
+// How a transfer in a multi handle ended.
+struct TransferEnd {
+  enum class Kind : std::uint8_t {
+    kFinished,   // libcurl finished it: `code` says how
+    kCancelled,  // the stop token was triggered
+    kTimedOut,   // `until` passed
+    kBroken,     // the multi handle failed
+  };
+  Kind kind = Kind::kBroken;
+  CURLcode code = CURLE_OK;
+};
+
+// Runs the transfer of `easy`, already added to `multi`, until it ends, `stop`
+// is triggered (which wakes the poll at once) or `until` passes. The caller
+// removes the handle from the multi handle afterwards.
+TransferEnd run_transfer(CURLM* multi, CURL* easy, std::stop_token stop,
+                         std::optional<std::chrono::steady_clock::time_point> until);
+
+// True when an error with this code leaves no doubt whether the request went
+// out: it cannot have been sent unless libcurl reported sending it. Every
+// other error counts as "sent" (the safe side: a non-idempotent request is
+// then reported ambiguous, never repeated).
+bool certain_before_send(CURLcode code) noexcept;
+
+}  // namespace abide::curl_detail
