@@ -8,6 +8,8 @@
 #include <cstring>
 #include <limits>
 
+#include "ascii.h"
+
 namespace abide {
 namespace {
 
@@ -132,9 +134,8 @@ constexpr unsigned month_index(std::uint32_t folded) noexcept {
 
 constexpr std::uint32_t canonical(const char* name) noexcept { return pack3(name[0], name[1], name[2]); }
 
-constexpr bool is_alpha(char c) noexcept {
-  return (static_cast<unsigned char>(c) | 0x20u) - 'a' < 26u;
-}
+using ascii::is_alpha;
+using ascii::is_ows;
 constexpr unsigned digit(char c) noexcept { return static_cast<unsigned>(static_cast<unsigned char>(c)) - '0'; }
 
 // ---- the HTTP-date parser ---------------------------------------------------
@@ -165,7 +166,7 @@ class DateParser {
     }
     const std::size_t start = i_;
     bool tab = false;
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t')) tab |= s_[i_++] == '\t';
+    while (i_ < s_.size() && is_ows(s_[i_])) tab |= s_[i_++] == '\t';
     if (i_ == start) return error(DateErrorCode::kUnexpectedChar, i_, ' ');
     if (tab || i_ - start > 1) dev_.add(DateDeviation::kExtraSpace);
     return true;
@@ -300,7 +301,7 @@ class DateParser {
     }
     const std::size_t start = i_;
     bool tab = false;
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t')) tab |= s_[i_++] == '\t';
+    while (i_ < s_.size() && is_ows(s_[i_])) tab |= s_[i_++] == '\t';
     const std::size_t spaces = i_ - start;
     if (spaces == 0) return at_end() ? error(DateErrorCode::kTruncated, i_) : error(DateErrorCode::kUnexpectedChar, i_, ' ');
     day_at_ = i_;

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "abide/headers.h"
+#include "ascii.h"
 #include "concat.h"
 
 namespace abide {
@@ -17,7 +18,6 @@ constexpr std::uint64_t kSaturatingSeconds =
 // Invalid lines described one by one in the warnings; more are only counted.
 constexpr std::size_t kMaxIgnoredLineWarnings = 8;
 
-constexpr bool is_ows(char c) noexcept { return c == ' ' || c == '\t'; }
 constexpr unsigned digit(char c) noexcept { return static_cast<unsigned>(static_cast<unsigned char>(c)) - '0'; }
 
 constexpr std::uint32_t u32(std::size_t v) noexcept {
@@ -68,10 +68,9 @@ std::string RetryAfterError::message() const {
 Result<RetryAfter, RetryAfterError> parse_retry_after(std::string_view value, WallTime now,
                                                       ParseMode mode) noexcept {
   // The field parser's job (RFC 9110 section 5.5): drop OWS at both ends.
-  std::size_t b = 0;
-  std::size_t e = value.size();
-  while (b < e && is_ows(value[b])) ++b;
-  while (e > b && is_ows(value[e - 1])) --e;
+  const std::string_view trimmed = ascii::trim_ows(value);
+  const std::size_t b = static_cast<std::size_t>(trimmed.data() - value.data());
+  const std::size_t e = b + trimmed.size();
   if (b == e) return fail(error_at(RetryAfterErrorCode::kEmpty, 0));
 
   const char first = value[b];

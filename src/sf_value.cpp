@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "ascii.h"
+
 namespace abide::sf {
 namespace {
 
@@ -52,12 +54,9 @@ auto with_lines(std::span<const std::string_view> lines, const Limits& limits, F
 
 // ---- serialization ----
 
-bool is_lcalpha(char c) { return c >= 'a' && c <= 'z'; }
-bool is_alpha(char c) { return is_lcalpha(c) || (c >= 'A' && c <= 'Z'); }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_tchar(char c) {
-  return is_alpha(c) || is_digit(c) || std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
+using ascii::is_alpha;
+using ascii::is_digit;
+using ascii::is_tchar;
 
 struct Writer {
   std::string out;
@@ -220,9 +219,9 @@ struct Writer {
   }
 
   bool key(const std::string& k) {
-    if (k.empty() || !(is_lcalpha(k[0]) || k[0] == '*')) return fail(ErrorCode::invalid_key);
+    if (k.empty() || !(ascii::is_lower(k[0]) || k[0] == '*')) return fail(ErrorCode::invalid_key);
     for (char c : k) {
-      if (!is_lcalpha(c) && !is_digit(c) && c != '_' && c != '-' && c != '.' && c != '*') {
+      if (!ascii::is_lower(c) && !is_digit(c) && c != '_' && c != '-' && c != '.' && c != '*') {
         return fail(ErrorCode::invalid_key);
       }
     }

@@ -5,10 +5,13 @@
 #include <array>
 #include <cstring>
 
+#include "ascii.h"
+
 namespace abide::sf {
 namespace {
 
-// Character classes, one bit each, looked up in a 256-entry table.
+// Character classes, one bit each, looked up in a 256-entry table: one load
+// answers any combination of them, which the scanners' inner loops need.
 enum : std::uint8_t {
   kDigit = 1U << 0,
   kTokenFirst = 1U << 1,   // ALPHA / "*"
@@ -27,7 +30,11 @@ constexpr std::array<std::uint8_t, 256> make_classes() {
   for (unsigned char c = 'a'; c <= 'z'; ++c) add(c, kTokenFirst | kTokenChar | kKeyFirst | kKeyChar | kBase64);
   for (unsigned char c = 'A'; c <= 'Z'; ++c) add(c, kTokenFirst | kTokenChar | kBase64);
   for (unsigned char c = 'a'; c <= 'f'; ++c) add(c, kLowerHex);
-  for (char c : std::string_view("!#$%&'*+-.^_`|~:/")) add(static_cast<unsigned char>(c), kTokenChar);
+  for (unsigned c = 0; c < 256; ++c) {
+    if (ascii::is_tchar(static_cast<char>(c))) add(static_cast<unsigned char>(c), kTokenChar);
+  }
+  add(':', kTokenChar);
+  add('/', kTokenChar);
   add('*', kTokenFirst | kKeyFirst | kKeyChar);
   for (char c : std::string_view("_-.")) add(static_cast<unsigned char>(c), kKeyChar);
   add('+', kBase64);
@@ -119,7 +126,7 @@ using Status = std::uint8_t;
 constexpr Status kOk = 0xFF;
 constexpr Status bad(ErrorCode code) noexcept { return static_cast<Status>(code); }
 
-inline bool is_digit(char c) noexcept { return static_cast<unsigned char>(c - '0') < 10; }
+using ascii::is_digit;
 
 inline std::uint64_t load8(const char* p) noexcept {
   std::uint64_t x;
