@@ -3,12 +3,18 @@
 // several field lines.
 #include "abide/retry_after.h"
 
+#include "abide/result.h"
+
 #include <gtest/gtest.h>
 
 #include <array>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <variant>
+#include <vector>
 
 namespace abide {
 namespace {
@@ -352,6 +358,112 @@ TEST(RetryAfterLines, WarningsQuoteHostileValuesSafely) {
   ASSERT_EQ(r->warnings.size(), 2u);
   EXPECT_NE(r->warnings[0].find("\\x1b[31m\\x0a"), std::string::npos) << r->warnings[0];
   EXPECT_LT(r->warnings[1].size(), 200u);
+}
+
+// ---- Result (abide/result.h), on which every parser above reports ----
+
+struct ResultCode {
+  int n = 0;
+};
+
+// An error that does not convert to the value type is fine; one that does, or
+// the same type, is refused at compile time (Result's static_assert uses this).
+static_assert(DistinctResultTypes<HttpDate, DateError>);
+static_assert(DistinctResultTypes<std::vector<std::string>, std::string>);
+static_assert(DistinctResultTypes<std::string, ErrorMessage>);
+static_assert(DistinctResultTypes<int, ResultCode>);
+static_assert(!DistinctResultTypes<std::string, std::string>);
+static_assert(!DistinctResultTypes<const std::string, std::string>);
+static_assert(!DistinctResultTypes<std::string, const char*>);  // "text" would be a success
+static_assert(!DistinctResultTypes<int, double>);
+static_assert(!DistinctResultTypes<bool, int>);
+
+// fail(x) builds any Result whose E takes x implicitly; nothing else does.
+static_assert(std::is_convertible_v<Unexpected<const char*>, Result<int, std::string>>);
+static_assert(std::is_convertible_v<Unexpected<std::string>, Result<std::string, ErrorMessage>>);
+static_assert(std::is_convertible_v<Unexpected<const char*>, Result<std::string, ErrorMessage>>);
+static_assert(!std::is_convertible_v<Unexpected<int>, Result<int, std::string>>);
+static_assert(!std::is_convertible_v<Unexpected<std::string_view>, Result<int, std::string>>);
+// A plain value is always the success, never the error.
+static_assert(std::is_convertible_v<std::string, Result<std::string, ErrorMessage>>);
+static_assert(!std::is_convertible_v<ResultCode, Result<int, ResultCode>>);
+
+// Usable in constant expressions.
+static_assert(Result<int, ResultCode>(7).value_or(0) == 7);
+static_assert(Result<int, ResultCode>(fail(ResultCode{3})).value_or(-1) == -1);
+static_assert(Result<int, ResultCode>(fail(ResultCode{3})).error().n == 3);
+
+Result<int, std::string> half(int v) {
+  if (v % 2 != 0) return fail("odd");  // a literal, converted to E at the return
+  return v / 2;
+}
+
+Result<std::string, ErrorMessage> greet(std::string_view name) {
+  if (name.empty()) return fail("no name");
+  return std::string("hello ") + std::string(name);
+}
+
+TEST(Result, BuiltFromFailWithoutCeremony) {
+  const auto even = half(8);
+  ASSERT_TRUE(even.has_value());
+  EXPECT_EQ(*even, 4);
+  const auto odd = half(3);
+  ASSERT_FALSE(odd);
+  EXPECT_EQ(odd.error(), "odd");
+  const Result<int, std::string> from_string = fail(std::string("moved"));
+  EXPECT_EQ(from_string.error(), "moved");
+}
+
+TEST(Result, TextValueWithErrorMessageKeepsErrorAndValueApart) {
+  const auto ok = greet("ada");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(*ok, "hello ada");
+  EXPECT_EQ(ok->size(), 9u);
+  const auto bad = greet("");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().text, "no name");
+  EXPECT_EQ(bad.error(), ErrorMessage("no name"));
+}
+
+TEST(Result, ValueOrGivesTheValueOrTheFallback) {
+  EXPECT_EQ(half(10).value_or(-1), 5);
+  EXPECT_EQ(half(11).value_or(-1), -1);
+  EXPECT_EQ(greet("").value_or("nobody"), "nobody");
+  // The rvalue form moves the value out: a move-only T works.
+  Result<std::unique_ptr<int>, ResultCode> owned(std::make_unique<int>(42));
+  const std::unique_ptr<int> p = std::move(owned).value_or(nullptr);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(*p, 42);
+  Result<std::unique_ptr<int>, ResultCode> none(fail(ResultCode{1}));
+  EXPECT_EQ(std::move(none).value_or(nullptr), nullptr);
+}
+
+TEST(Result, ParsersReturnErrorsThatValueOrCanReplace) {
+  // A rejected Retry-After never reads as a value: value_or is the only way
+  // to get one from a failure.
+  const auto r = parse_retry_after("soon", kReceived, ParseMode::kStrict);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, Code::kBadDate);
+  RetryAfter fallback;
+  fallback.delay = std::chrono::seconds{99};
+  EXPECT_EQ(r.value_or(fallback).delay, std::chrono::seconds{99});
+}
+
+// Reading the value of an error is never silent: it asserts where asserts
+// are on, and throws (no undefined behaviour, no garbage value) where not.
+TEST(Result, ValueOfAnErrorIsNeverSilent) {
+  const auto odd = half(1);
+#ifdef NDEBUG
+  EXPECT_THROW((void)odd.value(), std::bad_variant_access);
+  EXPECT_THROW((void)*odd, std::bad_variant_access);
+  const auto even = half(2);
+  EXPECT_THROW((void)even.error(), std::bad_variant_access);
+#else
+  EXPECT_DEATH((void)odd.value(), "value\\(\\) on an error");
+  EXPECT_DEATH((void)*odd, "value\\(\\) on an error");
+  const auto even = half(2);
+  EXPECT_DEATH((void)even.error(), "error\\(\\) on a value");
+#endif
 }
 
 }  // namespace
