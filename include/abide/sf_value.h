@@ -9,7 +9,8 @@
 //   if (!list) return describe(list.error());
 //   auto& first = std::get<abide::sf::Item>((*list)[0]);
 //   const auto* q = abide::sf::find(first.params, "q");        // BareItem*, 100
-//   std::string text = abide::sf::serialize_list(*list).value();
+//   auto text = abide::sf::serialize_list(*list);            // Result<std::string, Error>
+//   if (!text) return describe(text.error());
 //
 // Ordered maps (Parameters, Dictionary) are vectors of key/value pairs with
 // unique keys, in order of first appearance; parsing keeps the last value of a
