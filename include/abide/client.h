@@ -200,9 +200,11 @@ class Client {
   // set, the body is kept in outcome.response->body (up to max_body_bytes).
   // Of the ClientConfig, the transfer settings (connect_timeout,
   // attempt_timeout, user_agent, verify_tls) are the handle's own business;
-  // max_header_bytes applies. `stop` aborts a transfer at once. The handle
-  // must not be in use elsewhere during the call (nor in a multi handle).
-  // examples/own_curl_handle.cpp shows it.
+  // max_header_bytes applies. Redirects the handle follows itself
+  // (CURLOPT_FOLLOWLOCATION) are its business: the rules read the last
+  // answer, paced under request.url's origin. `stop` aborts a transfer at
+  // once. The handle must not be in use elsewhere during the call (nor in a
+  // multi handle).
   RequestOutcome perform(CurlEasy* handle, const Request& request, const HandleCallbacks& callbacks = {},
                          std::stop_token stop = {});
 

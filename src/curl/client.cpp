@@ -39,7 +39,8 @@ PacerConfig own_pacer_config(const ClientConfig& c) {
   return p;
 }
 
-engine::Config engine_config(const ClientConfig& c, std::shared_ptr<Pacer> pacer, std::shared_ptr<RandomSource> random) {
+engine::Config engine_config(const ClientConfig& c, std::shared_ptr<Pacer> pacer,
+                             std::shared_ptr<RandomSource> random) {
   engine::Config e;
   e.planner = c.planner;
   e.max_attempts = c.max_attempts;
@@ -202,7 +203,8 @@ RequestOutcome Client::Impl::finish_early(const Request& req, std::size_t index,
 }
 
 std::optional<RequestOutcome> Client::Impl::precheck(const Request& req, std::size_t index, std::stop_token stop) {
-  if (stop.stop_requested()) return finish_early(req, index, OutcomeKind::kCancelled, "cancelled before the first attempt");
+  if (stop.stop_requested())
+    return finish_early(req, index, OutcomeKind::kCancelled, "cancelled before the first attempt");
   // libcurl's own URL parser says what it will not take, in its words.
   if (auto error = curl_detail::url_error(req.url))
     return finish_early(req, index, OutcomeKind::kNotRetryable, "invalid URL: " + *error);
@@ -267,13 +269,16 @@ RequestOutcome Client::perform(CurlEasy* handle, const Request& request, const H
   // abide adds nothing to a caller's handle that libcurl cannot give back.
   if (!request.headers.empty())
     return impl_->finish_early(request, 0, OutcomeKind::kNotRetryable,
-                               "a caller's handle sends its own headers (CURLOPT_HTTPHEADER): the request's must be empty");
+                               "a caller's handle sends its own headers (CURLOPT_HTTPHEADER): "
+                               "the request's must be empty");
   if (!request.body.empty())
     return impl_->finish_early(request, 0, OutcomeKind::kNotRetryable,
-                               "a caller's handle sends its own body (CURLOPT_POSTFIELDS...): the request's must be empty");
+                               "a caller's handle sends its own body (CURLOPT_POSTFIELDS...): "
+                               "the request's must be empty");
   if (auto early = impl_->precheck(request, 0, stop)) return std::move(*early);
   std::unique_ptr<CURLM, decltype(&curl_multi_cleanup)> multi(curl_multi_init(), &curl_multi_cleanup);
-  if (!multi) return impl_->finish_early(request, 0, OutcomeKind::kNotRetryable, "libcurl could not create a multi handle");
+  if (!multi)
+    return impl_->finish_early(request, 0, OutcomeKind::kNotRetryable, "libcurl could not create a multi handle");
   std::string body;
   engine::RequestOutcome out;
   {

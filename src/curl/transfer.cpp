@@ -3,18 +3,14 @@
 
 #include <algorithm>
 
+#include "ascii.h"
 #include "transport.h"
 
 namespace abide::curl_detail {
 namespace {
 
-bool is_ows(char c) { return c == ' ' || c == '\t'; }
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_ows(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_ows(s.back())) s.remove_suffix(1);
-  return s;
-}
+using ascii::is_ows;
+using ascii::trim_ows;
 
 // The status of "HTTP/x yyy ...", or 0.
 int status_of(std::string_view line) {
@@ -22,7 +18,7 @@ int status_of(std::string_view line) {
   if (sp == std::string_view::npos || line.size() < sp + 4) return 0;
   int code = 0;
   for (std::size_t i = sp + 1; i < sp + 4; ++i) {
-    if (line[i] < '0' || line[i] > '9') return 0;
+    if (!ascii::is_digit(line[i])) return 0;
     code = code * 10 + (line[i] - '0');
   }
   return code;
@@ -59,13 +55,13 @@ bool HeadReader::line(std::string_view raw, const WallClock& wall, const Monoton
   if (is_ows(line.front())) {  // obsolete line folding: continues the previous value
     if (!lines_.empty()) {
       lines_.back().value += ' ';
-      lines_.back().value += trim(line);
+      lines_.back().value += trim_ows(line);
     }
     return true;
   }
   const auto colon = line.find(':');
   if (colon == std::string_view::npos || !valid_token(line.substr(0, colon))) return true;  // skipped
-  lines_.push_back({std::string(line.substr(0, colon)), std::string(trim(line.substr(colon + 1)))});
+  lines_.push_back({std::string(line.substr(0, colon)), std::string(trim_ows(line.substr(colon + 1)))});
   return true;
 }
 

@@ -1,12 +1,12 @@
 // One HTTP exchange over libcurl (see transport.h).
 #include "transport.h"
 
+#include "ascii.h"
 #include "transfer.h"
 
 #include <curl/curl.h>
 
 #include <algorithm>
-#include <cctype>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -94,13 +94,7 @@ void global_init() {
 }
 
 bool valid_token(std::string_view s) noexcept {
-  if (s.empty()) return false;
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (std::isalnum(u) != 0) continue;
-    if (std::string_view("!#$%&'*+-.^_`|~").find(c) == std::string_view::npos) return false;
-  }
-  return true;
+  return !s.empty() && std::all_of(s.begin(), s.end(), ascii::is_tchar);
 }
 
 std::optional<std::string> url_error(std::string_view url) {
@@ -118,10 +112,11 @@ std::optional<std::string> url_error(std::string_view url) {
     s = scheme;
     curl_free(scheme);
   }
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (char& c : s) c = ascii::to_lower(c);
   if (s != "http" && s != "https") return "unsupported scheme \"" + printable(s, 32) + "\" (http and https only)";
   char* host = nullptr;
-  const bool has_host = curl_url_get(u.get(), CURLUPART_HOST, &host, 0) == CURLUE_OK && host != nullptr && *host != '\0';
+  const bool has_host =
+      curl_url_get(u.get(), CURLUPART_HOST, &host, 0) == CURLUE_OK && host != nullptr && *host != '\0';
   curl_free(host);
   if (!has_host) return "URL has no host";
   return std::nullopt;
