@@ -905,6 +905,22 @@ TEST(OwnHandle, RequestHeadersOrBodyAreRefusedWithoutSending) {
   EXPECT_TRUE(server.seen().empty());
 }
 
+TEST(OwnHandle, TheRequestsDeadlineEndsATransferTheHandleWouldWaitOn) {
+  SilentServer silent;
+  CallersHandle h;  // its own timeout is 20 s
+  Client client(fast_config());
+  Request r;
+  r.url = silent.url();
+  r.deadline = system_monotonic_clock().now() + 300ms;
+  const auto t0 = std::chrono::steady_clock::now();
+  const RequestOutcome out = client.perform(h.easy.get(), r);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  EXPECT_EQ(out.kind, OutcomeKind::kDeadlineExceeded) << out.reason;
+  ASSERT_EQ(out.attempts.size(), 1u);
+  EXPECT_TRUE(out.attempts[0].sent);
+  EXPECT_FALSE(out.ambiguous);  // a GET
+}
+
 TEST(OwnHandle, StopAbortsATransferOnTheHandle) {
   TestServer server;
   server.svr().Get("/hang", [&](const httplib::Request& req, httplib::Response& res) {

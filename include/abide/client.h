@@ -147,7 +147,9 @@ using CurlEasy = void;
 // option's value, so the caller says what they were: abide hands the final
 // answer to them, and sets them back on the handle afterwards. Leave a member
 // null where the handle had libcurl's default. The types are libcurl's
-// curl_write_callback.
+// curl_write_callback; a write callback that returns anything but the size
+// it was given (CURL_WRITEFUNC_PAUSE too: pausing is not supported) stops the
+// transfer, and the request ends not_retryable.
 struct HandleCallbacks {
   using Fn = std::size_t (*)(char* data, std::size_t size, std::size_t count, void* userdata);
   Fn write = nullptr;           // CURLOPT_WRITEFUNCTION (null: libcurl's fwrite into write_data)
