@@ -335,33 +335,36 @@ Step Machine::try_acquire() {
   Pacer& pacer = *engine_.pacer_;
   if (blocking_) return from_permit(pacer.acquire(key_, req_.deadline, stop_));
 
-  // Non-blocking: an acquire whose latest acceptable send is now reserves
-  // nothing and waits for nothing; it grants now or says when a send may be
-  // permitted (a slot, a cooldown's end, or how long a probe may take).
+  // Non-blocking: the pacer's answer, with the slot or the place in line
+  // kept by the ticket until the next call.
+  const TryAcquireResult r = pacer.try_acquire(ticket_, key_, req_.deadline);
   const MonoTime now = engine_.mono_.now();
-  const AcquireResult r = pacer.acquire(key_, now);
-  const Duration waited = now - wait_start_;
-  if (r.status == AcquireStatus::kPermit || r.status == AcquireStatus::kUnavailable ||
-      r.status == AcquireStatus::kCancelled) {
-    AcquireResult done = r;
-    done.waited = waited;
-    return from_permit(done);
-  }
-  // The limits Pacer::acquire applies to a blocking wait, from the same start.
-  MonoTime limit = saturating_add(wait_start_, pacer.config().max_wait);
-  if (req_.deadline && *req_.deadline < limit) limit = *req_.deadline;
-  const MonoTime at = r.not_before;
-  if (at > limit) {
-    AcquireResult late;
-    late.status = req_.deadline && at >= *req_.deadline ? AcquireStatus::kDeadlineExceeded : AcquireStatus::kDeferred;
-    late.not_before = at;
-    late.not_before_wall = saturating_add(engine_.wall_.now(), at - now);
-    late.waited = waited;
-    return from_permit(late);
+  AcquireResult a;
+  a.probe = r.probe;
+  a.not_before = r.at;
+  a.not_before_wall = r.not_before_wall;
+  a.waited = now - wait_start_;
+  switch (r.status) {
+    case TryStatus::kPermit:
+      a.status = AcquireStatus::kPermit;
+      return from_permit(a);
+    case TryStatus::kDeferred:
+      a.status = AcquireStatus::kDeferred;
+      return from_permit(a);
+    case TryStatus::kDeadlineExceeded:
+      a.status = AcquireStatus::kDeadlineExceeded;
+      return from_permit(a);
+    case TryStatus::kUnavailable:
+      a.status = AcquireStatus::kUnavailable;
+      return from_permit(a);
+    case TryStatus::kReserved:
+      return wait_step(r.at, Event::WaitKind::kPacer, "the pacer reserved this request's send for then");
+    case TryStatus::kAskAgain:
+      break;
   }
   // Never a wait that ends now: ask again a millisecond later at the earliest.
-  const MonoTime until = std::max(at, saturating_add(now, std::chrono::milliseconds{1}));
-  return wait_step(until, Event::WaitKind::kPacer, "the pacer permits the next send then (a slot, a cooldown, or a probe's answer)");
+  const MonoTime until = std::max(r.at, saturating_add(now, std::chrono::milliseconds{1}));
+  return wait_step(until, Event::WaitKind::kPacer, "waiting for the answer to the pacer's probe (ask again then, or when notified)");
 }
 
 Step Machine::from_permit(const AcquireResult& permit) {
@@ -642,6 +645,7 @@ void Machine::cancel(bool sent) {
       finish(OutcomeKind::kCancelled, "cancelled while waiting for the request's permitted time");
       return;
     case State::kAcquire: {
+      ticket_.release();  // the slot reserved for it goes to the next request
       AcquireResult r;
       r.status = AcquireStatus::kCancelled;
       r.waited = engine_.mono_.now() - wait_start_;

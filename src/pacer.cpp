@@ -1,7 +1,9 @@
-// Pacer: turns each acquire into one store operation, and waits where the store
-// says so. The store decides (quota_store.h); this file owns the waiting: the
-// first-in first-out queue of workers waiting for a probe, cancellation, the
-// deadline and maximum wait, and waking waiters when a record changes things.
+// Pacer: turns each acquire into one store operation. The store decides
+// (quota_store.h); this file owns what lies between the store's answers: the
+// first-in first-out line of workers waiting for a probe, reserved slots and
+// their return, the deadline and maximum wait, and notifying waiters when a
+// record changes things. Ops::step is that logic, never blocking; try_acquire
+// returns its answer, acquire sleeps on it.
 #include "abide/pacer.h"
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace abide {
@@ -18,6 +21,11 @@ namespace {
 constexpr std::size_t kMaxKeyLength = 256;
 // Sleeps are cut into slices of at most this; a waiter then simply looks again.
 constexpr Duration kMaxSleepSlice = std::chrono::hours{1};
+// Slots given back and not yet taken, per key; beyond it a slot is simply lost
+// (a unit of quota unused: never a send too many).
+constexpr std::size_t kMaxReturned = 64;
+// Store questions per step while records keep changing the answer.
+constexpr int kMaxRounds = 8;
 
 std::uint64_t fnv1a(std::string_view s) noexcept {
   std::uint64_t h = 0xcbf29ce484222325ULL;
@@ -117,10 +125,31 @@ std::string_view to_string(AcquireStatus s) noexcept {
   return "unknown";
 }
 
-// One waiter in a key's queue.
-struct Waiter {
-  std::uint64_t ticket = 0;
-  std::stop_source wake{std::nostopstate};  // replaced (under Local::mu) before each sleep
+struct Pacer::Ticket::State {
+  // Owned by the ticket's caller.
+  bool started = false;  // an acquire is under way; the limits count from `start`
+  MonoTime start{};
+  std::uint64_t number = 0;  // arrival order; 0 until it matters
+  bool reserved = false;
+  MonoTime slot{};
+  Duration reserved_wait{};        // how far ahead the slot was reserved
+  std::uint64_t epoch = 0;         // Local::epoch when it was reserved
+  std::uint64_t store_epoch = 0;   // the store's, for still_valid()
+  bool probe = false;
+  // Guarded by Local::mu.
+  bool queued = false;
+  // Guarded by notify_mu (recursive: a callback may ask again at once).
+  std::recursive_mutex notify_mu;
+  bool notified = false;
+  std::stop_source wake{std::nostopstate};  // acquire's sleep, replaced before each step
+  std::shared_ptr<const std::function<void()>> notify;
+};
+
+// A slot given back before its time.
+struct Returned {
+  MonoTime slot{};
+  std::uint64_t epoch = 0;
+  std::uint64_t store_epoch = 0;
 };
 
 struct Pacer::Local {
@@ -131,10 +160,13 @@ struct Pacer::Local {
   // Bumped by every record and abandoned probe: a waiting head must look again.
   std::atomic<std::uint64_t> generation{0};
   std::atomic<std::uint32_t> queued{0};
+  std::atomic<std::uint32_t> returned_count{0};
   std::mutex mu;
-  std::vector<Waiter*> queue;  // by ticket; the front is the head, the only one asking the store
-  MonoTime blocked_until{};    // the head's latest estimate, for reports of those behind it
-  bool blocked_by_store = false;  // ... and whether the store was unavailable (fail-closed)
+  // By ticket number; the front is the head, the only one asking the store.
+  std::vector<std::shared_ptr<Ticket::State>> queue;
+  std::vector<Returned> returned;  // by slot, at most kMaxReturned
+  MonoTime blocked_until{};        // the head's latest estimate, for those behind it
+  bool blocked_by_store = false;   // ... and whether the store was unavailable (fail-closed)
 };
 
 struct Pacer::Keys {
@@ -147,17 +179,35 @@ const std::string& Pacer::Key::name() const noexcept {
   return local_ ? local_->name : kEmpty;
 }
 
-Pacer::Pacer(PacerConfig config, std::shared_ptr<QuotaStore> store, const MonotonicClock& mono,
-             const WallClock& wall)
+namespace {
+
+const MonotonicClock& mono_of(const PacerConfig& c) {
+  return c.mono != nullptr ? *c.mono : system_monotonic_clock();
+}
+const WallClock& wall_of(const PacerConfig& c) { return c.wall != nullptr ? *c.wall : system_wall_clock(); }
+
+PacerConfig with_clocks(PacerConfig c, const MonotonicClock& mono, const WallClock& wall) {
+  c.mono = &mono;
+  c.wall = &wall;
+  return c;
+}
+
+}  // namespace
+
+Pacer::Pacer(PacerConfig config, std::shared_ptr<QuotaStore> store)
     : config_(std::move(config)),
       store_(store ? std::move(store) : std::make_shared<MemoryStore>()),
-      mono_(mono),
-      wall_(wall),
+      mono_(mono_of(config_)),
+      wall_(wall_of(config_)),
       random_state_(config_.seed),
       keys_(std::make_unique<Keys>()) {
   if (config_.max_wait < Duration::zero()) config_.max_wait = Duration::zero();
   if (config_.max_keys == 0) config_.max_keys = 1;
 }
+
+Pacer::Pacer(PacerConfig config, std::shared_ptr<QuotaStore> store, const MonotonicClock& mono,
+             const WallClock& wall)
+    : Pacer(with_clocks(std::move(config), mono, wall), std::move(store)) {}
 
 Pacer::~Pacer() = default;
 
@@ -179,7 +229,7 @@ Pacer::Key Pacer::key(std::string_view name) {
 
 double Pacer::next_random() {
   if (config_.random) {
-    const double u = config_.random();
+    const double u = config_.random->next_unit();
     return (u >= 0.0 && u < 1.0) ? u : 0.0;
   }
   const std::uint64_t x = random_state_.fetch_add(0x9e3779b97f4a7c15ULL, std::memory_order_relaxed);
@@ -200,78 +250,285 @@ AcquireResult Pacer::finish(AcquireStatus status, MonoTime start, MonoTime not_b
   return r;
 }
 
-AcquireResult Pacer::acquire(std::string_view name, std::optional<MonoTime> deadline, std::stop_token stop) {
-  return acquire(key(name), deadline, std::move(stop));
+std::string_view to_string(TryStatus s) noexcept {
+  switch (s) {
+    case TryStatus::kPermit: return "permit";
+    case TryStatus::kReserved: return "reserved";
+    case TryStatus::kAskAgain: return "ask_again";
+    case TryStatus::kDeferred: return "deferred";
+    case TryStatus::kDeadlineExceeded: return "deadline_exceeded";
+    case TryStatus::kUnavailable: return "unavailable";
+  }
+  return "unknown";
 }
 
-// The waiting machinery: everything that is not the fast path.
+// The line, the reservations and the notifications.
 struct Pacer::Ops {
-  Pacer& p;
-  Local& local;
-  MonoTime start;
-  MonoTime limit;  // the latest acceptable send time: min(deadline, start + max_wait)
-  std::optional<MonoTime> deadline;
-  std::stop_token stop;
-  Waiter me;
-  bool in_queue = false;
+  using State = Ticket::State;
 
-  // Never leaves a pointer to `me` behind, whatever the way out.
-  ~Ops() { leave(); }
+  // A store answer with the local epoch read before the store was asked (a
+  // cooldown recorded in between voids the slot: asked again, never early).
+  struct Asked {
+    StoreGrant grant;
+    std::uint64_t epoch = 0;
+  };
 
-  // Joins the queue in ticket order, never ahead of the current head (it may be
-  // talking to the store). Caller holds local.mu.
-  void enqueue_locked() {
-    if (me.ticket == 0) me.ticket = p.next_ticket_.fetch_add(1, std::memory_order_relaxed);
-    auto from = local.queue.begin() + (local.queue.empty() ? 0 : 1);
-    auto at = std::upper_bound(from, local.queue.end(), me.ticket,
-                               [](std::uint64_t t, const Waiter* w) { return t < w->ticket; });
-    local.queue.insert(at, &me);
-    in_queue = true;
-    local.queued.fetch_add(1, std::memory_order_release);
+  static void notify(State& s) {
+    std::lock_guard lock(s.notify_mu);
+    s.notified = true;
+    s.wake.request_stop();
+    if (const auto f = s.notify) (*f)();
   }
 
-  // Leaves the queue and hands the turn to the next waiter.
-  void leave() {
-    if (!in_queue) return;
-    std::lock_guard lock(local.mu);
-    local.queue.erase(std::find(local.queue.begin(), local.queue.end(), &me));
-    local.queued.fetch_sub(1, std::memory_order_release);
-    in_queue = false;
-    if (!local.queue.empty()) local.queue.front()->wake.request_stop();
+  // Notifies the head of the line, outside the key's lock (a callback may ask again).
+  static void notify_head(Local& l) {
+    if (l.queued.load(std::memory_order_acquire) == 0) return;
+    std::shared_ptr<State> head;
+    {
+      std::lock_guard lock(l.mu);
+      if (!l.queue.empty()) head = l.queue.front();
+    }
+    if (head) notify(*head);
   }
 
   static void wake_head(Local& l) {
     l.generation.fetch_add(1, std::memory_order_acq_rel);
-    if (l.queued.load(std::memory_order_acquire) == 0) return;
-    std::lock_guard lock(l.mu);
-    if (!l.queue.empty()) l.queue.front()->wake.request_stop();
+    notify_head(l);
   }
 
-  AcquireResult cancelled(MonoTime not_before) {
-    leave();
-    return p.finish(AcquireStatus::kCancelled, start, not_before, false);
+  // Joins the line in ticket order, never ahead of the current head (it may be
+  // talking to the store). Caller holds l.mu.
+  static void enqueue_locked(Pacer& p, Local& l, const std::shared_ptr<State>& s) {
+    if (s->number == 0) s->number = p.next_ticket_.fetch_add(1, std::memory_order_relaxed);
+    auto from = l.queue.begin() + (l.queue.empty() ? 0 : 1);
+    auto at = std::upper_bound(from, l.queue.end(), s->number,
+                               [](std::uint64_t t, const std::shared_ptr<State>& w) { return t < w->number; });
+    l.queue.insert(at, s);
+    s->queued = true;
+    l.queued.fetch_add(1, std::memory_order_release);
+  }
+
+  // Leaves the line and hands the turn to the next one.
+  static void leave(Local& l, State& s) {
+    std::shared_ptr<State> next;
+    {
+      std::lock_guard lock(l.mu);
+      if (!s.queued) return;
+      const bool was_head = !l.queue.empty() && l.queue.front().get() == &s;
+      l.queue.erase(std::find_if(l.queue.begin(), l.queue.end(),
+                                 [&](const std::shared_ptr<State>& w) { return w.get() == &s; }));
+      l.queued.fetch_sub(1, std::memory_order_release);
+      s.queued = false;
+      if (was_head && !l.queue.empty()) next = l.queue.front();
+    }
+    if (next) notify(*next);
+  }
+
+  // The earliest slot given back that is still good. Caller holds l.mu.
+  static std::optional<Returned> take_returned_locked(Local& l, MonoTime now) {
+    const std::uint64_t epoch = l.epoch.load(std::memory_order_acquire);
+    std::erase_if(l.returned, [&](const Returned& r) { return r.slot < now || r.epoch != epoch; });
+    std::optional<Returned> out;
+    if (!l.returned.empty()) {
+      out = l.returned.front();
+      l.returned.erase(l.returned.begin());
+    }
+    l.returned_count.store(static_cast<std::uint32_t>(l.returned.size()), std::memory_order_release);
+    return out;
+  }
+
+  // A reserved slot the caller will not use: the next to ask gets it.
+  static void give_back(Pacer& p, Local& l, const State& s) {
+    if (s.probe) {
+      p.store_->abandon_probe(*l.handle, p.mono_.now());
+      wake_head(l);
+      return;
+    }
+    if (s.slot < p.mono_.now() || l.epoch.load(std::memory_order_acquire) != s.epoch) return;
+    {
+      std::lock_guard lock(l.mu);
+      if (l.returned.size() >= kMaxReturned) return;
+      const Returned r{s.slot, s.epoch, s.store_epoch};
+      l.returned.insert(std::upper_bound(l.returned.begin(), l.returned.end(), r.slot,
+                                         [](MonoTime t, const Returned& x) { return t < x.slot; }),
+                        r);
+      l.returned_count.store(static_cast<std::uint32_t>(l.returned.size()), std::memory_order_release);
+    }
+    notify_head(l);
+  }
+
+  static TryAcquireResult pending_result(TryStatus status, MonoTime at, bool probe) {
+    TryAcquireResult r;
+    r.status = status;
+    r.at = at;
+    r.probe = probe;
+    return r;
+  }
+
+  static TryAcquireResult final_result(Pacer& p, TryStatus status, MonoTime at) {
+    TryAcquireResult r;
+    r.status = status;
+    r.at = at;
+    r.not_before_wall = saturating_add(p.wall_.now(), at - p.mono_.now());
+    return r;
   }
 
   // The wait would pass the limit: which limit decides the status.
-  AcquireResult too_late(MonoTime not_before) {
-    leave();
-    const bool past_deadline = deadline && not_before >= *deadline;
-    return p.finish(past_deadline ? AcquireStatus::kDeadlineExceeded : AcquireStatus::kDeferred, start,
-                    not_before, false);
+  static TryAcquireResult too_late(Pacer& p, std::optional<MonoTime> deadline, MonoTime at) {
+    const bool past_deadline = deadline && at >= *deadline;
+    return final_result(p, past_deadline ? TryStatus::kDeadlineExceeded : TryStatus::kDeferred, at);
   }
 
-  // Sleeps until `until`, or until woken through `wake`, or cancelled. The
-  // caller created `wake` (under local.mu) before deciding to sleep, so a wake
-  // between that decision and this sleep is not lost.
-  void doze(MonoTime until, std::stop_source wake) {
-    const MonoTime now = p.mono_.now();
-    until = earlier(until, saturating_add(now, kMaxSleepSlice));
+  // Holds `slot` for the ticket.
+  static TryAcquireResult reserve(State& s, MonoTime slot, MonoTime now, std::uint64_t epoch,
+                                  std::uint64_t store_epoch, bool probe) {
+    s.reserved = true;
+    s.slot = slot;
+    s.reserved_wait = slot - now;
+    s.epoch = epoch;
+    s.store_epoch = store_epoch;
+    s.probe = probe;
+    return pending_result(TryStatus::kReserved, slot, probe);
+  }
+
+  // One look at the key, never blocking: the logic both acquire forms share.
+  static TryAcquireResult step(Pacer& p, Ticket& t, std::optional<MonoTime> deadline, std::optional<Asked> pending) {
+    Local& local = *t.local_;
+    const std::shared_ptr<State>& sp = t.state_;
+    State& s = *sp;
+    const PacingRules& rules = p.config_.rules;
+    MonoTime limit = saturating_add(s.start, p.config_.max_wait);
+    if (deadline && *deadline < limit) limit = *deadline;
+
+    for (int round = 0; round < kMaxRounds; ++round) {
+      MonoTime now = p.mono_.now();
+      if (s.reserved) {
+        if (now < s.slot) return pending_result(TryStatus::kReserved, s.slot, s.probe);
+        s.reserved = false;
+        const bool valid = local.epoch.load(std::memory_order_acquire) == s.epoch &&
+                           !(p.store_->shared() && s.reserved_wait >= p.config_.revalidate_after &&
+                             !p.store_->still_valid(*local.handle, s.store_epoch, now));
+        if (valid) return pending_result(TryStatus::kPermit, s.slot, s.probe);
+        // A cooldown began since: the slot is void (a probe's too). The ticket
+        // keeps its number, so it queues ahead of those who came later.
+        s.probe = false;
+        continue;
+      }
+      const std::uint64_t generation = local.generation.load(std::memory_order_acquire);
+      if (!pending) {
+        std::unique_lock lock(local.mu);
+        if (!s.queued && !local.queue.empty()) enqueue_locked(p, local, sp);
+        if (s.queued && local.queue.front() != sp) {
+          // Not our turn: the head leaving notifies us.
+          if (now >= limit) {
+            const MonoTime estimate = std::max(local.blocked_until, limit);
+            const bool unavailable = local.blocked_by_store;
+            lock.unlock();
+            leave(local, s);
+            return unavailable ? final_result(p, TryStatus::kUnavailable, estimate) : too_late(p, deadline, estimate);
+          }
+          // Without a notification, look again when the head will (or soon).
+          const MonoTime at = local.blocked_until > now ? local.blocked_until : saturating_add(now, p.config_.shared_poll);
+          return pending_result(TryStatus::kAskAgain, earlier(at, limit), false);
+        }
+        if (local.returned_count.load(std::memory_order_acquire) != 0) {
+          if (const auto r = take_returned_locked(local, now)) {
+            lock.unlock();
+            leave(local, s);
+            if (s.number == 0) s.number = p.next_ticket_.fetch_add(1, std::memory_order_relaxed);
+            TryAcquireResult res = reserve(s, r->slot, now, r->epoch, r->store_epoch, false);
+            // Checked against a shared store when due: it was reserved long ago.
+            s.reserved_wait = kMaxDuration;
+            if (r->slot <= now) continue;
+            return res;
+          }
+        }
+        lock.unlock();
+        const std::uint64_t epoch = local.epoch.load(std::memory_order_acquire);
+        pending = Asked{p.store_->acquire(*local.handle, {now, limit - now}, rules), epoch};
+        now = std::max(now, p.mono_.now());
+      }
+      const Asked asked = *pending;
+      pending.reset();
+      const StoreGrant& g = asked.grant;
+      const MonoTime at = saturating_add(now, std::max(g.wait, Duration::zero()));
+      switch (g.kind) {
+        case StoreGrant::Kind::kGranted:
+        case StoreGrant::Kind::kProbe: {
+          leave(local, s);
+          const bool probe = g.kind == StoreGrant::Kind::kProbe;
+          if (g.wait <= Duration::zero()) return pending_result(TryStatus::kPermit, now, probe);
+          // A number now, so that if the slot is voided the ticket queues
+          // ahead of those who came later.
+          if (s.number == 0) s.number = p.next_ticket_.fetch_add(1, std::memory_order_relaxed);
+          return reserve(s, at, now, asked.epoch, g.epoch, probe);
+        }
+        case StoreGrant::Kind::kTooLate:
+          leave(local, s);
+          return too_late(p, deadline, at);
+        case StoreGrant::Kind::kAwaitProbe:
+        case StoreGrant::Kind::kUnavailable: {
+          const bool unavailable = g.kind == StoreGrant::Kind::kUnavailable;
+          std::unique_lock lock(local.mu);
+          if (!s.queued) enqueue_locked(p, local, sp);
+          if (local.queue.front() != sp) continue;  // someone came first: wait for our turn
+          local.blocked_until = at;
+          local.blocked_by_store = unavailable;
+          if (now >= limit || (unavailable && at > limit)) {
+            lock.unlock();
+            leave(local, s);
+            return unavailable ? final_result(p, TryStatus::kUnavailable, at) : too_late(p, deadline, at);
+          }
+          MonoTime until = earlier(at, limit);
+          if (p.store_->shared()) until = earlier(until, saturating_add(now, p.config_.shared_poll));
+          // A record since we asked the store: ask again rather than wait.
+          if (local.generation.load(std::memory_order_acquire) != generation) continue;
+          return pending_result(TryStatus::kAskAgain, until, false);
+        }
+      }
+    }
+    // Records keep changing the answer: ask again at once.
+    return pending_result(TryStatus::kAskAgain, p.mono_.now(), false);
+  }
+
+  // A fresh acquire's first store question, skipping the line when nobody
+  // is in it: most acquires end here.
+  static std::optional<Asked> fast_path(Pacer& p, Local& local, MonoTime now, MonoTime limit) {
+    if (local.queued.load(std::memory_order_acquire) != 0 ||
+        local.returned_count.load(std::memory_order_acquire) != 0) {
+      return std::nullopt;
+    }
+    const std::uint64_t epoch = local.epoch.load(std::memory_order_acquire);
+    return Asked{p.store_->acquire(*local.handle, {now, limit - now}, p.config_.rules), epoch};
+  }
+
+  static bool granted_now(const std::optional<Asked>& a) {
+    return a && a->grant.kind == StoreGrant::Kind::kGranted && a->grant.wait <= Duration::zero();
+  }
+
+  static void start(Ticket& t, MonoTime now) {
+    if (!t.state_) {
+      t.state_ = std::make_shared<State>();
+      t.state_->notify = t.notify_;
+    }
+    t.state_->started = true;
+    t.state_->start = now;
+  }
+
+  static void done(Ticket& t) {
+    t.state_->started = false;
+    t.state_->number = 0;
+  }
+
+  // Sleeps until `until`, or until notified through `wake`, or cancelled.
+  static void doze(Pacer& p, MonoTime until, std::stop_source wake, const std::stop_token& stop) {
+    until = earlier(until, saturating_add(p.mono_.now(), kMaxSleepSlice));
     std::stop_callback on_stop(stop, [wake]() mutable noexcept { wake.request_stop(); });
     p.mono_.sleep_until(until, wake.get_token());
   }
 
   // Sleeps until `until` unless cancelled; false when cancelled.
-  bool sleep_to(MonoTime until) {
+  static bool sleep_to(Pacer& p, MonoTime until, const std::stop_token& stop) {
     for (;;) {
       const MonoTime now = p.mono_.now();
       if (now >= until) return true;
@@ -280,118 +537,162 @@ struct Pacer::Ops {
     }
   }
 
-  AcquireResult run(std::optional<StoreGrant> pending) {
-    const PacingRules& rules = p.config_.rules;
+  // The blocking acquire: sleeps on step's answers.
+  static AcquireResult wait(Pacer& p, Ticket& t, MonoTime start, std::optional<MonoTime> deadline,
+                            const std::stop_token& stop, std::optional<Asked> pending) {
+    State& s = *t.state_;
     for (;;) {
-      if (stop.stop_requested()) return cancelled(p.mono_.now());
-      MonoTime now = p.mono_.now();
-      const std::uint64_t generation = local.generation.load(std::memory_order_acquire);
-      if (!pending) {
-        std::unique_lock lock(local.mu);
-        if (!in_queue && !local.queue.empty()) enqueue_locked();
-        if (in_queue && local.queue.front() != &me) {
-          // Not our turn: sleep until it is, or until the limit.
-          if (now >= limit) {
-            const MonoTime estimate = std::max(local.blocked_until, limit);
-            const bool unavailable = local.blocked_by_store;
-            lock.unlock();
-            if (unavailable) {
-              leave();
-              return p.finish(AcquireStatus::kUnavailable, start, estimate, false);
-            }
-            return too_late(estimate);
-          }
-          me.wake = std::stop_source{};
-          std::stop_source wake = me.wake;
-          lock.unlock();
-          doze(limit, std::move(wake));
-          continue;
-        }
-        lock.unlock();
-        pending = p.store_->acquire(*local.handle, {now, limit - now}, rules);
-        now = std::max(now, p.mono_.now());
+      if (stop.stop_requested()) {
+        const MonoTime at = s.reserved ? s.slot : p.mono_.now();
+        t.release();
+        return p.finish(AcquireStatus::kCancelled, start, at, false);
       }
-      const StoreGrant g = *pending;
+      // A fresh wake before looking, so a notification after the look is not lost.
+      std::stop_source wake;
+      {
+        std::lock_guard lock(s.notify_mu);
+        s.wake = wake;
+        s.notified = false;
+      }
+      const TryAcquireResult r = step(p, t, deadline, std::move(pending));
       pending.reset();
-      const MonoTime at = saturating_add(now, std::max(g.wait, Duration::zero()));
-      switch (g.kind) {
-        case StoreGrant::Kind::kGranted:
-        case StoreGrant::Kind::kProbe: {
-          leave();
-          const bool probe = g.kind == StoreGrant::Kind::kProbe;
-          if (g.wait <= Duration::zero()) return p.finish(AcquireStatus::kPermit, start, now, probe);
-          // Take a ticket now, so that if the reservation is voided we queue
-          // ahead of those who came later.
-          if (me.ticket == 0) me.ticket = p.next_ticket_.fetch_add(1, std::memory_order_relaxed);
-          const std::uint64_t epoch = local.epoch.load(std::memory_order_acquire);
-          if (!sleep_to(at)) {
-            if (probe) release_probe();
-            return cancelled(at);
+      switch (r.status) {
+        case TryStatus::kPermit:
+          done(t);
+          return p.finish(AcquireStatus::kPermit, start, r.at, r.probe);
+        case TryStatus::kDeferred:
+          done(t);
+          return p.finish(AcquireStatus::kDeferred, start, r.at, false);
+        case TryStatus::kDeadlineExceeded:
+          done(t);
+          return p.finish(AcquireStatus::kDeadlineExceeded, start, r.at, false);
+        case TryStatus::kUnavailable:
+          done(t);
+          return p.finish(AcquireStatus::kUnavailable, start, r.at, false);
+        case TryStatus::kReserved:
+          if (!sleep_to(p, r.at, stop)) {
+            t.release();
+            return p.finish(AcquireStatus::kCancelled, start, r.at, false);
           }
-          if (local.epoch.load(std::memory_order_acquire) != epoch) continue;  // a cooldown began
-          if (p.store_->shared() && g.wait >= p.config_.revalidate_after &&
-              !p.store_->still_valid(*local.handle, g.epoch, p.mono_.now())) {
-            continue;
-          }
-          return p.finish(AcquireStatus::kPermit, start, at, probe);
-        }
-        case StoreGrant::Kind::kTooLate:
-          return too_late(at);
-        case StoreGrant::Kind::kAwaitProbe:
-        case StoreGrant::Kind::kUnavailable: {
-          const bool unavailable = g.kind == StoreGrant::Kind::kUnavailable;
-          std::unique_lock lock(local.mu);
-          if (!in_queue) enqueue_locked();
-          if (local.queue.front() != &me) continue;  // someone came first: wait for our turn
-          local.blocked_until = at;
-          local.blocked_by_store = unavailable;
-          if (now >= limit || (unavailable && at > limit)) {
-            lock.unlock();
-            if (unavailable) {
-              leave();
-              return p.finish(AcquireStatus::kUnavailable, start, at, false);
-            }
-            return too_late(at);
-          }
-          MonoTime until = earlier(at, limit);
-          if (p.store_->shared()) until = earlier(until, saturating_add(now, p.config_.shared_poll));
-          me.wake = std::stop_source{};
-          std::stop_source wake = me.wake;
-          // A record since we asked the store: ask again rather than sleep.
-          if (local.generation.load(std::memory_order_acquire) != generation) continue;
-          lock.unlock();
-          doze(until, std::move(wake));
           continue;
-        }
+        case TryStatus::kAskAgain:
+          doze(p, r.at, std::move(wake), stop);
+          continue;
       }
     }
   }
-
-  void release_probe() {
-    p.store_->abandon_probe(*local.handle, p.mono_.now());
-    wake_head(local);
-  }
 };
+
+// ---- Ticket ----
+
+Pacer::Ticket::~Ticket() {
+  release();
+  if (state_) {
+    // After this no notification runs (one running now has ended).
+    std::lock_guard lock(state_->notify_mu);
+    state_->notify.reset();
+  }
+}
+
+Pacer::Ticket::Ticket(Ticket&& other) noexcept
+    : pacer_(std::exchange(other.pacer_, nullptr)),
+      local_(std::move(other.local_)),
+      state_(std::move(other.state_)),
+      notify_(std::move(other.notify_)) {}
+
+Pacer::Ticket& Pacer::Ticket::operator=(Ticket&& other) noexcept {
+  if (this != &other) {
+    release();
+    if (state_) {
+      std::lock_guard lock(state_->notify_mu);
+      state_->notify.reset();
+    }
+    pacer_ = std::exchange(other.pacer_, nullptr);
+    local_ = std::move(other.local_);
+    state_ = std::move(other.state_);
+    notify_ = std::move(other.notify_);
+  }
+  return *this;
+}
+
+void Pacer::Ticket::set_notify(std::function<void()> notify) {
+  notify_ = notify ? std::make_shared<const std::function<void()>>(std::move(notify)) : nullptr;
+  if (!state_) return;
+  std::lock_guard lock(state_->notify_mu);
+  state_->notify = notify_;
+  if (state_->notified && notify_) (*notify_)();
+}
+
+void Pacer::Ticket::release() {
+  if (!state_) return;
+  State& s = *state_;
+  if (local_ && pacer_ != nullptr) {
+    Ops::leave(*local_, s);
+    if (s.reserved) {
+      s.reserved = false;
+      Ops::give_back(*pacer_, *local_, s);
+      s.probe = false;
+    }
+  }
+  s.started = false;
+  s.number = 0;
+}
+
+bool Pacer::Ticket::held() const noexcept {
+  if (!state_ || !local_) return false;
+  if (state_->reserved) return true;
+  std::lock_guard lock(local_->mu);
+  return state_->queued;
+}
+
+// ---- acquire ----
+
+TryAcquireResult Pacer::try_acquire(Ticket& t, const Key& key, std::optional<MonoTime> deadline) {
+  const MonoTime now = mono_.now();
+  if (!key.local_) return Ops::final_result(*this, TryStatus::kUnavailable, now);
+  if (t.local_ != key.local_ || t.pacer_ != this) {
+    t.release();
+    t.pacer_ = this;
+    t.local_ = key.local_;
+  }
+  Local& local = *key.local_;
+  std::optional<Ops::Asked> first;
+  if (!t.state_ || !t.state_->started) {
+    MonoTime limit = saturating_add(now, config_.max_wait);
+    if (deadline && *deadline < limit) limit = *deadline;
+    first = Ops::fast_path(*this, local, now, limit);
+    if (Ops::granted_now(first)) return Ops::pending_result(TryStatus::kPermit, now, false);
+    Ops::start(t, now);
+  }
+  {
+    std::lock_guard lock(t.state_->notify_mu);
+    t.state_->notified = false;
+  }
+  const TryAcquireResult r = Ops::step(*this, t, deadline, std::move(first));
+  if (!r.pending()) Ops::done(t);
+  return r;
+}
+
+AcquireResult Pacer::acquire(std::string_view name, std::optional<MonoTime> deadline, std::stop_token stop) {
+  return acquire(key(name), deadline, std::move(stop));
+}
 
 AcquireResult Pacer::acquire(const Key& key, std::optional<MonoTime> deadline, std::stop_token stop) {
   const MonoTime start = mono_.now();
   if (!key.local_ || stop.stop_requested()) return finish(AcquireStatus::kCancelled, start, start, false);
-  Local& local = *key.local_;
   MonoTime limit = saturating_add(start, config_.max_wait);
   if (deadline && *deadline < limit) limit = *deadline;
-
-  std::optional<StoreGrant> first;
-  // The fast path: nobody waits for a probe, and the store grants now.
-  if (local.queued.load(std::memory_order_acquire) == 0) {
-    first = store_->acquire(*local.handle, {start, limit - start}, config_.rules);
-    if (first->kind == StoreGrant::Kind::kGranted && first->wait <= Duration::zero()) {
-      AcquireResult r;
-      r.not_before = start;
-      return r;
-    }
+  std::optional<Ops::Asked> first = Ops::fast_path(*this, *key.local_, start, limit);
+  if (Ops::granted_now(first)) {
+    AcquireResult r;
+    r.not_before = start;
+    return r;
   }
-  Ops ops{*this, local, start, limit, deadline, std::move(stop), {}, false};
-  return ops.run(first);
+  Ticket t;
+  t.pacer_ = this;
+  t.local_ = key.local_;
+  Ops::start(t, start);
+  return Ops::wait(*this, t, start, deadline, stop, std::move(first));
 }
 
 void Pacer::record(std::string_view name, const Signals& signals) { record(key(name), signals); }
@@ -427,6 +728,28 @@ void Pacer::record(const Key& key, const Signals& signals) {
   const RecordOutcome out = store_->record(*local.handle, rec, config_.rules);
   if (out.blocked) local.epoch.fetch_add(1, std::memory_order_acq_rel);
   Ops::wake_head(local);
+}
+
+bool Pacer::block_until(std::string_view name, WallTime until) { return block_until(key(name), until); }
+
+bool Pacer::block_until(const Key& key, WallTime until) {
+  if (!key.local_) return false;
+  const WallTime wall_now = wall_.now();
+  if (until <= wall_now) return false;
+  Local& local = *key.local_;
+  StoreRecord rec;
+  rec.now = mono_.now();
+  // Received at the clock's origin: older than any probe and any window, so
+  // it answers no probe and says nothing fresh about a window; the cooldown
+  // counts from now.
+  rec.age = rec.now.time_since_epoch();
+  rec.cooldown = until - wall_now;
+  rec.spread_seed = next_random();
+  const RecordOutcome out = store_->record(*local.handle, rec, config_.rules);
+  if (out.blocked) local.epoch.fetch_add(1, std::memory_order_acq_rel);
+  // A head waiting for a probe's answer now waits for the cooldown instead.
+  Ops::wake_head(local);
+  return out.blocked;
 }
 
 void Pacer::abandon_probe(const Key& key) {

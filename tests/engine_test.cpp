@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -533,6 +534,127 @@ TEST_P(EngineForms, InvalidRequestsEndWithoutSending) {
   EXPECT_EQ(r.out.kind, OutcomeKind::kNotRetryable);
   EXPECT_TRUE(r.sent.empty());
   EXPECT_EQ(r.out.reason.find('\n'), std::string::npos);
+}
+
+// ---- the driven form waits in the pacer's line ------------------------------------------
+
+// An engine on the instant clock whose origin key is spaced by a policy of 2
+// per 10 s (slots 5.25 s apart), its first slot taken.
+struct SpacedEngine {
+  InstantClock clock;
+  Config config = [this] {
+    Config c = quick_config();
+    c.mono = &clock.monotonic();
+    c.wall = &clock.wall();
+    c.max_attempts = 1;
+    return c;
+  }();
+  Engine engine{config};
+  Request req = get();
+  MonoTime t0 = clock.mono_now();
+  static constexpr Duration kSpacing = 5250ms;
+
+  SpacedEngine() {
+    Signals s;
+    s.status = 200;
+    s.received_wall = clock.wall_now();
+    s.received_mono = clock.mono_now();
+    QuotaObservation o;
+    o.limit = 2;
+    o.window = 10s;
+    s.quota.push_back(o);
+    const Pacer::Key k = engine.pacer().key(pacer_key("https://api.example.com"));
+    engine.pacer().record(k, s);
+    EXPECT_TRUE(engine.pacer().acquire(k).ok());
+  }
+};
+
+TEST(EngineDriven, MachinesOnOneKeyAreServedInArrivalOrder) {
+  SpacedEngine e;
+  Machine a(e.engine, e.req);
+  Machine b(e.engine, e.req);
+  const Step sa = a.next();
+  const Step sb = b.next();
+  ASSERT_EQ(sa.kind, Step::Kind::kWait);
+  ASSERT_EQ(sb.kind, Step::Kind::kWait);
+  EXPECT_EQ(sa.wait_kind, Event::WaitKind::kPacer);
+  EXPECT_EQ(sa.until, e.t0 + SpacedEngine::kSpacing);
+  EXPECT_EQ(sb.until, e.t0 + 2 * SpacedEngine::kSpacing);
+  // At a's time, b asks first: a's slot is a's.
+  e.clock.advance_to(sa.until);
+  EXPECT_EQ(b.next().kind, Step::Kind::kWait);
+  const Step go = a.next();
+  ASSERT_EQ(go.kind, Step::Kind::kSend);
+  a.cancel(false);
+  e.clock.advance_to(sb.until);
+  EXPECT_EQ(b.next().kind, Step::Kind::kSend);
+  b.cancel(false);
+  EXPECT_EQ(e.clock.sleeps, 0);
+}
+
+TEST(EngineDriven, ACancelledMachineGivesItsSlotBack) {
+  SpacedEngine e;
+  std::optional<Machine> a(std::in_place, e.engine, e.req);
+  Machine b(e.engine, e.req);
+  EXPECT_EQ(a->next().until, e.t0 + SpacedEngine::kSpacing);
+  EXPECT_EQ(b.next().until, e.t0 + 2 * SpacedEngine::kSpacing);
+  a->cancel();
+  EXPECT_EQ(a->outcome().kind, OutcomeKind::kCancelled);
+  Machine c(e.engine, e.req);
+  EXPECT_EQ(c.next().until, e.t0 + SpacedEngine::kSpacing);  // a's slot, not a third one
+  // A machine destroyed while it waits gives its slot back too.
+  Machine d(e.engine, e.req);
+  EXPECT_EQ(d.next().until, e.t0 + 3 * SpacedEngine::kSpacing);
+  a.reset();
+  {
+    Machine gone(e.engine, e.req);
+    EXPECT_EQ(gone.next().until, e.t0 + 4 * SpacedEngine::kSpacing);
+  }
+  Machine f(e.engine, e.req);
+  EXPECT_EQ(f.next().until, e.t0 + 4 * SpacedEngine::kSpacing);
+}
+
+TEST(EngineDriven, AWaiterForTheProbeIsNotifiedWhenItsAnswerIsRecorded) {
+  InstantClock clock;
+  Config c = quick_config();
+  c.mono = &clock.monotonic();
+  c.wall = &clock.wall();
+  c.max_attempts = 1;
+  Engine engine(c);
+  const Request req = get();
+  // A cooldown of 5 s on the origin: the first request after it is the probe.
+  {
+    Machine m(engine, req);
+    ASSERT_EQ(m.next().kind, Step::Kind::kSend);
+    HeaderList h;
+    h.add("Retry-After", "5");
+    EXPECT_TRUE(m.head(429, h, clock.wall_now(), clock.mono_now()));
+    m.complete();
+  }
+  Machine probe(engine, req);
+  Machine waiter(engine, req);
+  int notified = 0;
+  waiter.set_notify([&] { ++notified; });
+  const Step sp = probe.next();
+  ASSERT_EQ(sp.kind, Step::Kind::kWait);
+  clock.advance_to(sp.until);
+  const Step send = probe.next();
+  ASSERT_EQ(send.kind, Step::Kind::kSend);
+  EXPECT_TRUE(send.probe);
+  const Step sw = waiter.next();
+  ASSERT_EQ(sw.kind, Step::Kind::kWait);
+  EXPECT_EQ(sw.until, clock.mono_now() + 10s);  // the probe timeout, unless notified
+  EXPECT_FALSE(sw.reason.empty());
+  clock.advance_to(clock.mono_now() + 300ms);
+  EXPECT_EQ(waiter.next().kind, Step::Kind::kWait);  // no answer yet
+  EXPECT_EQ(notified, 0);
+  EXPECT_TRUE(probe.head(200, {}, clock.wall_now(), clock.mono_now()));
+  probe.complete();
+  EXPECT_EQ(notified, 1);
+  const Step go = waiter.next();
+  ASSERT_EQ(go.kind, Step::Kind::kSend);
+  EXPECT_FALSE(go.probe);
+  EXPECT_EQ(clock.sleeps, 0);
 }
 
 // The same script through both forms: the same outcome, attempts and events.

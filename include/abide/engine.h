@@ -173,8 +173,8 @@ struct Step {
   enum class Kind : std::uint8_t {
     kSend,      // send the attempt now, then report head()/body()/complete() or failed()
     // Call next() again at `until`. Earlier is safe (it asks again): do so
-    // when another request on the same pacer key got an answer, since a
-    // wait for the pacer may be a wait for that probe's answer.
+    // when the machine's notification fires (Machine::set_notify), since a
+    // wait for the pacer may be a wait for another request's probe answer.
     kWait,
     kFinished,  // outcome() is final
   };
@@ -190,12 +190,12 @@ struct Step {
 class Engine;
 
 // One request's state machine. Not thread-safe (one caller drives it); many
-// Machines of one Engine may be driven at once. While it waits for the pacer
-// it holds no reservation (each next() asks afresh, never blocking), so
-// driven requests are not served in arrival order as blocking ones are; a
-// send is still never permitted early. A wait for a probe's answer that
-// would outlast the deadline or the pacer's max_wait ends the request at
-// once (the blocking form waits up to that limit for the answer).
+// Machines of one Engine may be driven at once. It waits for the pacer as a
+// blocking acquire does, through Pacer::try_acquire: a slot reserved for it
+// ("wait until T", then it is sent), or its place in line while a probe's
+// answer is awaited ("ask again at T, or when notified"), so driven and
+// blocking requests alike are served in arrival order. Cancelling it (or
+// destroying it) gives the slot back.
 class Machine {
  public:
   // `hook`: this request's events (empty: Config::on_event).
@@ -230,6 +230,13 @@ class Machine {
   // The transport will not take this answer's body (over its size limit,
   // say `error`): the request ends not_retryable.
   void reject_body(std::string_view error);
+
+  // `notify` is called, from whichever thread records on the pacer key, when
+  // a wait for the pacer may end before its `until` (a probe's answer came,
+  // or it is this request's turn): call next() then. Keep it short and
+  // thread-safe (wake the event loop); it is not called after the machine is
+  // destroyed. Without it, waits for a probe's answer end at their `until`.
+  void set_notify(std::function<void()> notify) { ticket_.set_notify(std::move(notify)); }
 
   const Pacer::Key& pacer_key() const noexcept { return key_; }
 
@@ -271,6 +278,7 @@ class Machine {
   EventHook hook_;
   State state_ = State::kStart;
   Pacer::Key key_;
+  Pacer::Ticket ticket_;        // the driven form's reservation and place in line
   ServerClock* server_clock_ = nullptr;
   std::string host_;
   std::int64_t attempt_ = 0;

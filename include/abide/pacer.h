@@ -3,7 +3,10 @@
 //
 // Every request asks the pacer first: acquire(key) returns a permit when the
 // request may be sent, waits (cancellably) when it must, or says when it will
-// be permitted. Every response is fed back: record(key, signals). State lives in
+// be permitted. An event loop asks try_acquire(ticket, key) instead, which
+// never sleeps: the same rules (one computation; acquire waits on its answers),
+// with the slot reserved and the place in line kept by the ticket between
+// calls. Every response is fed back: record(key, signals). State lives in
 // a QuotaStore, in-process (MemoryStore, the default) or shared by a fleet
 // (RedisStore, abide/redis_store.h).
 //
@@ -32,7 +35,9 @@
 //   that ended): one probe request goes first; the others wait for its answer
 //   (any record), or for PacingRules::probe_timeout if it never comes.
 // - Waiting workers are served in arrival order: reserved slots are handed out
-//   in order, and workers waiting for a probe queue first-in first-out.
+//   in order, and workers waiting for a probe queue first-in first-out. A
+//   slot given back before its time (a cancelled wait) goes to the next worker
+//   to ask, in this process (the store has no way to take it back).
 // Tracked remaining quota only goes down within a window: a response reporting
 // more than already spent keeps the lower count (stale responses arrive late).
 // Within a window the earliest reported reset is kept: servers round reset
@@ -51,6 +56,7 @@
 #include <string>
 #include <string_view>
 
+#include "abide/backoff.h"
 #include "abide/clock.h"
 #include "abide/quota_store.h"
 #include "abide/signals.h"
@@ -77,6 +83,37 @@ enum class AcquireStatus : std::uint8_t {
 
 // "permit", "deferred", "deadline_exceeded", "cancelled", "unavailable".
 std::string_view to_string(AcquireStatus s) noexcept;
+
+// How a try_acquire() ended. Pending answers (kReserved, kAskAgain) keep the
+// ticket's place; the others are final and the ticket holds nothing.
+enum class TryStatus : std::uint8_t {
+  kPermit,            // send now
+  kReserved,          // a slot at `at` is held for the ticket: ask again then and it is granted
+  kAskAgain,          // a probe's answer (or the turn in line) is awaited: ask again at `at`,
+                      // or as soon as the ticket's notification fires
+  kDeferred,          // as AcquireStatus
+  kDeadlineExceeded,
+  kUnavailable,
+};
+
+// "permit", "reserved", "ask_again", "deferred", "deadline_exceeded", "unavailable".
+std::string_view to_string(TryStatus s) noexcept;
+
+// The answer to try_acquire().
+struct TryAcquireResult {
+  TryStatus status = TryStatus::kPermit;
+  // kPermit: this is the probe (record() its response or abandon_probe()).
+  // kReserved: the slot held is the probe's.
+  bool probe = false;
+  // kPermit: now. kReserved, kAskAgain: when to ask again. Otherwise the
+  // earliest time a send may be permitted, as far as known.
+  MonoTime at{};
+  // `at` on the wall clock, for deferred / deadline_exceeded / unavailable.
+  std::optional<WallTime> not_before_wall;
+
+  bool ok() const noexcept { return status == TryStatus::kPermit; }
+  bool pending() const noexcept { return status == TryStatus::kReserved || status == TryStatus::kAskAgain; }
+};
 
 // The answer to acquire().
 struct AcquireResult {
@@ -111,8 +148,13 @@ struct PacerConfig {
   // Low-confidence quota readings (the opt-in heuristic) start cooldowns too;
   // set it as PlannerConfig::use_low_confidence_quota so both wait alike.
   bool use_low_confidence_quota = false;
-  // Random numbers in [0, 1) for the cooldown spread; default: SplitMix64 from seed.
-  std::function<double()> random;
+  // Injected time and randomness, as engine::Config and ClientConfig take
+  // them (nullptr: the system clocks; a SplitMix64 sequence from `seed`). The
+  // clocks must outlive the pacer; the random source must be thread-safe.
+  // Random numbers in [0, 1) draw the cooldown spread.
+  const MonotonicClock* mono = nullptr;
+  const WallClock* wall = nullptr;
+  std::shared_ptr<RandomSource> random;
   std::uint64_t seed = 0x9e3779b97f4a7c15ULL;
 };
 
@@ -120,6 +162,7 @@ struct PacerConfig {
 class Pacer {
  public:
   struct Local;  // per-key in-process state (waiter queue); defined in pacer.cpp
+  struct Ops;    // the line, reservations and notifications, in pacer.cpp
 
   // A resolved key: cheap to copy, and acquiring through it skips the lookup.
   class Key {
@@ -134,10 +177,48 @@ class Pacer {
     std::shared_ptr<Local> local_;
   };
 
-  // store: nullptr for a new MemoryStore. The clocks must outlive the pacer.
-  explicit Pacer(PacerConfig config = {}, std::shared_ptr<QuotaStore> store = nullptr,
-                 const MonotonicClock& mono = system_monotonic_clock(),
-                 const WallClock& wall = system_wall_clock());
+  // One caller's place in a key's line across the try_acquire() calls of one
+  // send: its arrival order, and the slot reserved for it. release() (or the
+  // destructor) gives back what it holds: a reserved slot goes to the next in
+  // line, a probe is abandoned. One caller uses a ticket at a time.
+  class Ticket {
+   public:
+    Ticket() = default;
+    ~Ticket();
+    Ticket(Ticket&& other) noexcept;
+    Ticket& operator=(Ticket&& other) noexcept;
+    Ticket(const Ticket&) = delete;
+    Ticket& operator=(const Ticket&) = delete;
+
+    // Called, on whichever thread records, when asking again may give a new
+    // answer to a kAskAgain: the probe was answered or abandoned, or it is
+    // this ticket's turn. Keep it short and thread-safe (wake an event loop);
+    // it may run until release() or set_notify() returns, never after. A
+    // notification since the last try_acquire() fires it at once.
+    void set_notify(std::function<void()> notify);
+    // Gives back the reserved slot and the place in line (the caller gave up:
+    // cancelled, or past its deadline). The ticket can be used again.
+    void release();
+    // A slot is reserved or a place in line is held.
+    bool held() const noexcept;
+
+   private:
+    friend class Pacer;
+    friend struct Pacer::Local;
+    friend struct Pacer::Ops;
+    struct State;
+    Pacer* pacer_ = nullptr;
+    std::shared_ptr<Local> local_;
+    std::shared_ptr<State> state_;
+    std::shared_ptr<const std::function<void()>> notify_;
+  };
+
+  // store: nullptr for a new MemoryStore. Clocks and randomness come from
+  // config (nullptr there: the system clocks).
+  explicit Pacer(PacerConfig config = {}, std::shared_ptr<QuotaStore> store = nullptr);
+  // The same with the clocks given here, over config's (they must outlive the pacer).
+  Pacer(PacerConfig config, std::shared_ptr<QuotaStore> store, const MonotonicClock& mono,
+        const WallClock& wall);
   ~Pacer();
   Pacer(const Pacer&) = delete;
   Pacer& operator=(const Pacer&) = delete;
@@ -152,6 +233,21 @@ class Pacer {
   AcquireResult acquire(std::string_view key, std::optional<MonoTime> deadline = std::nullopt,
                         std::stop_token stop = {});
 
+  // The same rules, never sleeping or blocking: a permit now, a slot held for
+  // `ticket` until its time (ask again then), or "ask again at `at`, or when
+  // notified" while a probe's answer is awaited; or the final answers acquire
+  // gives. max_wait and `deadline` count from the ticket's first call. Asking
+  // early is always safe. A permit or a final answer leaves the ticket empty.
+  [[nodiscard]] TryAcquireResult try_acquire(Ticket& ticket, const Key& key,
+                                             std::optional<MonoTime> deadline = std::nullopt);
+
+  // A cooldown on `key` until `until` on the wall clock, as a Retry-After date
+  // would set it (a resumed run carries what the server permitted): nothing is
+  // sent before it, then the probe rule applies. It answers no probe. A time
+  // in the past changes nothing. True when the cooldown started or grew.
+  bool block_until(const Key& key, WallTime until);
+  bool block_until(std::string_view key, WallTime until);
+
   // Feeds what a response on `key` said: its Retry-After, its quota
   // observations (request units only), and, for any response, the answer a
   // probe waits for.
@@ -165,7 +261,6 @@ class Pacer {
   QuotaStore& store() noexcept { return *store_; }
 
  private:
-  struct Ops;  // the waiting machinery, in pacer.cpp
   friend struct Ops;
   AcquireResult finish(AcquireStatus status, MonoTime start, MonoTime not_before, bool probe) const;
   double next_random();
