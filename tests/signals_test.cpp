@@ -7,12 +7,15 @@
 
 #include <chrono>
 #include <string>
+#include <type_traits>
 
 #include "abide/clock.h"
 #include "abide/headers.h"
 #include "abide/http_date.h"
 #include "abide/pacer.h"
 #include "abide/planner.h"
+#include "abide/quota.h"
+#include "abide/server_clock.h"
 
 namespace abide {
 namespace {
@@ -338,6 +341,44 @@ TEST(ServerClock, LearnsTheTightestLowerBoundFromManyDates) {
   none.received_mono = MonoTime{103s};
   sc.learn(none);  // no Date: nothing learned
   EXPECT_EQ(*sc.floor_at(MonoTime{102s}), f);
+}
+
+TEST(ServerClock, LearnsFromADateAndAReceiveTimeAlone) {
+  // The header needs nothing above it: a Date and a receive time are all it reads.
+  ServerClock sc;
+  sc.learn(std::nullopt, MonoTime{5s});  // no Date: nothing learned
+  EXPECT_FALSE(sc.floor_at(MonoTime{5s}));
+  sc.learn(WallTime{1000s}, MonoTime{100s}, MonoTime{99s});
+  ASSERT_TRUE(sc.floor_at(MonoTime{100s}));
+  expect_near(*sc.floor_at(MonoTime{100s}), WallTime{1000s});
+  Signals s;  // the Signals form reads the same two members
+  s.server_date = WallTime{1001s};
+  s.received_mono = MonoTime{100500ms};
+  ServerClock other;
+  other.learn(s);
+  other.learn(WallTime{1000s}, MonoTime{100s});
+  sc.learn(s.server_date, s.received_mono);
+  EXPECT_EQ(sc.floor_at(MonoTime{101s}), other.floor_at(MonoTime{101s}));
+}
+
+TEST(QuotaModel, QuotaObservationIsAnAggregate) {
+  static_assert(std::is_aggregate_v<QuotaObservation>);
+  static_assert(std::is_aggregate_v<RetryHint>);
+  // Designated initialisers name what they set; everything else keeps its
+  // default (GCC before 14 warns about the members left out, needlessly).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#endif
+  const QuotaObservation q{.policy = "burst", .limit = 10, .remaining = 0, .reset = 5s};
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+  EXPECT_EQ(q.policy, "burst");
+  EXPECT_EQ(q.unit, "requests");
+  EXPECT_EQ(q.confidence, Confidence::kHigh);
+  EXPECT_FALSE(q.window);
+  EXPECT_TRUE(q.exhausted());
 }
 
 TEST(ServerClock, AllowsForDriftAndStartsAfreshWhenTheServerIsSetBack) {

@@ -25,7 +25,7 @@
 #include "abide/clock.h"
 #include "abide/headers.h"
 #include "abide/result.h"
-#include "abide/signals.h"
+#include "abide/quota.h"
 
 namespace abide {
 

@@ -62,7 +62,7 @@
 
 #include "abide/clock.h"
 #include "abide/headers.h"
-#include "abide/signals.h"
+#include "abide/quota.h"
 
 namespace abide {
 
