@@ -82,6 +82,8 @@ class CurlAttempt final : public engine::Transport {
               const MonotonicClock& mono, const WallClock& wall)
       : config_(config), request_(request), transport_(transport), mono_(mono), wall_(wall) {}
 
+  std::string take_body() { return std::move(body_); }
+
   void perform(const engine::Request&, const engine::Step& step, engine::Machine& m, std::stop_token stop) override {
     curl_detail::TransferLimits limits;
     limits.connect_timeout = config_.connect_timeout;
@@ -109,7 +111,9 @@ class CurlAttempt final : public engine::Transport {
         return;
       case Exchange::Result::kResponse:
         if (m.head(ex.status, std::move(ex.headers), ex.received_wall, ex.received_mono)) {
+          // The engine counts the body (no sink); the client keeps it, moved.
           if (!ex.body.empty() && !m.body(ex.body)) return;
+          body_ = std::move(ex.body);
           m.complete();
         }
         return;
@@ -135,6 +139,7 @@ class CurlAttempt final : public engine::Transport {
   curl_detail::Transport& transport_;
   const MonotonicClock& mono_;
   const WallClock& wall_;
+  std::string body_;  // the final answer's body
 };
 }  // namespace
 
@@ -214,16 +219,9 @@ std::optional<RequestOutcome> Client::Impl::precheck(const Request& req, std::si
 // One request: the engine over libcurl.
 RequestOutcome Client::Impl::run(const Request& req, std::size_t index, Transport& transport, std::stop_token stop) {
   if (auto early = precheck(req, index, stop)) return std::move(*early);
-  std::string body;
   CurlAttempt attempt(config, req, transport, mono, wall);
-  engine::RequestOutcome out = engine.run(
-      req, attempt,
-      [&body](std::string_view chunk) {
-        body.append(chunk);
-        return true;
-      },
-      stop, index);
-  return with_body(std::move(out), std::move(body));
+  engine::RequestOutcome out = engine.run(req, attempt, {}, stop, index);
+  return with_body(std::move(out), attempt.take_body());
 }
 
 Client::Client(ClientConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
