@@ -23,6 +23,9 @@
 // each request's send time), so date-form hints need not cost up to a second;
 // an origin whose Dates show several clocks is read by each answer's own Date.
 // The library prints nothing: an event hook reports what happens.
+//
+// A program that configures its own libcurl easy handles hands one to
+// Client::perform, which runs it with the same rules and keeps its options.
 #pragma once
 
 #include <cstddef>
