@@ -14,22 +14,27 @@ namespace abide {
 namespace {
 
 // ---- calendar arithmetic (proleptic Gregorian, days since 1970-01-01) -------
+// Through <chrono>'s civil calendar. Every year that reaches these functions
+// fits std::chrono::year (-32767..32767): four-digit years are 0..9999, and a
+// two-digit year lands within a century of `now`, itself within WallTime's
+// 1677..2262. libstdc++ computes these with Neri and Schneider's algorithms
+// (32-bit multiplies, no table, no branch on the month), which measure no
+// slower than the hand-written Hinnant versions they replace.
 
-constexpr bool is_leap(std::int64_t y) noexcept { return y % 4 == 0 && (y % 100 != 0 || y % 400 == 0); }
+namespace cal = std::chrono;
+
+constexpr cal::year to_year(std::int64_t y) noexcept { return cal::year{static_cast<int>(y)}; }
 
 constexpr unsigned days_in_month(std::int64_t y, unsigned m) noexcept {
-  constexpr unsigned kDays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-  return m == 2 && is_leap(y) ? 29u : kDays[m - 1];
+  return static_cast<unsigned>((to_year(y) / cal::month{m} / cal::last).day());
 }
 
-// Howard Hinnant's days_from_civil: exact for every year abide reads (0..9999).
+// Days since 1970-01-01 of y-m-d. A day past the month's end (February 30)
+// counts on into the next month, as [time.cal.ymd] specifies for a valid year
+// and month: the two-digit-year rule compares such dates before the day range
+// is checked.
 constexpr std::int64_t days_from_civil(std::int64_t y, unsigned m, unsigned d) noexcept {
-  y -= m <= 2 ? 1 : 0;
-  const std::int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const auto yoe = static_cast<unsigned>(y - era * 400);
-  const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + static_cast<std::int64_t>(doe) - 719468;
+  return cal::sys_days{to_year(y) / cal::month{m} / cal::day{d}}.time_since_epoch().count();
 }
 
 struct Civil {
@@ -39,27 +44,28 @@ struct Civil {
 };
 
 constexpr Civil civil_from_days(std::int64_t z) noexcept {
-  z += 719468;
-  const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  const auto doe = static_cast<unsigned>(z - era * 146097);
-  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  const unsigned mp = (5 * doy + 2) / 153;
-  const unsigned d = doy - (153 * mp + 2) / 5 + 1;
-  const unsigned m = mp < 10 ? mp + 3 : mp - 9;
-  const std::int64_t y = static_cast<std::int64_t>(yoe) + era * 400 + (m <= 2 ? 1 : 0);
-  return {y, m, d};
+  const cal::year_month_day ymd{cal::sys_days{cal::days{z}}};
+  return {static_cast<int>(ymd.year()), static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day())};
 }
 
-// 0 = Sunday. 1970-01-01 was a Thursday.
+// 0 = Sunday.
 constexpr unsigned weekday_from_days(std::int64_t z) noexcept {
-  return static_cast<unsigned>(z >= -4 ? (z + 4) % 7 : (z + 5) % 7 + 6);
+  return cal::weekday{cal::sys_days{cal::days{z}}}.c_encoding();
 }
 
 static_assert(days_from_civil(1970, 1, 1) == 0);
 static_assert(days_from_civil(2000, 3, 1) == 11017);
+static_assert(days_from_civil(0, 1, 1) == -719528);
+static_assert(days_from_civil(9999, 12, 31) == 2932896);
+static_assert(days_from_civil(2023, 2, 29) == days_from_civil(2023, 3, 1));
+static_assert(days_from_civil(2024, 2, 31) == days_from_civil(2024, 3, 2));
 static_assert(weekday_from_days(days_from_civil(1994, 11, 6)) == 0);
+static_assert(weekday_from_days(days_from_civil(1969, 12, 31)) == 3);
+static_assert(weekday_from_days(days_from_civil(0, 1, 1)) == 6);
 static_assert(civil_from_days(11017).year == 2000 && civil_from_days(11017).month == 3);
+static_assert(civil_from_days(-719528).year == 0 && civil_from_days(2932896).day == 31);
+static_assert(days_in_month(2024, 2) == 29 && days_in_month(2023, 2) == 28 && days_in_month(1900, 2) == 28 &&
+              days_in_month(2000, 2) == 29 && days_in_month(2023, 4) == 30 && days_in_month(2023, 12) == 31);
 
 // a / B rounded toward negative infinity. B is a template argument so that the
 // division is always by a constant (a multiply), never a hardware divide.

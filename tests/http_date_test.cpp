@@ -6,6 +6,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -449,6 +450,63 @@ TEST(HttpDateRange, YearsBeyondWallTimeSaturate) {
   // The last whole second WallTime holds is still exact.
   const HttpDate edge = strict_ok("Fri, 11 Apr 2262 23:47:16 GMT");
   EXPECT_EQ(edge.time, at(9223372036));
+}
+
+// ---- the calendar, day by day -----------------------------------------------------
+
+// Every day of years 0000..9999, counted one at a time by the Gregorian rule
+// as written (no closed formula): parsing names that day's midnight with no
+// deviation (so the weekday agrees), formatting gives the same text back, RFC
+// 3339 agrees, and the day after each month's last is rejected as out of range.
+TEST(HttpDateCalendar, EveryDayOfEveryFourDigitYear) {
+  static constexpr std::array<const char*, 7> kDays = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+  static constexpr std::array<const char*, 12> kMonths = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                                          "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  const auto leap = [](int y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; };
+  const auto month_length = [&](int y, int m) {
+    if (m == 2) return leap(y) ? 29 : 28;
+    return (m == 4 || m == 6 || m == 9 || m == 11) ? 30 : 31;
+  };
+  std::int64_t day_number = -719528;  // 0000-01-01, a Saturday
+  int weekday = 6;
+  int failures = 0;
+  char text[64];
+  for (int y = 0; y <= 9999 && failures < 10; ++y) {
+    for (int m = 1; m <= 12; ++m) {
+      const int last = month_length(y, m);
+      for (int d = 1; d <= last; ++d, ++day_number, weekday = (weekday + 1) % 7) {
+        std::snprintf(text, sizeof text, "%s, %02d %s %04d 00:00:00 GMT", kDays[static_cast<std::size_t>(weekday)], d,
+                      kMonths[static_cast<std::size_t>(m - 1)], y);
+        const auto r = parse_http_date(text, kNow, ParseMode::kStrict);
+        const std::chrono::sys_seconds midnight{std::chrono::seconds{day_number * 86400}};
+        if (!r || r->seconds != midnight || !r->deviations.empty() || format_imf_fixdate(midnight) != text) {
+          ADD_FAILURE() << text << " -> " << (r ? format_imf_fixdate(r->seconds) : r.error().message());
+          ++failures;
+        }
+        // Within WallTime's range RFC 3339 reads the same instant.
+        if (y >= 1678 && y <= 2261 && d == 1) {
+          std::snprintf(text, sizeof text, "%04d-%02d-01T00:00:00Z", y, m);
+          const auto t = parse_rfc3339(text);
+          if (!t || *t != WallTime{midnight.time_since_epoch()}) {
+            ADD_FAILURE() << text;
+            ++failures;
+          }
+        }
+      }
+      // The day after the last one does not exist (29 Feb in a common year too).
+      if (last < 31) {
+        std::snprintf(text, sizeof text, "%02d %s %04d 00:00:00 GMT", last + 1, kMonths[static_cast<std::size_t>(m - 1)],
+                      y);
+        const auto r = parse_http_date(text, kNow, ParseMode::kRobust);
+        if (r || r.error().code != Code::kDayOutOfRange) {
+          ADD_FAILURE() << text << " was not rejected as out of range";
+          ++failures;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(day_number, 2932897);  // 10000-01-01
+  EXPECT_EQ(failures, 0);
 }
 
 // ---- formatting ------------------------------------------------------------------
