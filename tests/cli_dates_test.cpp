@@ -1,5 +1,6 @@
 // `abide parse http-date` and `abide parse retry-after`: output, exit status
-// (0 ok, 1 rejected with a message saying why and where, 2 usage) and --now.
+// (0 ok, 1 rejected with a message saying why and where, 2 usage) and --now;
+// and `abide --help`, which lists the commands this build has.
 #include <gtest/gtest.h>
 
 #include <initializer_list>
@@ -21,6 +22,20 @@ abide::test::RunResult abide(std::initializer_list<std::string> args) {
 }
 
 constexpr const char* kNow = "2026-11-29T22:30:00Z";
+
+TEST(CliHelp, ListsOnlyTheCommandsThisBuildHas) {
+  const auto r = abide({"--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* cmd : {"\n  explain ", "\n  format ", "\n  mock-server ", "\n  parse "})
+    EXPECT_NE(r.out.find(cmd), std::string::npos) << cmd << "\n" << r.out;
+#ifdef ABIDE_TEST_WITH_CURL
+  EXPECT_NE(r.out.find("\n  fetch "), std::string::npos) << r.out;
+#else
+  // Without abide::curl there is no `fetch`: not listed, and a usage error.
+  EXPECT_EQ(r.out.find("fetch"), std::string::npos) << r.out;
+  EXPECT_EQ(abide({"fetch", "http://127.0.0.1:1/"}).exit_code, 2);
+#endif
+}
 
 TEST(CliHttpDate, PrintsUnixSecondsForEveryForm) {
   for (const char* v : {"Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"}) {

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "shown_url.h"
 #include "support/process.h"
 #include "support/redis_store_server.h"
 #include "support/run.h"
@@ -675,6 +676,61 @@ TEST(Fetch, FragmentAndPercentEncodedCredentialsAreRedacted) {
   ASSERT_TRUE(saved.is_object());
   ASSERT_EQ(saved["requests"].size(), 1u);
   EXPECT_EQ(saved["requests"][0]["url"], url);
+}
+
+TEST(Fetch, AUrlLibcurlCannotParseIsShownAsAPlaceholder) {
+  TempDir dir;
+  // An unencoded '#' in the password: libcurl reads "user:Pw1" as host and
+  // port, and refuses the URL. Nothing of it is shown, not even a guess.
+  const std::string url = "http://user:Pw1#Pw2secret@127.0.0.1:1/x?token=Pw3secret";
+  const RunResult r = run(fetch_argv({"-v", "--max-attempts", "1", "--stats", dir / "stats.json", "--resume-file",
+                                      dir / "resume.json", url}));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const std::string stats = slurp(dir / "stats.json");
+  ASSERT_FALSE(stats.empty());
+  for (const char* secret : {"Pw1", "Pw2secret", "Pw3secret"}) {
+    EXPECT_EQ(r.err.find(secret), std::string::npos) << secret << " leaked on stderr:\n" << r.err;
+    EXPECT_EQ(r.out.find(secret), std::string::npos) << secret << " leaked on stdout";
+    EXPECT_EQ(stats.find(secret), std::string::npos) << secret << " leaked in --stats:\n" << stats;
+  }
+  EXPECT_NE(r.err.find(cli::kUnparsedUrl), std::string::npos) << r.err;
+  EXPECT_NE(stats.find(cli::kUnparsedUrl), std::string::npos) << stats;
+}
+
+TEST(ShownUrl, ParsedUrlsAreRedacted) {
+  EXPECT_EQ(cli::shown_url("https://user:Pw1secret@api.example/x?token=Pw2secret&page=2#id_token=Pw3secret"),
+            "https://[redacted]@api.example/x?token=[redacted]&page=2#id_token=[redacted]");
+  EXPECT_EQ(cli::shown_url("http://127.0.0.1:8080/items/1"), "http://127.0.0.1:8080/items/1");
+}
+
+TEST(ShownUrl, WhatLibcurlRefusesIsAPlaceholder) {
+  for (const std::string& url :
+       {std::string("http://user:p#Pw1secret@host/"), std::string("http://user:Pw1 secret@host/"),
+        std::string("http://host:99999/?token=Pw1secret"), std::string("http://host/\x01?token=Pw1secret"),
+        std::string("http://user:Pw1\0secret@host/", 28), std::string("user:Pw1secret@host/path"), std::string()}) {
+    const std::string shown = cli::shown_url(url);
+    EXPECT_EQ(shown.find("Pw1"), std::string::npos) << shown;
+    EXPECT_EQ(shown.find("secret"), std::string::npos) << shown;
+  }
+  EXPECT_EQ(cli::shown_url("http://user:p#Pw1secret@host/"), cli::kUnparsedUrl);
+  EXPECT_EQ(cli::shown_url("http://host/ x"), cli::kUnparsedUrl);
+}
+
+TEST(Fetch, StoreSaysWhetherRedisIsBuiltIn) {
+  const RunResult help = run(fetch_argv({"--help"}));
+  EXPECT_EQ(help.exit_code, 0);
+#ifdef ABIDE_TEST_WITH_REDIS
+  EXPECT_NE(help.out.find("redis://"), std::string::npos) << help.out;
+#else
+  EXPECT_EQ(help.out.find("redis://"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("without Redis support"), std::string::npos) << help.out;
+  // Refused before anything is sent, and without repeating the URL's password.
+  const RunResult r = run(fetch_argv({"--store", "redis://:Rpw1secret@127.0.0.1:1/x", "http://127.0.0.1:1/"}));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("built without Redis support"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--store memory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("Rpw1secret"), std::string::npos) << r.err;
+#endif
 }
 
 // The permission bits of a file.

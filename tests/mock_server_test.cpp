@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "../tools/abide/mock_server_core.h"
+#include "mock_server_core.h"
 #include "abide/ratelimit.h"
 #include "abide/retry_after.h"
 #include "abide/signals.h"

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "../tools/abide/sf_json.h"
+#include "sf_json.h"
 #include "abide/sf_value.h"
 
 namespace {

@@ -1,6 +1,5 @@
 // abide fetch: a curl-like client that obeys the server (abide::Client), for
-// one URL or a batch.
-#if defined(ABIDE_CURL)
+// one URL or a batch. Built only with abide::curl (see CMakeLists.txt).
 
 #include <pthread.h>
 #include <signal.h>
@@ -26,12 +25,13 @@
 #include "abide/headers.h"
 #include "abide/http_date.h"
 #include "abide/profiles.h"
+#include "abide/redact.h"
 #include "command.h"
 #include "common.h"
 #include "fetch_jobs.h"
 #include "fetch_progress.h"
-#include "fetch_redact.h"
 #include "fetch_store.h"
+#include "shown_url.h"
 
 namespace abide::cli {
 namespace cmd_fetch {  // private to this file (the CLI is compiled as one unit)
@@ -69,7 +69,7 @@ struct FetchOptions {
   bool has_seed = false;
 };
 
-constexpr const char* kFooter = R"(Sources (exactly one): URL, --urls FILE (one URL per line; '#' comments), or
+constexpr const char* kFooterStart = R"(Sources (exactly one): URL, --urls FILE (one URL per line; '#' comments), or
 --resume FILE. -X, -H, -d and --idempotency-key apply to every request; in a
 batch, --idempotency-key KEY sends KEY-N for the request on line N.
 
@@ -92,14 +92,19 @@ them again, never before each one's permitted time. Request headers are not
 stored in it (they may carry credentials): give -H again when resuming.
 A second Ctrl-C exits at once, without writing anything.
 
---store redis://[[USER]:PASSWORD@]HOST[:PORT][/PREFIX] (or unix:/PATH) shares
+)";
+
+// Only in an abide built with abide::redis.
+constexpr const char* kFooterRedis = R"(--store redis://[[USER]:PASSWORD@]HOST[:PORT][/PREFIX] (or unix:/PATH) shares
 the quota state with other processes. Without a password in the URL, the
 environment variable ABIDE_REDIS_PASSWORD gives it (so that it is not on the
 command line). If Redis goes down, one line on stderr says so and the run
 goes on with in-process quota state, reconnecting in the background; no
 request is lost. Passwords are never printed.
 
---stats FILE writes a JSON summary: requests, done, attempts, retries,
+)";
+
+constexpr const char* kFooterEnd = R"(--stats FILE writes a JSON summary: requests, done, attempts, retries,
 status_counts {"STATUS": count}, transport_errors, outcomes {kind: count},
 ambiguous, waited_s (summed over requests), elapsed_s, interrupted, and
 unfinished [{url, outcome, not_before (RFC 3339 or null), method, index,
@@ -111,8 +116,9 @@ ignored or adjusted in it) and decision, with Authorization, Cookie,
 Proxy-Authorization and API-key-style headers (and credential query
 parameters) redacted; no output shows their values.
 URLs on stderr and in the stats file have credentials redacted, in the query
-and in the fragment (the resume file keeps each URL as given, to run it again,
-and is readable by its owner alone). Bytes a server sent are shown escaped
+and in the fragment; a URL that libcurl cannot parse is shown as a placeholder
+(the resume file keeps each URL as given, to run it again, and is readable by
+its owner alone). Bytes a server sent are shown escaped
 (\xNN): no control byte reaches the terminal.
 
 Exit status: 0 every request done, 1 some request not done (or an output
@@ -274,7 +280,7 @@ void verbose_event(Progress& progress, const std::vector<FetchJob>& jobs, const 
   switch (e.kind) {
     case K::kAttemptStarted: {
       std::string s = "> [" + std::to_string(jobs[e.index].index + 1) + "] " + e.request->method + " " +
-                      redact_url(e.request->url) + " (attempt " + std::to_string(e.attempt) + ")";
+                      jobs[e.index].shown_url + " (attempt " + std::to_string(e.attempt) + ")";
       if (e.attempt == 1) {
         for (const Header& h : e.request->headers.lines())
           s += "\n>   " + abide::printable(h.name) + ": " + printable_header_value(h.name, h.value);
@@ -377,6 +383,8 @@ int run_fetch(const FetchOptions& o) {
       jobs.push_back(std::move(job));
     }
   }
+
+  for (FetchJob& job : jobs) job.shown_url = shown_url(job.url);
 
   BodySink sink;
   if (auto err = sink.open(o)) return reject(*err);
@@ -501,7 +509,7 @@ int run_fetch(const FetchOptions& o) {
       // Cancelled requests are summed up by the resume message, unless they need reconciling.
       if (out.done() || (out.kind == OutcomeKind::kCancelled && !out.ambiguous)) continue;
       if (++shown > 20) continue;
-      std::cerr << "abide fetch: " << jobs[i].method << " " << redact_url(jobs[i].url) << ": "
+      std::cerr << "abide fetch: " << jobs[i].method << " " << jobs[i].shown_url << ": "
                 << to_string(out.kind) << (out.ambiguous ? " (ambiguous: may have been applied)" : "") << ": "
                 << safe_text(out.reason) << "\n";
     }
@@ -547,8 +555,9 @@ const Registration fetch_cmd{
           ->check(CLI::Range(0.001, 1e6));
       app.add_option("--profile", o->profile, "Vendor profile for quota headers (default: by host; none: off)");
       app.add_option("--store", o->store,
-                     "Quota state: memory, or redis://[:PASSWORD@]HOST:PORT[/PREFIX] to share it "
-                     "(password also from $ABIDE_REDIS_PASSWORD)")
+                     redis_built_in() ? "Quota state: memory, or redis://[:PASSWORD@]HOST:PORT[/PREFIX] to share it "
+                                        "(password also from $ABIDE_REDIS_PASSWORD)"
+                                      : "Quota state: memory (this abide was built without Redis support)")
           ->capture_default_str();
       app.add_option("--pacing", o->pacing, "Spend known quota smoothly, or in a burst")
           ->capture_default_str()
@@ -559,7 +568,7 @@ const Registration fetch_cmd{
       auto* seed = app.add_option("--seed", o->seed, "Seed for the jitter (reproducible runs)");
       app.add_flag("-v,--verbose", o->verbose, "Print every attempt and decision (credentials redacted)");
       app.add_flag("-s,--silent", o->silent, "No progress line, no summary");
-      app.footer(kFooter);
+      app.footer(std::string(kFooterStart) + (redis_built_in() ? kFooterRedis : "") + kFooterEnd);
       return [o, data, deadline, max_wait, seed] {
         o->has_data = data->count() > 0;
         o->has_deadline = deadline->count() > 0;
@@ -571,5 +580,3 @@ const Registration fetch_cmd{
 
 }  // namespace cmd_fetch
 }  // namespace abide::cli
-
-#endif  // ABIDE_CURL

@@ -13,7 +13,7 @@
 
 #include "abide/http_date.h"
 #include "common.h"
-#include "fetch_redact.h"
+#include "shown_url.h"
 
 namespace abide::cli {
 namespace {
@@ -159,7 +159,7 @@ nlohmann::ordered_json stats_json(const std::vector<FetchJob>& jobs, const std::
     }
     if (!o.done() && i < jobs.size()) {
       nlohmann::ordered_json u;
-      u["url"] = redact_url(jobs[i].url);  // a summary to share: no credentials
+      u["url"] = jobs[i].shown_url.empty() ? shown_url(jobs[i].url) : jobs[i].shown_url;  // shared: no credentials
       u["outcome"] = to_string(o.kind);
       u["not_before"] = time_or_null(o.not_before_wall);
       u["method"] = jobs[i].method;

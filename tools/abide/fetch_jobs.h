@@ -24,6 +24,7 @@ struct FetchJob {
   std::string body;
   std::optional<std::string> idempotency_key;
   std::optional<WallTime> not_before;  // from a resume file: nothing is sent before it
+  std::string shown_url;  // the URL as shown (shown_url()), worked out once for every line that shows it
 };
 
 // The URLs of a --urls file ("-" for standard input): one per line; blank
@@ -50,7 +51,7 @@ Result<std::vector<FetchJob>, std::string> read_resume(const std::string& path);
 // The --stats summary (DESIGN.md, `abide fetch`): requests, done, attempts,
 // retries, status_counts, waited_s, elapsed_s, unfinished [{url, outcome,
 // not_before}], and more (outcomes, transport_errors, ambiguous, interrupted).
-// URLs have their credentials redacted (redact_url): the summary is shared.
+// URLs are shown as shown_url() shows them: the summary is shared.
 nlohmann::ordered_json stats_json(const std::vector<FetchJob>& jobs, const std::vector<RequestOutcome>& outcomes,
                                   Duration elapsed, bool interrupted);
 

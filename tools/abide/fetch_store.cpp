@@ -5,24 +5,37 @@
 
 #include "common.h"
 
-#if defined(ABIDE_REDIS) && __has_include("abide/redis_store.h")
+#if defined(ABIDE_REDIS)
 #include "abide/redis_store.h"
 #define ABIDE_FETCH_HAS_REDIS 1
 #endif
 
 namespace abide::cli {
 
+bool redis_built_in() noexcept {
+#ifdef ABIDE_FETCH_HAS_REDIS
+  return true;
+#else
+  return false;
+#endif
+}
+
 Result<StoreSpec, std::string> parse_store_spec(const std::string& text) {
   StoreSpec spec;
   if (text == "memory") return spec;
   if (!text.starts_with("redis://") && !text.starts_with("unix:") && !text.starts_with("/"))
-    return fail(std::string("--store must be memory or redis://HOST:PORT[/PREFIX]"));
-  spec.redis = true;
-  spec.url = text;
+    return fail(std::string(redis_built_in() ? "--store must be memory or redis://HOST:PORT[/PREFIX]"
+                                             : "--store must be memory (this abide was built without Redis support)"));
 #ifdef ABIDE_FETCH_HAS_REDIS
   if (auto endpoint = parse_redis_url(text); !endpoint) return fail("--store: " + endpoint.error());
-#endif
+  spec.redis = true;
+  spec.url = text;
   return spec;
+#else
+  // Said before anything is sent, and without the URL (it may hold a password).
+  return fail(std::string("--store redis://: this abide was built without Redis support (abide::redis); "
+                          "use --store memory"));
+#endif
 }
 
 Result<std::shared_ptr<QuotaStore>, std::string> open_store(const StoreSpec& spec) {

@@ -16,7 +16,11 @@ struct StoreSpec {
   std::string url;
 };
 
-// Checks a --store value; an error message (without credentials) says what is wrong.
+// True when this abide was built with abide::redis (else --store is memory only).
+bool redis_built_in() noexcept;
+
+// Checks a --store value; an error message (without credentials) says what is
+// wrong, and that Redis is not built in when it is not.
 Result<StoreSpec, std::string> parse_store_spec(const std::string& text);
 
 // The environment variable that holds the Redis password when the --store URL
