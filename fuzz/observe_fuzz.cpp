@@ -67,11 +67,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (q.window) check(*q.window > abide::Duration::zero());
     if (q.limit) check(*q.limit >= 0);
     if (q.confidence == abide::Confidence::kLow) check(o.heuristic || !s.warnings.empty());
-    if (q.reset && q.source.rfind("draft-", 0) == 0 && q.source != abide::kSourceDraftPolli00) {
+    if (q.reset && abide::is_ietf_draft(q.source) && q.source != abide::QuotaSource::kDraftPolli00) {
       check(*q.reset <= std::chrono::hours{24 * 366});
     }
-    if (q.source == abide::kSourceDraft12 && q.cost) check(*q.cost >= 0);
-    check(!q.source.empty());
+    if (q.source == abide::QuotaSource::kDraft12Provisional && q.cost) check(*q.cost >= 0);
+    check(q.source != abide::QuotaSource::kUnknown);
+    check((q.source == abide::QuotaSource::kVendor) == !q.profile.empty());
   }
   if (const auto w = s.quota_wait()) check(*w >= abide::Duration::zero());
   if (const auto* m = s.most_restrictive()) check(m >= s.quota.data() && m < s.quota.data() + s.quota.size());

@@ -57,9 +57,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (q.remaining) check(*q.remaining >= 0);
     if (q.reset) check(*q.reset >= abide::Duration::zero());
     if (q.window) check(*q.window > abide::Duration::zero());
-    if (q.reset && q.source != abide::kSourceDraftPolli00) check(*q.reset <= kYear);
-    if (q.cost) check(*q.cost >= 0 && q.source == abide::kSourceDraft12);
-    check(q.source.rfind("draft-", 0) == 0);
+    if (q.reset && q.source != abide::QuotaSource::kDraftPolli00) check(*q.reset <= kYear);
+    if (q.cost) check(*q.cost >= 0 && q.source == abide::QuotaSource::kDraft12Provisional);
+    check(abide::is_ietf_draft(q.source) && q.profile.empty());
     if (q.confidence == abide::Confidence::kLow) check(!a.warnings.empty());
   }
   if (const auto i = abide::most_restrictive(a.quota)) check(*i < a.quota.size());

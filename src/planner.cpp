@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "ascii.h"
 #include "concat.h"
 
 namespace abide {
@@ -13,19 +14,6 @@ namespace {
 constexpr Duration kZero = Duration::zero();
 
 Duration non_negative(Duration d) noexcept { return d < kZero ? kZero : d; }
-
-bool ascii_iequals(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; };
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
-}
-
-bool ascii_istarts_with(std::string_view s, std::string_view prefix) noexcept {
-  return s.size() >= prefix.size() && ascii_iequals(s.substr(0, prefix.size()), prefix);
-}
 
 // Fills the server-hint part of the plan from the Signals: the permitted time
 // is computed once, in permitted_wait() (signals.h), which the pacer uses too.
@@ -140,16 +128,12 @@ std::vector<std::string> notes_text(const PlanNotes& notes) {
 }
 
 Basis quota_basis(const QuotaObservation& q) noexcept {
-  const std::string_view src = q.source;
-  if (ascii_istarts_with(src, "draft") || ascii_istarts_with(src, "ietf") || ascii_istarts_with(src, "rfc")) {
-    return Basis::kRateLimit;
-  }
-  return Basis::kVendor;
+  return is_ietf_draft(q.source) ? Basis::kRateLimit : Basis::kVendor;
 }
 
 bool Planner::idempotent(std::string_view method) const noexcept {
   for (const std::string& m : config_.non_idempotent_methods) {
-    if (ascii_iequals(m, method)) return false;
+    if (ascii::iequals(m, method)) return false;
   }
   return true;
 }
@@ -292,7 +276,7 @@ std::string basis_phrase(const Plan& p, const PlanInput& in, Jitter jitter) {
         const QuotaObservation& q = s->quota[*p.quota_index];
         // The policy name is the server's: escaped here, where the text is made.
         if (!q.policy.empty()) who.append(cat({" \"", printable(q.policy, 64), "\""}));
-        if (p.basis == Basis::kVendor && !q.source.empty()) who.append(cat({" (", q.source, ")"}));
+        if (p.basis == Basis::kVendor && !q.source_name().empty()) who.append(cat({" (", q.source_name(), ")"}));
         if (q.reset_is_full_refill) {
           return cat({who, " is exhausted; its reset counts to a full refill, and the next request's units refill in ",
                       hint});

@@ -1094,7 +1094,8 @@ class VendorReader {
     }
     // Built in place (no moves); taken back out when the response has none of it.
     QuotaObservation& q = out_.quota.emplace_back();
-    q.source.assign(p_.name);
+    q.source = QuotaSource::kVendor;
+    q.profile.assign(p_.name);
     if (spec.unit != q.unit) q.unit.assign(spec.unit);
     bool any = false;
     bool named = false;
@@ -1178,7 +1179,8 @@ class VendorReader {
         continue;
       }
       QuotaObservation q;
-      q.source = p_.name;
+      q.source = QuotaSource::kVendor;
+      q.profile = p_.name;
       q.unit = spec.unit;
       q.policy = std::string(trim(member.substr(0, semi)));
       q.remaining = *n;
@@ -1206,7 +1208,8 @@ class VendorReader {
         continue;
       }
       QuotaObservation q;
-      q.source = p_.name;
+      q.source = QuotaSource::kVendor;
+      q.profile = p_.name;
       q.unit = spec.unit;
       q.policy = to_lower(std::string_view(h.name).substr(spec.header_prefix.size()));
       q.remaining = *n;
@@ -1319,7 +1322,7 @@ void read_heuristic(const HeaderList& headers, WallTime received, std::optional<
                     VendorReading& out) {
   for (std::string_view family : kHeuristicFamilies) {
     QuotaObservation q;
-    q.source = "heuristic";
+    q.source = QuotaSource::kHeuristic;
     q.confidence = Confidence::kLow;
     std::optional<std::int64_t> used;
     bool any = false;

@@ -357,13 +357,24 @@ PolicyKind parse_policy(std::string_view value, PolicyItems& items, std::string&
   return kind;
 }
 
+// Where observations came from: a draft form, or a vendor profile reading the
+// draft syntax under its own names.
+struct Label {
+  QuotaSource source = QuotaSource::kUnknown;
+  std::string_view profile;
+  void apply(QuotaObservation& q) const {
+    q.source = source;
+    q.profile.assign(profile);
+  }
+};
+
 // One observation per policy (limit, window, unit, pk).
-void commit_policies(const PolicyItems& items, PolicyKind kind, std::string_view source,
+void commit_policies(const PolicyItems& items, PolicyKind kind, Label source,
                      std::vector<QuotaObservation>& out, std::vector<std::string>& warnings, std::string_view field) {
   for (std::size_t i = 0; i < items.size(); ++i) {
     const PolicyItem& item = items[i];
     QuotaObservation& q = out.emplace_back();  // filled in place: no moves
-    q.source.assign(source);
+    source.apply(q);
     if (kind == PolicyKind::kNamed) {
       if (item.value.escaped) {
         q.policy = decode_name(item.value);
@@ -474,7 +485,7 @@ bool parse_named_ratelimit(std::string_view value, RateItems& items, std::string
 // The labels of the named forms: draft-08 to -11, or draft-12 when an item
 // used any of its provisional parameters.
 struct NamedSources {
-  std::string_view draft08, draft12;
+  Label draft08, draft12;
 };
 
 // An item with any of the draft-12 names: old and new names both present and
@@ -535,9 +546,9 @@ void merge_named_ratelimit(const RateItems& items, NamedSources source, std::vec
     if (target == nullptr) {
       target = &out.emplace_back();
       target->policy.assign(name);
-      target->source.assign(draft12 ? source.draft12 : source.draft08);
+      (draft12 ? source.draft12 : source.draft08).apply(*target);
     } else if (draft12) {
-      target->source.assign(source.draft12);
+      source.draft12.apply(*target);
     }
     target->remaining.reset();
     if (draft12) {
@@ -727,7 +738,9 @@ void read_ratelimit(const HeaderList& headers, std::vector<QuotaObservation>& qu
 void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, std::vector<QuotaObservation>& quota,
                             std::vector<std::string>& warnings, const RateLimitOptions& options) {
   const std::string_view prefix = options.prefix;
-  auto label = [&](std::string_view form) { return options.source.empty() ? form : options.source; };
+  auto label = [&](QuotaSource form) {
+    return options.profile.empty() ? Label{form, {}} : Label{QuotaSource::kVendor, options.profile};
+  };
   const std::size_t first = quota.size();
 
   FieldValue fields[kSlots];
@@ -746,7 +759,7 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
   // Unnamed (draft-04 to -07) policies wait for the field that says which is current.
   std::vector<QuotaObservation> unnamed;
   if (policy_kind == PolicyKind::kInteger) {
-    commit_policies(policy_items, policy_kind, label(kSourceDraft06), unnamed, warnings, policy.name());
+    commit_policies(policy_items, policy_kind, label(QuotaSource::kDraft06), unnamed, warnings, policy.name());
     warn_shared_quota(policy_items, policy.name(), warnings);
   }
 
@@ -754,25 +767,28 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
   const FieldValue& combined = fields[kSlotRateLimit];
   const std::size_t from = quota.size();
   if (policy_kind == PolicyKind::kNamed) {
-    commit_policies(policy_items, policy_kind, label(kSourceDraft08), quota, warnings, policy.name());
+    commit_policies(policy_items, policy_kind, label(QuotaSource::kDraft08), quota, warnings, policy.name());
   }
   if (combined.present()) {
     std::string why_list;
     RateItems rate_items;
     if (parse_named_ratelimit(combined.value(), rate_items, why_list)) {
-      merge_named_ratelimit(rate_items, {label(kSourceDraft08), label(kSourceDraft12)}, quota, from,
+      merge_named_ratelimit(rate_items, {label(QuotaSource::kDraft08), label(QuotaSource::kDraft12Provisional)}, quota, from,
                             combined.name(), options, warnings);
     } else {
       Draft07 d;
       std::string why_dict;
       if (read_draft07(combined.value(), d, why_dict)) {
         QuotaObservation q;
-        q.source = std::string(label(kSourceDraft07));
+        label(QuotaSource::kDraft07).apply(q);
         q.limit = d.limit;
         q.remaining = d.remaining;
         if (d.reset) q.reset = delta_reset(*d.reset, combined.name(), "reset", {}, options, q.confidence, warnings);
         adopt_matching_policy(q, unnamed);
-        for (auto& u : unnamed) u.source = q.source;
+        for (auto& u : unnamed) {
+          u.source = q.source;
+          u.profile = q.profile;
+        }
         quota.push_back(std::move(q));
       } else {
         warnings.push_back(ignored(combined.name(), "neither a draft-08 list (" + why_list +
@@ -788,7 +804,7 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
     const FieldValue& reset_f = fields[kSlotReset];
     if (limit_f.present() || remaining_f.present() || reset_f.present()) {
       QuotaObservation q;
-      std::string_view form = kSourceDraft06;
+      QuotaSource form = QuotaSource::kDraft06;
       LimitList list;
       bool any = false;
       if (limit_f.present()) {
@@ -798,7 +814,7 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
           if (list.window) q.window = seconds(*list.window);
           any = true;
           if (list.members > 1) {
-            form = kSourceDraft03;
+            form = QuotaSource::kDraft03;
             // The quota policies after the expiring limit (draft-03), read like a policy list.
             std::vector<QuotaObservation> listed;
             std::string_view rest = limit_f.value();
@@ -846,7 +862,7 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
           auto date = parse_http_date(reset_f.value(), options.received, ParseMode::kStrict);
           if (date) {
             any = true;
-            form = kSourceDraftPolli00;
+            form = QuotaSource::kDraftPolli00;
             Duration d = minus(date->time, options.received);
             if (options.server_date) d = std::max(d, minus(date->time, *options.server_date));
             q.reset = std::max(d, Duration::zero());
@@ -856,9 +872,12 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
         }
       }
       if (any) {
-        q.source = std::string(label(form));
+        label(form).apply(q);
         adopt_matching_policy(q, unnamed);
-        for (auto& u : unnamed) u.source = q.source;
+        for (auto& u : unnamed) {
+          u.source = q.source;
+          u.profile = q.profile;
+        }
         if (q.limit && q.remaining && *q.remaining > *q.limit) {
           warnings.push_back("RateLimit-Remaining " + std::to_string(*q.remaining) + " exceeds RateLimit-Limit " +
                              std::to_string(*q.limit));

@@ -215,7 +215,7 @@ Seen classify(const HeaderList& headers) noexcept {
     for (const auto& prefix : profile->ietf_prefixes) {
       RateLimitOptions pre = rl;
       pre.prefix = prefix;
-      pre.source = profile->name;
+      pre.profile = profile->name;
       pre.skip_separate_fields = false;
       detail::read_ratelimit(headers, &index, vendor.quota, vendor.warnings, pre);
     }

@@ -44,14 +44,22 @@ Signals with_delay(int status, Duration d) {
   return s;
 }
 
-QuotaObservation quota(std::int64_t remaining, std::optional<Duration> reset, std::string source = "draft-08") {
+QuotaObservation quota(std::int64_t remaining, std::optional<Duration> reset,
+                       QuotaSource source = QuotaSource::kDraft08) {
   QuotaObservation q;
   q.policy = "default";
   q.limit = 100;
   q.remaining = remaining;
   q.reset = reset;
   q.window = 60s;
-  q.source = std::move(source);
+  q.source = source;
+  return q;
+}
+
+// A vendor quota, read through the named profile.
+QuotaObservation quota(std::int64_t remaining, std::optional<Duration> reset, const char* profile) {
+  QuotaObservation q = quota(remaining, reset, QuotaSource::kVendor);
+  q.profile = profile;
   return q;
 }
 
@@ -327,7 +335,7 @@ TEST(Planner, WaitRunsOnTheMonotonicClockFromReceipt) {
 
 TEST(Planner, RateLimitQuotaAtZeroBoundsTheWaitWithoutRetryAfter) {
   Signals s = response(429);
-  s.quota.push_back(quota(0, 42s, "draft-08"));
+  s.quota.push_back(quota(0, 42s, QuotaSource::kDraft08));
   const Plan p = decide(config(), PlanInput(s));
   EXPECT_EQ(p.decision, Decision::kRetry);
   EXPECT_EQ(p.basis, Basis::kRateLimit);
@@ -350,7 +358,7 @@ TEST(Planner, VendorQuotaAtZeroBoundsTheWaitOnALimited403) {
 
 TEST(Planner, QuotaWithRoomLeftNeverShortensRetryAfter) {
   Signals s = with_delay(429, 30s);
-  s.quota.push_back(quota(99, 1s, "draft-08"));
+  s.quota.push_back(quota(99, 1s, QuotaSource::kDraft08));
   s.quota.push_back(quota(5000, 0s, "github"));
   const Plan p = decide(config(), PlanInput(s));
   EXPECT_EQ(p.decision, Decision::kRetry);
@@ -362,7 +370,7 @@ TEST(Planner, QuotaWithRoomLeftNeverShortensRetryAfter) {
 
 TEST(Planner, ExhaustedQuotaOutlastingRetryAfterWins) {
   Signals s = with_delay(429, 10s);
-  s.quota.push_back(quota(0, 60s, "draft-08"));
+  s.quota.push_back(quota(0, 60s, QuotaSource::kDraft08));
   const Plan p = decide(config(), PlanInput(s));
   EXPECT_EQ(p.wait, 60s);
   EXPECT_EQ(p.basis, Basis::kRateLimit);
@@ -372,13 +380,13 @@ TEST(Planner, ExhaustedQuotaOutlastingRetryAfterWins) {
 
 TEST(Planner, RetryAfterWinsATieWithAQuota) {
   Signals s = with_delay(429, 30s);
-  s.quota.push_back(quota(0, 30s, "draft-08"));
+  s.quota.push_back(quota(0, 30s, QuotaSource::kDraft08));
   EXPECT_EQ(decide(config(), PlanInput(s)).basis, Basis::kRetryAfter);
 }
 
 TEST(Planner, TheLongestExhaustedQuotaWins) {
   Signals s = response(429);
-  s.quota.push_back(quota(0, 10s, "draft-08"));
+  s.quota.push_back(quota(0, 10s, QuotaSource::kDraft08));
   s.quota.push_back(quota(0, 90s, "openai"));
   s.quota.push_back(quota(3, 500s, "openai"));  // room left: no bound
   const Plan p = decide(config(), PlanInput(s));
@@ -398,7 +406,7 @@ TEST(Planner, QuotaAtZeroWithoutResetCannotBoundTheWait) {
 
 TEST(Planner, LowConfidenceQuotaIsReportedNotUsedUnlessEnabled) {
   Signals s = response(429);
-  QuotaObservation q = quota(0, 300s, "heuristic");
+  QuotaObservation q = quota(0, 300s, QuotaSource::kHeuristic);
   q.confidence = Confidence::kLow;
   s.quota.push_back(q);
   Plan p = decide(config(), PlanInput(s));
@@ -411,12 +419,19 @@ TEST(Planner, LowConfidenceQuotaIsReportedNotUsedUnlessEnabled) {
 }
 
 TEST(Planner, QuotaBasisNamesTheDraftFormsAsRateLimit) {
-  for (const char* src : {"draft-03", "draft-07", "draft-08", "ietf", "Draft-11"}) {
-    EXPECT_EQ(quota_basis(quota(0, 1s, src)), Basis::kRateLimit) << src;
+  for (QuotaSource src : {QuotaSource::kDraft03, QuotaSource::kDraft06, QuotaSource::kDraft07, QuotaSource::kDraft08,
+                          QuotaSource::kDraft12Provisional, QuotaSource::kDraftPolli00}) {
+    EXPECT_TRUE(is_ietf_draft(src)) << to_string(src);
+    EXPECT_EQ(quota_basis(quota(0, 1s, src)), Basis::kRateLimit) << to_string(src);
   }
-  for (const char* src : {"github", "openai", "x-twitter"}) {
-    EXPECT_EQ(quota_basis(quota(0, 1s, src)), Basis::kVendor) << src;
+  for (QuotaSource src : {QuotaSource::kVendor, QuotaSource::kHeuristic, QuotaSource::kUnknown}) {
+    EXPECT_FALSE(is_ietf_draft(src)) << to_string(src);
+    EXPECT_EQ(quota_basis(quota(0, 1s, src)), Basis::kVendor) << to_string(src);
   }
+  // A profile named like a draft is still a vendor: the enum decides, not the name.
+  QuotaObservation q = quota(0, 1s, QuotaSource::kVendor);
+  q.profile = "draft-08";
+  EXPECT_EQ(quota_basis(q), Basis::kVendor);
 }
 
 // ---- rule 7: permission and idempotency ---------------------------------------------------
@@ -506,7 +521,7 @@ TEST(Planner, TransportErrorAfterSendingIdempotentIsRetried) {
 
 TEST(Planner, SuccessIsDoneAndItsQuotaIsStillReported) {
   Signals s = response(200);
-  s.quota.push_back(quota(0, 45s, "draft-08"));
+  s.quota.push_back(quota(0, 45s, QuotaSource::kDraft08));
   const Plan p = decide(config(), PlanInput(s));
   EXPECT_EQ(p.decision, Decision::kDone);
   EXPECT_EQ(p.reason, Reason::kSucceeded);
@@ -720,7 +735,8 @@ QuotaObservation full_refill(std::string unit, std::int64_t limit, std::int64_t 
   q.limit = limit;
   q.remaining = remaining;
   q.reset = reset;
-  q.source = "openai";
+  q.source = QuotaSource::kVendor;
+  q.profile = "openai";
   q.reset_is_full_refill = true;
   return q;
 }
@@ -786,7 +802,7 @@ TEST(Planner, AnExhaustedQuotaThatIsNotAFullRefillStillWaitsForItsReset) {
 
 TEST(Planner, DescribeEscapesTheServersPolicyName) {
   Signals s = response(429);
-  QuotaObservation q = quota(0, 42s, "draft-08");
+  QuotaObservation q = quota(0, 42s, QuotaSource::kDraft08);
   q.policy = "burst\x1b]0;owned\x07";
   s.quota.push_back(q);
   const PlanInput in(s);
@@ -850,7 +866,8 @@ void generate(std::mt19937_64& g, Generated& out) {
   }
   const auto nq = g() % 4;
   for (std::uint64_t i = 0; i < nq; ++i) {
-    QuotaObservation q = quota(static_cast<std::int64_t>(g() % 3), any_duration(g), g() % 2 ? "draft-08" : "github");
+    QuotaObservation q = quota(static_cast<std::int64_t>(g() % 3), any_duration(g), g() % 2 ? QuotaSource::kDraft08 : QuotaSource::kVendor);
+    if (q.source == QuotaSource::kVendor) q.profile = "github";
     if (g() % 5 == 0) q.reset.reset();
     if (g() % 7 == 0) q.confidence = Confidence::kLow;
     s.quota.push_back(q);

@@ -89,7 +89,7 @@ TEST(GitHub, PrimaryLimitExceededOn403) {
   EXPECT_EQ(q.remaining, 0);
   EXPECT_EQ(q.reset, 400s);
   EXPECT_EQ(q.reset_resolution, 1s);  // a Unix second: the window ends within the second before
-  EXPECT_EQ(q.source, "github");
+  EXPECT_EQ(q.source_name(), "github");
   EXPECT_EQ(q.confidence, Confidence::kHigh);
   EXPECT_TRUE(s.limited);
   EXPECT_EQ(s.quota_wait(), 400s);
@@ -130,7 +130,7 @@ TEST(GitLab, ResetIsUnixSecondsNotTheDraftsDelta) {
       "gitlab.com", {}, now);
   EXPECT_EQ(s.profile, "gitlab");
   ASSERT_EQ(s.quota.size(), 1u);  // not also read as the IETF draft
-  EXPECT_EQ(s.quota[0].source, "gitlab");
+  EXPECT_EQ(s.quota[0].source_name(), "gitlab");
   EXPECT_EQ(s.quota[0].policy, "throttle_authenticated_api");
   EXPECT_EQ(s.quota[0].limit, 600);
   EXPECT_EQ(s.quota[0].remaining, 595);
@@ -408,7 +408,7 @@ TEST(Zendesk, AccountEndpointAndTicketsIndex) {
   EXPECT_EQ(t->limit, 100);
   EXPECT_EQ(t->remaining, 99);
   EXPECT_EQ(t->reset, 41s);
-  for (const auto& q : s.quota) EXPECT_EQ(q.source, "zendesk");
+  for (const auto& q : s.quota) EXPECT_EQ(q.source_name(), "zendesk");
 }
 
 // Atlassian Jira Cloud docs: Retry-After plus X-RateLimit-Reset in yyyy-MM-ddTHH:mmZ; RateLimit-Reason.
@@ -440,7 +440,7 @@ TEST(Atlassian, BetaPointsQuota) {
       "acme.atlassian.net");
   const auto* q = policy(s, "global-app-quota");
   ASSERT_NE(q, nullptr);
-  EXPECT_EQ(q->source, "atlassian");
+  EXPECT_EQ(q->source_name(), "atlassian");
   EXPECT_EQ(q->limit, 65000);
   EXPECT_EQ(q->remaining, 120);
   EXPECT_EQ(q->window, 1h);
@@ -467,7 +467,7 @@ TEST(Envoy, GlobalAndLocalFilters) {
       "gateway.internal", "envoy");
   EXPECT_EQ(global.profile, "envoy");
   ASSERT_EQ(global.quota.size(), 2u);
-  EXPECT_EQ(global.quota[0].source, "envoy");
+  EXPECT_EQ(global.quota[0].source_name(), "envoy");
   EXPECT_EQ(global.quota[0].policy, "per-minute");
   EXPECT_EQ(global.quota[0].reset, 42s);
   EXPECT_EQ(global.quota_wait(), 42s);
@@ -495,7 +495,7 @@ TEST(Kong, PerWindowHeaders) {
       "X-RateLimit-Remaining-Hour: 95\r\n\r\n",
       "kong.internal", "kong");
   ASSERT_EQ(s.quota.size(), 3u);
-  for (const auto& q : s.quota) EXPECT_EQ(q.source, "kong");
+  for (const auto& q : s.quota) EXPECT_EQ(q.source_name(), "kong");
   EXPECT_EQ(s.quota[0].reset, 40s);
   EXPECT_EQ(policy(s, "minute")->window, 60s);
   EXPECT_EQ(policy(s, "hour")->remaining, 95);
@@ -511,7 +511,7 @@ TEST(Cloudflare, Draft08FieldsDifferentNames) {
   ASSERT_EQ(s.quota.size(), 2u);
   EXPECT_EQ(policy(s, "default")->remaining, 0);
   EXPECT_EQ(policy(s, "burst")->limit, 1200);
-  EXPECT_EQ(policy(s, "default")->source, "draft-08");
+  EXPECT_EQ(policy(s, "default")->source, QuotaSource::kDraft08);
 }
 
 // ---- selection -------------------------------------------------------------------------
@@ -565,7 +565,8 @@ TEST(NoProfile, VendorHeadersAreReportedNotUsed) {
   const auto h = see(head, "api.unknown.example", {}, kNow, /*heuristic=*/true);
   ASSERT_EQ(h.quota.size(), 1u);
   EXPECT_EQ(h.quota[0].confidence, Confidence::kLow);
-  EXPECT_EQ(h.quota[0].source, "heuristic");
+  EXPECT_EQ(h.quota[0].source, QuotaSource::kHeuristic);
+  EXPECT_EQ(h.quota[0].source_name(), "heuristic");
   EXPECT_EQ(h.quota[0].reset, 30s);  // a large number is read as Unix seconds
   EXPECT_FALSE(h.quota_wait());       // low confidence never blocks
   EXPECT_TRUE(h.uninterpreted.empty());
@@ -832,7 +833,8 @@ TEST(MalformedVendorValues, RepeatedDifferentValuesUseTheFirst) {
 void expect_clean(const Signals& s, std::string_view profile) {
   EXPECT_EQ(s.profile, profile);
   for (const auto& q : s.quota) {
-    EXPECT_EQ(q.source, profile);
+    EXPECT_EQ(q.source, QuotaSource::kVendor);
+    EXPECT_EQ(q.profile, profile);
     EXPECT_EQ(q.confidence, Confidence::kHigh);
   }
   EXPECT_TRUE(s.uninterpreted.empty()) << s.uninterpreted.size();

@@ -38,7 +38,7 @@ TEST(Polli00, WindowParameterAndExpiringLimit) {
   const auto r = read({{"RateLimit-Limit", "100, 100;window=60"}, {"RateLimit-Remaining", "50"}, {"RateLimit-Reset", "30"}});
   ASSERT_EQ(r.quota.size(), 1u);
   const auto& q = r.quota[0];
-  EXPECT_EQ(q.source, "draft-03");
+  EXPECT_EQ(q.source, QuotaSource::kDraft03);
   EXPECT_EQ(q.limit, 100);
   EXPECT_EQ(q.remaining, 50);
   EXPECT_EQ(q.window, 60s);
@@ -52,7 +52,7 @@ TEST(Polli00, ResetAsImfFixdate) {
   const auto r = read({{"RateLimit-Limit", "100"}, {"RateLimit-Remaining", "0"},
                        {"RateLimit-Reset", "Thu, 01 Jan 2026 00:01:30 GMT"}});
   ASSERT_EQ(r.quota.size(), 1u);
-  EXPECT_EQ(r.quota[0].source, "draft-polli-00");
+  EXPECT_EQ(r.quota[0].source, QuotaSource::kDraftPolli00);
   EXPECT_EQ(r.quota[0].reset, 90s);
   EXPECT_TRUE(r.quota[0].exhausted());
 }
@@ -90,7 +90,7 @@ TEST(Draft03, PolicyListInLimit) {
   EXPECT_FALSE(r.quota[1].remaining);
   EXPECT_EQ(r.quota[3].limit, 5000);
   EXPECT_EQ(r.quota[3].window, 86400s);
-  for (const auto& q : r.quota) EXPECT_EQ(q.source, "draft-03");
+  for (const auto& q : r.quota) EXPECT_EQ(q.source, QuotaSource::kDraft03);
 }
 
 TEST(Draft03, UnknownPolicyParametersAreComments) {
@@ -110,7 +110,7 @@ TEST(Draft06, SeparateFieldsWithPolicy) {
                        {"Ratelimit-Remaining", "50"},  // the drafts' own casing
                        {"Ratelimit-Reset", "50"}});
   ASSERT_EQ(r.quota.size(), 1u);
-  EXPECT_EQ(r.quota[0].source, "draft-06");
+  EXPECT_EQ(r.quota[0].source, QuotaSource::kDraft06);
   EXPECT_EQ(r.quota[0].limit, 100);
   EXPECT_EQ(r.quota[0].window, 10s);
   EXPECT_EQ(r.quota[0].remaining, 50);
@@ -149,7 +149,7 @@ TEST(Draft06, RemainingAboveLimitIsKeptWithAWarning) {
 TEST(Draft07, Dictionary) {
   const auto r = read({{"RateLimit", "limit=100, remaining=50, reset=5"}, {"RateLimit-Policy", "100;w=10"}});
   ASSERT_EQ(r.quota.size(), 1u);
-  EXPECT_EQ(r.quota[0].source, "draft-07");
+  EXPECT_EQ(r.quota[0].source, QuotaSource::kDraft07);
   EXPECT_EQ(r.quota[0].limit, 100);
   EXPECT_EQ(r.quota[0].remaining, 50);
   EXPECT_EQ(r.quota[0].reset, 5s);
@@ -168,7 +168,7 @@ TEST(Draft07, WrongTypeIgnoresTheField) {
   // The dictionary is ignored as a whole; the other field is still read.
   ASSERT_EQ(r.quota.size(), 1u);
   EXPECT_EQ(r.quota[0].remaining, 4);
-  EXPECT_EQ(r.quota[0].source, "draft-06");
+  EXPECT_EQ(r.quota[0].source, QuotaSource::kDraft06);
   EXPECT_TRUE(any_warning_contains(r, "RateLimit ignored"));
 }
 
@@ -183,7 +183,7 @@ TEST(Draft08, NamedPoliciesMatchedByName) {
   EXPECT_EQ(r.quota[0].window, 60s);
   EXPECT_EQ(r.quota[0].remaining, 50);
   EXPECT_EQ(r.quota[0].reset, 30s);
-  EXPECT_EQ(r.quota[0].source, "draft-08");
+  EXPECT_EQ(r.quota[0].source, QuotaSource::kDraft08);
   EXPECT_EQ(r.quota[1].policy, "daily");
   EXPECT_EQ(r.quota[1].limit, 1000);
   EXPECT_EQ(r.quota[1].window, 86400s);
@@ -301,13 +301,15 @@ TEST(Draft08, SyntaxErrorIsReportedWithItsPosition) {
 TEST(Draft08, BetaPrefixAsAtlassianSendsIt) {
   RateLimitOptions o;
   o.prefix = "beta-";
-  o.source = "atlassian";
+  o.profile = "atlassian";
   const auto r = read({{"Beta-RateLimit-Policy", "\"global-app-quota\";q=65000;w=3600"},
                        {"Beta-RateLimit", "\"global-app-quota\";r=12;t=600"},
                        {"RateLimit", "\"other\";r=1;t=1"}},
                       o);
   ASSERT_EQ(r.quota.size(), 1u);
-  EXPECT_EQ(r.quota[0].source, "atlassian");
+  EXPECT_EQ(r.quota[0].source, QuotaSource::kVendor);
+  EXPECT_EQ(r.quota[0].profile, "atlassian");
+  EXPECT_EQ(r.quota[0].source_name(), "atlassian");
   EXPECT_EQ(r.quota[0].limit, 65000);
   EXPECT_EQ(r.quota[0].remaining, 12);
 }
@@ -326,7 +328,7 @@ TEST(Draft12, ExhaustedBurstOnA429WaitsTheEffectiveWindow) {
   EXPECT_EQ(q.reset_resolution, 1s);
   EXPECT_TRUE(q.exhausted());
   EXPECT_EQ(q.source, kSourceDraft12);
-  EXPECT_EQ(q.source, "draft-12 (provisional)");
+  EXPECT_EQ(to_string(q.source), "draft-12 (provisional)");
   EXPECT_EQ(q.confidence, Confidence::kHigh);
   EXPECT_TRUE(r.warnings.empty());
 
@@ -569,7 +571,7 @@ TEST(EpochReset, UnixTimeInRateLimitResetIsThatInstant) {
     EXPECT_EQ(r.quota[0].reset, 60s);
     EXPECT_TRUE(r.quota[0].exhausted());
     EXPECT_EQ(r.quota[0].confidence, Confidence::kLow);
-    EXPECT_EQ(r.quota[0].source, "draft-06");
+    EXPECT_EQ(r.quota[0].source, QuotaSource::kDraft06);
     EXPECT_TRUE(any_warning_contains(r, "RateLimit-Reset 1767225660 is no plausible delay"));
     EXPECT_TRUE(any_warning_contains(r, "the receive time"));
   }
@@ -585,9 +587,9 @@ TEST(EpochReset, EveryDeltaFormTakesTheRule) {
   for (const auto& f : forms) {
     const auto r = read(f);
     ASSERT_EQ(r.quota.size(), 1u);
-    EXPECT_EQ(r.quota[0].reset, 60s) << r.quota[0].source;
-    EXPECT_EQ(r.quota[0].confidence, Confidence::kLow) << r.quota[0].source;
-    EXPECT_EQ(r.warnings.size(), 1u) << r.quota[0].source;
+    EXPECT_EQ(r.quota[0].reset, 60s) << r.quota[0].source_name();
+    EXPECT_EQ(r.quota[0].confidence, Confidence::kLow) << r.quota[0].source_name();
+    EXPECT_EQ(r.warnings.size(), 1u) << r.quota[0].source_name();
   }
 }
 
@@ -670,13 +672,14 @@ TEST(Malformed, NothingPresentNothingRead) {
 TEST(Prefixed, EnvoyGlobalFilterDraft03) {
   RateLimitOptions o;
   o.prefix = "x-";
-  o.source = "envoy";
+  o.profile = "envoy";
   const auto r = read({{"x-ratelimit-limit", "10, 10;w=60;name=\"per-minute\", 100;w=3600;name=\"per-hour\""},
                        {"x-ratelimit-remaining", "0"},
                        {"x-ratelimit-reset", "42"}},
                       o);
   ASSERT_EQ(r.quota.size(), 2u);
-  EXPECT_EQ(r.quota[0].source, "envoy");
+  EXPECT_EQ(r.quota[0].source, QuotaSource::kVendor);
+  EXPECT_EQ(r.quota[0].source_name(), "envoy");
   EXPECT_EQ(r.quota[0].policy, "per-minute");
   EXPECT_EQ(r.quota[0].window, 60s);
   EXPECT_EQ(r.quota[0].reset, 42s);
@@ -744,7 +747,7 @@ TEST(ResetResolution, EveryDraftFormStatesWholeSeconds) {
     const auto r = read(f);
     ASSERT_EQ(r.quota.size(), 1u);
     EXPECT_EQ(r.quota[0].reset, 30s);
-    EXPECT_EQ(r.quota[0].reset_resolution, 1s) << r.quota[0].source;
+    EXPECT_EQ(r.quota[0].reset_resolution, 1s) << r.quota[0].source_name();
   }
   // A policy without a reset has no resolution either.
   const auto p = read({{"RateLimit-Policy", "\"p\";q=100;w=60"}});

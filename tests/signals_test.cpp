@@ -217,8 +217,9 @@ TEST_F(ObserveTest, IetfFieldsComeBeforeVendorFieldsInTrustOrder) {
                            {"RateLimit", "\"default\";r=50;t=30"}},
                      o);
   ASSERT_EQ(s.quota.size(), 2u);
-  EXPECT_EQ(s.quota[0].source, "draft-08");
-  EXPECT_EQ(s.quota[1].source, "github");
+  EXPECT_EQ(s.quota[0].source, QuotaSource::kDraft08);
+  EXPECT_EQ(s.quota[1].source, QuotaSource::kVendor);
+  EXPECT_EQ(s.quota[1].profile, "github");
   EXPECT_EQ(s.profile, "github");
 }
 
@@ -379,6 +380,37 @@ TEST(QuotaModel, QuotaObservationIsAnAggregate) {
   EXPECT_EQ(q.confidence, Confidence::kHigh);
   EXPECT_FALSE(q.window);
   EXPECT_TRUE(q.exhausted());
+}
+
+TEST(QuotaModel, EverySourceKeepsTheLabelItHadAsAString) {
+  EXPECT_EQ(to_string(QuotaSource::kDraft03), "draft-03");
+  EXPECT_EQ(to_string(QuotaSource::kDraft06), "draft-06");
+  EXPECT_EQ(to_string(QuotaSource::kDraft07), "draft-07");
+  EXPECT_EQ(to_string(QuotaSource::kDraft08), "draft-08");
+  EXPECT_EQ(to_string(QuotaSource::kDraft12Provisional), "draft-12 (provisional)");
+  EXPECT_EQ(to_string(QuotaSource::kDraftPolli00), "draft-polli-00");
+  EXPECT_EQ(to_string(QuotaSource::kHeuristic), "heuristic");
+  EXPECT_EQ(to_string(QuotaSource::kUnknown), "");
+  // A vendor quota shows its profile's name, as its source string did.
+  QuotaObservation q;
+  q.source = QuotaSource::kVendor;
+  q.profile = "github";
+  EXPECT_EQ(q.source_name(), "github");
+  q.source = QuotaSource::kDraft08;
+  EXPECT_EQ(q.source_name(), "draft-08");
+}
+
+TEST(QuotaModel, AFormerSourceStringStillSetsTheEnum) {
+  // Transitional: code that assigned the string keeps compiling and gets the same kind.
+  QuotaObservation q;
+  q.source = "draft-12 (provisional)";
+  EXPECT_EQ(q.source, QuotaSource::kDraft12Provisional);
+  q.source = "heuristic";
+  EXPECT_EQ(q.source, QuotaSource::kHeuristic);
+  q.source = "openai";
+  EXPECT_EQ(q.source, QuotaSource::kVendor);
+  q.source = "";
+  EXPECT_EQ(q.source, QuotaSource::kUnknown);
 }
 
 TEST(ServerClock, AllowsForDriftAndStartsAfreshWhenTheServerIsSetBack) {

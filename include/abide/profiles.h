@@ -244,7 +244,7 @@ void read_vendor(const Profile& profile, const HeaderList& headers, WallTime rec
 // X-Rate-Limit-* (limit, remaining, used, reset) guessing the reset format from
 // the value (a number above 1e9 is Unix seconds, a duration with units is a Go
 // duration, a date is a date, else seconds from now), plus retry-after-ms and
-// x-ms-retry-after-ms. Every observation is Confidence::kLow, source "heuristic".
+// x-ms-retry-after-ms. Every observation is Confidence::kLow, QuotaSource::kHeuristic.
 void read_heuristic(const HeaderList& headers, WallTime received, std::optional<WallTime> server_date,
                     VendorReading& out);
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "abide/clock.h"
 
@@ -19,7 +20,65 @@ enum class Confidence {
   kLow,   // a vendor-style header interpreted by the opt-in heuristic
 };
 
-// One quota policy as a response described it, normalized.
+// Where a quota observation came from. The IETF forms are the draft
+// generations ratelimit.h reads (see there for what each one looks like).
+enum class QuotaSource : std::uint8_t {
+  kUnknown,             // "": not stated (an observation built by hand)
+  kDraft03,             // "draft-03": RateLimit-Limit as a quota-policy list
+  kDraft06,             // "draft-06": the separate fields with an Integer limit
+  kDraft07,             // "draft-07": RateLimit as a Dictionary
+  kDraft08,             // "draft-08": RateLimit-Policy with named RateLimit items
+  kDraft12Provisional,  // "draft-12 (provisional)": draft-08 with the names of the open PR #166
+  kDraftPolli00,        // "draft-polli-00": RateLimit-Reset as an IMF-fixdate
+  kVendor,              // a vendor profile; QuotaObservation::profile names it
+  kHeuristic,           // "heuristic": vendor-style headers read without a profile (low confidence)
+};
+
+// The label outputs show (CLI, JSON, explain): "draft-08", "heuristic", ...;
+// "vendor" for kVendor, whose observations show their profile's name instead
+// (QuotaObservation::source_name()); "" for kUnknown.
+std::string_view to_string(QuotaSource s) noexcept;
+
+// True for the IETF RateLimit forms (every draft generation): the planner's
+// Basis::kRateLimit, as opposed to a vendor's quota.
+constexpr bool is_ietf_draft(QuotaSource s) noexcept {
+  switch (s) {
+    case QuotaSource::kDraft03:
+    case QuotaSource::kDraft06:
+    case QuotaSource::kDraft07:
+    case QuotaSource::kDraft08:
+    case QuotaSource::kDraft12Provisional:
+    case QuotaSource::kDraftPolli00:
+      return true;
+    case QuotaSource::kUnknown:
+    case QuotaSource::kVendor:
+    case QuotaSource::kHeuristic:
+      return false;
+  }
+  return false;
+}
+
+// Transitional: QuotaObservation::source was a string (a draft label or a
+// profile's name) before QuotaSource. This wrapper converts to and from
+// QuotaSource, so code reads, compares, switches on and sets `source` as the
+// enum; it also still accepts one of the former strings (a draft label,
+// "heuristic", "", else any name as kVendor, whose name then belongs in
+// QuotaObservation::profile), so that code not yet moved to the enum keeps
+// compiling. It goes, and `source` becomes a plain QuotaSource, once nothing
+// assigns a string to it.
+class QuotaSourceField {
+ public:
+  constexpr QuotaSourceField(QuotaSource s = QuotaSource::kUnknown) noexcept : value_(s) {}  // NOLINT: implicit by design
+  constexpr operator QuotaSource() const noexcept { return value_; }                        // NOLINT: implicit by design
+  QuotaSourceField& operator=(std::string_view former) noexcept;
+  constexpr QuotaSource value() const noexcept { return value_; }
+
+ private:
+  QuotaSource value_;
+};
+
+// One quota policy as a response described it, normalized. An aggregate:
+// designated initialisers name what they set.
 struct QuotaObservation {
   std::string policy;                        // policy name; empty when the form has none
   std::optional<std::int64_t> limit;         // quota units per window
@@ -29,7 +88,8 @@ struct QuotaObservation {
   Duration reset_resolution{};               // the step reset was stated in (1 s: whole seconds); 0: exact
   std::string unit = "requests";             // quota unit (requests, content-bytes, tokens, ...)
   std::optional<std::string> partition_key;  // raw bytes of `pk`, or a vendor scope/bucket
-  std::string source;                        // draft form ("draft-08", ...) or profile name
+  QuotaSourceField source;                   // the IETF draft form, a vendor profile, the heuristic
+  std::string profile;                       // for QuotaSource::kVendor: the profile's name ("github")
   Confidence confidence = Confidence::kHigh;
   // Quota units the request that got this answer consumed (the provisional draft-12 `c`).
   std::optional<std::int64_t> cost;
@@ -39,6 +99,11 @@ struct QuotaObservation {
 
   // True when the observation says nothing may be sent before `reset`.
   bool exhausted() const noexcept { return remaining && *remaining <= 0 && reset.has_value(); }
+  // Where it came from, as outputs show it: the profile's name for a vendor
+  // quota, else to_string(source).
+  std::string_view source_name() const noexcept {
+    return source == QuotaSource::kVendor ? std::string_view(profile) : to_string(source);
+  }
 };
 
 // A server's retry hint, resolved against the receive time.

@@ -3,7 +3,8 @@
 // draft-ietf-httpapi-ratelimit-headers-11, and the provisional -12), read into
 // QuotaObservation.
 //
-// The forms, and the `source` each observation gets:
+// The forms, and the `source` each observation gets (QuotaSource, abide/quota.h;
+// to_string() gives the label shown here):
 //   "draft-03"  RateLimit-Limit / -Remaining / -Reset where RateLimit-Limit is
 //               a quota-policy list: `10, 10;w=1, 50;w=60` (polli-00 to ietf-03)
 //   "draft-06"  RateLimit-Limit / -Remaining / -Reset with an Integer limit,
@@ -66,22 +67,24 @@
 
 namespace abide {
 
-inline constexpr std::string_view kSourceDraft03 = "draft-03";
-inline constexpr std::string_view kSourceDraft06 = "draft-06";
-inline constexpr std::string_view kSourceDraft07 = "draft-07";
-inline constexpr std::string_view kSourceDraft08 = "draft-08";
-// Provisional: the planner treats every source starting with "draft-" as IETF.
-inline constexpr std::string_view kSourceDraft12 = "draft-12 (provisional)";
-inline constexpr std::string_view kSourceDraftPolli00 = "draft-polli-00";
+// Transitional: the former names of the forms (they were strings), now the
+// QuotaSource values (abide/quota.h) they stand for.
+inline constexpr QuotaSource kSourceDraft03 = QuotaSource::kDraft03;
+inline constexpr QuotaSource kSourceDraft06 = QuotaSource::kDraft06;
+inline constexpr QuotaSource kSourceDraft07 = QuotaSource::kDraft07;
+inline constexpr QuotaSource kSourceDraft08 = QuotaSource::kDraft08;
+inline constexpr QuotaSource kSourceDraft12 = QuotaSource::kDraft12Provisional;
+inline constexpr QuotaSource kSourceDraftPolli00 = QuotaSource::kDraftPolli00;
 
 // How read_ratelimit reads.
 struct RateLimitOptions {
   // Read the fields under a name prefix ("x-" for Envoy's x-ratelimit-limit,
   // "beta-" for Atlassian's Beta-RateLimit). Empty: the standard names.
   std::string_view prefix;
-  // Label the observations with this source instead of the draft form (a
-  // vendor profile reading the draft syntax under its own names).
-  std::string_view source;
+  // Label the observations as this vendor profile's (QuotaSource::kVendor,
+  // QuotaObservation::profile) instead of with the draft form: a profile
+  // reading the draft syntax under its own names. Empty: the draft form.
+  std::string_view profile;
   // Skip RateLimit-Limit / -Remaining / -Reset (a vendor profile reads them).
   bool skip_separate_fields = false;
   // No longer changes what read_ratelimit reads (kept for source

@@ -51,7 +51,7 @@ std::string quota_line(const QuotaObservation& q) {
   if (q.partition_key) put(s, {", partition ", shown(*q.partition_key)});
   if (q.cost) put(s, {", this request cost ", std::to_string(*q.cost)});
   if (q.reset_is_full_refill) s += ", the reset is a full refill";
-  put(s, {" (", shown(q.source), q.confidence == Confidence::kLow ? ", low confidence" : "", ")"});
+  put(s, {" (", shown(q.source_name()), q.confidence == Confidence::kLow ? ", low confidence" : "", ")"});
   return s;
 }
 
@@ -185,7 +185,7 @@ std::string winner_line(const ExplainContext& c) {
     case Basis::kVendor: {
       const QuotaObservation& q = c.signals.quota[*p.quota_index];
       put(line, {p.basis == Basis::kRateLimit ? "the RateLimit quota" : "the vendor quota",
-                 q.policy.empty() ? "" : " \"", shown(q.policy), q.policy.empty() ? "" : "\"", " (", shown(q.source),
+                 q.policy.empty() ? "" : " \"", shown(q.policy), q.policy.empty() ? "" : "\"", " (", shown(q.source_name()),
                  "), exhausted for ", format_seconds(*p.quota_wait)});
       break;
     }

@@ -83,7 +83,7 @@ nlohmann::ordered_json quota_json(const QuotaObservation& q) {
   } else {
     j["partition_key"] = printable_ascii(*q.partition_key) ? *q.partition_key : byte_sequence(*q.partition_key);
   }
-  j["source"] = server_string(q.source);
+  j["source"] = server_string(q.source_name());
   j["confidence"] = q.confidence == Confidence::kHigh ? "high" : "low";
   j["cost"] = or_null(q.cost);
   j["reset_is_full_refill"] = q.reset_is_full_refill;
