@@ -7,28 +7,15 @@
 #include <cstring>
 #include <string>
 
+#include "ascii.h"
+#include "field_kind.h"
+
 namespace abide {
 namespace {
 
-constexpr bool is_ows(char c) noexcept { return c == ' ' || c == '\t'; }
-
-// tchar (RFC 9110 5.6.2): the characters allowed in a field name.
-constexpr bool is_tchar(char c) noexcept {
-  if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
-  switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
-    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
-      return true;
-    default:
-      return false;
-  }
-}
-
-std::string_view trim_ows(std::string_view v) noexcept {
-  while (!v.empty() && is_ows(v.front())) v.remove_prefix(1);
-  while (!v.empty() && is_ows(v.back())) v.remove_suffix(1);
-  return v;
-}
+using ascii::is_ows;
+using ascii::is_tchar;
+using ascii::trim_ows;
 
 // RFC 9110 5.5: CR, LF and NUL inside a value are replaced with SP.
 std::string clean_value(std::string_view v) {
@@ -76,12 +63,12 @@ std::string_view next_line(std::string_view text, std::size_t& pos) noexcept {
   return text.substr(start, end - start);
 }
 
-bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
+using ascii::is_digit;
 
 // "HTTP/1.1 429 Too Many Requests", "HTTP/2 200", "HTTP/2 200 " (curl).
 bool parse_status_line(std::string_view line, int& status, std::string& reason) {
   constexpr std::string_view kPrefix = "HTTP/";
-  if (line.size() < kPrefix.size() || !iequals(line.substr(0, kPrefix.size()), kPrefix)) return false;
+  if (line.size() < kPrefix.size() || !ascii::iequals(line.substr(0, kPrefix.size()), kPrefix)) return false;
   std::size_t i = kPrefix.size();
   const std::size_t version_start = i;
   while (i < line.size() && (is_digit(line[i]) || line[i] == '.')) ++i;
@@ -172,33 +159,33 @@ std::string printable(std::string_view bytes, std::size_t max_bytes) {
 FieldKind classify_field(std::string_view name) noexcept {
   switch (name.size()) {
     case 4:
-      return iequals(name, "date") ? FieldKind::kDate : FieldKind::kOther;
+      return ascii::iequals(name, "date") ? FieldKind::kDate : FieldKind::kOther;
     case 9:
-      if (iequals(name, "ratelimit")) return FieldKind::kRateLimit;
+      if (ascii::iequals(name, "ratelimit")) return FieldKind::kRateLimit;
       break;
     case 11:
-      if (iequals(name, "retry-after")) return FieldKind::kRetryAfter;
+      if (ascii::iequals(name, "retry-after")) return FieldKind::kRetryAfter;
       break;
     case 14:
-      if (iequals(name, "retry-after-ms")) return FieldKind::kVendorQuota;
+      if (ascii::iequals(name, "retry-after-ms")) return FieldKind::kVendorQuota;
       break;
     case 15:
-      if (iequals(name, "ratelimit-limit")) return FieldKind::kRateLimitLimit;
-      if (iequals(name, "ratelimit-reset")) return FieldKind::kRateLimitReset;
+      if (ascii::iequals(name, "ratelimit-limit")) return FieldKind::kRateLimitLimit;
+      if (ascii::iequals(name, "ratelimit-reset")) return FieldKind::kRateLimitReset;
       break;
     case 16:
-      if (iequals(name, "ratelimit-policy")) return FieldKind::kRateLimitPolicy;
+      if (ascii::iequals(name, "ratelimit-policy")) return FieldKind::kRateLimitPolicy;
       break;
     case 17:
-      if (iequals(name, "sforce-limit-info")) return FieldKind::kVendorQuota;
+      if (ascii::iequals(name, "sforce-limit-info")) return FieldKind::kVendorQuota;
       break;
     case 19:
-      if (iequals(name, "ratelimit-remaining")) return FieldKind::kRateLimitRemaining;
-      if (iequals(name, "ratelimit-partition")) return FieldKind::kRateLimitPartition;
-      if (iequals(name, "x-ms-retry-after-ms")) return FieldKind::kVendorQuota;
+      if (ascii::iequals(name, "ratelimit-remaining")) return FieldKind::kRateLimitRemaining;
+      if (ascii::iequals(name, "ratelimit-partition")) return FieldKind::kRateLimitPartition;
+      if (ascii::iequals(name, "x-ms-retry-after-ms")) return FieldKind::kVendorQuota;
       break;
     case 29:
-      if (iequals(name, "x-shopify-shop-api-call-limit")) return FieldKind::kVendorQuota;
+      if (ascii::iequals(name, "x-shopify-shop-api-call-limit")) return FieldKind::kVendorQuota;
       break;
     default:
       break;
@@ -208,7 +195,7 @@ FieldKind classify_field(std::string_view name) noexcept {
 
 void HeaderList::tag(std::string_view name) {
   const FieldKind k = classify_field(name);
-  kinds_.push_back(k);
+  kinds_.push_back(static_cast<std::uint8_t>(k));
   kind_mask_ |= 1u << static_cast<unsigned>(k);
 }
 
@@ -234,7 +221,7 @@ void HeaderList::add(std::string_view name, std::string_view value) {
 
 std::optional<std::string_view> HeaderList::first(std::string_view name) const noexcept {
   for (const auto& h : lines_) {
-    if (iequals(h.name, name)) return std::string_view(h.value);
+    if (ascii::iequals(h.name, name)) return std::string_view(h.value);
   }
   return std::nullopt;
 }
@@ -242,7 +229,7 @@ std::optional<std::string_view> HeaderList::first(std::string_view name) const n
 std::vector<std::string_view> HeaderList::all(std::string_view name) const {
   std::vector<std::string_view> out;
   for (const auto& h : lines_) {
-    if (iequals(h.name, name)) out.emplace_back(h.value);
+    if (ascii::iequals(h.name, name)) out.emplace_back(h.value);
   }
   return out;
 }
@@ -250,7 +237,7 @@ std::vector<std::string_view> HeaderList::all(std::string_view name) const {
 std::optional<std::string> HeaderList::combined(std::string_view name) const {
   std::optional<std::string> out;
   for (const auto& h : lines_) {
-    if (!iequals(h.name, name)) continue;
+    if (!ascii::iequals(h.name, name)) continue;
     if (!out) {
       out.emplace(h.value);
     } else {
@@ -263,7 +250,7 @@ std::optional<std::string> HeaderList::combined(std::string_view name) const {
 
 std::size_t HeaderList::count(std::string_view name) const noexcept {
   return static_cast<std::size_t>(
-      std::count_if(lines_.begin(), lines_.end(), [&](const Header& h) { return iequals(h.name, name); }));
+      std::count_if(lines_.begin(), lines_.end(), [&](const Header& h) { return ascii::iequals(h.name, name); }));
 }
 
 Result<ResponseHead, HeadError> parse_response_head(std::string_view text, const HeadLimits& limits) {

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "abide/headers.h"
+#include "ascii.h"
 
 namespace abide::detail {
 
@@ -39,10 +40,10 @@ class LineIndex {
   void for_each(std::string_view name, F&& f) const {
     const auto& lines = headers_.lines();
     for (std::uint8_t i = head_[bucket(name.size())]; i != kNone; i = next_[i]) {
-      if (iequals(lines[i].name, name) && !f(std::size_t{i}, lines[i])) return;
+      if (ascii::iequals(lines[i].name, name) && !f(std::size_t{i}, lines[i])) return;
     }
     for (std::size_t i = kIndexed; i < lines.size(); ++i) {
-      if (iequals(lines[i].name, name) && !f(i, lines[i])) return;
+      if (ascii::iequals(lines[i].name, name) && !f(i, lines[i])) return;
     }
   }
 

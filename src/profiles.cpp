@@ -14,7 +14,11 @@
 #include <utility>
 
 #include "abide/http_date.h"
+#include "always_inline.h"
+#include "ascii.h"
+#include "field_kind.h"
 #include "json_reader.h"
+#include "profile_values.h"
 #include "profiles_internal.h"
 
 namespace abide::detail {

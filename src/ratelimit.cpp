@@ -18,6 +18,7 @@
 
 #include "abide/http_date.h"
 #include "abide/structured_fields.h"
+#include "field_kind.h"
 #include "line_index.h"
 #include "ratelimit_internal.h"
 
@@ -103,10 +104,9 @@ void take(FieldValue& f, const Header& h, Joined& joined) {
 void collect(const HeaderList& headers, const detail::LineIndex* index, std::string_view prefix,
              FieldValue (&fields)[kSlots], Joined& joined) {
   if (prefix.empty()) {
-    const auto& kinds = headers.kinds();
     const auto& lines = headers.lines();
-    for (std::size_t i = 0; i < kinds.size(); ++i) {
-      const auto k = static_cast<int>(kinds[i]) - static_cast<int>(FieldKind::kRateLimit);
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      const auto k = static_cast<int>(detail::HeaderKinds::at(headers, i)) - static_cast<int>(FieldKind::kRateLimit);
       if (k >= 0 && k < kSlots) take(fields[k], lines[i], joined);
     }
     return;

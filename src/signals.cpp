@@ -15,6 +15,8 @@
 #include "abide/profiles.h"
 #include "abide/ratelimit.h"
 #include "abide/retry_after.h"
+#include "ascii.h"
+#include "field_kind.h"
 #include "line_index.h"
 #include "profiles_internal.h"
 #include "ratelimit_internal.h"
@@ -86,7 +88,7 @@ void read_retry_after(const HeaderList& headers, WallTime received, std::optiona
   std::vector<std::string_view> many;
   std::size_t n = 0;
   for (const auto& h : headers.lines()) {
-    if (!iequals(h.name, "retry-after")) continue;
+    if (!ascii::iequals(h.name, "retry-after")) continue;
     if (n < few.size()) {
       few[n] = h.value;
     } else {
@@ -162,11 +164,11 @@ constexpr std::string_view kHeuristicFamilies[] = {"x-ratelimit-", "x-rate-limit
 
 bool heuristic_reads(std::string_view name) noexcept {
   for (std::string_view family : kHeuristicFamilies) {
-    if (name.size() <= family.size() || !iequals(name.substr(0, family.size()), family)) continue;
+    if (name.size() <= family.size() || !ascii::iequals(name.substr(0, family.size()), family)) continue;
     const std::string_view what = name.substr(family.size());
-    return iequals(what, "limit") || iequals(what, "remaining") || iequals(what, "used") || iequals(what, "reset");
+    return ascii::iequals(what, "limit") || ascii::iequals(what, "remaining") || ascii::iequals(what, "used") || ascii::iequals(what, "reset");
   }
-  return iequals(name, "retry-after-ms") || iequals(name, "x-ms-retry-after-ms");
+  return ascii::iequals(name, "retry-after-ms") || ascii::iequals(name, "x-ms-retry-after-ms");
 }
 
 bool contains(const std::vector<int>& v, int x) noexcept { return std::find(v.begin(), v.end(), x) != v.end(); }
@@ -182,20 +184,19 @@ struct Seen {
 
 Seen classify(const HeaderList& headers) noexcept {
   Seen seen;
-  if (headers.has(FieldKind::kDate)) {
-    const auto& kinds = headers.kinds();
-    for (std::size_t i = 0; i < kinds.size(); ++i) {
-      if (kinds[i] == FieldKind::kDate) {
+  if (detail::HeaderKinds::has(headers, FieldKind::kDate)) {
+    for (std::size_t i = 0; i < headers.size(); ++i) {
+      if (detail::HeaderKinds::at(headers, i) == FieldKind::kDate) {
         seen.date = &headers.lines()[i].value;
         break;
       }
     }
   }
-  seen.retry_after = headers.has(FieldKind::kRetryAfter);
-  seen.ietf = headers.has(FieldKind::kRateLimit) || headers.has(FieldKind::kRateLimitPolicy) ||
-              headers.has(FieldKind::kRateLimitLimit) || headers.has(FieldKind::kRateLimitRemaining) ||
-              headers.has(FieldKind::kRateLimitReset) || headers.has(FieldKind::kRateLimitPartition);
-  seen.vendor_like = headers.has(FieldKind::kVendorQuota);
+  seen.retry_after = detail::HeaderKinds::has(headers, FieldKind::kRetryAfter);
+  seen.ietf = detail::HeaderKinds::has(headers, FieldKind::kRateLimit) || detail::HeaderKinds::has(headers, FieldKind::kRateLimitPolicy) ||
+              detail::HeaderKinds::has(headers, FieldKind::kRateLimitLimit) || detail::HeaderKinds::has(headers, FieldKind::kRateLimitRemaining) ||
+              detail::HeaderKinds::has(headers, FieldKind::kRateLimitReset) || detail::HeaderKinds::has(headers, FieldKind::kRateLimitPartition);
+  seen.vendor_like = detail::HeaderKinds::has(headers, FieldKind::kVendorQuota);
   return seen;
 }
 
@@ -272,7 +273,7 @@ Signals observe(int status, const HeaderList& headers, WallTime received_wall, M
     const auto& lines = headers.lines();
     for (std::size_t i = 0; i < lines.size(); ++i) {
       const auto& h = lines[i];
-      if (headers.kinds()[i] != FieldKind::kVendorQuota) continue;
+      if (detail::HeaderKinds::at(headers, i) != FieldKind::kVendorQuota) continue;
       if (read.test(i)) continue;
       if (profile != nullptr && profile->knows(h.name)) continue;
       if (profile == nullptr && options.heuristic && heuristic_reads(h.name)) continue;

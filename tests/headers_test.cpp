@@ -3,7 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
+
+#include "field_kind.h"
 
 namespace abide {
 namespace {
@@ -50,8 +56,8 @@ TEST(ClassifyField, RateLimitPartitionHasItsOwnKind) {
   EXPECT_EQ(classify_field("x-ratelimit-partition"), FieldKind::kVendorQuota);
   EXPECT_EQ(classify_field("ratelimit-partitions"), FieldKind::kVendorQuota);
   const HeaderList h{{"RateLimit-Partition", "\"p\";user"}};
-  EXPECT_TRUE(h.has(FieldKind::kRateLimitPartition));
-  EXPECT_FALSE(h.has(FieldKind::kVendorQuota));
+  EXPECT_TRUE(detail::HeaderKinds::has(h, FieldKind::kRateLimitPartition));
+  EXPECT_FALSE(detail::HeaderKinds::has(h, FieldKind::kVendorQuota));
 }
 
 TEST(ParseResponseHead, ReadsStatusReasonAndFieldsCrlf) {
@@ -206,6 +212,66 @@ TEST(Printable, BoundsWhatItShows) {
   EXPECT_EQ(printable(big, 8), "xxxxxxxx...");
   EXPECT_EQ(printable("12345678", 8), "12345678");
   EXPECT_EQ(printable(big).size(), 64u + 3u);
+}
+
+// ---- the installed headers (issue 14: a small public surface, a one-way model) ----
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::vector<std::string> abide_includes(const std::string& text) {
+  std::vector<std::string> out;
+  const std::string key = "#include \"abide/";
+  for (std::size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + 1)) {
+    const std::size_t end = text.find('"', at + key.size());
+    out.push_back(text.substr(at + key.size(), end - at - key.size()));
+  }
+  return out;
+}
+
+TEST(InstalledHeaders, CarryNoImplementationHelpers) {
+  const std::filesystem::path dir = std::filesystem::path(ABIDE_SOURCE_DIR) / "include" / "abide";
+  std::size_t seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string text = read_text(entry.path());
+    ++seen;
+    for (const char* helper : {"FieldKind", "classify_field", "ABIDE_ALWAYS_INLINE", "parse_go_duration",
+                               "parse_decimal_duration", "parse_time_value", "parse_count", "parse_used_limit",
+                               "find_member", "struct TimeValue", "struct UsedLimit", "quota_basis",
+                               "format_seconds", "line_index.h", "#include \"ascii.h\""}) {
+      EXPECT_EQ(text.find(helper), std::string::npos) << entry.path().filename() << " has " << helper;
+    }
+  }
+  EXPECT_GT(seen, 10u);
+}
+
+TEST(InstalledHeaders, TheQuotaModelAndServerClockIncludeNothingAboveThem) {
+  const std::filesystem::path dir = std::filesystem::path(ABIDE_SOURCE_DIR) / "include" / "abide";
+  EXPECT_THAT(abide_includes(read_text(dir / "quota.h")), ElementsAre("clock.h"));
+  EXPECT_THAT(abide_includes(read_text(dir / "server_clock.h")), ElementsAre("clock.h"));
+  // The readers that fill the model include it, not signals.h (which is above them).
+  for (const char* reader : {"ratelimit.h", "profiles.h"}) {
+    const auto inc = abide_includes(read_text(dir / reader));
+    EXPECT_THAT(inc, ::testing::Contains("quota.h")) << reader;
+    EXPECT_THAT(inc, ::testing::Not(::testing::Contains("signals.h"))) << reader;
+  }
+  EXPECT_THAT(abide_includes(read_text(dir / "signals.h")), ::testing::IsSupersetOf({"quota.h", "server_clock.h"}));
+}
+
+TEST(HeaderKinds, EachLineIsTaggedOnceAsItIsAdded) {
+  HeaderList h;
+  h.add("Date", "Thu, 01 Jan 2026 00:00:00 GMT");
+  h.add("X-RateLimit-Remaining", "0");
+  h.add("Content-Type", "text/plain");
+  EXPECT_EQ(detail::HeaderKinds::at(h, 0), FieldKind::kDate);
+  EXPECT_EQ(detail::HeaderKinds::at(h, 1), FieldKind::kVendorQuota);
+  EXPECT_EQ(detail::HeaderKinds::at(h, 2), FieldKind::kOther);
+  EXPECT_TRUE(detail::HeaderKinds::has(h, FieldKind::kDate));
+  EXPECT_FALSE(detail::HeaderKinds::has(h, FieldKind::kRetryAfter));
+  const HeaderList copy({{"retry-after", "5"}});  // the vector constructor tags too
+  EXPECT_TRUE(detail::HeaderKinds::has(copy, FieldKind::kRetryAfter));
 }
 
 }  // namespace

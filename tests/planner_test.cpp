@@ -3,6 +3,8 @@
 // seeded, generated inputs. Signals are built by hand: the planner's input is
 // the normalized view, whoever produced it.
 #include "abide/planner.h"
+#include "duration_text.h"
+#include "planner_internal.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

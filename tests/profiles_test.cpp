@@ -13,6 +13,7 @@
 
 #include "abide/headers.h"
 #include "abide/signals.h"
+#include "profile_values.h"
 
 namespace abide {
 namespace {

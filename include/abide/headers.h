@@ -28,15 +28,9 @@ struct Header {
   std::string value;
 };
 
-#if defined(__GNUC__)
-#define ABIDE_ALWAYS_INLINE [[gnu::always_inline]]
-#else
-#define ABIDE_ALWAYS_INLINE
-#endif
-
-// True when a and b are equal ignoring ASCII case. Inline, and eight bytes
-// at a time: it runs for every field line a lookup passes.
-ABIDE_ALWAYS_INLINE inline bool iequals(std::string_view a, std::string_view b) noexcept {
+// True when a and b are equal ignoring ASCII case (only A-Z and a-z fold),
+// eight bytes at a time.
+inline bool iequals(std::string_view a, std::string_view b) noexcept {
   const std::size_t n = a.size();
   if (n != b.size()) return false;
   // Equal ignoring case only for letters, which differ by bit 0x20.
@@ -69,27 +63,9 @@ ABIDE_ALWAYS_INLINE inline bool iequals(std::string_view a, std::string_view b) 
 // most max_bytes of input are shown; a longer input ends in "...".
 std::string printable(std::string_view bytes, std::size_t max_bytes = 64);
 
-// The fields abide reads, recognised by name. HeaderList tags every line with
-// its kind when the line is added, so that reading a response does not
-// compare names again and again.
-enum class FieldKind : std::uint8_t {
-  kOther,
-  kDate,
-  kRetryAfter,
-  kRateLimit,            // RateLimit
-  kRateLimitPolicy,      // RateLimit-Policy
-  kRateLimitLimit,       // RateLimit-Limit
-  kRateLimitRemaining,   // RateLimit-Remaining
-  kRateLimitReset,       // RateLimit-Reset
-  kRateLimitPartition,   // RateLimit-Partition (provisional draft-12): read with the fields above,
-                         // never reported as a vendor header
-  kVendorQuota,          // a vendor-style quota header: *ratelimit* / *rate-limit* other than the
-                         // above, retry-after-ms, x-ms-retry-after-ms,
-                         // x-shopify-shop-api-call-limit, sforce-limit-info
-};
-
-// The kind of a field name (any case).
-FieldKind classify_field(std::string_view name) noexcept;
+namespace detail {
+struct HeaderKinds;  // the library's own view of the lines' kinds
+}  // namespace detail
 
 // An ordered list of field lines.
 class HeaderList {
@@ -116,21 +92,19 @@ class HeaderList {
   std::size_t count(std::string_view name) const noexcept;
 
   const std::vector<Header>& lines() const noexcept { return lines_; }
-  // The kind of each line (same order as lines()).
-  const std::vector<FieldKind>& kinds() const noexcept { return kinds_; }
-  // Bit k is set when some line has FieldKind k.
-  std::uint32_t kind_mask() const noexcept { return kind_mask_; }
-  // True when some line has this kind.
-  bool has(FieldKind k) const noexcept { return (kind_mask_ >> static_cast<unsigned>(k)) & 1u; }
   std::size_t size() const noexcept { return lines_.size(); }
   bool empty() const noexcept { return lines_.empty(); }
 
  private:
+  friend struct detail::HeaderKinds;
   void tag(std::string_view name);
 
   std::vector<Header> lines_;
-  std::vector<FieldKind> kinds_;
-  std::uint32_t kind_mask_ = 0;
+  // Each line's kind (a field abide reads, or another), recognised once as
+  // the line is added, so that reading a response does not compare names
+  // again and again; the library's own readers use it.
+  std::vector<std::uint8_t> kinds_;
+  std::uint32_t kind_mask_ = 0;  // bit k: some line has kind k
 };
 
 // A response head read from text.

@@ -245,12 +245,4 @@ class Planner {
 // The sentences of the plan's notes, in PlanNote order.
 std::vector<std::string> notes_text(const PlanNotes& notes);
 
-// Basis of a quota observation: kRateLimit for the IETF forms
-// (is_ietf_draft(source)), kVendor for everything else (a profile, the heuristic).
-Basis quota_basis(const QuotaObservation& q) noexcept;
-
-// A duration for people, in seconds to the millisecond: "30 s", "2.5 s",
-// "0.125 s"; "forever" for kMaxDuration.
-std::string format_seconds(Duration d);
-
 }  // namespace abide

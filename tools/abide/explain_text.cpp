@@ -8,6 +8,7 @@
 #include "abide/headers.h"
 #include "abide/http_date.h"
 #include "common.h"
+#include "duration_text.h"
 
 namespace abide::cli {
 namespace {
