@@ -30,6 +30,19 @@ void BM_MemoryAcquireUncontended(benchmark::State& state) {
 }
 BENCHMARK(BM_MemoryAcquireUncontended);
 
+// try_acquire() through a resolved key and a ticket, nothing known: the
+// driven engine's fast path (the ticket stays unbound).
+void BM_MemoryTryAcquireUncontended(benchmark::State& state) {
+  Pacer pacer;
+  const auto key = pacer.key("https://api.example.com");
+  Pacer::Ticket ticket;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(pacer.try_acquire(ticket, key));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_MemoryTryAcquireUncontended);
+
 // The same with a policy known (GCRA arithmetic on every acquire), at a rate
 // the loop never reaches, so no acquire waits.
 void BM_MemoryAcquireWithPolicy(benchmark::State& state) {

@@ -3,6 +3,7 @@
 #include "abide/engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <initializer_list>
 #include <random>
 #include <utility>
@@ -16,8 +17,70 @@ char lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? static_cast<char>(
 
 bool is_tchar(char c) noexcept {
   if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+  switch (c) {
+    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
+    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
+      return true;
+    default:
+      return false;
+  }
 }
+
+// What parse_origin rejects in any part of a URL.
+bool url_bytes_ok(std::string_view url) noexcept {
+  if (url.empty() || url.size() > 65536) return false;
+  for (char c : url) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u == 0x7f) return false;
+  }
+  return true;
+}
+
+// The scheme and authority of a URL as written ("HTTPS://Api.Example.com:443"),
+// everything parse_origin reads for the origin and host. Empty when there is
+// none, or when the authority carries userinfo (credentials are not kept).
+// Plain loops: this runs for every request.
+std::string_view origin_part(std::string_view url) noexcept {
+  std::size_t i = 0;
+  while (i + 2 < url.size() && !(url[i] == ':' && url[i + 1] == '/' && url[i + 2] == '/')) ++i;
+  if (i + 2 >= url.size()) return {};
+  for (std::size_t j = i + 3; j < url.size(); ++j) {
+    const char c = url[j];
+    if (c == '/' || c == '?' || c == '#') return url.substr(0, j);
+    if (c == '@') return {};
+  }
+  return url;
+}
+
+// No byte that parse_origin rejects (without its length rule), without an
+// early exit so that the compiler may vectorize it.
+bool no_bad_bytes(std::string_view s) noexcept {
+  unsigned bad = 0;
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    bad |= static_cast<unsigned>(u <= 0x20) | static_cast<unsigned>(u == 0x7f);
+  }
+  return bad == 0;
+}
+
+// `part` is origin_part(url): url starts with it, and the authority ends there.
+bool starts_with_part(std::string_view url, std::string_view part) noexcept {
+  if (part.empty() || url.size() < part.size() || url.compare(0, part.size(), part) != 0) return false;
+  if (url.size() == part.size()) return true;
+  const char c = url[part.size()];
+  return c == '/' || c == '?' || c == '#';
+}
+
+// The last origin this thread looked up, per engine: most requests go where
+// the previous one went, and this skips the lock and the hash.
+struct LastOrigin {
+  std::uint64_t engine = 0;
+  std::string part;
+  const void* entry = nullptr;
+};
+thread_local LastOrigin last_origin;
+
+std::atomic<std::uint64_t> next_engine_id{1};
 
 bool valid_method(std::string_view m) noexcept {
   return !m.empty() && m.size() <= 64 && std::all_of(m.begin(), m.end(), is_tchar);
@@ -40,9 +103,11 @@ std::shared_ptr<RandomSource> default_random() {
 
 // The engine's own pacer counts the quotas its planner counts, so both hold
 // the same permitted time.
-PacerConfig own_pacer_config(const engine::Config& c) {
+PacerConfig own_pacer_config(const engine::Config& c, const MonotonicClock& mono, const WallClock& wall) {
   PacerConfig p = c.pacer_config;
   p.use_low_confidence_quota = p.use_low_confidence_quota || c.planner.use_low_confidence_quota;
+  p.mono = &mono;
+  p.wall = &wall;
   return p;
 }
 
@@ -54,11 +119,7 @@ constexpr std::size_t kMaxErrorText = 256;
 }  // namespace
 
 std::optional<UrlOrigin> parse_origin(std::string_view url) {
-  if (url.empty() || url.size() > 65536) return std::nullopt;
-  for (char c : url) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u <= 0x20 || u == 0x7f) return std::nullopt;
-  }
+  if (!url_bytes_ok(url)) return std::nullopt;
   UrlOrigin out;
   const std::size_t colon = url.find("://");
   if (colon == std::string_view::npos) return std::nullopt;
@@ -151,14 +212,54 @@ Engine::Engine(Config config)
       mono_(config_.mono != nullptr ? *config_.mono : system_monotonic_clock()),
       wall_(config_.wall != nullptr ? *config_.wall : system_wall_clock()),
       planner_(config_.planner),
-      pacer_(config_.pacer ? config_.pacer : std::make_shared<Pacer>(own_pacer_config(config_), nullptr, mono_, wall_)),
-      random_(config_.random ? config_.random : default_random()) {}
+      pacer_(config_.pacer ? config_.pacer : std::make_shared<Pacer>(own_pacer_config(config_, mono_, wall_))),
+      random_(config_.random ? config_.random : default_random()),
+      id_(next_engine_id.fetch_add(1, std::memory_order_relaxed)) {}
 
 ServerClock* Engine::server_clock(std::string_view origin) {
   std::lock_guard lock(clocks_mu_);
   if (auto it = clocks_.find(origin); it != clocks_.end()) return it->second.get();
   if (clocks_.size() >= kMaxServerClocks) return nullptr;  // beyond it: each answer by its own Date
   return clocks_.emplace(std::string(origin), std::make_unique<ServerClock>()).first->second.get();
+}
+
+const Engine::Origin* Engine::origin(std::string_view url, Origin& scratch) {
+  if (url.empty() || url.size() > 65536) return nullptr;
+  LastOrigin& last = last_origin;
+  if (last.engine == id_ && starts_with_part(url, last.part)) {
+    // The part's bytes were checked when it was cached.
+    if (!no_bad_bytes(url.substr(last.part.size()))) return nullptr;
+    return static_cast<const Origin*>(last.entry);
+  }
+  if (!no_bad_bytes(url)) return nullptr;
+  const std::string_view part = origin_part(url);
+  if (!part.empty()) {
+    const Origin* found = nullptr;
+    {
+      std::lock_guard lock(origins_mu_);
+      if (auto it = origins_.find(part); it != origins_.end()) found = &it->second;
+    }
+    if (found != nullptr) {
+      last.engine = id_;
+      last.part.assign(part);
+      last.entry = found;
+      return found;
+    }
+  }
+  auto parts = parse_origin(url);
+  if (!parts) return nullptr;
+  scratch.key = pacer_->key(abide::pacer_key(parts->origin));
+  scratch.clock = server_clock(parts->origin);
+  scratch.host = std::move(parts->host);
+  if (part.empty()) return &scratch;
+  std::lock_guard lock(origins_mu_);
+  if (origins_.size() >= kMaxOrigins) return &scratch;
+  // Entries are never erased, so the pointer stays good for the engine's life.
+  const Origin* entry = &origins_.try_emplace(std::string(part), std::move(scratch)).first->second;
+  last.engine = id_;
+  last.part.assign(part);
+  last.entry = entry;
+  return entry;
 }
 
 RequestOutcome Engine::run(const Request& request, Transport& transport, BodySink sink, std::stop_token stop,
@@ -291,14 +392,20 @@ void Machine::abandon_probe() {
 }
 
 Step Machine::start() {
-  auto url = parse_origin(req_.url);
-  if (!url) return finish(OutcomeKind::kNotRetryable, cat({"invalid URL \"", printable(req_.url, 128), "\""}));
+  Engine::Origin scratch;
+  const Engine::Origin* origin = engine_.origin(req_.url, scratch);
+  if (origin == nullptr)
+    return finish(OutcomeKind::kNotRetryable, cat({"invalid URL \"", printable(req_.url, 128), "\""}));
   if (!valid_method(req_.method))
     return finish(OutcomeKind::kNotRetryable, cat({"invalid method \"", printable(req_.method, 64), "\""}));
-  Pacer& pacer = *engine_.pacer_;
-  key_ = pacer.key(req_.pacer_key.empty() ? abide::pacer_key(url->origin) : std::string_view(req_.pacer_key));
-  host_ = url->host;
-  server_clock_ = engine_.server_clock(url->origin);
+  key_ = req_.pacer_key.empty() ? origin->key : engine_.pacer_->key(req_.pacer_key);
+  server_clock_ = origin->clock;
+  if (origin == &scratch) {
+    host_storage_ = std::move(scratch.host);
+    host_ = host_storage_;
+  } else {
+    host_ = origin->host;
+  }
 
   // A permitted time carried over from an earlier run (a resumed request).
   const WallTime now = engine_.wall_.now();
@@ -396,7 +503,7 @@ Step Machine::from_permit(const AcquireResult& permit) {
   }
   probe_ = permit.probe;
   ++attempt_;
-  current_ = Attempt{};
+  // current_ is fresh here: decide() and the constructor leave it so.
   current_.number = attempt_;
   current_.paced = permit.waited;
   current_.started_wall = engine_.wall_.now();
@@ -470,21 +577,23 @@ bool Machine::decide(const Signals* signals, std::string_view error, bool sent) 
   } else {
     emit_error(error);
   }
-  const Plan plan = engine_.planner_.decide(input, *engine_.random_);
-  current_.plan = plan;
-  current_.reason = engine_.planner_.describe(plan, input);
+  current_.plan = engine_.planner_.decide(input, *engine_.random_);
+  current_.reason = engine_.planner_.describe(current_.plan, input);
   if (signals == nullptr) current_.reason = cat({error, ". ", current_.reason});
   if (signals != nullptr) current_.warnings = signals->warnings;
-  for (std::string& n : notes_text(plan.notes)) current_.warnings.push_back(std::move(n));
+  if (!current_.plan.notes.empty()) {
+    for (std::string& n : notes_text(current_.plan.notes)) current_.warnings.push_back(std::move(n));
+  }
   if (hooked()) {
     Event e = event(Event::Kind::kDecision);
-    e.plan = &plan;
+    e.plan = &current_.plan;
     e.reason = current_.reason;
     emit(e);
   }
   std::string reason = current_.reason;
   out_.attempts.push_back(std::move(current_));
   current_ = Attempt{};
+  const Plan& plan = out_.attempts.back().plan;
   if (plan.not_before_mono) {
     out_.not_before_mono = plan.not_before_mono;
     out_.not_before_wall = plan.not_before_wall;

@@ -650,18 +650,21 @@ bool Pacer::Ticket::held() const noexcept {
 TryAcquireResult Pacer::try_acquire(Ticket& t, const Key& key, std::optional<MonoTime> deadline) {
   const MonoTime now = mono_.now();
   if (!key.local_) return Ops::final_result(*this, TryStatus::kUnavailable, now);
-  if (t.local_ != key.local_ || t.pacer_ != this) {
-    t.release();
-    t.pacer_ = this;
-    t.local_ = key.local_;
-  }
   Local& local = *key.local_;
+  const bool bound = t.local_ == key.local_ && t.pacer_ == this;
+  if (!bound && t.state_ && t.state_->started) t.release();  // what it holds on another key
   std::optional<Ops::Asked> first;
-  if (!t.state_ || !t.state_->started) {
+  if (!bound || !t.state_ || !t.state_->started) {
     MonoTime limit = saturating_add(now, config_.max_wait);
     if (deadline && *deadline < limit) limit = *deadline;
     first = Ops::fast_path(*this, local, now, limit);
+    // Most acquires end here, and the ticket is not even bound to the key.
     if (Ops::granted_now(first)) return Ops::pending_result(TryStatus::kPermit, now, false);
+    if (!bound) {
+      t.release();
+      t.pacer_ = this;
+      t.local_ = key.local_;
+    }
     Ops::start(t, now);
   }
   {

@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace abide::engine {
@@ -655,6 +657,78 @@ TEST(EngineDriven, AWaiterForTheProbeIsNotifiedWhenItsAnswerIsRecorded) {
   ASSERT_EQ(go.kind, Step::Kind::kSend);
   EXPECT_FALSE(go.probe);
   EXPECT_EQ(clock.sleeps, 0);
+}
+
+TEST(EngineDriven, AKnownOriginIsLookedUpWithoutChangingWhatAURLMeans) {
+  InstantClock clock;
+  Config c = quick_config();
+  c.mono = &clock.monotonic();
+  c.wall = &clock.wall();
+  Engine engine(c);
+  auto key_of = [&](const Request& r) {
+    Machine m(engine, r);
+    const Step s = m.next();
+    std::string name = m.finished() ? std::string("finished: ") + m.outcome().reason : m.pacer_key().name();
+    if (!m.finished()) m.cancel(false);
+    EXPECT_NE(s.kind, Step::Kind::kWait);
+    return name;
+  };
+  // Twice each: the second finds the first's entry.
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(key_of(get("https://api.example.com/a")), "https://api.example.com");
+    EXPECT_EQ(key_of(get("HTTPS://API.Example.com:443/b?q")), "https://api.example.com");
+    EXPECT_EQ(key_of(get("https://user:pw@api.example.com/c")), "https://api.example.com");
+    EXPECT_EQ(key_of(get("https://api.example.com:8443/d")), "https://api.example.com:8443");
+  }
+  // A known origin does not make the rest of the URL acceptable.
+  const std::string bad = key_of(get("https://api.example.com/a b"));
+  EXPECT_EQ(bad.rfind("finished: invalid URL", 0), 0u) << bad;
+  EXPECT_EQ(key_of(get("https://api.example.com:99999/")).rfind("finished: invalid URL", 0), 0u);
+  // The request's own key still wins.
+  Request own = get("https://api.example.com/a");
+  own.pacer_key = "tenant-7";
+  EXPECT_EQ(key_of(own), "tenant-7");
+  // The same origin in two spellings shares one cooldown.
+  {
+    const Request first = get("https://API.example.com/x");
+    Machine m(engine, first);
+    ASSERT_EQ(m.next().kind, Step::Kind::kSend) << m.outcome().reason;
+    HeaderList h;
+    h.add("Retry-After", "30");
+    (void)m.head(429, h, clock.wall_now(), clock.mono_now());
+    m.complete();
+  }
+  const Request second = get("https://api.example.com/y");
+  Machine later(engine, second);
+  const Step s = later.next();
+  ASSERT_EQ(s.kind, Step::Kind::kWait);
+  EXPECT_EQ(s.until, clock.mono_now() + 30s);
+}
+
+TEST(EngineDriven, ThreadsShareTheOriginCacheAndThePacer) {
+  ManualClock clock;
+  Config c = quick_config();
+  c.mono = &clock.monotonic();
+  c.wall = &clock.wall();
+  Engine engine(c);
+  const std::vector<Request> reqs{get("https://a.example/x"), get("https://B.example/y"),
+                                  get("https://b.example/z"), get("http://c.example:8080/")};
+  std::atomic<int> done{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        Machine m(engine, reqs[static_cast<std::size_t>(t + i) % reqs.size()]);
+        const Step s = m.next();
+        if (s.kind != Step::Kind::kSend) continue;
+        if (m.head(200, {}, clock.wall_now(), clock.mono_now())) (void)m.body("ok");
+        m.complete();
+        if (m.outcome().done()) ++done;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(done.load(), 200);
 }
 
 // The same script through both forms: the same outcome, attempts and events.

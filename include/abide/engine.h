@@ -30,6 +30,7 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "abide/backoff.h"
@@ -280,7 +281,8 @@ class Machine {
   Pacer::Key key_;
   Pacer::Ticket ticket_;        // the driven form's reservation and place in line
   ServerClock* server_clock_ = nullptr;
-  std::string host_;
+  std::string_view host_;       // in the engine's origin cache, or in host_storage_
+  std::string host_storage_;
   std::int64_t attempt_ = 0;
   bool probe_ = false;          // the permit in use is the pacer's probe
   MonoTime wait_start_{};       // the current wait (pacer, retry, not-before)
@@ -323,6 +325,22 @@ class Engine {
   friend class Machine;
   ServerClock* server_clock(std::string_view origin);
 
+  // What a request's start needs of its URL's origin. Cached by the URL's
+  // scheme and authority as written, so a request to a known origin skips
+  // parsing and the key and clock lookups.
+  struct Origin {
+    Pacer::Key key;  // the pacer key of the origin
+    ServerClock* clock = nullptr;
+    std::string host;
+  };
+  struct TransparentHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  // The origin of `url`: the cached entry, or `scratch` filled in (beyond the
+  // cache's bound); nullptr when it is not an http(s) URL.
+  const Origin* origin(std::string_view url, Origin& scratch);
+
   Config config_;
   const MonotonicClock& mono_;
   const WallClock& wall_;
@@ -332,6 +350,10 @@ class Engine {
   static constexpr std::size_t kMaxServerClocks = 4096;
   std::mutex clocks_mu_;
   std::map<std::string, std::unique_ptr<ServerClock>, std::less<>> clocks_;
+  std::uint64_t id_;  // unique per engine in the process (a thread's last origin names it)
+  static constexpr std::size_t kMaxOrigins = 4096;
+  std::mutex origins_mu_;
+  std::unordered_map<std::string, Origin, TransparentHash, std::equal_to<>> origins_;  // never erased
 };
 
 }  // namespace engine
