@@ -8,23 +8,11 @@
 #include <random>
 #include <utility>
 
+#include "ascii.h"
 #include "concat.h"
 
 namespace abide {
 namespace {
-
-char lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-bool is_tchar(char c) noexcept {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
-    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
-      return true;
-    default:
-      return false;
-  }
-}
 
 // What parse_origin rejects in any part of a URL.
 bool url_bytes_ok(std::string_view url) noexcept {
@@ -83,7 +71,7 @@ thread_local LastOrigin last_origin;
 std::atomic<std::uint64_t> next_engine_id{1};
 
 bool valid_method(std::string_view m) noexcept {
-  return !m.empty() && m.size() <= 64 && std::all_of(m.begin(), m.end(), is_tchar);
+  return !m.empty() && m.size() <= 64 && std::all_of(m.begin(), m.end(), ascii::is_tchar);
 }
 
 bool host_char(char c) noexcept {
@@ -123,7 +111,7 @@ std::optional<UrlOrigin> parse_origin(std::string_view url) {
   UrlOrigin out;
   const std::size_t colon = url.find("://");
   if (colon == std::string_view::npos) return std::nullopt;
-  for (char c : url.substr(0, colon)) out.scheme.push_back(lower(c));
+  for (char c : url.substr(0, colon)) out.scheme.push_back(ascii::to_lower(c));
   if (out.scheme != "http" && out.scheme != "https") return std::nullopt;
   const std::uint16_t default_port = out.scheme == "http" ? 80 : 443;
   std::string_view rest = url.substr(colon + 3);
@@ -157,7 +145,7 @@ std::optional<UrlOrigin> parse_origin(std::string_view url) {
     }
   }
   if (host.empty() || host.size() > 253) return std::nullopt;
-  for (char c : host) out.host.push_back(lower(c));
+  for (char c : host) out.host.push_back(ascii::to_lower(c));
   for (char c : out.host) {
     if (!(bracketed ? ipv6_char(c) : host_char(c))) return std::nullopt;
   }
@@ -167,7 +155,7 @@ std::optional<UrlOrigin> parse_origin(std::string_view url) {
     if (port_text.size() > 5) return std::nullopt;
     unsigned value = 0;
     for (char c : port_text) {
-      if (c < '0' || c > '9') return std::nullopt;
+      if (!ascii::is_digit(c)) return std::nullopt;
       value = value * 10 + static_cast<unsigned>(c - '0');
     }
     if (value == 0 || value > 65535) return std::nullopt;

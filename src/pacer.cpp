@@ -7,13 +7,14 @@
 #include "abide/pacer.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "ascii.h"
 
 namespace abide {
 namespace {
@@ -51,15 +52,7 @@ std::string bounded(std::string s, std::size_t max) {
   return s;
 }
 
-bool is_requests(std::string_view unit) {
-  static constexpr std::string_view kRequests = "requests";
-  if (unit.empty()) return true;
-  if (unit.size() != kRequests.size()) return false;
-  for (std::size_t i = 0; i < unit.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(unit[i])) != kRequests[i]) return false;
-  }
-  return true;
-}
+bool is_requests(std::string_view unit) { return unit.empty() || ascii::iequals(unit, "requests"); }
 
 std::uint64_t splitmix(std::uint64_t x) noexcept {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
