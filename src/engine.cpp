@@ -241,7 +241,8 @@ const Engine::Origin* Engine::origin(std::string_view url, Origin& scratch) {
   scratch.host = std::move(parts->host);
   if (part.empty()) return &scratch;
   std::lock_guard lock(origins_mu_);
-  if (origins_.size() >= kMaxOrigins) return &scratch;
+  // The cache holds pacer keys: it leaves the pacer at least half of its own bound.
+  if (origins_.size() >= std::min(kMaxOrigins, pacer_->config().max_keys / 2)) return &scratch;
   // Entries are never erased, so the pointer stays good for the engine's life.
   const Origin* entry = &origins_.try_emplace(std::string(part), std::move(scratch)).first->second;
   last.engine = id_;

@@ -705,6 +705,24 @@ TEST(EngineDriven, AKnownOriginIsLookedUpWithoutChangingWhatAURLMeans) {
   EXPECT_EQ(s.until, clock.mono_now() + 30s);
 }
 
+TEST(EngineDriven, BeyondTheOriginCacheRequestsStillFindTheirKeys) {
+  InstantClock clock;
+  Config c = quick_config();
+  c.mono = &clock.monotonic();
+  c.wall = &clock.wall();
+  c.pacer_config.max_keys = 2;  // the cache may hold one origin
+  Engine engine(c);
+  const std::vector<Request> reqs{get("https://a.example/"), get("https://b.example/"), get("https://c.example/")};
+  for (int round = 0; round < 2; ++round) {
+    for (const Request& r : reqs) {
+      Machine m(engine, r);
+      ASSERT_EQ(m.next().kind, Step::Kind::kSend);
+      EXPECT_EQ(m.pacer_key().name(), origin_of(r.url).value_or("?"));
+      m.cancel(false);
+    }
+  }
+}
+
 TEST(EngineDriven, ThreadsShareTheOriginCacheAndThePacer) {
   ManualClock clock;
   Config c = quick_config();
