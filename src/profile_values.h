@@ -51,4 +51,13 @@ std::optional<UsedLimit> parse_used_limit(std::string_view text) noexcept;
 // The member `key` of a "k1=v1; k2=v2" value (OWS around members trimmed).
 std::optional<std::string_view> find_member(std::string_view value, std::string_view key) noexcept;
 
+// True for the formats that name an instant (Unix times, RFC 3339, HTTP-date).
+bool is_absolute(TimeFormat f) noexcept;
+
+// The step a value was stated in (TimeValue::resolution): for a decimal
+// number of `unit`s, the unit over ten per fraction digit; for a Go duration,
+// the unit of its last component ("6m0s": 1 s, "20ms": 1 ms, "1.5s": 100 ms).
+Duration decimal_step(std::string_view text, Duration unit) noexcept;
+Duration go_duration_step(std::string_view text) noexcept;
+
 }  // namespace abide

@@ -1,17 +1,48 @@
 // Internal: what observe() needs from the profiles module beyond the public
-// API, to keep one response's reading to a few passes over its field lines.
+// API, to keep one response's reading to a few passes over its field lines,
+// and the small helpers the profile sources (src/profile_*.cpp) share.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <string_view>
 
 #include "abide/clock.h"
 #include "abide/headers.h"
 #include "abide/profiles.h"
+#include "always_inline.h"
+#include "ascii.h"
 #include "line_index.h"
 
 namespace abide::detail {
+
+// ---- small helpers the profile sources share ----
+
+// Digits only, into a non-negative int64; nullopt when empty, not digits, or too large.
+ABIDE_ALWAYS_INLINE inline std::optional<std::int64_t> parse_digits(std::string_view s) noexcept {
+  if (s.empty() || s.size() > 18) return std::nullopt;
+  std::int64_t v = 0;
+  for (char c : s) {
+    if (!ascii::is_digit(c)) return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+// s in lower case (ASCII letters only).
+inline std::string to_lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = ascii::to_lower(c);
+  return out;
+}
+
+// A server's value in a warning: escaped (no control bytes reach a terminal)
+// and short whatever the server sent.
+inline std::string shown(std::string_view v) { return "\"" + printable(v, 64) + "\""; }
+
+// ---- what observe() needs ----
 
 // A set of field line indices. Exact for the first 64 lines (the usual
 // response); beyond them it answers "unknown" and callers fall back to a
