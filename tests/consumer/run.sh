@@ -90,7 +90,7 @@ must_refuse() {
   elif ! grep -q "$message" "$work/$name.txt"; then
     fail "$what: failed without saying \"$message\":"; tail -n 20 "$work/$name.txt" >&2
   else
-    pass "$what ($(grep -o "$message[^;]*" "$work/$name.txt" | head -n 1 | tr -s ' '))"
+    pass "$what: $message"
   fi
 }
 build_and_run() {
