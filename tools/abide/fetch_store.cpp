@@ -33,8 +33,8 @@ Result<StoreSpec, std::string> parse_store_spec(const std::string& text) {
   return spec;
 #else
   // Said before anything is sent, and without the URL (it may hold a password).
-  return fail(std::string("--store redis://: this abide was built without Redis support (abide::redis); "
-                          "use --store memory"));
+  return fail(std::string("--store: this abide was built without Redis support (abide::redis), so only "
+                          "--store memory is available"));
 #endif
 }
 
