@@ -631,7 +631,7 @@ void Pacer::Ticket::release() {
   s.number = 0;
 }
 
-bool Pacer::Ticket::held() const noexcept {
+bool Pacer::Ticket::held() const {
   if (!state_ || !local_) return false;
   if (state_->reserved) return true;
   std::lock_guard lock(local_->mu);

@@ -192,15 +192,16 @@ class Pacer {
 
     // Called, on whichever thread records, when asking again may give a new
     // answer to a kAskAgain: the probe was answered or abandoned, or it is
-    // this ticket's turn. Keep it short and thread-safe (wake an event loop);
-    // it may run until release() or set_notify() returns, never after. A
-    // notification since the last try_acquire() fires it at once.
+    // this ticket's turn. Keep it short and thread-safe (wake an event loop).
+    // It may fire spuriously (asking early is safe), never once the ticket's
+    // destructor or a later set_notify() has returned. A notification since
+    // the last try_acquire() fires it at once.
     void set_notify(std::function<void()> notify);
     // Gives back the reserved slot and the place in line (the caller gave up:
     // cancelled, or past its deadline). The ticket can be used again.
     void release();
     // A slot is reserved or a place in line is held.
-    bool held() const noexcept;
+    bool held() const;
 
    private:
     friend class Pacer;
