@@ -659,6 +659,31 @@ TEST(EngineDriven, AWaiterForTheProbeIsNotifiedWhenItsAnswerIsRecorded) {
   EXPECT_EQ(clock.sleeps, 0);
 }
 
+TEST(EngineDriven, AWaitForTheProbeEndsAtTheDeadlineAsTheBlockingFormsDoes) {
+  InstantClock clock;
+  Config c = quick_config();
+  c.mono = &clock.monotonic();
+  c.wall = &clock.wall();
+  Engine engine(c);
+  const Request req = get();
+  engine.pacer().block_until(engine.pacer().key(pacer_key("https://api.example.com")), clock.wall_now() + 5s);
+  clock.advance_to(clock.mono_now() + 5s);
+  Machine probe(engine, req);
+  ASSERT_TRUE(probe.next().probe);  // and no answer comes
+  Request late = get();
+  late.deadline = clock.mono_now() + 3s;
+  Machine waiter(engine, late);
+  const Step s = waiter.next();
+  ASSERT_EQ(s.kind, Step::Kind::kWait);
+  EXPECT_EQ(s.until, *late.deadline);  // not ended at once: the answer may come before
+  clock.advance_to(s.until);
+  EXPECT_EQ(waiter.next().kind, Step::Kind::kFinished);
+  EXPECT_EQ(waiter.outcome().kind, OutcomeKind::kDeadlineExceeded) << waiter.outcome().reason;
+  ASSERT_TRUE(waiter.outcome().not_before_mono);
+  EXPECT_GE(*waiter.outcome().not_before_mono, *late.deadline);
+  probe.cancel(false);
+}
+
 TEST(EngineDriven, AKnownOriginIsLookedUpWithoutChangingWhatAURLMeans) {
   InstantClock clock;
   Config c = quick_config();
