@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds abide with warnings as errors and runs every test: the plain build, the
-# whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer, the
-# threaded tests under ThreadSanitizer, an install with a consumer project, and a
+# Builds abide with warnings as errors and runs every test: the plain build, a
+# core-only build (no libcurl, no hiredis) and its tests, an install with a
+# consumer project, the whole suite again under AddressSanitizer +
+# UndefinedBehaviorSanitizer, the threaded tests under ThreadSanitizer, and a
 # short run of every fuzz target. Installs missing Debian packages first.
 # Usage: scripts/test.sh            (everything, as CI runs it)
 #        ABIDE_QUICK=1 scripts/test.sh   (the plain build and its tests only)
@@ -32,6 +33,14 @@ if grep -E 'SfConformance\.[A-Za-z]+ .*Skipped' "$log/ctest.txt"; then
 fi
 
 [ -n "${ABIDE_QUICK:-}" ] && exit 0
+
+step "core-only build (-DABIDE_WITH_CURL=OFF -DABIDE_WITH_REDIS=OFF) and its tests"
+# abide::core alone, with the CLI (without fetch), the tests and the examples
+# that need no optional part: what a user without libcurl or hiredis builds.
+cmake -S . -B build/core-only -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DABIDE_WERROR=ON \
+  -DABIDE_WITH_CURL=OFF -DABIDE_WITH_REDIS=OFF -DABIDE_BUILD_BENCH=OFF -DABIDE_BUILD_FUZZ=OFF >/dev/null
+cmake --build build/core-only -j "$jobs"
+ctest --test-dir build/core-only -j "$jobs" --output-on-failure --timeout 300
 
 step "install and build a consumer project against the installed tree"
 rm -rf build/install build/consumer
