@@ -327,7 +327,7 @@ TEST(Draft12, ExhaustedBurstOnA429WaitsTheEffectiveWindow) {
   EXPECT_EQ(q.reset, 45s);
   EXPECT_EQ(q.reset_resolution, 1s);
   EXPECT_TRUE(q.exhausted());
-  EXPECT_EQ(q.source, kSourceDraft12);
+  EXPECT_EQ(q.source, QuotaSource::kDraft12Provisional);
   EXPECT_EQ(to_string(q.source), "draft-12 (provisional)");
   EXPECT_EQ(q.confidence, Confidence::kHigh);
   EXPECT_TRUE(r.warnings.empty());
@@ -358,7 +358,7 @@ TEST(Draft12, NamesTheWindowOfBothFieldsWithoutConfusingThem) {
   EXPECT_EQ(q.remaining, 80);
   EXPECT_EQ(q.reset, 45s);
   EXPECT_EQ(q.cost, 2);
-  EXPECT_EQ(q.source, kSourceDraft12);
+  EXPECT_EQ(q.source, QuotaSource::kDraft12Provisional);
   EXPECT_TRUE(r.warnings.empty());
 }
 
@@ -367,7 +367,7 @@ TEST(Draft12, CostAloneLabelsTheObservation) {
   ASSERT_EQ(r.quota.size(), 1u);
   EXPECT_EQ(r.quota[0].cost, 0);
   EXPECT_EQ(r.quota[0].remaining, 9);
-  EXPECT_EQ(r.quota[0].source, kSourceDraft12);
+  EXPECT_EQ(r.quota[0].source, QuotaSource::kDraft12Provisional);
 }
 
 TEST(Draft12, OldAndNewNamesThatDisagreeGiveTheMoreRestrictive) {
@@ -385,7 +385,7 @@ TEST(Draft12, OldAndNewNamesThatDisagreeGiveTheMoreRestrictive) {
   // Agreeing: no warning.
   const auto same = read({{"RateLimit", "\"p\";r=3;a=3;t=45;w=45"}});
   EXPECT_TRUE(same.warnings.empty());
-  EXPECT_EQ(same.quota[0].source, kSourceDraft12);
+  EXPECT_EQ(same.quota[0].source, QuotaSource::kDraft12Provisional);
 }
 
 TEST(Draft12, MalformedNewParametersIgnoreTheWholeField) {
@@ -398,7 +398,7 @@ TEST(Draft12, MalformedNewParametersIgnoreTheWholeField) {
     EXPECT_FALSE(r.quota[0].remaining) << v;
     EXPECT_FALSE(r.quota[0].reset) << v;
     EXPECT_FALSE(r.quota[0].cost) << v;
-    EXPECT_EQ(r.quota[0].source, kSourceDraft08) << v;
+    EXPECT_EQ(r.quota[0].source, QuotaSource::kDraft08) << v;
     EXPECT_TRUE(any_warning_contains(r, "RateLimit ignored")) << v;
   }
 }
@@ -408,7 +408,7 @@ TEST(Draft12, OldFormsReadExactlyAsBefore) {
                        {"RateLimit", "\"burst\";r=80;t=30, \"daily\";r=20;t=7200"}});
   ASSERT_EQ(r.quota.size(), 2u);
   for (const auto& q : r.quota) {
-    EXPECT_EQ(q.source, kSourceDraft08);
+    EXPECT_EQ(q.source, QuotaSource::kDraft08);
     EXPECT_FALSE(q.cost);
     EXPECT_EQ(q.confidence, Confidence::kHigh);
   }
@@ -420,7 +420,7 @@ TEST(Draft12, OldFormsReadExactlyAsBefore) {
   // A draft-07 dictionary is untouched by the new names (`w` is no key of it).
   const auto d = read({{"RateLimit", "limit=100, remaining=50, reset=30, w=99"}});
   ASSERT_EQ(d.quota.size(), 1u);
-  EXPECT_EQ(d.quota[0].source, kSourceDraft07);
+  EXPECT_EQ(d.quota[0].source, QuotaSource::kDraft07);
   EXPECT_EQ(d.quota[0].reset, 30s);
 }
 
@@ -479,7 +479,7 @@ TEST(Draft12, PartitionIsNoVendorHeader) {
   EXPECT_TRUE(s.uninterpreted.empty());
   EXPECT_TRUE(s.warnings.empty());
   ASSERT_EQ(s.quota.size(), 1u);
-  EXPECT_EQ(s.quota[0].source, kSourceDraft12);
+  EXPECT_EQ(s.quota[0].source, QuotaSource::kDraft12Provisional);
 }
 
 // ---- two policies with the same quota (issue 13 item 7) ---------------------------------
