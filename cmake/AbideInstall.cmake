@@ -31,6 +31,11 @@ endfunction()
 
 # ---- core ------------------------------------------------------------------
 abide_install_library(abide_core Core)
+# abide::testing (the manual clock) needs only the core: it comes with it.
+install(TARGETS abide_testing EXPORT abideCoreTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(DIRECTORY testing/include/abide/testing DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/abide)
 set(_abide_exclude "")
 foreach(header IN LISTS ABIDE_CURL_HEADERS ABIDE_REDIS_HEADERS)
   list(APPEND _abide_exclude PATTERN ${header} EXCLUDE)

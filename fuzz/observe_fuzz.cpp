@@ -4,7 +4,7 @@
 // retry-delay header supplied one; low-confidence observations appear only in
 // heuristic mode or with a warning that says why (a draft reset that can only
 // be a Unix time); a draft field's delta reset is never more than a year;
-// quota_wait() reads only exhausted high-confidence quotas.
+// permitted_wait() reads only exhausted high-confidence quotas.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -74,7 +74,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check(q.source != abide::QuotaSource::kUnknown);
     check((q.source == abide::QuotaSource::kVendor) == !q.profile.empty());
   }
-  if (const auto w = s.quota_wait()) check(*w >= abide::Duration::zero());
+  if (const auto w = permitted_wait(s).quota) check(*w >= abide::Duration::zero());
   if (const auto* m = s.most_restrictive()) check(m >= s.quota.data() && m < s.quota.data() + s.quota.size());
   return 0;
 }

@@ -27,13 +27,4 @@ std::string_view to_string(QuotaSource s) noexcept {
   return "";
 }
 
-QuotaSourceField& QuotaSourceField::operator=(std::string_view former) noexcept {
-  value_ = former.empty() ? QuotaSource::kUnknown : QuotaSource::kVendor;
-  for (QuotaSource s : {QuotaSource::kDraft03, QuotaSource::kDraft06, QuotaSource::kDraft07, QuotaSource::kDraft08,
-                        QuotaSource::kDraft12Provisional, QuotaSource::kDraftPolli00, QuotaSource::kHeuristic}) {
-    if (former == to_string(s)) value_ = s;
-  }
-  return *this;
-}
-
 }  // namespace abide

@@ -23,15 +23,6 @@
 
 namespace abide {
 
-std::optional<Duration> Signals::quota_wait() const noexcept {
-  std::optional<Duration> longest;
-  for (const auto& q : quota) {
-    if (q.confidence != Confidence::kHigh || !q.exhausted()) continue;
-    if (!longest || *q.reset > *longest) longest = *q.reset;
-  }
-  return longest;
-}
-
 const QuotaObservation* Signals::most_restrictive() const noexcept {
   const auto i = abide::most_restrictive(quota);
   return i ? &quota[*i] : nullptr;

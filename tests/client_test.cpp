@@ -3,6 +3,7 @@
 #include <abide/client.h>
 #include <abide/clock.h>
 #include <abide/http_date.h>
+#include <abide/testing/manual_clock.h>
 #include <curl/curl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>

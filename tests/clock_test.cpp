@@ -1,4 +1,5 @@
 #include "abide/clock.h"
+#include "abide/testing/manual_clock.h"
 
 #include <gtest/gtest.h>
 

@@ -2,6 +2,7 @@
 // blocking run), on a scripted transport and clocks that only move when told:
 // nothing here sleeps.
 #include "abide/engine.h"
+#include "abide/testing/manual_clock.h"
 
 #include <gtest/gtest.h>
 

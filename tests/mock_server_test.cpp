@@ -18,6 +18,7 @@
 #include "abide/ratelimit.h"
 #include "abide/retry_after.h"
 #include "abide/signals.h"
+#include "abide/testing/manual_clock.h"
 #include "support/process.h"
 
 namespace abide::mock {
@@ -137,12 +138,12 @@ TEST(MockLimiter, Draft12IsReadByAbideAsTheWaitItStates) {
   EXPECT_TRUE(s.uninterpreted.empty());
   EXPECT_FALSE(s.retry_after);
   ASSERT_EQ(s.quota.size(), 1u);
-  EXPECT_EQ(s.quota[0].source, kSourceDraft12);
+  EXPECT_EQ(s.quota[0].source, QuotaSource::kDraft12Provisional);
   EXPECT_EQ(s.quota[0].limit, 1);
   EXPECT_EQ(s.quota[0].window, 3s);
   EXPECT_EQ(s.quota[0].cost, 0);
-  ASSERT_TRUE(s.quota_wait());
-  EXPECT_EQ(*s.quota_wait(), 3s);  // 2.6 s left, rounded up
+  ASSERT_TRUE(permitted_wait(s).quota);
+  EXPECT_EQ(*permitted_wait(s).quota, 3s);  // 2.6 s left, rounded up
 }
 
 TEST(MockLimiter, DraftLegacyFields) {

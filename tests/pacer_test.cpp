@@ -11,15 +11,15 @@
 #include <thread>
 #include <vector>
 
-#include "support/pacer_clock.h"
+#include "abide/testing/manual_clock.h"
 
 namespace abide {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-// A manual clock with an exact sleeper count (see support/pacer_clock.h).
-using Clock = test::StepClock;
+// The manual clock counts sleepers exactly (a woken one stops counting at once).
+using Clock = ManualClock;
 
 Signals response(const Clock& clock, int status = 200) {
   Signals s;
@@ -561,7 +561,8 @@ QuotaObservation full_refill_obs(std::string unit, std::int64_t limit, std::int6
   o.limit = limit;
   o.remaining = remaining;
   o.reset = reset;
-  o.source = "openai";
+  o.source = QuotaSource::kVendor;
+  o.profile = "openai";
   o.reset_is_full_refill = true;
   return o;
 }

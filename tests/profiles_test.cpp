@@ -93,7 +93,7 @@ TEST(GitHub, PrimaryLimitExceededOn403) {
   EXPECT_EQ(q.source_name(), "github");
   EXPECT_EQ(q.confidence, Confidence::kHigh);
   EXPECT_TRUE(s.limited);
-  EXPECT_EQ(s.quota_wait(), 400s);
+  EXPECT_EQ(permitted_wait(s).quota, 400s);
   EXPECT_TRUE(s.uninterpreted.empty());
   EXPECT_TRUE(s.warnings.empty());
 }
@@ -103,7 +103,7 @@ TEST(GitHub, PermissionError403IsNotALimit) {
                      "x-ratelimit-reset: 1767229200\r\nx-ratelimit-resource: core\r\n\r\n",
                      "api.github.com");
   EXPECT_FALSE(s.limited);
-  EXPECT_FALSE(s.quota_wait());
+  EXPECT_FALSE(permitted_wait(s).quota);
 }
 
 // GitHub docs: secondary limit with retry-after; remaining may be non-zero [3p capture: 14].
@@ -237,7 +237,7 @@ TEST(Anthropic, Rfc3339Resets) {
   EXPECT_EQ(policy(s, "input-tokens")->unit, "input-tokens");
   EXPECT_EQ(policy(s, "input-tokens")->reset, 2s);
   EXPECT_EQ(policy(s, "output-tokens")->reset, 0s);
-  EXPECT_EQ(s.quota_wait(), 59s);
+  EXPECT_EQ(permitted_wait(s).wait, 59s);  // the Retry-After and the requests reset agree
   EXPECT_TRUE(s.limited);
   EXPECT_TRUE(see("HTTP/1.1 529 Overloaded\r\n\r\n", "api.anthropic.com").limited);
 }
@@ -293,7 +293,7 @@ TEST(X, RateLimitExceeded) {
                      "api.x.com");
   ASSERT_EQ(s.quota.size(), 1u);
   EXPECT_EQ(s.quota[0].reset, 900s);
-  EXPECT_EQ(s.quota_wait(), 900s);
+  EXPECT_EQ(permitted_wait(s).quota, 900s);
   EXPECT_EQ(see("HTTP/1.1 200 OK\r\n\r\n", "api.twitter.com").profile, "x");
 }
 
@@ -471,7 +471,7 @@ TEST(Envoy, GlobalAndLocalFilters) {
   EXPECT_EQ(global.quota[0].source_name(), "envoy");
   EXPECT_EQ(global.quota[0].policy, "per-minute");
   EXPECT_EQ(global.quota[0].reset, 42s);
-  EXPECT_EQ(global.quota_wait(), 42s);
+  EXPECT_EQ(permitted_wait(global).quota, 42s);
   EXPECT_TRUE(global.uninterpreted.empty());
   EXPECT_TRUE(global.limited);
 
@@ -557,7 +557,7 @@ TEST(NoProfile, VendorHeadersAreReportedNotUsed) {
                      "X-RateLimit-Reset: 1767225630\r\nContent-Type: text/plain\r\n\r\n";
   const auto s = see(head, "api.unknown.example");
   EXPECT_TRUE(s.quota.empty());
-  EXPECT_FALSE(s.quota_wait());
+  EXPECT_FALSE(permitted_wait(s).quota);
   ASSERT_EQ(s.uninterpreted.size(), 3u);
   EXPECT_EQ(s.uninterpreted[0].name, "X-RateLimit-Limit");
   EXPECT_TRUE(warned(s, "not interpreted (no vendor profile)"));
@@ -569,7 +569,7 @@ TEST(NoProfile, VendorHeadersAreReportedNotUsed) {
   EXPECT_EQ(h.quota[0].source, QuotaSource::kHeuristic);
   EXPECT_EQ(h.quota[0].source_name(), "heuristic");
   EXPECT_EQ(h.quota[0].reset, 30s);  // a large number is read as Unix seconds
-  EXPECT_FALSE(h.quota_wait());       // low confidence never blocks
+  EXPECT_FALSE(permitted_wait(h).quota);       // low confidence never blocks
   EXPECT_TRUE(h.uninterpreted.empty());
 }
 
@@ -854,7 +854,7 @@ TEST(Auth0, TenantHostEpochReset) {
   EXPECT_EQ(s.quota[0].reset, 60s);
   EXPECT_EQ(s.quota[0].reset_resolution, 1s);
   EXPECT_TRUE(s.limited);
-  EXPECT_EQ(s.quota_wait(), 60s);
+  EXPECT_EQ(permitted_wait(s).quota, 60s);
 }
 
 // DigitalOcean OpenAPI: ratelimit-reset "given in Unix epoch time" under the draft's name (issue 13 item 5):
@@ -870,7 +870,7 @@ TEST(DigitalOcean, IetfNamesWithUnixReset) {
   EXPECT_EQ(s.quota[0].reset, 60s);
   EXPECT_EQ(s.quota[0].reset_resolution, 1s);
   EXPECT_EQ(s.quota[0].window, 3600s);
-  EXPECT_EQ(s.quota_wait(), 60s);
+  EXPECT_EQ(permitted_wait(s).quota, 60s);
 }
 
 // Fastly API docs: Fastly-RateLimit-Reset in UTC epoch seconds; no limit header.
@@ -908,7 +908,7 @@ TEST(Linear, MillisecondResetsAndComplexityCost) {
   EXPECT_EQ(c->remaining, 1000);
   EXPECT_EQ(c->reset, 30500ms);
   EXPECT_EQ(c->cost, 52);
-  EXPECT_EQ(s.quota_wait(), 60s);
+  EXPECT_EQ(permitted_wait(s).quota, 60s);
 }
 
 // Seconds sent where milliseconds are expected name 1970 as milliseconds: never "retry now", never guessed.
@@ -918,7 +918,7 @@ TEST(Linear, SecondsUnderAMillisecondNameAreIgnored) {
                      "api.linear.app");
   ASSERT_EQ(s.quota.size(), 1u);
   EXPECT_FALSE(s.quota[0].reset);
-  EXPECT_FALSE(s.quota_wait());
+  EXPECT_FALSE(permitted_wait(s).quota);
   EXPECT_TRUE(warned(s, "linear: X-RateLimit-Requests-Reset \"1767225660\" ignored: too small for unix_milliseconds"));
 }
 
@@ -976,7 +976,7 @@ TEST(Twitch, IetfNamesWithUnixReset) {
   EXPECT_EQ(s.quota[0].limit, 800);
   EXPECT_EQ(s.quota[0].reset, 60s);
   EXPECT_EQ(s.quota[0].window, 60s);
-  EXPECT_EQ(s.quota_wait(), 60s);
+  EXPECT_EQ(permitted_wait(s).quota, 60s);
 }
 
 // Vimeo: X-RateLimit-Reset in RFC 3339 with a numeric offset.
@@ -1009,7 +1009,7 @@ TEST(HubSpot, IntervalWindowBoundsTheWait) {
   EXPECT_EQ(i->reset_resolution, 1ms);
   EXPECT_EQ(d->remaining, 249000);
   EXPECT_EQ(d->window, 24h);
-  EXPECT_EQ(s.quota_wait(), 10s);
+  EXPECT_EQ(permitted_wait(s).quota, 10s);
 }
 
 // Docker Hub docs: `ratelimit-remaining: 76;w=21600`, the window from `w`, no reset.
@@ -1027,7 +1027,7 @@ TEST(DockerHub, WindowParameterBoundsTheWait) {
   EXPECT_EQ(q.reset, 6h);
   EXPECT_EQ(q.reset_resolution, 1s);
   EXPECT_EQ(q.partition_key, "192.0.2.1");
-  EXPECT_EQ(s.quota_wait(), 6h);
+  EXPECT_EQ(permitted_wait(s).quota, 6h);
 }
 
 // Heroku Platform API: RateLimit-Remaining alone (tokens); no reset, so no wait is made up.
@@ -1039,7 +1039,7 @@ TEST(Heroku, RemainingOnly) {
   EXPECT_FALSE(s.quota[0].reset);
   EXPECT_EQ(s.quota[0].window, 1h);
   EXPECT_TRUE(s.limited);
-  EXPECT_FALSE(s.quota_wait());
+  EXPECT_FALSE(permitted_wait(s).quota);
 }
 
 // Bitbucket Cloud: X-RateLimit-Limit per resource, X-RateLimit-NearLimit known but not used.

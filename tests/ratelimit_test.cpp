@@ -337,8 +337,8 @@ TEST(Draft12, ExhaustedBurstOnA429WaitsTheEffectiveWindow) {
   const MonoTime mono{std::chrono::hours{1}};
   const Signals s = observe(429, h, wall, mono);
   ASSERT_EQ(s.quota.size(), 1u);
-  ASSERT_TRUE(s.quota_wait());
-  EXPECT_EQ(*s.quota_wait(), 45s);
+  ASSERT_TRUE(permitted_wait(s).quota);
+  EXPECT_EQ(*permitted_wait(s).quota, 45s);
   PlannerConfig c;
   c.backoff = BackoffPolicy(1s, 60s, Jitter::kNone);
   SeededRandom rng(1);

@@ -23,7 +23,7 @@
 
 #include "abide/pacer.h"
 #include "redis/pacer_script.h"
-#include "support/pacer_clock.h"
+#include "abide/testing/manual_clock.h"
 #include "support/quota_store_conformance.h"
 #include "support/redis_store_server.h"
 
@@ -81,7 +81,7 @@ INSTANTIATE_TEST_SUITE_P(Redis, QuotaStoreConformance,
 
 namespace {
 
-Signals response(const StepClock& clock, int status = 200) {
+Signals response(const ManualClock& clock, int status = 200) {
   Signals s;
   s.status = status;
   s.received_wall = clock.wall_now();
@@ -89,7 +89,7 @@ Signals response(const StepClock& clock, int status = 200) {
   return s;
 }
 
-Signals retry_after(const StepClock& clock, Duration wait) {
+Signals retry_after(const ManualClock& clock, Duration wait) {
   Signals s = response(clock, 429);
   s.retry_after = RetryHint{RetryHint::Kind::kDelay, wait, std::nullopt, "retry-after"};
   return s;
@@ -387,7 +387,7 @@ TEST(RedisStore, OneRoundTripPerAcquireAfterTheScriptIsLoaded) {
 
 TEST(RedisStore, AfterAScriptFlushTheScriptIsLoadedAgainAndTheCallRetriedOnce) {
   REQUIRE_REDIS();
-  StepClock clock;
+  ManualClock clock;
   RedisStoreOptions o = options_for(*shared_server);
   Events events;
   o.on_event = events.hook();
@@ -421,7 +421,7 @@ TEST(RedisStore, AfterAScriptFlushTheScriptIsLoadedAgainAndTheCallRetriedOnce) {
 
 TEST(RedisStore, StateIsSharedUnderThePrefixAndExpires) {
   REQUIRE_REDIS();
-  StepClock clock;
+  ManualClock clock;
   RedisStoreOptions o = options_for(*shared_server);
   const std::string prefix = o.endpoint.prefix;
   Pacer a(PacerConfig{}, std::make_shared<RedisStore>(o), clock.monotonic(), clock.wall());
@@ -441,7 +441,7 @@ TEST(RedisStore, StateIsSharedUnderThePrefixAndExpires) {
 
 TEST(RedisStore, ACooldownInOneProcessReachesAWaiterInAnother) {
   REQUIRE_REDIS();
-  StepClock clock;
+  ManualClock clock;
   const RedisStoreOptions o = options_for(*shared_server);
   Pacer a(PacerConfig{}, std::make_shared<RedisStore>(o), clock.monotonic(), clock.wall());
   Pacer b(PacerConfig{}, std::make_shared<RedisStore>(o), clock.monotonic(), clock.wall());
@@ -463,7 +463,7 @@ TEST(RedisStore, ACooldownInOneProcessReachesAWaiterInAnother) {
 
 TEST(RedisStore, AProbeAnsweredInOneProcessReleasesWaitersInAnother) {
   REQUIRE_REDIS();
-  StepClock clock;
+  ManualClock clock;
   const RedisStoreOptions o = options_for(*shared_server);
   Pacer a(PacerConfig{}, std::make_shared<RedisStore>(o), clock.monotonic(), clock.wall());
   Pacer b(PacerConfig{}, std::make_shared<RedisStore>(o), clock.monotonic(), clock.wall());
@@ -498,7 +498,7 @@ TEST(RedisStore, AProbeAnsweredInOneProcessReleasesWaitersInAnother) {
 
 TEST(RedisStore, SixteenThreadsOnOneKeyNeverExceedTheQuota) {
   REQUIRE_REDIS();
-  StepClock clock;
+  ManualClock clock;
   RedisStoreOptions o = options_for(*shared_server);
   o.connections = 4;
   Pacer p(PacerConfig{}, std::make_shared<RedisStore>(o), clock.monotonic(), clock.wall());
@@ -582,7 +582,7 @@ TEST(RedisStore, AuthAsAnAclUserFromAUrl) {
 TEST(RedisStore, DownFallsBackWarnsOnceAndReconnectsWithBackoff) {
   RedisServer server({false, true, {}});
   if (!server.start()) GTEST_SKIP() << "redis-server is not available";
-  StepClock clock;
+  ManualClock clock;
   RedisStoreOptions o = options_for(server);
   o.reconnect_min = milliseconds{100};
   o.reconnect_max = milliseconds{400};
@@ -633,7 +633,7 @@ TEST(RedisStore, DownFallsBackWarnsOnceAndReconnectsWithBackoff) {
 TEST(RedisStore, FailClosedWaitsThenReportsUnavailable) {
   RedisServer server({false, true, {}});
   if (!server.start()) GTEST_SKIP() << "redis-server is not available";
-  StepClock clock;
+  ManualClock clock;
   RedisStoreOptions o = options_for(server);
   o.on_down = RedisDownPolicy::kFailClosed;
   o.reconnect_min = milliseconds{100};

@@ -16,6 +16,7 @@
 #include "abide/planner.h"
 #include "abide/quota.h"
 #include "abide/server_clock.h"
+#include "abide/testing/manual_clock.h"
 
 namespace abide {
 namespace {
@@ -51,7 +52,7 @@ TEST_F(ObserveTest, KeepsStatusAndReceiveTimes) {
   EXPECT_FALSE(s.clock_skew);
   EXPECT_FALSE(s.limited);
   EXPECT_TRUE(s.warnings.empty());
-  EXPECT_FALSE(s.quota_wait());
+  EXPECT_FALSE(permitted_wait(s).quota);
   EXPECT_EQ(s.most_restrictive(), nullptr);
 }
 
@@ -184,7 +185,7 @@ TEST_F(ObserveTest, QuotaWithRoomNeverOverridesRetryAfter) {
   EXPECT_EQ(s.retry_after->wait, 30s);
   ASSERT_EQ(s.quota.size(), 1u);
   EXPECT_EQ(s.quota[0].remaining, 50);
-  EXPECT_FALSE(s.quota_wait());
+  EXPECT_FALSE(permitted_wait(s).quota);
 }
 
 TEST_F(ObserveTest, MalformedRateLimitDoesNotStopTheRest) {
@@ -204,7 +205,7 @@ TEST_F(ObserveTest, QuotaWaitIsTheLongestExhaustedReset) {
   const auto s = see(429, {{"RateLimit-Policy", "\"a\";q=10;w=1, \"b\";q=100;w=60, \"c\";q=5;w=10"},
                            {"RateLimit", "\"a\";r=0;t=1, \"b\";r=0;t=45, \"c\";r=2;t=9"}});
   ASSERT_EQ(s.quota.size(), 3u);
-  EXPECT_EQ(s.quota_wait(), 45s);
+  EXPECT_EQ(permitted_wait(s).quota, 45s);
   ASSERT_NE(s.most_restrictive(), nullptr);
   EXPECT_EQ(s.most_restrictive()->policy, "b");
 }
@@ -276,7 +277,7 @@ TEST_F(ObserveTest, ParsedHeadEndToEnd) {
   EXPECT_EQ(s.retry_after->wait, 30s);
   EXPECT_EQ(s.clock_skew, 1s);
   ASSERT_EQ(s.quota.size(), 2u);
-  EXPECT_EQ(s.quota_wait(), 30s);
+  EXPECT_EQ(permitted_wait(s).quota, 30s);
   EXPECT_TRUE(s.warnings.empty());
 }
 
@@ -398,19 +399,6 @@ TEST(QuotaModel, EverySourceKeepsTheLabelItHadAsAString) {
   EXPECT_EQ(q.source_name(), "github");
   q.source = QuotaSource::kDraft08;
   EXPECT_EQ(q.source_name(), "draft-08");
-}
-
-TEST(QuotaModel, AFormerSourceStringStillSetsTheEnum) {
-  // Transitional: code that assigned the string keeps compiling and gets the same kind.
-  QuotaObservation q;
-  q.source = "draft-12 (provisional)";
-  EXPECT_EQ(q.source, QuotaSource::kDraft12Provisional);
-  q.source = "heuristic";
-  EXPECT_EQ(q.source, QuotaSource::kHeuristic);
-  q.source = "openai";
-  EXPECT_EQ(q.source, QuotaSource::kVendor);
-  q.source = "";
-  EXPECT_EQ(q.source, QuotaSource::kUnknown);
 }
 
 TEST(ServerClock, AllowsForDriftAndStartsAfreshWhenTheServerIsSetBack) {

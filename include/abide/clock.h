@@ -1,16 +1,15 @@
 // abide/clock.h: time types, injectable clocks and a cancellable wait.
 //
 // Every rule in abide that depends on time takes its clocks as parameters, so
-// tests drive time with ManualClock instead of sleeping. Wall-clock time is
+// tests drive time with a manual clock instead of sleeping (abide::ManualClock, in
+// abide/testing/manual_clock.h of the abide::testing library). Wall-clock time is
 // used only to interpret server dates; every wait runs on the monotonic clock,
 // so a wall-clock jump can neither shorten nor lengthen it.
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <stop_token>
 
 namespace abide {
@@ -107,68 +106,5 @@ class SystemMonotonicClock final : public MonotonicClock {
 // Process-wide instances of the system clocks.
 const SystemWallClock& system_wall_clock() noexcept;
 const SystemMonotonicClock& system_monotonic_clock() noexcept;
-
-// A clock for tests: wall and monotonic time move only when told, and
-// independently (a test can jump the wall clock by an hour while monotonic time
-// moves by a second). Sleepers wake when the test advances monotonic time past
-// their deadline, or when cancelled. Thread-safe.
-class ManualClock {
- public:
-  // Starts at the given instants (defaults: 2026-01-01T00:00:00Z, and an
-  // arbitrary non-zero monotonic origin).
-  explicit ManualClock(WallTime wall_start = WallTime{std::chrono::seconds{1767225600}},
-                       MonoTime mono_start = MonoTime{std::chrono::hours{1000}});
-  ManualClock(const ManualClock&) = delete;
-  ManualClock& operator=(const ManualClock&) = delete;
-
-  // The two faces, to pass where a WallClock or MonotonicClock is expected.
-  const WallClock& wall() const noexcept { return wall_; }
-  const MonotonicClock& monotonic() const noexcept { return mono_; }
-
-  WallTime wall_now() const;
-  MonoTime mono_now() const;
-
-  // Moves both clocks forward by d (d >= 0) and wakes due sleepers.
-  void advance(Duration d);
-  // Moves only the monotonic clock forward (d >= 0) and wakes due sleepers.
-  void advance_monotonic(Duration d);
-  // Moves only the wall clock, forward or back (a clock jump). Wakes nobody.
-  void jump_wall(Duration d);
-  // Sets the wall clock to t. Wakes nobody.
-  void set_wall(WallTime t);
-
-  // How many threads are blocked in sleep_until right now.
-  std::size_t sleepers() const;
-  // Blocks (really) until at least n threads sleep on this clock; for tests
-  // that must advance time only once their workers are waiting.
-  void wait_for_sleepers(std::size_t n) const;
-
- private:
-  class Wall final : public WallClock {
-   public:
-    explicit Wall(const ManualClock& c) : c_(c) {}
-    WallTime now() const noexcept override;
-
-   private:
-    const ManualClock& c_;
-  };
-  class Mono final : public MonotonicClock {
-   public:
-    explicit Mono(const ManualClock& c) : c_(c) {}
-    MonoTime now() const noexcept override;
-    WaitResult sleep_until(MonoTime deadline, std::stop_token stop) const override;
-
-   private:
-    const ManualClock& c_;
-  };
-
-  mutable std::mutex mu_;
-  mutable std::condition_variable_any cv_;
-  WallTime wall_now_;
-  MonoTime mono_now_;
-  mutable std::size_t sleepers_ = 0;
-  Wall wall_{*this};
-  Mono mono_{*this};
-};
 
 }  // namespace abide

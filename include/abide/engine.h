@@ -38,6 +38,7 @@
 #include "abide/headers.h"
 #include "abide/pacer.h"
 #include "abide/planner.h"
+#include "abide/server_clock.h"
 #include "abide/signals.h"
 
 namespace abide {

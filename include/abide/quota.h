@@ -58,25 +58,6 @@ constexpr bool is_ietf_draft(QuotaSource s) noexcept {
   return false;
 }
 
-// Transitional: QuotaObservation::source was a string (a draft label or a
-// profile's name) before QuotaSource. This wrapper converts to and from
-// QuotaSource, so code reads, compares, switches on and sets `source` as the
-// enum; it also still accepts one of the former strings (a draft label,
-// "heuristic", "", else any name as kVendor, whose name then belongs in
-// QuotaObservation::profile), so that code not yet moved to the enum keeps
-// compiling. It goes, and `source` becomes a plain QuotaSource, once nothing
-// assigns a string to it.
-class QuotaSourceField {
- public:
-  constexpr QuotaSourceField(QuotaSource s = QuotaSource::kUnknown) noexcept : value_(s) {}  // NOLINT: implicit by design
-  constexpr operator QuotaSource() const noexcept { return value_; }                        // NOLINT: implicit by design
-  QuotaSourceField& operator=(std::string_view former) noexcept;
-  constexpr QuotaSource value() const noexcept { return value_; }
-
- private:
-  QuotaSource value_;
-};
-
 // One quota policy as a response described it, normalized. An aggregate:
 // designated initialisers name what they set.
 struct QuotaObservation {
@@ -88,7 +69,7 @@ struct QuotaObservation {
   Duration reset_resolution{};               // the step reset was stated in (1 s: whole seconds); 0: exact
   std::string unit = "requests";             // quota unit (requests, content-bytes, tokens, ...)
   std::optional<std::string> partition_key;  // raw bytes of `pk`, or a vendor scope/bucket
-  QuotaSourceField source;                   // the IETF draft form, a vendor profile, the heuristic
+  QuotaSource source = QuotaSource::kUnknown;  // the IETF draft form, a vendor profile, the heuristic
   std::string profile;                       // for QuotaSource::kVendor: the profile's name ("github")
   Confidence confidence = Confidence::kHigh;
   // Quota units the request that got this answer consumed (the provisional draft-12 `c`).

@@ -49,13 +49,6 @@ struct Signals {
   std::optional<bool> should_retry;
   std::string should_retry_source;          // the header that carried the verdict
   std::vector<std::string> warnings;        // every field ignored or adjusted, and why
-
-  // The longest `reset` among exhausted quota observations of high confidence
-  // (a full-refill reset counts as its reset here; permitted_wait() does not
-  // wait for it). Nullopt when no quota is exhausted. A report of what the
-  // quotas say, not a time to wait for: nothing in the library uses it, and
-  // permitted_wait() below is the one computation of the permitted time.
-  std::optional<Duration> quota_wait() const noexcept;
   // The quota observation that restricts the client most (see
   // abide::most_restrictive in ratelimit.h), or nullptr when there is none.
   const QuotaObservation* most_restrictive() const noexcept;

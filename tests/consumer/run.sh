@@ -65,6 +65,12 @@ for h in "$inc"/*.h; do
   fi
 done
 pass "the installed headers compile on their own"
+# abide::testing's manual clock comes with the core.
+if echo "#include <abide/testing/manual_clock.h>" | "$cxx" -std=c++20 -fsyntax-only -I"$prefix/include" -x c++ - 2>"$work/header.txt"; then
+  pass "abide/testing/manual_clock.h is installed and compiles on its own"
+else
+  fail "abide/testing/manual_clock.h is missing or does not compile:"; head -n 5 "$work/header.txt" >&2
+fi
 
 # ---- find_package ----------------------------------------------------------
 # configure NAME [cmake args...]: configures tests/consumer into WORKDIR/NAME;
