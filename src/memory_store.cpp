@@ -1,6 +1,6 @@
 // MemoryStore: the pacer's per-key state machine, in process memory.
 //
-// The same state machine runs in Redis as a Lua script (src/redis/redis_store.cpp);
+// The same state machine runs in Redis as a Lua script (src/redis/pacer.lua);
 // keep the two in step. Times are monotonic instants; "none" is the zero instant.
 #include <algorithm>
 #include <cmath>

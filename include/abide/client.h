@@ -46,6 +46,7 @@
 #include "abide/pacer.h"
 #include "abide/planner.h"
 #include "abide/signals.h"
+#include "abide/version.h"
 
 namespace abide {
 
@@ -123,7 +124,7 @@ struct ClientConfig {
   Duration attempt_timeout{};       // one attempt's whole transfer; zero: none (only the deadline)
   std::size_t max_body_bytes = std::size_t{64} << 20;   // a longer body ends the request (not_retryable)
   std::size_t max_header_bytes = std::size_t{1} << 20;  // a longer head is a transport error
-  std::string user_agent = "abide/0.1.0";
+  std::string user_agent = "abide/" ABIDE_VERSION_STRING;
   bool verify_tls = true;
   // Injected time and randomness (nullptr: the system clocks; a SeededRandom
   // from std::random_device). The random source must be thread-safe.

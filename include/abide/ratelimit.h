@@ -67,15 +67,6 @@
 
 namespace abide {
 
-// Transitional: the former names of the forms (they were strings), now the
-// QuotaSource values (abide/quota.h) they stand for.
-inline constexpr QuotaSource kSourceDraft03 = QuotaSource::kDraft03;
-inline constexpr QuotaSource kSourceDraft06 = QuotaSource::kDraft06;
-inline constexpr QuotaSource kSourceDraft07 = QuotaSource::kDraft07;
-inline constexpr QuotaSource kSourceDraft08 = QuotaSource::kDraft08;
-inline constexpr QuotaSource kSourceDraft12 = QuotaSource::kDraft12Provisional;
-inline constexpr QuotaSource kSourceDraftPolli00 = QuotaSource::kDraftPolli00;
-
 // How read_ratelimit reads.
 struct RateLimitOptions {
   // Read the fields under a name prefix ("x-" for Envoy's x-ratelimit-limit,
