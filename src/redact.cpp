@@ -77,12 +77,14 @@ std::size_t scheme_length(std::string_view url) {
   return 0;
 }
 
-// A host byte (RFC 3986 reg-name: unreserved, pct-encoded, sub-delims), or
-// any byte >= 0x80 (an internationalised name, which parsers convert).
+// A byte of a host name as hosts are named: unreserved or pct-encoded (RFC
+// 3986), or >= 0x80 (an internationalised name, which parsers convert). The
+// sub-delims a reg-name may also hold ("!$&'()*+,;=") name no real host, and
+// a "host" holding them is more likely a path read as one ("x:/p;sid=...").
 bool host_byte(char c) {
   const auto u = static_cast<unsigned char>(c);
-  return u >= 0x80 || ascii::is_alpha(c) || ascii::is_digit(c) ||
-         std::string_view("-._~%!$&'()*+,;=").find(c) != std::string_view::npos;
+  return u >= 0x80 || ascii::is_alpha(c) || ascii::is_digit(c) || c == '-' || c == '.' || c == '_' || c == '~' ||
+         c == '%';
 }
 
 // host[:port] with nothing in it that a parser would have to guess about: a

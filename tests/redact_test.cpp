@@ -162,6 +162,35 @@ TEST(RedactUrl, ParametersWithoutAValueStay) {
   EXPECT_EQ(redact_url("https://h/?&&;?#"), "https://h/?&&;?#");
 }
 
+TEST(RedactUrl, NoCombinationOfPartsShowsTheCredential) {
+  // Every credential position in every combination of the other parts.
+  const std::string secret(kSecret);
+  const std::vector<std::string> schemes{"https://", "http:/", "HTTP:\\\\", "//", ""};
+  const std::vector<std::string> userinfos{"", "user:" + secret + "@", secret + "@", "us@er:" + secret + "@"};
+  const std::vector<std::string> hosts{"h", "127.0.0.1:80", "[::1]:1", "xn--d1a.example:"};
+  const std::vector<std::string> paths{"", "/p", "/p;jsessionid=" + secret, "/a;x=1/b;Token=" + secret + "/c"};
+  const std::vector<std::string> queries{"", "?page=2", "?token=" + secret, "?a=1&api%5Fkey=" + secret + ";x?y",
+                                         "?next=/cb?code=" + secret};
+  const std::vector<std::string> fragments{"", "#top", "#access_token=" + secret + "&s=1", "#/r?id_token=" + secret};
+  std::size_t checked = 0;
+  for (const auto& scheme : schemes)
+    for (const auto& userinfo : userinfos)
+      for (const auto& host : hosts)
+        for (const auto& path : paths)
+          for (const auto& query : queries)
+            for (const auto& fragment : fragments) {
+              const std::string url = scheme + userinfo + host + path + query + fragment;
+              const std::string shown = redact_url(url);
+              ASSERT_FALSE(shows_secret(shown)) << url << " -> " << shown;
+              // What holds no credential is shown as given.
+              if (url.find(secret) == std::string::npos && !(scheme.empty() && host.ends_with(":"))) {
+                ASSERT_EQ(shown, url);
+              }
+              ++checked;
+            }
+  EXPECT_EQ(checked, 5u * 4 * 4 * 4 * 5 * 4);
+}
+
 TEST(RedactUrl, HostileInputNeverCrashes) {
   std::string all;
   for (int c = 0; c < 256; ++c) all.push_back(static_cast<char>(c));

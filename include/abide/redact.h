@@ -42,7 +42,7 @@ inline constexpr std::string_view kRedacted = "[redacted]";
 //     A hidden value runs to the next '&' (in the query also to '#'; in a path
 //     to the next '/'), so a value holding ';' or '?' is hidden whole.
 // When the authority cannot be read without guessing (a port that is not
-// digits, a byte no host may hold), nothing after the scheme is shown:
+// digits, a byte no host name holds), nothing after the scheme is shown:
 // "http://[redacted]". A URL parser that knows better (libcurl's, where it is
 // linked) can check the URL first.
 [[nodiscard]] std::string redact_url(std::string_view url);
