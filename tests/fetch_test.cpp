@@ -20,6 +20,8 @@
 #include <thread>
 #include <vector>
 
+#include "abide/clock.h"
+#include "abide/http_date.h"
 #include "shown_url.h"
 #include "support/process.h"
 #include "support/redis_store_server.h"
@@ -278,6 +280,33 @@ TEST(Fetch, SigintWritesTheResumeFileAndResumeFinishes) {
   EXPECT_EQ(server["totals"]["premature"], 0) << server.dump();
   // Each URL accepted at least once (a request cancelled in flight may have been served too).
   EXPECT_GE(server["totals"]["accepted"].get<int>(), kRequests);
+}
+
+// A resumed run starts with the cooldown the server permitted (Pacer::block_until):
+// nothing goes to that origin before the saved not_before.
+TEST(Fetch, ResumeWaitsForTheSavedPermittedTime) {
+  TempDir dir;
+  Mock mock({"--limit", "100"});
+  ASSERT_GT(mock.port(), 0);
+  const abide::WallTime not_before = abide::system_wall_clock().now() + 3s;
+  const std::string resume = dir / "resume.json";
+  {
+    std::ofstream f(resume);
+    f << json{{"version", 1},
+              {"requests", json::array({json{{"url", mock.url("/a")}, {"not_before", abide::format_rfc3339(not_before)}},
+                                        json{{"url", mock.url("/b")}}})}}
+             .dump();
+  }
+  const RunResult r = run(fetch_argv({"--resume", resume, "-o", "/dev/null", "--stats", dir / "stats.json",
+                                      "--resume-file", dir / "next.json", "-s"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // Both requests (the second has no time of its own: the cooldown is the origin's) were sent
+  // only once the permitted time had come.
+  EXPECT_GE(abide::system_wall_clock().now(), not_before);
+  const json stats = read_json(dir / "stats.json");
+  EXPECT_EQ(stats["done"], 2);
+  EXPECT_GE(stats["waited_s"].get<double>(), 2 * 1.0);  // each waited most of the 3 s
+  EXPECT_EQ(mock.stats()["totals"]["requests"], 2);
 }
 
 // --- Redis-shared quota --------------------------------------------------------------

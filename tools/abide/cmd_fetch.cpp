@@ -432,12 +432,7 @@ int run_fetch(const FetchOptions& o) {
     }
   }
   for (const auto& [origin, until] : cooldowns) {
-    if (until <= start_wall) continue;
-    Signals s;
-    s.received_wall = start_wall;
-    s.received_mono = start;
-    s.retry_after = RetryHint{RetryHint::Kind::kDate, until - start_wall, until, "resume"};
-    client.pacer().record(pacer_key(origin), s);
+    if (until > start_wall) client.pacer().block_until(pacer_key(origin), until);
   }
 
   std::vector<Request> requests(jobs.size());

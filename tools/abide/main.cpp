@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 
+#include "abide/version.h"
 #include "command.h"
 
 namespace abide::cli {
@@ -19,7 +20,7 @@ int main(int argc, char** argv) {
   using namespace abide::cli;
   CLI::App app{"abide: HTTP clients that obey servers (Retry-After, RateLimit, vendor quotas)", "abide"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "abide 0.1.0");
+  app.set_version_flag("--version", "abide " ABIDE_VERSION_STRING);
 
   // Build the subcommand tree, parents first, commands sorted by path so that
   // help output is stable whatever the static-initialization order.
