@@ -37,20 +37,18 @@ fi
 step "core-only build (-DABIDE_WITH_CURL=OFF -DABIDE_WITH_REDIS=OFF) and its tests"
 # abide::core alone, with the CLI (without fetch), the tests and the examples
 # that need no optional part: what a user without libcurl or hiredis builds.
-cmake -S . -B build/core-only -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DABIDE_WERROR=ON \
-  -DABIDE_WITH_CURL=OFF -DABIDE_WITH_REDIS=OFF -DABIDE_BUILD_BENCH=OFF -DABIDE_BUILD_FUZZ=OFF >/dev/null
-cmake --build build/core-only -j "$jobs"
-ctest --test-dir build/core-only -j "$jobs" --output-on-failure --timeout 300
+cmake --preset core -DABIDE_WERROR=ON -DABIDE_BUILD_BENCH=OFF -DABIDE_BUILD_FUZZ=OFF >/dev/null
+cmake --build --preset core -j "$jobs"
+ctest --preset core -j "$jobs"
 
-step "install and build a consumer project against the installed tree"
-rm -rf build/install build/consumer
+step "install, and use the installed package as its users do (CMake components, pkg-config)"
+# The full install and the core-only one: each part found when asked for and
+# installed, refused otherwise (tests/consumer/run.sh).
+rm -rf build/install build/install-core
 cmake --install build/default --prefix "$root/build/install" >/dev/null
-cmake -S tests/consumer -B build/consumer -DCMAKE_PREFIX_PATH="$root/build/install" >/dev/null
-cmake --build build/consumer -j "$jobs"
-build/consumer/consumer
-PKG_CONFIG_PATH="$root/build/install/lib/pkgconfig" \
-  g++ -o build/consumer/consumer_pc tests/consumer/main.cpp $(PKG_CONFIG_PATH="$root/build/install/lib/pkgconfig" pkg-config --cflags --libs abide)
-build/consumer/consumer_pc
+bash tests/consumer/run.sh "$root/build/install" "$root/build/consumer"
+cmake --install build/core --prefix "$root/build/install-core" >/dev/null
+bash tests/consumer/run.sh "$root/build/install-core" "$root/build/consumer-core"
 
 step "tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake --preset asan -DABIDE_WERROR=ON >/dev/null

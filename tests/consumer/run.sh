@@ -112,6 +112,7 @@ build_and_run() {
 if must_configure core "find_package(abide) without components, libcurl and pkg-config hidden" \
   -DABIDE_CONSUMER=core -DCMAKE_DISABLE_FIND_PACKAGE_CURL=ON -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON; then
   build_and_run core consumer
+  build_and_run core consumer_testing
 fi
 must_configure optional "OPTIONAL_COMPONENTS curl redis nosuch" -DABIDE_CONSUMER=optional || true
 must_refuse unknown "COMPONENTS nosuch is refused" 'component "nosuch": unknown component' -DABIDE_CONSUMER=unknown
