@@ -24,9 +24,7 @@ using abide::engine::Step;
 class StillClock final : public abide::MonotonicClock {
  public:
   abide::MonoTime now() const noexcept override { return abide::MonoTime{std::chrono::hours{1000}}; }
-  abide::WaitResult sleep_until(abide::MonoTime, std::stop_token) const override {
-    return abide::WaitResult::kReached;
-  }
+  abide::WaitResult sleep_until(abide::MonoTime, std::stop_token) const override { return abide::WaitResult::kReached; }
 };
 class StillWall final : public abide::WallClock {
  public:

@@ -14,42 +14,40 @@
 namespace {
 
 // What `curl -sI https://api.github.com/repos/o/r` prints, numbers made up.
-constexpr std::string_view kGitHubHead =
-    "HTTP/2 200 \r\n"
-    "date: Thu, 01 Jan 2026 00:00:00 GMT\r\n"
-    "content-type: application/json; charset=utf-8\r\n"
-    "cache-control: private, max-age=60, s-maxage=60\r\n"
-    "vary: Accept, Authorization, Cookie, X-GitHub-OTP\r\n"
-    "etag: W/\"5f1c0b3d2e7a4c9b8a6f0e1d2c3b4a59\"\r\n"
-    "x-oauth-scopes: repo\r\n"
-    "x-github-media-type: github.v3; format=json\r\n"
-    "x-github-api-version-selected: 2022-11-28\r\n"
-    "x-ratelimit-limit: 5000\r\n"
-    "x-ratelimit-remaining: 4987\r\n"
-    "x-ratelimit-reset: 1767229200\r\n"
-    "x-ratelimit-used: 13\r\n"
-    "x-ratelimit-resource: core\r\n"
-    "access-control-allow-origin: *\r\n"
-    "strict-transport-security: max-age=31536000; includeSubdomains; preload\r\n"
-    "x-github-request-id: C0DE:1A2B:3C4D5E:6F7A8B:65A0B1C2\r\n\r\n";
+constexpr std::string_view kGitHubHead = "HTTP/2 200 \r\n"
+                                         "date: Thu, 01 Jan 2026 00:00:00 GMT\r\n"
+                                         "content-type: application/json; charset=utf-8\r\n"
+                                         "cache-control: private, max-age=60, s-maxage=60\r\n"
+                                         "vary: Accept, Authorization, Cookie, X-GitHub-OTP\r\n"
+                                         "etag: W/\"5f1c0b3d2e7a4c9b8a6f0e1d2c3b4a59\"\r\n"
+                                         "x-oauth-scopes: repo\r\n"
+                                         "x-github-media-type: github.v3; format=json\r\n"
+                                         "x-github-api-version-selected: 2022-11-28\r\n"
+                                         "x-ratelimit-limit: 5000\r\n"
+                                         "x-ratelimit-remaining: 4987\r\n"
+                                         "x-ratelimit-reset: 1767229200\r\n"
+                                         "x-ratelimit-used: 13\r\n"
+                                         "x-ratelimit-resource: core\r\n"
+                                         "access-control-allow-origin: *\r\n"
+                                         "strict-transport-security: max-age=31536000; includeSubdomains; preload\r\n"
+                                         "x-github-request-id: C0DE:1A2B:3C4D5E:6F7A8B:65A0B1C2\r\n\r\n";
 
 // A service sending the current draft (-08 and later) fields.
-constexpr std::string_view kDraftHead =
-    "HTTP/2 200 \r\n"
-    "date: Thu, 01 Jan 2026 00:00:00 GMT\r\n"
-    "content-type: application/json\r\n"
-    "content-length: 1532\r\n"
-    "cache-control: no-store\r\n"
-    "server: cloudflare\r\n"
-    "cf-ray: 8f1e2d3c4b5a6978-FRA\r\n"
-    "ratelimit-policy: \"burst\";q=100;w=60, \"daily\";q=1000;w=86400\r\n"
-    "ratelimit: \"burst\";r=99;t=59, \"daily\";r=999;t=86399\r\n"
-    "vary: Accept-Encoding\r\n"
-    "x-content-type-options: nosniff\r\n"
-    "strict-transport-security: max-age=31536000\r\n"
-    "alt-svc: h3=\":443\"; ma=86400\r\n"
-    "x-request-id: 6b1f9a2e-3c4d-4e5f-8a9b-0c1d2e3f4a5b\r\n"
-    "via: 1.1 google\r\n\r\n";
+constexpr std::string_view kDraftHead = "HTTP/2 200 \r\n"
+                                        "date: Thu, 01 Jan 2026 00:00:00 GMT\r\n"
+                                        "content-type: application/json\r\n"
+                                        "content-length: 1532\r\n"
+                                        "cache-control: no-store\r\n"
+                                        "server: cloudflare\r\n"
+                                        "cf-ray: 8f1e2d3c4b5a6978-FRA\r\n"
+                                        "ratelimit-policy: \"burst\";q=100;w=60, \"daily\";q=1000;w=86400\r\n"
+                                        "ratelimit: \"burst\";r=99;t=59, \"daily\";r=999;t=86399\r\n"
+                                        "vary: Accept-Encoding\r\n"
+                                        "x-content-type-options: nosniff\r\n"
+                                        "strict-transport-security: max-age=31536000\r\n"
+                                        "alt-svc: h3=\":443\"; ma=86400\r\n"
+                                        "x-request-id: 6b1f9a2e-3c4d-4e5f-8a9b-0c1d2e3f4a5b\r\n"
+                                        "via: 1.1 google\r\n\r\n";
 
 const abide::WallTime kNow{std::chrono::seconds{1767225600}};
 

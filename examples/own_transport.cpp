@@ -85,9 +85,8 @@ std::string_view trim(std::string_view s) {
 }
 
 bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return (x | 0x20) == (y | 0x20);
-         });
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return (x | 0x20) == (y | 0x20); });
 }
 
 // HTTP/1.1 over a fresh connection per attempt ("Connection: close"), so the
@@ -152,8 +151,8 @@ class SocketTransport final : public abide::engine::Transport {
     const std::string_view status_line = head.substr(0, line_end);
     int status = 0;
     if (status_line.size() < 12 || status_line.substr(0, 5) != "HTTP/" ||
-        std::from_chars(status_line.data() + 9, status_line.data() + 12, status).ec != std::errc{} ||
-        status < 100 || status > 999) {
+        std::from_chars(status_line.data() + 9, status_line.data() + 12, status).ec != std::errc{} || status < 100 ||
+        status > 999) {
       m.failed("malformed status line", true);
       return;
     }

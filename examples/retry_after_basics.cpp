@@ -18,8 +18,7 @@ int main() {
       continue;
     }
     const abide::Duration wait = abide::remaining(*hint, received);
-    std::printf("%-32.*s wait %.0f s%s\n", static_cast<int>(value.size()), value.data(),
-                abide::to_seconds(wait),
+    std::printf("%-32.*s wait %.0f s%s\n", static_cast<int>(value.size()), value.data(), abide::to_seconds(wait),
                 hint->rounded_up ? " (fraction rounded up)" : "");
   }
 }

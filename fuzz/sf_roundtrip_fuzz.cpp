@@ -38,16 +38,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view field(reinterpret_cast<const char*>(data + 1), size - 1);
   switch (data[0] % 3) {
     case 0:
-      round_trip(field, [](std::string_view f) { return parse_item(f); },
-                 [](const Item& v) { return serialize_item(v); });
+      round_trip(
+          field, [](std::string_view f) { return parse_item(f); }, [](const Item& v) { return serialize_item(v); });
       break;
     case 1:
-      round_trip(field, [](std::string_view f) { return parse_list(f); },
-                 [](const List& v) { return serialize_list(v); });
+      round_trip(
+          field, [](std::string_view f) { return parse_list(f); }, [](const List& v) { return serialize_list(v); });
       break;
     default:
-      round_trip(field, [](std::string_view f) { return parse_dictionary(f); },
-                 [](const Dictionary& v) { return serialize_dictionary(v); });
+      round_trip(
+          field, [](std::string_view f) { return parse_dictionary(f); },
+          [](const Dictionary& v) { return serialize_dictionary(v); });
       break;
   }
   return 0;

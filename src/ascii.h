@@ -65,7 +65,8 @@ constexpr std::string_view trim_ows(std::string_view v) noexcept {
 #if defined(__GNUC__)
 [[gnu::always_inline]]
 #endif
-constexpr bool iequals(std::string_view a, std::string_view b) noexcept {
+constexpr bool
+iequals(std::string_view a, std::string_view b) noexcept {
   const std::size_t n = a.size();
   if (n != b.size()) return false;
   // Case differs only in bit 0x20, and only for letters.

@@ -79,12 +79,8 @@ BackoffDraw BackoffPolicy::draw(std::int64_t attempt, std::optional<Duration> pr
   d.nominal = nominal(attempt);
   const Duration b = d.nominal;
   switch (jitter_) {
-    case Jitter::kNone:
-      d.floor = b;
-      break;
-    case Jitter::kFull:
-      d.jitter = scale(b, rng.next_unit());
-      break;
+    case Jitter::kNone: d.floor = b; break;
+    case Jitter::kFull: d.jitter = scale(b, rng.next_unit()); break;
     case Jitter::kEqual:
       d.floor = b / 2;
       d.jitter = scale(b - d.floor, rng.next_unit());

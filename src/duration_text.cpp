@@ -11,7 +11,8 @@ std::string format_seconds(Duration d) {
   if (d == Duration::max()) return "forever";
   char buf[64];
   const bool neg = d < Duration::zero();
-  const std::uint64_t ns = neg ? static_cast<std::uint64_t>(-(d.count() + 1)) + 1 : static_cast<std::uint64_t>(d.count());
+  const std::uint64_t ns = neg ? static_cast<std::uint64_t>(-(d.count() + 1)) + 1
+                               : static_cast<std::uint64_t>(d.count());
   const std::uint64_t whole = ns / 1'000'000'000u;
   const std::uint64_t ms = (ns % 1'000'000'000u) / 1'000'000u;
   int n = 0;

@@ -75,13 +75,10 @@ bool valid_method(std::string_view m) noexcept {
 }
 
 bool host_char(char c) noexcept {
-  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~' ||
-         c == '%';
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~' || c == '%';
 }
 
-bool ipv6_char(char c) noexcept {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == ':' || c == '.';
-}
+bool ipv6_char(char c) noexcept { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == ':' || c == '.'; }
 
 std::shared_ptr<RandomSource> default_random() {
   std::random_device rd;
@@ -260,8 +257,7 @@ RequestOutcome Engine::run(const Request& request, Transport& transport, BodySin
     if (stop.stop_requested() && !r.finished()) r.cancel(false);
     const Step step = r.next();
     switch (step.kind) {
-      case Step::Kind::kFinished:
-        return r.take_outcome();
+      case Step::Kind::kFinished: return r.take_outcome();
       case Step::Kind::kSend:
         transport.perform(request, step, r, stop);
         // A transport that reported nothing failed; one that did not say the
@@ -441,26 +437,18 @@ Step Machine::try_acquire() {
   a.not_before_wall = r.not_before_wall;
   a.waited = now - wait_start_;
   switch (r.status) {
-    case TryStatus::kPermit:
-      a.status = AcquireStatus::kPermit;
-      return from_permit(a);
-    case TryStatus::kDeferred:
-      a.status = AcquireStatus::kDeferred;
-      return from_permit(a);
-    case TryStatus::kDeadlineExceeded:
-      a.status = AcquireStatus::kDeadlineExceeded;
-      return from_permit(a);
-    case TryStatus::kUnavailable:
-      a.status = AcquireStatus::kUnavailable;
-      return from_permit(a);
+    case TryStatus::kPermit: a.status = AcquireStatus::kPermit; return from_permit(a);
+    case TryStatus::kDeferred: a.status = AcquireStatus::kDeferred; return from_permit(a);
+    case TryStatus::kDeadlineExceeded: a.status = AcquireStatus::kDeadlineExceeded; return from_permit(a);
+    case TryStatus::kUnavailable: a.status = AcquireStatus::kUnavailable; return from_permit(a);
     case TryStatus::kReserved:
       return wait_step(r.at, Event::WaitKind::kPacer, "the pacer reserved this request's send for then");
-    case TryStatus::kAskAgain:
-      break;
+    case TryStatus::kAskAgain: break;
   }
   // Never a wait that ends now: ask again a millisecond later at the earliest.
   const MonoTime until = std::max(r.at, saturating_add(now, std::chrono::milliseconds{1}));
-  return wait_step(until, Event::WaitKind::kPacer, "waiting for the answer to the pacer's probe (ask again then, or when notified)");
+  return wait_step(until, Event::WaitKind::kPacer,
+                   "waiting for the answer to the pacer's probe (ask again then, or when notified)");
 }
 
 Step Machine::from_permit(const AcquireResult& permit) {
@@ -473,10 +461,8 @@ Step Machine::from_permit(const AcquireResult& permit) {
     emit(e);
   }
   switch (permit.status) {
-    case AcquireStatus::kPermit:
-      break;
-    case AcquireStatus::kCancelled:
-      return finish(OutcomeKind::kCancelled, "cancelled while waiting for the pacer");
+    case AcquireStatus::kPermit: break;
+    case AcquireStatus::kCancelled: return finish(OutcomeKind::kCancelled, "cancelled while waiting for the pacer");
     case AcquireStatus::kDeferred:
       out_.not_before_mono = permit.not_before;
       out_.not_before_wall = permit.not_before_wall;
@@ -514,21 +500,15 @@ Step Machine::from_permit(const AcquireResult& permit) {
 
 Step Machine::next() {
   switch (state_) {
-    case State::kStart:
-      return start();
+    case State::kStart: return start();
     case State::kNotBefore:
       if (engine_.mono_.now() < wait_until_)
         return wait_step(wait_until_, Event::WaitKind::kNotBefore, "the request's permitted time");
       end_wait(Event::WaitKind::kNotBefore, false);
       return enter_acquire();
-    case State::kAcquire:
-      return try_acquire();
-    case State::kSending:
-      failed("the transport reported no answer", true);
-      return next();
-    case State::kBody:
-      complete();
-      return next();
+    case State::kAcquire: return try_acquire();
+    case State::kSending: failed("the transport reported no answer", true); return next();
+    case State::kBody: complete(); return next();
     case State::kRetryWait:
       if (engine_.mono_.now() < wait_until_)
         return wait_step(wait_until_, Event::WaitKind::kRetry,
@@ -537,8 +517,7 @@ Step Machine::next() {
       out_.not_before_mono.reset();
       out_.not_before_wall.reset();
       return enter_acquire();
-    case State::kFinished:
-      return Step{};
+    case State::kFinished: return Step{};
   }
   return Step{};
 }
@@ -601,8 +580,7 @@ bool Machine::decide(const Signals* signals, std::string_view error, bool sent) 
     case Decision::kDeferred:
     case Decision::kDeadlineExceeded:
     case Decision::kNotRetryable:
-    case Decision::kExhausted:
-      break;
+    case Decision::kExhausted: break;
   }
   OutcomeKind kind = OutcomeKind::kNotRetryable;
   switch (plan.decision) {
@@ -610,11 +588,8 @@ bool Machine::decide(const Signals* signals, std::string_view error, bool sent) 
     case Decision::kDeferred: kind = OutcomeKind::kDeferred; break;
     case Decision::kDeadlineExceeded: kind = OutcomeKind::kDeadlineExceeded; break;
     case Decision::kExhausted: kind = OutcomeKind::kExhausted; break;
-    case Decision::kNotRetryable:
-      out_.ambiguous = plan.ambiguous;
-      break;
-    case Decision::kRetry:
-      break;
+    case Decision::kNotRetryable: out_.ambiguous = plan.ambiguous; break;
+    case Decision::kRetry: break;
   }
   if (signals == nullptr) {
     finish(kind, std::move(reason));
@@ -734,9 +709,7 @@ void Machine::reject_body(std::string_view error_bytes) {
 
 void Machine::cancel(bool sent) {
   switch (state_) {
-    case State::kStart:
-      finish(OutcomeKind::kCancelled, "cancelled before the first attempt");
-      return;
+    case State::kStart: finish(OutcomeKind::kCancelled, "cancelled before the first attempt"); return;
     case State::kNotBefore:
       end_wait(Event::WaitKind::kNotBefore, true);
       set_not_before(wait_until_);
@@ -766,8 +739,7 @@ void Machine::cancel(bool sent) {
       end_wait(Event::WaitKind::kRetry, true);
       finish(OutcomeKind::kCancelled, "cancelled while waiting to retry");
       return;
-    case State::kFinished:
-      return;
+    case State::kFinished: return;
   }
 }
 

@@ -15,16 +15,16 @@ enum class FieldKind : std::uint8_t {
   kOther,
   kDate,
   kRetryAfter,
-  kRateLimit,            // RateLimit
-  kRateLimitPolicy,      // RateLimit-Policy
-  kRateLimitLimit,       // RateLimit-Limit
-  kRateLimitRemaining,   // RateLimit-Remaining
-  kRateLimitReset,       // RateLimit-Reset
-  kRateLimitPartition,   // RateLimit-Partition (provisional draft-12): read with the fields above,
-                         // never reported as a vendor header
-  kVendorQuota,          // a vendor-style quota header: *ratelimit* / *rate-limit* other than the
-                         // above, retry-after-ms, x-ms-retry-after-ms,
-                         // x-shopify-shop-api-call-limit, sforce-limit-info
+  kRateLimit,           // RateLimit
+  kRateLimitPolicy,     // RateLimit-Policy
+  kRateLimitLimit,      // RateLimit-Limit
+  kRateLimitRemaining,  // RateLimit-Remaining
+  kRateLimitReset,      // RateLimit-Reset
+  kRateLimitPartition,  // RateLimit-Partition (provisional draft-12): read with the fields above,
+                        // never reported as a vendor header
+  kVendorQuota,         // a vendor-style quota header: *ratelimit* / *rate-limit* other than the
+                        // above, retry-after-ms, x-ms-retry-after-ms,
+                        // x-shopify-shop-api-call-limit, sforce-limit-info
 };
 
 // The kind of a field name (any case).

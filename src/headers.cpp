@@ -158,8 +158,7 @@ std::string printable(std::string_view bytes, std::size_t max_bytes) {
 
 FieldKind classify_field(std::string_view name) noexcept {
   switch (name.size()) {
-    case 4:
-      return ascii::iequals(name, "date") ? FieldKind::kDate : FieldKind::kOther;
+    case 4: return ascii::iequals(name, "date") ? FieldKind::kDate : FieldKind::kOther;
     case 9:
       if (ascii::iequals(name, "ratelimit")) return FieldKind::kRateLimit;
       break;
@@ -187,8 +186,7 @@ FieldKind classify_field(std::string_view name) noexcept {
     case 29:
       if (ascii::iequals(name, "x-shopify-shop-api-call-limit")) return FieldKind::kVendorQuota;
       break;
-    default:
-      break;
+    default: break;
   }
   return has_ratelimit(name) ? FieldKind::kVendorQuota : FieldKind::kOther;
 }

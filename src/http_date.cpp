@@ -148,8 +148,7 @@ constexpr unsigned digit(char c) noexcept { return static_cast<unsigned>(static_
 
 class DateParser {
  public:
-  DateParser(std::string_view s, ParseMode mode) noexcept
-      : s_(s), robust_(mode == ParseMode::kRobust) {}
+  DateParser(std::string_view s, ParseMode mode) noexcept : s_(s), robust_(mode == ParseMode::kRobust) {}
 
   Result<HttpDate, DateError> run(WallTime now) noexcept;
 
@@ -309,7 +308,8 @@ class DateParser {
     bool tab = false;
     while (i_ < s_.size() && is_ows(s_[i_])) tab |= s_[i_++] == '\t';
     const std::size_t spaces = i_ - start;
-    if (spaces == 0) return at_end() ? error(DateErrorCode::kTruncated, i_) : error(DateErrorCode::kUnexpectedChar, i_, ' ');
+    if (spaces == 0)
+      return at_end() ? error(DateErrorCode::kTruncated, i_) : error(DateErrorCode::kUnexpectedChar, i_, ' ');
     day_at_ = i_;
     unsigned count = 0;
     if (!digit_run(1, 2, day_, count, DateErrorCode::kBadDay)) return false;
@@ -319,9 +319,9 @@ class DateParser {
     return true;
   }
 
-  bool imf_rest() noexcept;     // after "Sun," : SP date1 SP time SP GMT
-  bool rfc850_rest() noexcept;  // after the day: "-" month "-" year SP time SP GMT
-  bool asctime_rest() noexcept; // after the month: date3 SP time SP year
+  bool imf_rest() noexcept;      // after "Sun," : SP date1 SP time SP GMT
+  bool rfc850_rest() noexcept;   // after the day: "-" month "-" year SP time SP GMT
+  bool asctime_rest() noexcept;  // after the month: date3 SP time SP year
   bool resolve(WallTime now) noexcept;
   bool canonical_layout() noexcept;  // the fast path, see below
   Result<HttpDate, DateError> finish(WallTime now) noexcept;
@@ -486,8 +486,8 @@ bool DateParser::canonical_layout() noexcept {
     }
     const char* q = p + k;
     if (q[0] != ',' || q[1] != ' ' || !two_digits_at(q + 2, d) || q[4] != '-' || q[8] != '-' ||
-        !two_digits_at(q + 9, y) || q[11] != ' ' || !time_at(q + 12, h, mi, sec) || q[20] != ' ' ||
-        q[21] != 'G' || q[22] != 'M' || q[23] != 'T') {
+        !two_digits_at(q + 9, y) || q[11] != ' ' || !time_at(q + 12, h, mi, sec) || q[20] != ' ' || q[21] != 'G' ||
+        q[22] != 'M' || q[23] != 'T') {
       return false;
     }
     if ((m = exact_month(q + 5)) == 0) return false;
@@ -681,21 +681,25 @@ class Rfc3339Parser {
       if (!digits(2, oh, DateErrorCode::kBadZone) || !expect(':') || !digits(2, om, DateErrorCode::kBadZone)) {
         return fail(err_);
       }
-      if (oh > 23 || om > 59) return fail(DateError{DateErrorCode::kOffsetOutOfRange, static_cast<std::uint32_t>(zone_at), '\0'});
+      if (oh > 23 || om > 59)
+        return fail(DateError{DateErrorCode::kOffsetOutOfRange, static_cast<std::uint32_t>(zone_at), '\0'});
       offset = (std::int64_t{oh} * 3600 + om * 60) * (minus ? -1 : 1);
     } else {
       return fail(DateError{DateErrorCode::kBadZone, static_cast<std::uint32_t>(zone_at), '\0'});
     }
     if (i_ != s_.size()) return fail(DateError{DateErrorCode::kTrailingGarbage, static_cast<std::uint32_t>(i_), '\0'});
-    if (month < 1 || month > 12) return fail(DateError{DateErrorCode::kMonthOutOfRange, static_cast<std::uint32_t>(month_at), '\0'});
+    if (month < 1 || month > 12)
+      return fail(DateError{DateErrorCode::kMonthOutOfRange, static_cast<std::uint32_t>(month_at), '\0'});
     if (day < 1 || day > days_in_month(year, month)) {
       return fail(DateError{DateErrorCode::kDayOutOfRange, static_cast<std::uint32_t>(day_at), '\0'});
     }
     if (hour > 23) return fail(DateError{DateErrorCode::kHourOutOfRange, static_cast<std::uint32_t>(hour_at), '\0'});
-    if (minute > 59) return fail(DateError{DateErrorCode::kMinuteOutOfRange, static_cast<std::uint32_t>(minute_at), '\0'});
-    if (second > 60) return fail(DateError{DateErrorCode::kSecondOutOfRange, static_cast<std::uint32_t>(second_at), '\0'});
-    const std::int64_t secs = days_from_civil(year, month, day) * 86400 + std::int64_t{hour} * 3600 +
-                              minute * 60 + second - offset;
+    if (minute > 59)
+      return fail(DateError{DateErrorCode::kMinuteOutOfRange, static_cast<std::uint32_t>(minute_at), '\0'});
+    if (second > 60)
+      return fail(DateError{DateErrorCode::kSecondOutOfRange, static_cast<std::uint32_t>(second_at), '\0'});
+    const std::int64_t secs = days_from_civil(year, month, day) * 86400 + std::int64_t{hour} * 3600 + minute * 60 +
+                              second - offset;
     return to_wall(secs, nanos);
   }
 

@@ -113,9 +113,7 @@ class Reader {
     switch (c) {
       case '{': return object(v, depth + 1);
       case '[': return array(v, depth + 1);
-      case '"':
-        v.kind = JsonValue::Kind::kString;
-        return string(v.string);
+      case '"': v.kind = JsonValue::Kind::kString; return string(v.string);
       case 't':
         v.kind = JsonValue::Kind::kBool;
         v.boolean = true;
@@ -124,9 +122,7 @@ class Reader {
         v.kind = JsonValue::Kind::kBool;
         v.boolean = false;
         return literal("false");
-      case 'n':
-        v.kind = JsonValue::Kind::kNull;
-        return literal("null");
+      case 'n': v.kind = JsonValue::Kind::kNull; return literal("null");
       default:
         if (c == '-' || (c >= '0' && c <= '9')) return number(v);
         return set_error(std::string("unexpected character '") + c + "'");
@@ -315,9 +311,7 @@ class Reader {
           append_utf8(out, cp);
           break;
         }
-        default:
-          --pos_;
-          return set_error("invalid escape");
+        default: --pos_; return set_error("invalid escape");
       }
     }
   }

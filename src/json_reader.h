@@ -24,11 +24,11 @@ struct JsonValue {
   enum class Kind : std::uint8_t { kNull, kBool, kNumber, kString, kArray, kObject };
   Kind kind = Kind::kNull;
   bool boolean = false;
-  double number = 0;                   // kNumber
-  std::optional<std::int64_t> integer; // kNumber without fraction or exponent, in range
-  std::string string;                  // kString (UTF-8)
-  std::vector<JsonValue> items;        // kArray
-  std::vector<JsonMember> members;     // kObject, in file order
+  double number = 0;                    // kNumber
+  std::optional<std::int64_t> integer;  // kNumber without fraction or exponent, in range
+  std::string string;                   // kString (UTF-8)
+  std::vector<JsonValue> items;         // kArray
+  std::vector<JsonMember> members;      // kObject, in file order
   std::size_t line = 0;
   std::size_t column = 0;
 

@@ -19,27 +19,27 @@ constexpr double kGolden = 0.6180339887498949;  // low-discrepancy step for the 
 
 struct PolicyState {
   std::string id;
-  std::int64_t limit = 0;  // 0: unknown
-  Duration window{};       // 0: unknown
+  std::int64_t limit = 0;       // 0: unknown
+  Duration window{};            // 0: unknown
   std::int64_t remaining = -1;  // tracked remaining in the current window; -1: no window known
-  MonoTime reset_at{};     // end of the current window (when remaining >= 0)
-  MonoTime aim{};          // smooth pacing spends the window's quota by this (<= reset_at)
-  MonoTime next{};         // this policy's next free slot (smooth / GCRA spacing)
+  MonoTime reset_at{};          // end of the current window (when remaining >= 0)
+  MonoTime aim{};               // smooth pacing spends the window's quota by this (<= reset_at)
+  MonoTime next{};              // this policy's next free slot (smooth / GCRA spacing)
 };
 
 struct KeyState final : QuotaStore::Handle {
   std::mutex mu;
   std::uint64_t epoch = 0;
-  MonoTime tat{};          // the key's next free slot; slots are handed out in order
-  MonoTime cool_end{};     // nothing before this
-  MonoTime spread_end{};   // slots before this are spread
+  MonoTime tat{};         // the key's next free slot; slots are handed out in order
+  MonoTime cool_end{};    // nothing before this
+  MonoTime spread_end{};  // slots before this are spread
   double spread_seed = 0.0;
   std::uint64_t spread_n = 0;
   bool probe_need = false;  // the next grant must be a probe (a cooldown ended)
   bool probe_out = false;   // a probe was handed out and not yet answered
   MonoTime probe_start{};
   MonoTime probe_until{};
-  MonoTime seen{};          // the latest `now` seen, for expiry
+  MonoTime seen{};  // the latest `now` seen, for expiry
   std::vector<PolicyState> policies;
 };
 
@@ -179,8 +179,7 @@ RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules
     const bool has_window = u.remaining.has_value() && u.reset.has_value();
     if (!has_policy && !u.remaining) continue;
     const std::string_view id = std::string_view(u.id).substr(0, 256);
-    auto it = std::find_if(s.policies.begin(), s.policies.end(),
-                           [&](const PolicyState& p) { return p.id == id; });
+    auto it = std::find_if(s.policies.begin(), s.policies.end(), [&](const PolicyState& p) { return p.id == id; });
     if (it == s.policies.end()) {
       if (s.policies.size() >= QuotaStore::kMaxPolicies || (!has_policy && !has_window)) continue;
       s.policies.push_back(PolicyState{std::string(id)});

@@ -125,9 +125,9 @@ struct Pacer::Ticket::State {
   std::uint64_t number = 0;  // arrival order; 0 until it matters
   bool reserved = false;
   MonoTime slot{};
-  Duration reserved_wait{};        // how far ahead the slot was reserved
-  std::uint64_t epoch = 0;         // Local::epoch when it was reserved
-  std::uint64_t store_epoch = 0;   // the store's, for still_valid()
+  Duration reserved_wait{};       // how far ahead the slot was reserved
+  std::uint64_t epoch = 0;        // Local::epoch when it was reserved
+  std::uint64_t store_epoch = 0;  // the store's, for still_valid()
   bool probe = false;
   // Guarded by Local::mu.
   bool queued = false;
@@ -174,9 +174,7 @@ const std::string& Pacer::Key::name() const noexcept {
 
 namespace {
 
-const MonotonicClock& mono_of(const PacerConfig& c) {
-  return c.mono != nullptr ? *c.mono : system_monotonic_clock();
-}
+const MonotonicClock& mono_of(const PacerConfig& c) { return c.mono != nullptr ? *c.mono : system_monotonic_clock(); }
 const WallClock& wall_of(const PacerConfig& c) { return c.wall != nullptr ? *c.wall : system_wall_clock(); }
 
 PacerConfig with_clocks(PacerConfig c, const MonotonicClock& mono, const WallClock& wall) {
@@ -198,8 +196,7 @@ Pacer::Pacer(PacerConfig config, std::shared_ptr<QuotaStore> store)
   if (config_.max_keys == 0) config_.max_keys = 1;
 }
 
-Pacer::Pacer(PacerConfig config, std::shared_ptr<QuotaStore> store, const MonotonicClock& mono,
-             const WallClock& wall)
+Pacer::Pacer(PacerConfig config, std::shared_ptr<QuotaStore> store, const MonotonicClock& mono, const WallClock& wall)
     : Pacer(with_clocks(std::move(config), mono, wall), std::move(store)) {}
 
 Pacer::~Pacer() = default;
@@ -308,8 +305,8 @@ struct Pacer::Ops {
       std::lock_guard lock(l.mu);
       if (!s.queued) return;
       const bool was_head = !l.queue.empty() && l.queue.front().get() == &s;
-      l.queue.erase(std::find_if(l.queue.begin(), l.queue.end(),
-                                 [&](const std::shared_ptr<State>& w) { return w.get() == &s; }));
+      l.queue.erase(
+          std::find_if(l.queue.begin(), l.queue.end(), [&](const std::shared_ptr<State>& w) { return w.get() == &s; }));
       l.queued.fetch_sub(1, std::memory_order_release);
       s.queued = false;
       if (was_head && !l.queue.empty()) next = l.queue.front();
@@ -373,8 +370,8 @@ struct Pacer::Ops {
   }
 
   // Holds `slot` for the ticket.
-  static TryAcquireResult reserve(State& s, MonoTime slot, MonoTime now, std::uint64_t epoch,
-                                  std::uint64_t store_epoch, bool probe) {
+  static TryAcquireResult reserve(State& s, MonoTime slot, MonoTime now, std::uint64_t epoch, std::uint64_t store_epoch,
+                                  bool probe) {
     s.reserved = true;
     s.slot = slot;
     s.reserved_wait = slot - now;
@@ -421,7 +418,8 @@ struct Pacer::Ops {
             return unavailable ? final_result(p, TryStatus::kUnavailable, estimate) : too_late(p, deadline, estimate);
           }
           // Without a notification, look again when the head will (or soon).
-          const MonoTime at = local.blocked_until > now ? local.blocked_until : saturating_add(now, p.config_.shared_poll);
+          const MonoTime at = local.blocked_until > now ? local.blocked_until
+                                                        : saturating_add(now, p.config_.shared_poll);
           return pending_result(TryStatus::kAskAgain, earlier(at, limit), false);
         }
         if (local.returned_count.load(std::memory_order_acquire) != 0) {
@@ -456,9 +454,7 @@ struct Pacer::Ops {
           if (s.number == 0) s.number = p.next_ticket_.fetch_add(1, std::memory_order_relaxed);
           return reserve(s, at, now, asked.epoch, g.epoch, probe);
         }
-        case StoreGrant::Kind::kTooLate:
-          leave(local, s);
-          return too_late(p, deadline, at);
+        case StoreGrant::Kind::kTooLate: leave(local, s); return too_late(p, deadline, at);
         case StoreGrant::Kind::kAwaitProbe:
         case StoreGrant::Kind::kUnavailable: {
           const bool unavailable = g.kind == StoreGrant::Kind::kUnavailable;
@@ -550,27 +546,19 @@ struct Pacer::Ops {
       const TryAcquireResult r = step(p, t, deadline, std::move(pending));
       pending.reset();
       switch (r.status) {
-        case TryStatus::kPermit:
-          done(t);
-          return p.finish(AcquireStatus::kPermit, start, r.at, r.probe);
-        case TryStatus::kDeferred:
-          done(t);
-          return p.finish(AcquireStatus::kDeferred, start, r.at, false);
+        case TryStatus::kPermit: done(t); return p.finish(AcquireStatus::kPermit, start, r.at, r.probe);
+        case TryStatus::kDeferred: done(t); return p.finish(AcquireStatus::kDeferred, start, r.at, false);
         case TryStatus::kDeadlineExceeded:
           done(t);
           return p.finish(AcquireStatus::kDeadlineExceeded, start, r.at, false);
-        case TryStatus::kUnavailable:
-          done(t);
-          return p.finish(AcquireStatus::kUnavailable, start, r.at, false);
+        case TryStatus::kUnavailable: done(t); return p.finish(AcquireStatus::kUnavailable, start, r.at, false);
         case TryStatus::kReserved:
           if (!sleep_to(p, r.at, stop)) {
             t.release();
             return p.finish(AcquireStatus::kCancelled, start, r.at, false);
           }
           continue;
-        case TryStatus::kAskAgain:
-          doze(p, r.at, std::move(wake), stop);
-          continue;
+        case TryStatus::kAskAgain: doze(p, r.at, std::move(wake), stop); continue;
       }
     }
   }

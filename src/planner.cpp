@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "ascii.h"
+#include "concat.h"
 #include "duration_text.h"
 #include "planner_internal.h"
-#include "concat.h"
 
 namespace abide {
 
@@ -34,7 +34,7 @@ void read_hints(const Signals& s, bool use_low_confidence, Plan& p) noexcept {
   if (w.wait) {
     // Retry-After wins ties (it is the most trusted).
     p.basis = w.retry_after && *w.retry_after >= w.quota.value_or(kZero) ? Basis::kRetryAfter
-                                                                          : quota_basis(s.quota[*w.quota_index]);
+                                                                         : quota_basis(s.quota[*w.quota_index]);
   }
 }
 
@@ -98,14 +98,11 @@ std::string_view to_string(PlanNote n) noexcept {
              "so the skew cannot make the retry early";
     case PlanNote::kQuotaOutlastsRetryAfter:
       return "an exhausted quota resets after the Retry-After: the later time applies";
-    case PlanNote::kQuotaRoomIgnored:
-      return "a quota with room left does not shorten the server's Retry-After";
-    case PlanNote::kQuotaZeroWithoutReset:
-      return "a quota at zero carries no reset time, so it cannot bound the wait";
+    case PlanNote::kQuotaRoomIgnored: return "a quota with room left does not shorten the server's Retry-After";
+    case PlanNote::kQuotaZeroWithoutReset: return "a quota at zero carries no reset time, so it cannot bound the wait";
     case PlanNote::kLowConfidenceQuotaIgnored:
       return "a low-confidence quota reading (vendor-style headers without a profile) was not used";
-    case PlanNote::kJitterShortened:
-      return "the jitter was shortened so that the retry ends by the deadline";
+    case PlanNote::kJitterShortened: return "the jitter was shortened so that the retry ends by the deadline";
     case PlanNote::kFullRefillReset:
       return "an exhausted quota's reset counts to a full refill, not to the next permitted request: the server's "
              "retry delay sets the wait, or without one the time the next request's units take to refill";
@@ -119,9 +116,9 @@ std::string_view to_string(PlanNote n) noexcept {
 std::vector<std::string> notes_text(const PlanNotes& notes) {
   std::vector<std::string> out;
   for (PlanNote n : {PlanNote::kRetryAfterMalformed, PlanNote::kRetryAfterInPast, PlanNote::kSkewLengthened,
-                     PlanNote::kQuotaOutlastsRetryAfter, PlanNote::kQuotaRoomIgnored,
-                     PlanNote::kQuotaZeroWithoutReset, PlanNote::kLowConfidenceQuotaIgnored,
-                     PlanNote::kJitterShortened, PlanNote::kFullRefillReset, PlanNote::kServerSaysRetry}) {
+                     PlanNote::kQuotaOutlastsRetryAfter, PlanNote::kQuotaRoomIgnored, PlanNote::kQuotaZeroWithoutReset,
+                     PlanNote::kLowConfidenceQuotaIgnored, PlanNote::kJitterShortened, PlanNote::kFullRefillReset,
+                     PlanNote::kServerSaysRetry}) {
     if (notes.has(n)) out.emplace_back(to_string(n));
   }
   return out;
@@ -247,8 +244,7 @@ using detail::cat;
 std::string basis_phrase(const Plan& p, const PlanInput& in, Jitter jitter) {
   const std::string hint = format_seconds(p.server_hint.value_or(kZero));
   switch (p.basis) {
-    case Basis::kRetryAfter:
-      return cat({"the server's Retry-After asks for ", hint});
+    case Basis::kRetryAfter: return cat({"the server's Retry-After asks for ", hint});
     case Basis::kRateLimit:
     case Basis::kVendor: {
       std::string who = p.basis == Basis::kRateLimit ? "the RateLimit quota" : "the vendor quota";
@@ -259,8 +255,8 @@ std::string basis_phrase(const Plan& p, const PlanInput& in, Jitter jitter) {
         if (!q.policy.empty()) who.append(cat({" \"", printable(q.policy, 64), "\""}));
         if (p.basis == Basis::kVendor && !q.source_name().empty()) who.append(cat({" (", q.source_name(), ")"}));
         if (q.reset_is_full_refill) {
-          return cat({who, " is exhausted; its reset counts to a full refill, and the next request's units refill in ",
-                      hint});
+          return cat(
+              {who, " is exhausted; its reset counts to a full refill, and the next request's units refill in ", hint});
         }
       }
       return cat({who, " is exhausted for ", hint});
@@ -269,8 +265,7 @@ std::string basis_phrase(const Plan& p, const PlanInput& in, Jitter jitter) {
       return cat({"the local backoff for attempt ", std::to_string(std::max<std::int64_t>(in.attempt, 1)), " is ",
                   format_seconds(p.nominal_backoff), " nominal with ",
                   jitter == Jitter::kNone ? "no" : to_string(jitter), " jitter"});
-    case Basis::kNone:
-      break;
+    case Basis::kNone: break;
   }
   return "nothing sets a wait";
 }
@@ -312,7 +307,8 @@ std::string Planner::describe(const Plan& p, const PlanInput& in) const {
                "a retry would be permitted ",
                when});
       if (const Signals* sig = in.outcome.signals; sig && sig->should_retry == true) {
-        s.append(cat({" (the server's ", verdict_source(*sig), " says it may be retried, which grants no such permission)"}));
+        s.append(cat(
+            {" (the server's ", verdict_source(*sig), " says it may be retried, which grants no such permission)"}));
       }
       break;
     case Reason::kServerSaysNoRetry: {
@@ -338,15 +334,15 @@ std::string Planner::describe(const Plan& p, const PlanInput& in) const {
                when});
       break;
     case Reason::kHintTooLong:
-      s = cat({"Deferred: ", basis_phrase(p, in, config_.backoff.jitter()), ", longer than the acceptable ", format_seconds(config_.max_wait),
-               "; come back ", when});
+      s = cat({"Deferred: ", basis_phrase(p, in, config_.backoff.jitter()), ", longer than the acceptable ",
+               format_seconds(config_.max_wait), "; come back ", when});
       break;
     case Reason::kDeadline: {
       const std::string left = p.time_left && *p.time_left < kZero
                                    ? std::string("that had already passed")
                                    : cat({"(", format_seconds(p.time_left.value_or(kZero)), " left)"});
-      s = cat({"The earliest permitted retry is ", when, " (", basis_phrase(p, in, config_.backoff.jitter()), "), after the deadline ", left,
-               "; it is not cut short"});
+      s = cat({"The earliest permitted retry is ", when, " (", basis_phrase(p, in, config_.backoff.jitter()),
+               "), after the deadline ", left, "; it is not cut short"});
       break;
     }
     case Reason::kRetry:

@@ -53,15 +53,16 @@ void read_heuristic(const HeaderList& headers, WallTime received, std::optional<
     for (const auto& h : headers.lines()) {
       if (!ascii::istarts_with(h.name, family)) continue;
       const std::string_view what = std::string_view(h.name).substr(family.size());
-      auto bad = [&] {
-        out.warnings.push_back("heuristic: " + h.name + " " + shown(h.value) + " not understood");
-      };
+      auto bad = [&] { out.warnings.push_back("heuristic: " + h.name + " " + shown(h.value) + " not understood"); };
       if (ascii::iequals(what, "limit")) {
-        if (auto n = parse_count(h.value, CountFormat::kNumber, false)) q.limit = n; else bad();
+        if (auto n = parse_count(h.value, CountFormat::kNumber, false)) q.limit = n;
+        else bad();
       } else if (ascii::iequals(what, "remaining")) {
-        if (auto n = parse_count(h.value, CountFormat::kNumber, false)) q.remaining = n; else bad();
+        if (auto n = parse_count(h.value, CountFormat::kNumber, false)) q.remaining = n;
+        else bad();
       } else if (ascii::iequals(what, "used")) {
-        if (auto n = parse_count(h.value, CountFormat::kNumber, true)) used = n; else bad();
+        if (auto n = parse_count(h.value, CountFormat::kNumber, true)) used = n;
+        else bad();
       } else if (ascii::iequals(what, "reset")) {
         if (auto t = guess_time(h.value, received, server_date)) {
           q.reset = t->from_receipt;

@@ -43,8 +43,9 @@ class Loader {
 
   bool expect(const std::string& path, const JsonValue& v, JsonValue::Kind kind) {
     if (v.kind == kind) return true;
-    return fail(path, v, "expected " + std::string(detail::to_string(kind)) + ", found " +
-                             std::string(detail::to_string(v.kind)));
+    return fail(path, v,
+                "expected " + std::string(detail::to_string(kind)) + ", found " +
+                    std::string(detail::to_string(v.kind)));
   }
 
   bool only_members(const std::string& path, const JsonValue& obj, std::initializer_list<std::string_view> allowed) {
@@ -59,9 +60,7 @@ class Loader {
   static std::string join(const std::string& path, std::string_view key) {
     return path.empty() ? std::string(key) : path + "." + std::string(key);
   }
-  static std::string index(const std::string& path, std::size_t i) {
-    return path + "[" + std::to_string(i) + "]";
-  }
+  static std::string index(const std::string& path, std::size_t i) { return path + "[" + std::to_string(i) + "]"; }
 
   bool string(const std::string& path, const JsonValue& v, std::string& out, bool non_empty = true) {
     if (!expect(path, v, JsonValue::Kind::kString)) return false;
@@ -147,17 +146,15 @@ class Loader {
         case Role::kUsedLimit: {
           auto f = count_format_from_string(format->string);
           if (!f) return fail(fpath, *format, "unknown count format \"" + format->string + "\"");
-          const bool ok = role == Role::kUsedLimit ? *f == CountFormat::kUsedLimit
-                          : role == Role::kRemaining
-                              ? (*f == CountFormat::kInteger || *f == CountFormat::kNumber ||
-                                 *f == CountFormat::kPolicyList)
-                              : (*f == CountFormat::kInteger || *f == CountFormat::kNumber);
+          const bool ok = role == Role::kUsedLimit   ? *f == CountFormat::kUsedLimit
+                          : role == Role::kRemaining ? (*f == CountFormat::kInteger || *f == CountFormat::kNumber ||
+                                                        *f == CountFormat::kPolicyList)
+                                                     : (*f == CountFormat::kInteger || *f == CountFormat::kNumber);
           if (!ok) return fail(fpath, *format, "format \"" + format->string + "\" is not allowed here");
           out.count = *f;
           break;
         }
-        case Role::kText:
-          return fail(fpath, *format, "this field takes no format");
+        case Role::kText: return fail(fpath, *format, "this field takes no format");
       }
     }
     return true;
@@ -234,7 +231,8 @@ class Loader {
       if (q.window_bounds_wait && !q.window && !q.window_from) return fail(bpath, *b, "the quota has no window");
     }
     if (!q.limit && !q.remaining && !q.used && !q.used_limit && q.reset.empty() && q.header_prefix.empty()) {
-      return fail(path, v, "a quota must read at least one of limit, remaining, used, used_limit, reset, header_prefix");
+      return fail(path, v,
+                  "a quota must read at least one of limit, remaining, used, used_limit, reset, header_prefix");
     }
     return true;
   }
@@ -335,8 +333,8 @@ void compute_known(Profile& p) {
   for (const auto& h : p.retry_verdicts) p.known_headers.push_back(h);
   for (const auto& h : p.informational) p.known_headers.push_back(h);
   for (const auto& prefix : p.ietf_prefixes) {
-    for (std::string_view base : {"ratelimit", "ratelimit-policy", "ratelimit-limit", "ratelimit-remaining",
-                                  "ratelimit-reset"}) {
+    for (std::string_view base :
+         {"ratelimit", "ratelimit-policy", "ratelimit-limit", "ratelimit-remaining", "ratelimit-reset"}) {
       p.known_headers.push_back(prefix + std::string(base));
     }
   }
@@ -353,8 +351,8 @@ Result<Profile, ProfileError> parse_profile(std::string_view text, std::string_v
   auto json = detail::parse_json(text);
   if (!json) {
     const auto& e = json.error();
-    return fail(ProfileError{std::string(file), "", "invalid JSON: " + e.message + " at column " +
-                                                        std::to_string(e.column), e.line});
+    return fail(ProfileError{std::string(file), "",
+                             "invalid JSON: " + e.message + " at column " + std::to_string(e.column), e.line});
   }
   Loader loader(file);
   Profile p;

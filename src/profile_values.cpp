@@ -337,8 +337,7 @@ std::optional<TimeValue> parse_time_value(std::string_view text, TimeFormat form
 std::optional<std::int64_t> parse_count(std::string_view text, CountFormat format, bool round_up) noexcept {
   text = ascii::trim_ows(text);
   switch (format) {
-    case CountFormat::kInteger:
-      return parse_digits(text);
+    case CountFormat::kInteger: return parse_digits(text);
     case CountFormat::kNumber: {
       const std::size_t dot = text.find('.');
       if (dot == std::string_view::npos) return parse_digits(text);
@@ -353,8 +352,7 @@ std::optional<std::int64_t> parse_count(std::string_view text, CountFormat forma
       return *whole + ((round_up && nonzero) ? 1 : 0);
     }
     case CountFormat::kUsedLimit:
-    case CountFormat::kPolicyList:
-      return std::nullopt;  // not a single count
+    case CountFormat::kPolicyList: return std::nullopt;  // not a single count
   }
   return std::nullopt;
 }

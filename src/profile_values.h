@@ -24,9 +24,9 @@ std::optional<Duration> parse_decimal_duration(std::string_view text, Duration u
 
 // How a time value reads, relative to the receipt of the response.
 struct TimeValue {
-  Duration from_receipt{};      // >= 0: for an instant, the larger of (t - received)
-                                // and (t - server Date), clamped at zero
-  std::optional<WallTime> at;   // the instant, for absolute formats
+  Duration from_receipt{};     // >= 0: for an instant, the larger of (t - received)
+                               // and (t - server Date), clamped at zero
+  std::optional<WallTime> at;  // the instant, for absolute formats
   // The step the value was stated in: 1 s for whole seconds, 1 ms for "1500"
   // milliseconds, 10 ms for "1.25" seconds, 60 s for a time without seconds.
   Duration resolution{};

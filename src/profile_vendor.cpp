@@ -13,8 +13,8 @@
 namespace abide {
 
 using detail::parse_digits;
-using detail::to_lower;
 using detail::shown;
+using detail::to_lower;
 
 // ---- reading headers through a profile ------------------------------------------------
 
@@ -67,8 +67,8 @@ class VendorReader {
       : p_(p), index_(index), h_(index.headers()), received_(received), date_(date), out_(out), read_(read) {}
 
   void warn_bad(const Found& f, std::string_view what) {
-    out_.warnings.push_back(p_.name + ": " + std::string(f.name) + " " + shown(f.value) + " ignored: " +
-                            std::string(what));
+    out_.warnings.push_back(p_.name + ": " + std::string(f.name) + " " + shown(f.value) +
+                            " ignored: " + std::string(what));
   }
 
   Found get(const FieldSpec& spec) {
@@ -216,7 +216,8 @@ class VendorReader {
       const std::string_view member = ascii::trim_ows(rest.substr(0, comma));
       rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
       const std::size_t semi = member.rfind(';');
-      const auto n = semi == std::string_view::npos ? std::nullopt : parse_digits(ascii::trim_ows(member.substr(semi + 1)));
+      const auto n = semi == std::string_view::npos ? std::nullopt
+                                                    : parse_digits(ascii::trim_ows(member.substr(semi + 1)));
       if (!n || semi == 0) {
         warn_bad(Found{member, f.name, true, false}, "not name;count");
         continue;

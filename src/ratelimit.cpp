@@ -9,11 +9,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <new>
-#include <type_traits>
-#include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "abide/http_date.h"
@@ -79,7 +79,8 @@ enum Slot { kSlotRateLimit, kSlotPolicy, kSlotLimit, kSlotRemaining, kSlotReset,
 constexpr std::string_view kSlotNames[kSlots] = {kRateLimit, kPolicy, kLimit, kRemaining, kReset, kPartition};
 static_assert(static_cast<int>(FieldKind::kRateLimitPolicy) - static_cast<int>(FieldKind::kRateLimit) == kSlotPolicy &&
               static_cast<int>(FieldKind::kRateLimitLimit) - static_cast<int>(FieldKind::kRateLimit) == kSlotLimit &&
-              static_cast<int>(FieldKind::kRateLimitRemaining) - static_cast<int>(FieldKind::kRateLimit) == kSlotRemaining &&
+              static_cast<int>(FieldKind::kRateLimitRemaining) - static_cast<int>(FieldKind::kRateLimit) ==
+                  kSlotRemaining &&
               static_cast<int>(FieldKind::kRateLimitReset) - static_cast<int>(FieldKind::kRateLimit) == kSlotReset &&
               static_cast<int>(FieldKind::kRateLimitPartition) - static_cast<int>(FieldKind::kRateLimit) ==
                   kSlotPartition);
@@ -217,12 +218,9 @@ Duration minus(WallTime a, WallTime b) noexcept {
 // What a reset in delta-seconds (RateLimit-Reset, `reset`, `t`, `w`) that is
 // no plausible delay means. `what` names the field (and parameter) for the
 // warning. Out of line: real servers that follow the drafts never get here.
-[[gnu::cold]] [[gnu::noinline]] std::optional<Duration> implausible_delay(std::int64_t v, std::string_view field,
-                                                                          std::string_view param,
-                                                                          std::string_view policy,
-                                                                          const RateLimitOptions& o,
-                                                                          Confidence& confidence,
-                                                                          std::vector<std::string>& warnings) {
+[[gnu::cold]] [[gnu::noinline]] std::optional<Duration> implausible_delay(
+    std::int64_t v, std::string_view field, std::string_view param, std::string_view policy, const RateLimitOptions& o,
+    Confidence& confidence, std::vector<std::string>& warnings) {
   std::string what = printable(field);
   if (!policy.empty()) what.append(" policy \"").append(printable(policy)).append("\"");
   if (!param.empty()) what.append(" ").append(param);
@@ -253,7 +251,8 @@ Duration minus(WallTime a, WallTime b) noexcept {
     return std::nullopt;
   }
   warnings.push_back(what + " is no plausible delay (over a year) but a Unix time within a year of " +
-                     std::string(ref_name) + ": read as that instant (low confidence; a vendor profile decides for sure)");
+                     std::string(ref_name) +
+                     ": read as that instant (low confidence; a vendor profile decides for sure)");
   return std::max(d, Duration::zero());
 }
 
@@ -275,7 +274,7 @@ struct PolicyItem {
   Text value;           // the name (String or Token)
   std::int64_t number;  // the quota (Integer)
   std::int64_t q, w;
-  Text qu, pk, name;    // name: Envoy's name="..." on an unnamed policy
+  Text qu, pk, name;  // name: Envoy's name="..." on an unnamed policy
   bool has_q, has_w, has_qu, has_pk, has_name;
 };
 using PolicyItems = SmallVec<PolicyItem, 8>;
@@ -369,8 +368,8 @@ struct Label {
 };
 
 // One observation per policy (limit, window, unit, pk).
-void commit_policies(const PolicyItems& items, PolicyKind kind, Label source,
-                     std::vector<QuotaObservation>& out, std::vector<std::string>& warnings, std::string_view field) {
+void commit_policies(const PolicyItems& items, PolicyKind kind, Label source, std::vector<QuotaObservation>& out,
+                     std::vector<std::string>& warnings, std::string_view field) {
   for (std::size_t i = 0; i < items.size(); ++i) {
     const PolicyItem& item = items[i];
     QuotaObservation& q = out.emplace_back();  // filled in place: no moves
@@ -445,11 +444,26 @@ bool parse_named_ratelimit(std::string_view value, RateItems& items, std::string
         std::int64_t* slot = nullptr;
         std::uint8_t bit = 0;
         switch (key[0]) {
-          case 'r': slot = &item.r; bit = kParamR; break;
-          case 't': slot = &item.t; bit = kParamT; break;
-          case 'a': slot = &item.a; bit = kParamA; break;
-          case 'w': slot = &item.w; bit = kParamW; break;
-          case 'c': slot = &item.c; bit = kParamC; break;
+          case 'r':
+            slot = &item.r;
+            bit = kParamR;
+            break;
+          case 't':
+            slot = &item.t;
+            bit = kParamT;
+            break;
+          case 'a':
+            slot = &item.a;
+            bit = kParamA;
+            break;
+          case 'w':
+            slot = &item.w;
+            bit = kParamW;
+            break;
+          case 'c':
+            slot = &item.c;
+            bit = kParamC;
+            break;
           default: break;
         }
         if (slot == nullptr) continue;  // a comment
@@ -555,7 +569,8 @@ void merge_named_ratelimit(const RateItems& items, NamedSources source, std::vec
       merge_draft12(item, name, *target, field, options, warnings);
     } else {
       if (item.has & kParamR) target->remaining = item.r;
-      if (item.has & kParamT) target->reset = delta_reset(item.t, field, "t", name, options, target->confidence, warnings);
+      if (item.has & kParamT)
+        target->reset = delta_reset(item.t, field, "t", name, options, target->confidence, warnings);
     }
     if (item.has_pk) target->partition_key = decode_bytes(item.pk);
   }
@@ -725,8 +740,8 @@ void adopt_matching_policy(QuotaObservation& q, std::vector<QuotaObservation>& p
 
 }  // namespace
 
-void read_ratelimit(const HeaderList& headers, std::vector<QuotaObservation>& quota,
-                    std::vector<std::string>& warnings, const RateLimitOptions& options) {
+void read_ratelimit(const HeaderList& headers, std::vector<QuotaObservation>& quota, std::vector<std::string>& warnings,
+                    const RateLimitOptions& options) {
   if (options.prefix.empty()) {
     detail::read_ratelimit(headers, nullptr, quota, warnings, options);
   } else {
@@ -773,8 +788,8 @@ void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, s
     std::string why_list;
     RateItems rate_items;
     if (parse_named_ratelimit(combined.value(), rate_items, why_list)) {
-      merge_named_ratelimit(rate_items, {label(QuotaSource::kDraft08), label(QuotaSource::kDraft12Provisional)}, quota, from,
-                            combined.name(), options, warnings);
+      merge_named_ratelimit(rate_items, {label(QuotaSource::kDraft08), label(QuotaSource::kDraft12Provisional)}, quota,
+                            from, combined.name(), options, warnings);
     } else {
       Draft07 d;
       std::string why_dict;

@@ -19,9 +19,9 @@ std::string lower(std::string_view s) {
 }
 
 // Fragments of names that carry credentials, found anywhere in a name.
-constexpr std::array<std::string_view, 15> kCredentialFragments{
-    "auth", "cookie", "key",        "token",  "secret", "passw", "pwd",  "signature",
-    "sess", "credential", "bearer", "jwt",    "csrf",   "xsrf",  "ticket"};
+constexpr std::array<std::string_view, 15> kCredentialFragments{"auth",   "cookie", "key",       "token", "secret",
+                                                                "passw",  "pwd",    "signature", "sess",  "credential",
+                                                                "bearer", "jwt",    "csrf",      "xsrf",  "ticket"};
 // Whole names only: inside other words ("design", "zip_code", "side",
 // "compass") they are too common.
 constexpr std::array<std::string_view, 4> kCredentialNames{"sig", "code", "sid", "pass"};

@@ -12,8 +12,7 @@ namespace {
 
 // Whole seconds at and above which a delay no longer fits in Duration; such a
 // delay saturates to kMaxDuration (see seconds_saturating).
-constexpr std::uint64_t kSaturatingSeconds =
-    static_cast<std::uint64_t>(Duration::max().count() / 1'000'000'000);
+constexpr std::uint64_t kSaturatingSeconds = static_cast<std::uint64_t>(Duration::max().count() / 1'000'000'000);
 
 // Invalid lines described one by one in the warnings; more are only counted.
 constexpr std::size_t kMaxIgnoredLineWarnings = 8;
@@ -22,7 +21,7 @@ constexpr unsigned digit(char c) noexcept { return static_cast<unsigned>(static_
 
 constexpr std::uint32_t u32(std::size_t v) noexcept {
   return v > std::numeric_limits<std::uint32_t>::max() ? std::numeric_limits<std::uint32_t>::max()
-                                                        : static_cast<std::uint32_t>(v);
+                                                       : static_cast<std::uint32_t>(v);
 }
 
 RetryAfterError error_at(RetryAfterErrorCode code, std::size_t at) noexcept {
@@ -65,8 +64,7 @@ std::string RetryAfterError::message() const {
   return std::string(to_string(code)) + " at byte " + std::to_string(offset);
 }
 
-Result<RetryAfter, RetryAfterError> parse_retry_after(std::string_view value, WallTime now,
-                                                      ParseMode mode) noexcept {
+Result<RetryAfter, RetryAfterError> parse_retry_after(std::string_view value, WallTime now, ParseMode mode) noexcept {
   // The field parser's job (RFC 9110 section 5.5): drop OWS at both ends.
   const std::string_view trimmed = ascii::trim_ows(value);
   const std::size_t b = static_cast<std::size_t>(trimmed.data() - value.data());
@@ -172,8 +170,7 @@ Result<RetryAfterLines, RetryAfterError> parse_retry_after_lines(std::span<const
   }
   if (!best) return fail(*first_error);
   if (conflict) {
-    best->warnings.push_back("conflicting Retry-After values; using the longest wait, " +
-                             quoted(lines[best->line]));
+    best->warnings.push_back("conflicting Retry-After values; using the longest wait, " + quoted(lines[best->line]));
   }
   for (auto& w : ignored) best->warnings.push_back(std::move(w));
   if (ignored_more > 0) {

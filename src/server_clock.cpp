@@ -25,8 +25,7 @@ Duration drift_over(MonoTime from, MonoTime to) noexcept {
 Duration ServerClock::low_locked(MonoTime at) const noexcept { return low_ - drift_over(low_at_, at); }
 Duration ServerClock::high_locked(MonoTime at) const noexcept { return high_ + drift_over(high_at_, at); }
 
-void ServerClock::learn(std::optional<WallTime> server_date, MonoTime received,
-                        std::optional<MonoTime> sent) noexcept {
+void ServerClock::learn(std::optional<WallTime> server_date, MonoTime received, std::optional<MonoTime> sent) noexcept {
   if (!server_date) return;
   const MonoTime at = received;
   // This Date alone: the server's clock at receipt is at least the Date, and

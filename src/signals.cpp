@@ -89,8 +89,8 @@ void read_retry_after(const HeaderList& headers, WallTime received, std::optiona
     ++n;
   }
   if (n == 0) return;
-  const std::span<const std::string_view> lines =
-      many.empty() ? std::span<const std::string_view>(few.data(), n) : std::span<const std::string_view>(many);
+  const std::span<const std::string_view> lines = many.empty() ? std::span<const std::string_view>(few.data(), n)
+                                                               : std::span<const std::string_view>(many);
   const ParseMode mode = options.robust ? ParseMode::kRobust : ParseMode::kStrict;
   auto parsed = parse_retry_after_lines(lines, received, mode);
   if (!parsed) {
@@ -102,14 +102,16 @@ void read_retry_after(const HeaderList& headers, WallTime received, std::optiona
   for (auto& w : parsed->warnings) s.warnings.push_back("Retry-After: " + std::move(w));
   const RetryAfter& ra = parsed->value;
   if (ra.rounded_up) {
-    s.warnings.push_back("Retry-After " + shown(lines[parsed->line]) + " has a fraction, which the grammar does not allow; read rounded up");
+    s.warnings.push_back("Retry-After " + shown(lines[parsed->line]) +
+                         " has a fraction, which the grammar does not allow; read rounded up");
   }
   if (!ra.date.deviations.empty()) {
     s.warnings.push_back("Retry-After " + shown(lines[parsed->line]) +
                          " accepted with deviations: " + to_string(ra.date.deviations));
   }
   if (ra.saturated) {
-    s.warnings.push_back("Retry-After " + shown(lines[parsed->line]) + " is too large to represent; read as the longest wait");
+    s.warnings.push_back("Retry-After " + shown(lines[parsed->line]) +
+                         " is too large to represent; read as the longest wait");
   }
   RetryHint hint;
   hint.source = "retry-after";
@@ -157,7 +159,8 @@ bool heuristic_reads(std::string_view name) noexcept {
   for (std::string_view family : kHeuristicFamilies) {
     if (name.size() <= family.size() || !ascii::iequals(name.substr(0, family.size()), family)) continue;
     const std::string_view what = name.substr(family.size());
-    return ascii::iequals(what, "limit") || ascii::iequals(what, "remaining") || ascii::iequals(what, "used") || ascii::iequals(what, "reset");
+    return ascii::iequals(what, "limit") || ascii::iequals(what, "remaining") || ascii::iequals(what, "used") ||
+           ascii::iequals(what, "reset");
   }
   return ascii::iequals(name, "retry-after-ms") || ascii::iequals(name, "x-ms-retry-after-ms");
 }
@@ -184,9 +187,12 @@ Seen classify(const HeaderList& headers) noexcept {
     }
   }
   seen.retry_after = detail::HeaderKinds::has(headers, FieldKind::kRetryAfter);
-  seen.ietf = detail::HeaderKinds::has(headers, FieldKind::kRateLimit) || detail::HeaderKinds::has(headers, FieldKind::kRateLimitPolicy) ||
-              detail::HeaderKinds::has(headers, FieldKind::kRateLimitLimit) || detail::HeaderKinds::has(headers, FieldKind::kRateLimitRemaining) ||
-              detail::HeaderKinds::has(headers, FieldKind::kRateLimitReset) || detail::HeaderKinds::has(headers, FieldKind::kRateLimitPartition);
+  seen.ietf = detail::HeaderKinds::has(headers, FieldKind::kRateLimit) ||
+              detail::HeaderKinds::has(headers, FieldKind::kRateLimitPolicy) ||
+              detail::HeaderKinds::has(headers, FieldKind::kRateLimitLimit) ||
+              detail::HeaderKinds::has(headers, FieldKind::kRateLimitRemaining) ||
+              detail::HeaderKinds::has(headers, FieldKind::kRateLimitReset) ||
+              detail::HeaderKinds::has(headers, FieldKind::kRateLimitPartition);
   seen.vendor_like = detail::HeaderKinds::has(headers, FieldKind::kVendorQuota);
   return seen;
 }
@@ -194,9 +200,8 @@ Seen classify(const HeaderList& headers) noexcept {
 // The profile's fields (its IETF-syntax prefixes, then its own headers), or
 // the opt-in heuristic. Out of line: the line index it builds is not needed
 // for responses from APIs without a profile.
-[[gnu::noinline]] void read_vendor_fields(const HeaderList& headers, const Profile* profile,
-                                          const RateLimitOptions& rl, Signals& s,
-                                          detail::LineMask& read) {
+[[gnu::noinline]] void read_vendor_fields(const HeaderList& headers, const Profile* profile, const RateLimitOptions& rl,
+                                          Signals& s, detail::LineMask& read) {
   // Read straight into the result's vectors (no copies).
   VendorReading vendor;
   vendor.quota = std::move(s.quota);
@@ -328,8 +333,8 @@ PermittedWait permitted_wait(const Signals& s, bool use_low_confidence) noexcept
       const Duration from_local = saturating_sub(h.date->time_since_epoch(), s.received_wall.time_since_epoch());
       w = std::max(w, from_local);
       if (s.server_date) {
-        const WallTime server_now =
-            s.server_time_floor ? server_time_at_receipt(*s.server_date, *s.server_time_floor) : *s.server_date;
+        const WallTime server_now = s.server_time_floor ? server_time_at_receipt(*s.server_date, *s.server_time_floor)
+                                                        : *s.server_date;
         const Duration from_server = saturating_sub(h.date->time_since_epoch(), server_now.time_since_epoch());
         if (from_server > non_negative(from_local) && from_server > Duration::zero()) p.skew_lengthened = true;
         w = std::max(w, from_server);

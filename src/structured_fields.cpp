@@ -47,19 +47,16 @@ constexpr std::array<std::uint8_t, 256> make_classes() {
 
 constexpr std::array<std::uint8_t, 256> kClass = make_classes();
 
-inline bool is(char c, std::uint8_t bits) noexcept {
-  return (kClass[static_cast<unsigned char>(c)] & bits) != 0;
-}
+inline bool is(char c, std::uint8_t bits) noexcept { return (kClass[static_cast<unsigned char>(c)] & bits) != 0; }
 
-constexpr int hex_value(char c) noexcept {
-  return c <= '9' ? c - '0' : c - 'a' + 10;
-}
+constexpr int hex_value(char c) noexcept { return c <= '9' ? c - '0' : c - 'a' + 10; }
 
 // base64 alphabet value of a character known to be in it.
 constexpr std::array<std::uint8_t, 256> make_base64_values() {
   std::array<std::uint8_t, 256> t{};
   constexpr std::string_view alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  for (std::size_t i = 0; i < alphabet.size(); ++i) t[static_cast<unsigned char>(alphabet[i])] = static_cast<std::uint8_t>(i);
+  for (std::size_t i = 0; i < alphabet.size(); ++i)
+    t[static_cast<unsigned char>(alphabet[i])] = static_cast<std::uint8_t>(i);
   return t;
 }
 constexpr std::array<std::uint8_t, 256> kBase64Value = make_base64_values();
@@ -573,8 +570,7 @@ bool Parser::skip_inner() noexcept {
       break;
     }
     case State::done:
-    case State::failed:
-      return m;
+    case State::failed: return m;
   }
   if (++members_ > limits_.max_members) [[unlikely]] {
     fail(ErrorCode::too_many_members, p);
@@ -704,9 +700,7 @@ inline bool hex_pair(std::string_view raw, std::size_t i) noexcept {
 
 }  // namespace
 
-std::size_t decoded_byte_sequence_size(std::string_view raw) noexcept {
-  return base64_chars(raw) * 6 / 8;
-}
+std::size_t decoded_byte_sequence_size(std::string_view raw) noexcept { return base64_chars(raw) * 6 / 8; }
 
 std::optional<std::size_t> decode_byte_sequence(std::string_view raw, std::span<std::uint8_t> buf) noexcept {
   if (buf.size() < decoded_byte_sequence_size(raw)) return std::nullopt;

@@ -142,8 +142,8 @@ TEST(Jitter, DecorrelatedIsCapped) {
 TEST(Jitter, OutOfRangeRandomNumbersAreClamped) {
   for (Jitter j : {Jitter::kFull, Jitter::kEqual, Jitter::kDecorrelated}) {
     const BackoffPolicy p(1s, 60s, j);
-    for (double u : {-1.0, 2.0, std::nan(""), std::numeric_limits<double>::infinity(),
-                     -std::numeric_limits<double>::infinity()}) {
+    for (double u :
+         {-1.0, 2.0, std::nan(""), std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()}) {
       FixedRandom rng({u});
       const BackoffDraw d = p.draw(3, std::nullopt, rng);
       EXPECT_GE(d.jitter, 0s) << to_string(j) << " " << u;
@@ -165,8 +165,8 @@ TEST(Jitter, PropertyEveryDrawStaysInItsRange) {
     const Jitter kind = static_cast<Jitter>(i % 4);
     const BackoffPolicy p(base, cap, kind);
     const std::int64_t attempt = att(gen);
-    const std::optional<Duration> prev =
-        (i % 3 == 0) ? std::optional<Duration>{} : std::optional<Duration>{Duration{ns(gen)}};
+    const std::optional<Duration> prev = (i % 3 == 0) ? std::optional<Duration>{}
+                                                      : std::optional<Duration>{Duration{ns(gen)}};
     const BackoffDraw d = p.draw(attempt, prev, rng);
     const Duration b = p.nominal(attempt);
     ASSERT_GE(d.jitter, 0s);

@@ -38,7 +38,8 @@ TEST(CliHelp, ListsOnlyTheCommandsThisBuildHas) {
 }
 
 TEST(CliHttpDate, PrintsUnixSecondsForEveryForm) {
-  for (const char* v : {"Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"}) {
+  for (const char* v :
+       {"Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"}) {
     const auto r = abide({"parse", "http-date", "--now", kNow, v});
     EXPECT_EQ(r.exit_code, 0) << v << ": " << r.err;
     EXPECT_EQ(r.out, "784111777\n") << v;
@@ -66,7 +67,8 @@ TEST(CliHttpDate, NowDrivesTheTwoDigitYear) {
 
 TEST(CliHttpDate, MismatchedDayNameIsReadWithAWarningInBothModes) {
   // 29 Nov 2026 is a Sunday.
-  for (const char* v : {"Mon, 29 Nov 2026 13:00:00 GMT", "Monday, 29-Nov-26 13:00:00 GMT", "Mon Nov 29 13:00:00 2026"}) {
+  for (const char* v :
+       {"Mon, 29 Nov 2026 13:00:00 GMT", "Monday, 29-Nov-26 13:00:00 GMT", "Mon Nov 29 13:00:00 2026"}) {
     for (const bool lenient : {false, true}) {
       const auto r = lenient ? abide({"parse", "http-date", "--lenient", "--now", kNow, v})
                              : abide({"parse", "http-date", "--now", kNow, v});
@@ -78,7 +80,8 @@ TEST(CliHttpDate, MismatchedDayNameIsReadWithAWarningInBothModes) {
 }
 
 TEST(CliRetryAfter, MismatchedDayNameIsReadWithAWarningInBothModes) {
-  for (const char* v : {"Mon, 29 Nov 2026 23:30:00 GMT", "Monday, 29-Nov-26 23:30:00 GMT", "Mon Nov 29 23:30:00 2026"}) {
+  for (const char* v :
+       {"Mon, 29 Nov 2026 23:30:00 GMT", "Monday, 29-Nov-26 23:30:00 GMT", "Mon Nov 29 23:30:00 2026"}) {
     for (const bool lenient : {false, true}) {
       const auto r = lenient ? abide({"parse", "retry-after", "--lenient", "--now", kNow, v})
                              : abide({"parse", "retry-after", "--now", kNow, v});
@@ -149,8 +152,8 @@ TEST(CliRetryAfter, RejectedSaysWhyAndWhere) {
     const char* value;
     const char* says;
   };
-  for (const Case c : {Case{"2.5", "fractional delay at byte 1"}, Case{"12s", "at byte 2"},
-                       Case{"", "empty value"}, Case{"soon", "at byte 0"}, Case{"+5", "signed delay at byte 0"}}) {
+  for (const Case c : {Case{"2.5", "fractional delay at byte 1"}, Case{"12s", "at byte 2"}, Case{"", "empty value"},
+                       Case{"soon", "at byte 0"}, Case{"+5", "signed delay at byte 0"}}) {
     const auto r = abide({"parse", "retry-after", c.value});
     EXPECT_EQ(r.exit_code, 1) << c.value;
     EXPECT_EQ(r.out, "") << c.value;

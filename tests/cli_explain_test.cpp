@@ -93,8 +93,8 @@ TEST(CliExplain, NoJitterGivesExactNumbers) {
 }
 
 TEST(CliExplain, SameSeedSameJitter) {
-  const std::vector<std::string> args{"explain", "--json", "--now", kNow, "--seed", "7",
-                                      kHeads + "429-retry-after-seconds.http"};
+  const std::vector<std::string> args{
+      "explain", "--json", "--now", kNow, "--seed", "7", kHeads + "429-retry-after-seconds.http"};
   const json a = json::parse(test::abide(args).out);
   const json b = json::parse(test::abide(args).out);
   EXPECT_EQ(a["jitter_s"], b["jitter_s"]);
@@ -139,10 +139,12 @@ TEST(CliExplain, MalformedRetryAfterIsBackoffWithAWarning) {
 
 TEST(CliExplain, MismatchedDayNameWaitsForTheServersTimeInBothModes) {
   // 1 Jan 2026 is a Thursday: the "Fri" is wrong, the hour is not.
-  for (const char* value : {"Fri, 01 Jan 2026 01:00:00 GMT", "Friday, 01-Jan-26 01:00:00 GMT", "Fri Jan  1 01:00:00 2026"}) {
+  for (const char* value :
+       {"Fri, 01 Jan 2026 01:00:00 GMT", "Friday, 01-Jan-26 01:00:00 GMT", "Fri Jan  1 01:00:00 2026"}) {
     const std::string head = std::string("HTTP/1.1 503 Service Unavailable\r\nRetry-After: ") + value + "\r\n\r\n";
     for (const bool strict : {false, true}) {
-      const json j = strict ? explain_head(head, {"--jitter", "none", "--strict"}) : explain_head(head, {"--jitter", "none"});
+      const json j = strict ? explain_head(head, {"--jitter", "none", "--strict"})
+                            : explain_head(head, {"--jitter", "none"});
       EXPECT_EQ(j["basis"], "retry-after") << value;
       EXPECT_EQ(j["server_hint_s"], 3600) << value;
       EXPECT_EQ(j["not_before"], "2026-01-01T01:00:00Z") << value;
@@ -182,18 +184,21 @@ TEST(CliExplain, QuotaOutlastingRetryAfterWins) {
 }
 
 TEST(CliExplain, GitHub403ReadsThroughItsProfileOnlyWithTheHost) {
-  const json with = explain_json({"--jitter", "none", "--host", "api.github.com", kHeads + "403-github-remaining-0.http"});
+  const json with = explain_json(
+      {"--jitter", "none", "--host", "api.github.com", kHeads + "403-github-remaining-0.http"});
   EXPECT_EQ(with["decision"], "retry");
   EXPECT_EQ(with["basis"], "vendor");
   EXPECT_EQ(with["delay_s"], 1800);
   EXPECT_EQ(with["quota"][0]["source"], "github");
-  const json by_name = explain_json({"--jitter", "none", "--profile", "github", kHeads + "403-github-remaining-0.http"});
+  const json by_name = explain_json(
+      {"--jitter", "none", "--profile", "github", kHeads + "403-github-remaining-0.http"});
   EXPECT_EQ(by_name["delay_s"], 1800);
   const json without = explain_json({kHeads + "403-github-remaining-0.http"});
   EXPECT_EQ(without["decision"], "not_retryable");
   EXPECT_TRUE(without["quota"].empty());
   EXPECT_THAT(without["warnings"].dump(), HasSubstr("no vendor profile"));
-  const json none = explain_json({"--host", "api.github.com", "--profile", "none", kHeads + "403-github-remaining-0.http"});
+  const json none = explain_json(
+      {"--host", "api.github.com", "--profile", "none", kHeads + "403-github-remaining-0.http"});
   EXPECT_EQ(none["decision"], "not_retryable");
 }
 
@@ -351,8 +356,8 @@ TEST(CliExplain, NegativeDeadlineMeansAlreadyPassed) {
 }
 
 TEST(CliExplain, HugeNumbersSaturate) {
-  const json j = explain_json({"--backoff-base", "1e300", "--backoff-cap", "1e300", "--jitter", "none",
-                               "--deadline", "1e300", kHeads + "429-retry-after-malformed.http"});
+  const json j = explain_json({"--backoff-base", "1e300", "--backoff-cap", "1e300", "--jitter", "none", "--deadline",
+                               "1e300", kHeads + "429-retry-after-malformed.http"});
   EXPECT_EQ(j["decision"], "retry");
   EXPECT_GT(j["delay_s"].get<double>(), 9e9);
 }

@@ -27,12 +27,13 @@ json parse_ok(const abide::test::RunResult& r) {
 }
 
 TEST(CliParseRatelimit, CurrentDraftWithRetryAfterAndSkew) {
-  const auto r = abide({"parse", "ratelimit", "--now", kNow},
-                       "HTTP/2 429 \r\n"
-                       "date: Thu, 01 Jan 2026 00:00:02 GMT\r\n"
-                       "retry-after: 30\r\n"
-                       "ratelimit-policy: \"burst\";q=100;w=60, \"daily\";q=1000;qu=\"content-bytes\";w=86400;pk=:QXBwLTk5OQ==:\r\n"
-                       "ratelimit: \"burst\";r=0;t=30, \"daily\";r=900;t=3600\r\n\r\n");
+  const auto r = abide(
+      {"parse", "ratelimit", "--now", kNow},
+      "HTTP/2 429 \r\n"
+      "date: Thu, 01 Jan 2026 00:00:02 GMT\r\n"
+      "retry-after: 30\r\n"
+      "ratelimit-policy: \"burst\";q=100;w=60, \"daily\";q=1000;qu=\"content-bytes\";w=86400;pk=:QXBwLTk5OQ==:\r\n"
+      "ratelimit: \"burst\";r=0;t=30, \"daily\";r=900;t=3600\r\n\r\n");
   const json j = parse_ok(r);
   // The top-level keys, in DESIGN.md's order (grown by should_retry).
   std::vector<std::string> keys;
@@ -52,7 +53,8 @@ TEST(CliParseRatelimit, CurrentDraftWithRetryAfterAndSkew) {
 }
 
 TEST(CliParseRatelimit, KeyOrderFollowsDesign) {
-  const auto r = abide({"parse", "ratelimit", "--now", kNow}, "HTTP/1.1 200 OK\r\nRateLimit: limit=10, remaining=5, reset=3\r\n\r\n");
+  const auto r = abide({"parse", "ratelimit", "--now", kNow},
+                       "HTTP/1.1 200 OK\r\nRateLimit: limit=10, remaining=5, reset=3\r\n\r\n");
   ASSERT_EQ(r.exit_code, 0);
   const auto pos = [&](const char* k) { return r.out.find(std::string("\"") + k + "\""); };
   EXPECT_LT(pos("quota"), pos("retry_after"));
@@ -83,7 +85,8 @@ TEST(CliParseRatelimit, CostFullRefillAndShouldRetryFieldsAlwaysAppear) {
   ASSERT_TRUE(j.contains("should_retry"));
   EXPECT_TRUE(j["should_retry"].is_null());
   const auto pos = [&](const std::string& out, const char* k) { return out.find(std::string("\"") + k + "\""); };
-  const auto r = abide({"parse", "ratelimit", "--now", kNow}, "HTTP/1.1 200 OK\r\nRateLimit: limit=10, remaining=5, reset=3\r\n\r\n");
+  const auto r = abide({"parse", "ratelimit", "--now", kNow},
+                       "HTTP/1.1 200 OK\r\nRateLimit: limit=10, remaining=5, reset=3\r\n\r\n");
   EXPECT_LT(pos(r.out, "confidence"), pos(r.out, "cost"));
   EXPECT_LT(pos(r.out, "cost"), pos(r.out, "reset_is_full_refill"));
   EXPECT_LT(pos(r.out, "clock_skew_s"), pos(r.out, "should_retry"));
@@ -115,8 +118,9 @@ TEST(CliParseRatelimit, CostFullRefillAndShouldRetryFromTheProfiles) {
 }
 
 TEST(CliParseRatelimit, RetryAfterDateAndFractions) {
-  const json j = parse_ok(abide({"parse", "ratelimit", "--now", "2026-01-01T00:00:00.5Z"},
-                                "HTTP/1.1 503 Service Unavailable\r\nRetry-After: Thu, 01 Jan 2026 00:02:00 GMT\r\n\r\n"));
+  const json j = parse_ok(
+      abide({"parse", "ratelimit", "--now", "2026-01-01T00:00:00.5Z"},
+            "HTTP/1.1 503 Service Unavailable\r\nRetry-After: Thu, 01 Jan 2026 00:02:00 GMT\r\n\r\n"));
   EXPECT_EQ(j["retry_after"]["kind"], "date");
   EXPECT_EQ(j["retry_after"]["seconds"], 119.5);
   EXPECT_EQ(j["retry_after"]["unix"], 1767225720);
@@ -127,7 +131,8 @@ TEST(CliParseRatelimit, HostSelectsTheVendorProfile) {
   const std::string head =
       "HTTP/2 403 \r\nx-ratelimit-limit: 60\r\nx-ratelimit-remaining: 0\r\nx-ratelimit-used: 60\r\n"
       "x-ratelimit-reset: 1767226000\r\nx-ratelimit-resource: core\r\n\r\n";
-  const json gh = parse_ok(abide({"parse", "ratelimit", "--now", kNow, "--host", "https://api.github.com/repos/x"}, head));
+  const json gh = parse_ok(
+      abide({"parse", "ratelimit", "--now", kNow, "--host", "https://api.github.com/repos/x"}, head));
   ASSERT_EQ(gh["quota"].size(), 1u);
   EXPECT_EQ(gh["quota"][0]["source"], "github");
   EXPECT_EQ(gh["quota"][0]["policy"], "core");
@@ -140,7 +145,8 @@ TEST(CliParseRatelimit, HostSelectsTheVendorProfile) {
 
   const json named = parse_ok(abide({"parse", "ratelimit", "--now", kNow, "--profile", "github"}, head));
   EXPECT_EQ(named["quota"].size(), 1u);
-  const json off = parse_ok(abide({"parse", "ratelimit", "--now", kNow, "--host", "api.github.com", "--profile", "none"}, head));
+  const json off = parse_ok(
+      abide({"parse", "ratelimit", "--now", kNow, "--host", "api.github.com", "--profile", "none"}, head));
   EXPECT_TRUE(off["quota"].empty());
 
   const json guessed = parse_ok(abide({"parse", "ratelimit", "--now", kNow, "--heuristic"}, head));
@@ -162,8 +168,9 @@ TEST(CliParseRatelimit, ReadsAFile) {
 }
 
 TEST(CliParseRatelimit, WarningsIncludeTheHeadReader) {
-  const json j = parse_ok(abide({"parse", "ratelimit", "--now", kNow},
-                                "HTTP/1.1 200 OK\r\nno colon here\r\nRateLimit: \"x\";r=1.5\r\nRetry-After: soon\r\n\r\n"));
+  const json j = parse_ok(
+      abide({"parse", "ratelimit", "--now", kNow},
+            "HTTP/1.1 200 OK\r\nno colon here\r\nRateLimit: \"x\";r=1.5\r\nRetry-After: soon\r\n\r\n"));
   ASSERT_EQ(j["warnings"].size(), 3u);
   EXPECT_THAT(j["warnings"][0].get<std::string>(), HasSubstr("line 2"));
   EXPECT_TRUE(j["retry_after"].is_null());

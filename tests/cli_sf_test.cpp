@@ -67,8 +67,9 @@ TEST(CliSf, UsageErrors) {
 }
 
 TEST(CliSf, FormatSerializesJson) {
-  auto r = abide({"format", "sf", "--type", "dictionary",
-                  R"([["a", [1, []]], ["b", [true, [["q", 0.0025]]]], ["c", [[[{"__type":"token","value":"x"}, []]], []]]])"});
+  auto r = abide(
+      {"format", "sf", "--type", "dictionary",
+       R"([["a", [1, []]], ["b", [true, [["q", 0.0025]]]], ["c", [[[{"__type":"token","value":"x"}, []]], []]]])"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "a=1, b;q=0.002, c=(x)\n");
 

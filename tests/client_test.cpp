@@ -243,7 +243,7 @@ TEST(Client, GetCutMidBodyIsRetried) {
   const RequestOutcome out = client.fetch(r);
   ASSERT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
   ASSERT_EQ(out.attempts.size(), 2u);
-  EXPECT_EQ(out.attempts[0].status, 200);  // the head arrived ...
+  EXPECT_EQ(out.attempts[0].status, 200);       // the head arrived ...
   EXPECT_FALSE(out.attempts[0].error.empty());  // ... the body did not
   EXPECT_TRUE(out.attempts[0].sent);
   EXPECT_EQ(out.attempts[0].plan.decision, Decision::kRetry);
@@ -455,10 +455,10 @@ TEST(Client, EventsTellTheStoryInOrder) {
   r.url = server.url("/e");
   ASSERT_EQ(client.fetch(r).kind, OutcomeKind::kDone);
   using K = ClientEvent::Kind;
-  const std::vector<K> want{K::kWaitStarted, K::kWaitEnded, K::kAttemptStarted, K::kResponseObserved, K::kDecision,
-                            K::kWaitStarted, K::kWaitEnded,  // the retry wait
-                            K::kWaitStarted, K::kWaitEnded,  // the pacer
-                            K::kAttemptStarted, K::kResponseObserved, K::kDecision, K::kFinished};
+  const std::vector<K> want{K::kWaitStarted,    K::kWaitEnded,        K::kAttemptStarted, K::kResponseObserved,
+                            K::kDecision,       K::kWaitStarted,      K::kWaitEnded,  // the retry wait
+                            K::kWaitStarted,    K::kWaitEnded,                        // the pacer
+                            K::kAttemptStarted, K::kResponseObserved, K::kDecision,       K::kFinished};
   EXPECT_EQ(kinds, want);
 }
 

@@ -66,9 +66,7 @@ TEST(ManualClock, WallJumpDoesNotWakeASleeper) {
   ManualClock c;
   std::stop_source stop;
   std::atomic<int> result{-1};
-  std::thread t([&] {
-    result = static_cast<int>(c.monotonic().sleep_until(c.mono_now() + 10s, stop.get_token()));
-  });
+  std::thread t([&] { result = static_cast<int>(c.monotonic().sleep_until(c.mono_now() + 10s, stop.get_token())); });
   c.wait_for_sleepers(1);
   c.jump_wall(24h);
   c.jump_wall(-48h);

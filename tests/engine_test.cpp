@@ -58,7 +58,7 @@ class InstantClock {
 
 // One scripted answer of the transport.
 struct Answer {
-  Duration latency = 10ms;          // from send to the head (or the error)
+  Duration latency = 10ms;  // from send to the head (or the error)
   int status = 200;
   std::vector<Header> headers;
   std::vector<std::string> chunks;  // the body, as it arrives
@@ -346,7 +346,7 @@ TEST_P(EngineForms, CancellationDuringARetryWaitEndsPromptly) {
                             });
   EXPECT_EQ(r.out.kind, OutcomeKind::kCancelled) << r.out.reason;
   EXPECT_EQ(r.sent.size(), 1u);
-  EXPECT_EQ(r.out.waited, 0ns);  // nothing of the 120 s was spent
+  EXPECT_EQ(r.out.waited, 0ns);        // nothing of the 120 s was spent
   ASSERT_TRUE(r.out.not_before_mono);  // still says when a retry is permitted
   EXPECT_EQ(*r.out.not_before_mono, r.sent[0].at + 10ms + 120s);
 }
@@ -374,14 +374,13 @@ TEST_P(EngineForms, ServersNoRetryVerdictEndsTheRetries) {
 TEST_P(EngineForms, OpenAIFullRefillWaitsTheRetryDelayNotTheRefill) {
   Request req = get("https://api.openai.com/v1/chat/completions");
   const Result r = run_form(blocking(), req,
-                            {status(429,
-                                    {{"x-ratelimit-limit-requests", "500"},
-                                     {"x-ratelimit-remaining-requests", "499"},
-                                     {"x-ratelimit-reset-requests", "120ms"},
-                                     {"x-ratelimit-limit-tokens", "30000"},
-                                     {"x-ratelimit-remaining-tokens", "0"},
-                                     {"x-ratelimit-reset-tokens", "6m0s"},
-                                     {"retry-after-ms", "1500"}}),
+                            {status(429, {{"x-ratelimit-limit-requests", "500"},
+                                          {"x-ratelimit-remaining-requests", "499"},
+                                          {"x-ratelimit-reset-requests", "120ms"},
+                                          {"x-ratelimit-limit-tokens", "30000"},
+                                          {"x-ratelimit-remaining-tokens", "0"},
+                                          {"x-ratelimit-reset-tokens", "6m0s"},
+                                          {"retry-after-ms", "1500"}}),
                              ok()});
   ASSERT_EQ(r.out.kind, OutcomeKind::kDone) << r.out.reason;
   ASSERT_EQ(r.sent.size(), 2u);
@@ -755,8 +754,8 @@ TEST(EngineDriven, ThreadsShareTheOriginCacheAndThePacer) {
   c.mono = &clock.monotonic();
   c.wall = &clock.wall();
   Engine engine(c);
-  const std::vector<Request> reqs{get("https://a.example/x"), get("https://B.example/y"),
-                                  get("https://b.example/z"), get("http://c.example:8080/")};
+  const std::vector<Request> reqs{get("https://a.example/x"), get("https://B.example/y"), get("https://b.example/z"),
+                                  get("http://c.example:8080/")};
   std::atomic<int> done{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {

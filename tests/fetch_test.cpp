@@ -133,8 +133,8 @@ int limited_after_first_window(const json& stats) {
 
 struct StyleCase {
   std::string style;
-  std::string profile;    // the vendor profile to read it with ("" for none needed)
-  bool announces_quota;   // sends quota fields on every answer
+  std::string profile;   // the vendor profile to read it with ("" for none needed)
+  bool announces_quota;  // sends quota fields on every answer
 };
 
 class FetchStyle : public ::testing::TestWithParam<StyleCase> {};
@@ -145,15 +145,25 @@ TEST_P(FetchStyle, ObeysTheServerWithNoPrematureRetries) {
   Mock mock({"--style", c.style, "--limit", "5", "--window", "1"});
   ASSERT_GT(mock.port(), 0);
   constexpr int kRequests = 12;
-  std::vector<std::string> args{"--urls", mock.url_file(dir / "urls.txt", kRequests), "--jobs", "4", "-o", "/dev/null",
-                                "--stats", dir / "stats.json", "--max-attempts", "20", "-s"};
+  std::vector<std::string> args{"--urls",
+                                mock.url_file(dir / "urls.txt", kRequests),
+                                "--jobs",
+                                "4",
+                                "-o",
+                                "/dev/null",
+                                "--stats",
+                                dir / "stats.json",
+                                "--max-attempts",
+                                "20",
+                                "-s"};
   if (!c.profile.empty()) args.insert(args.end(), {"--profile", c.profile});
   const RunResult r = run(fetch_argv(args));
   EXPECT_EQ(r.exit_code, 0) << r.err;
 
   const json stats = read_json(dir / "stats.json");
   ASSERT_TRUE(stats.is_object()) << r.err;
-  for (const char* field : {"requests", "done", "attempts", "retries", "status_counts", "waited_s", "elapsed_s", "unfinished"})
+  for (const char* field :
+       {"requests", "done", "attempts", "retries", "status_counts", "waited_s", "elapsed_s", "unfinished"})
     EXPECT_TRUE(stats.contains(field)) << field;
   EXPECT_EQ(stats["requests"], kRequests);
   EXPECT_EQ(stats["done"], kRequests);
@@ -193,9 +203,9 @@ TEST(Fetch, PostWithoutIdempotencyKeyIsNeverRetried) {
   TempDir dir;
   Mock mock({"--fail-rate", "1", "--limit", "100"});  // every answer a 503
   ASSERT_GT(mock.port(), 0);
-  const RunResult r = run(fetch_argv({"-X", "POST", "-d", "{\"n\":1}", mock.url("/orders"), "-o", "/dev/null",
-                                      "--stats", dir / "stats.json", "--max-attempts", "3",
-                                      "--resume-file", dir / "resume.json"}));
+  const RunResult r = run(
+      fetch_argv({"-X", "POST", "-d", "{\"n\":1}", mock.url("/orders"), "-o", "/dev/null", "--stats",
+                  dir / "stats.json", "--max-attempts", "3", "--resume-file", dir / "resume.json"}));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   const json stats = read_json(dir / "stats.json");
   EXPECT_EQ(stats["attempts"], 1);
@@ -209,9 +219,9 @@ TEST(Fetch, PostWithIdempotencyKeyIsRetried) {
   TempDir dir;
   Mock mock({"--fail-rate", "1", "--limit", "100"});
   ASSERT_GT(mock.port(), 0);
-  const RunResult r = run(fetch_argv({"-d", "{\"n\":1}", "--idempotency-key", "k-1", mock.url("/orders"), "-o",
-                                      "/dev/null", "--stats", dir / "stats.json", "--max-attempts", "2",
-                                      "--resume-file", dir / "resume.json", "-s"}));
+  const RunResult r = run(
+      fetch_argv({"-d", "{\"n\":1}", "--idempotency-key", "k-1", mock.url("/orders"), "-o", "/dev/null", "--stats",
+                  dir / "stats.json", "--max-attempts", "2", "--resume-file", dir / "resume.json", "-s"}));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   const json stats = read_json(dir / "stats.json");
   EXPECT_EQ(stats["attempts"], 2);
@@ -223,9 +233,9 @@ TEST(Fetch, PostBatchHittingTheLimitSendsEachRequestOnce) {
   TempDir dir;
   Mock mock({"--limit", "2", "--window", "1"});
   ASSERT_GT(mock.port(), 0);
-  const RunResult r = run(fetch_argv({"-X", "POST", "--urls", mock.url_file(dir / "urls.txt", 6), "--jobs", "3",
-                                      "-o", "/dev/null", "--stats", dir / "stats.json", "--resume-file",
-                                      dir / "resume.json", "-s"}));
+  const RunResult r = run(
+      fetch_argv({"-X", "POST", "--urls", mock.url_file(dir / "urls.txt", 6), "--jobs", "3", "-o", "/dev/null",
+                  "--stats", dir / "stats.json", "--resume-file", dir / "resume.json", "-s"}));
   const json stats = read_json(dir / "stats.json");
   const json server = mock.stats();
   EXPECT_EQ(server["totals"]["requests"], 6);  // never a second send
@@ -293,8 +303,9 @@ TEST(Fetch, ResumeWaitsForTheSavedPermittedTime) {
   {
     std::ofstream f(resume);
     f << json{{"version", 1},
-              {"requests", json::array({json{{"url", mock.url("/a")}, {"not_before", abide::format_rfc3339(not_before)}},
-                                        json{{"url", mock.url("/b")}}})}}
+              {"requests",
+               json::array({json{{"url", mock.url("/a")}, {"not_before", abide::format_rfc3339(not_before)}},
+                            json{{"url", mock.url("/b")}}})}}
              .dump();
   }
   const RunResult r = run(fetch_argv({"--resume", resume, "-o", "/dev/null", "--stats", dir / "stats.json",
@@ -350,11 +361,12 @@ TEST(Fetch, RedisSharesTheQuotaAcrossTwoProcesses) {
   Mock mock({"--limit", "5", "--window", "1"});
   ASSERT_GT(mock.port(), 0);
   constexpr int kEach = 10;
-  BackgroundProcess a(fetch_argv({"--urls", mock.url_file(dir / "a.txt", kEach, 1), "--jobs", "3", "-o", "/dev/null",
-                                  "--store", store, "--stats", dir / "a.json", "--resume-file", dir / "ra.json", "-s"}));
-  BackgroundProcess b(fetch_argv({"--urls", mock.url_file(dir / "b.txt", kEach, 101), "--jobs", "3", "-o",
-                                  "/dev/null", "--store", store, "--stats", dir / "b.json", "--resume-file",
-                                  dir / "rb.json", "-s"}));
+  BackgroundProcess a(
+      fetch_argv({"--urls", mock.url_file(dir / "a.txt", kEach, 1), "--jobs", "3", "-o", "/dev/null", "--store", store,
+                  "--stats", dir / "a.json", "--resume-file", dir / "ra.json", "-s"}));
+  BackgroundProcess b(
+      fetch_argv({"--urls", mock.url_file(dir / "b.txt", kEach, 101), "--jobs", "3", "-o", "/dev/null", "--store",
+                  store, "--stats", dir / "b.json", "--resume-file", dir / "rb.json", "-s"}));
   const RunResult ra = a.wait(60s);
   const RunResult rb = b.wait(60s);
   if (ra.err.find("without Redis support") != std::string::npos) GTEST_SKIP() << ra.err;
@@ -376,9 +388,9 @@ TEST(Fetch, DeadlineEndsWaitingRequestsWithTheirPermittedTime) {
   Mock mock({"--limit", "1", "--window", "30", "--style", "retry-after-seconds"});
   ASSERT_GT(mock.port(), 0);
   const auto t0 = std::chrono::steady_clock::now();
-  const RunResult r = run(fetch_argv({"--urls", mock.url_file(dir / "urls.txt", 3), "--jobs", "1", "--deadline", "2",
-                                      "-o", "/dev/null", "--stats", dir / "stats.json", "--resume-file",
-                                      dir / "resume.json", "-s"}));
+  const RunResult r = run(
+      fetch_argv({"--urls", mock.url_file(dir / "urls.txt", 3), "--jobs", "1", "--deadline", "2", "-o", "/dev/null",
+                  "--stats", dir / "stats.json", "--resume-file", dir / "resume.json", "-s"}));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 15s);  // not the 30 s window
   EXPECT_EQ(r.exit_code, 1) << r.err;
   const json stats = read_json(dir / "stats.json");
@@ -589,10 +601,9 @@ TEST(Fetch, SecretsAppearInNoOutputInAnyMode) {
   {
     Mock mock({"--limit", "100"});
     ASSERT_GT(mock.port(), 0);
-    const RunResult r = run(fetch_argv(with(secret_headers(), {"-v", "--store", store_url, "--stats",
-                                                               dir / "verbose.json", "--resume-file",
-                                                               dir / "unused.json",
-                                                               mock.url("/items/1?api_key=" + std::string(kQuerySecret))})));
+    const RunResult r = run(fetch_argv(
+        with(secret_headers(), {"-v", "--store", store_url, "--stats", dir / "verbose.json", "--resume-file",
+                                dir / "unused.json", mock.url("/items/1?api_key=" + std::string(kQuerySecret))})));
     if (r.err.find("without Redis support") != std::string::npos) GTEST_SKIP() << r.err;
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("Authorization: [redacted]"), std::string::npos) << r.err;
@@ -611,9 +622,9 @@ TEST(Fetch, SecretsAppearInNoOutputInAnyMode) {
     ASSERT_GT(mock.port(), 0);
     constexpr int kRequests = 12;
     const std::string resume = dir / "resume.json";
-    BackgroundProcess first(fetch_argv(with(secret_headers(), {"--urls", mock.url_file(dir / "urls.txt", kRequests),
-                                                               "--jobs", "2", "-o", "/dev/null", "--store", store_env,
-                                                               "--stats", dir / "first.json", "--resume-file", resume})));
+    BackgroundProcess first(fetch_argv(
+        with(secret_headers(), {"--urls", mock.url_file(dir / "urls.txt", kRequests), "--jobs", "2", "-o", "/dev/null",
+                                "--store", store_env, "--stats", dir / "first.json", "--resume-file", resume})));
     ASSERT_TRUE(first.running());
     ASSERT_TRUE(wait_for_accepted(mock, 3)) << first.err_so_far();
     const RunResult r1 = first.stop(SIGINT, 10s);
@@ -631,9 +642,9 @@ TEST(Fetch, SecretsAppearInNoOutputInAnyMode) {
     ASSERT_GT(left, 0);
     for (const auto& e : saved["requests"]) EXPECT_FALSE(e.contains("headers")) << e.dump();
 
-    const RunResult r2 = run(fetch_argv(with(secret_headers(), {"--resume", resume, "-v", "--jobs", "2", "-o",
-                                                                "/dev/null", "--store", store_env, "--stats",
-                                                                dir / "second.json", "--resume-file", resume})));
+    const RunResult r2 = run(
+        fetch_argv(with(secret_headers(), {"--resume", resume, "-v", "--jobs", "2", "-o", "/dev/null", "--store",
+                                           store_env, "--stats", dir / "second.json", "--resume-file", resume})));
     EXPECT_EQ(r2.exit_code, 0) << r2.err;
     const json s2 = read_json(dir / "second.json");
     EXPECT_EQ(s2["done"], left);
@@ -652,11 +663,10 @@ TEST(Fetch, SecretsAppearInNoOutputInAnyMode) {
     const DeadPort dead;
     ASSERT_GT(dead.port(), 0);
     const std::string dead_port = std::to_string(dead.port());
-    RunResult r = run(fetch_argv(with(secret_headers(), {"--store", "redis://:" + std::string(kRedisSecret) +
-                                                                        "@127.0.0.1:" + dead_port,
-                                                         "--stats", dir / "e1.json", "--resume-file", dir / "e1r.json",
-                                                         "--connect-timeout", "2", "--max-attempts", "1",
-                                                         "http://127.0.0.1:" + dead_port + "/x?token=" + kQuerySecret})));
+    RunResult r = run(fetch_argv(
+        with(secret_headers(), {"--store", "redis://:" + std::string(kRedisSecret) + "@127.0.0.1:" + dead_port,
+                                "--stats", dir / "e1.json", "--resume-file", dir / "e1r.json", "--connect-timeout", "2",
+                                "--max-attempts", "1", "http://127.0.0.1:" + dead_port + "/x?token=" + kQuerySecret})));
     EXPECT_EQ(r.exit_code, 1) << r.err;
     EXPECT_NE(r.err.find(": down: "), std::string::npos) << r.err;  // the outage is reported, without the password
     expect_no_secret(r.out, "stdout (unreachable)");
@@ -665,8 +675,9 @@ TEST(Fetch, SecretsAppearInNoOutputInAnyMode) {
 
     Mock mock({"--limit", "100"});
     ASSERT_GT(mock.port(), 0);
-    r = run(fetch_argv(with(secret_headers(), {"--store", "redis://:wrong-" + std::string(kRedisSecret) + "@127.0.0.1:" + port,
-                                               "-o", "/dev/null", mock.url("/items/2")})));
+    r = run(fetch_argv(
+        with(secret_headers(), {"--store", "redis://:wrong-" + std::string(kRedisSecret) + "@127.0.0.1:" + port, "-o",
+                                "/dev/null", mock.url("/items/2")})));
     EXPECT_EQ(r.exit_code, 0) << r.err;  // fallback: the run goes on
     EXPECT_NE(r.err.find("authentication failed"), std::string::npos) << r.err;
     expect_no_secret(r.err, "stderr (wrong password)");
@@ -675,7 +686,8 @@ TEST(Fetch, SecretsAppearInNoOutputInAnyMode) {
          {std::vector<std::string>{"-H", std::string("Authorization Bearer ") + kAuthSecret},
           std::vector<std::string>{"-H", std::string("X-Api(Key: ") + kApiKeySecret},
           std::vector<std::string>{"--store", "redis://:" + std::string(kRedisSecret) + "@127.0.0.1:notaport"},
-          std::vector<std::string>{"--store", "redis://:" + std::string(kRedisSecret) + "@127.0.0.1:" + port + "/%zz"}}) {
+          std::vector<std::string>{"--store",
+                                   "redis://:" + std::string(kRedisSecret) + "@127.0.0.1:" + port + "/%zz"}}) {
       r = run(fetch_argv(with(bad, {mock.url("/items/3")})));
       EXPECT_EQ(r.exit_code, 2) << bad[1] << "\n" << r.err;
       expect_no_secret(r.out, "stdout (usage error)");
@@ -722,8 +734,8 @@ TEST(Fetch, AUrlLibcurlCannotParseIsShownAsAPlaceholder) {
   // An unencoded '#' in the password: libcurl reads "user:Pw1" as host and
   // port, and refuses the URL. Nothing of it is shown, not even a guess.
   const std::string url = "http://user:Pw1#Pw2secret@127.0.0.1:1/x?token=Pw3secret";
-  const RunResult r = run(fetch_argv({"-v", "--max-attempts", "1", "--stats", dir / "stats.json", "--resume-file",
-                                      dir / "resume.json", url}));
+  const RunResult r = run(fetch_argv(
+      {"-v", "--max-attempts", "1", "--stats", dir / "stats.json", "--resume-file", dir / "resume.json", url}));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   const std::string stats = slurp(dir / "stats.json");
   ASSERT_FALSE(stats.empty());
@@ -805,8 +817,8 @@ TEST(Fetch, ResumeFileIsOwnerOnlyEvenWhenItExistedWider) {
   {
     // Umask 0: the mode comes from abide, not from a careful environment.
     const ScopedUmask open_umask(0);
-    r = run(fetch_argv({"--max-attempts", "1", "--connect-timeout", "2", "--stats", dir / "stats.json",
-                        "--resume-file", resume, url}));
+    r = run(fetch_argv({"--max-attempts", "1", "--connect-timeout", "2", "--stats", dir / "stats.json", "--resume-file",
+                        resume, url}));
   }
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_EQ(mode_of(resume), 0600u) << std::oct << mode_of(resume);
@@ -889,7 +901,8 @@ std::string hostile_head() {
          "RateLimit-Policy: \"bu\x1brst\";q=10;w=60, \"ok\";q=5;w=\xc3\xa9\r\n"
          "RateLimit: \"burst\";r=0;t=30;x=\x1b\r\n"
          "X-RateLimit-Remaining: 0\x1b[0m\x07\r\n"
-         "X-RateLimit-Reset: \xe2\x80\xae" "60\r\n"
+         "X-RateLimit-Reset: \xe2\x80\xae"
+         "60\r\n"
          "Content-Length: 0\r\n"
          "Connection: close\r\n"
          "\r\n";
@@ -911,9 +924,8 @@ void expect_terminal_safe(const std::string& text, const std::string& where) {
 TEST(Fetch, VerboseShowsTheResponsesWarnings) {
   // A day name that does not match its date (1 Jan 2100 is a Friday): read as
   // the date, and said so.
-  RawServer server(
-      "HTTP/1.1 503 Service Unavailable\r\nRetry-After: Mon, 01 Jan 2100 00:00:00 GMT\r\n"
-      "Content-Length: 0\r\nConnection: close\r\n\r\n");
+  RawServer server("HTTP/1.1 503 Service Unavailable\r\nRetry-After: Mon, 01 Jan 2100 00:00:00 GMT\r\n"
+                   "Content-Length: 0\r\nConnection: close\r\n\r\n");
   ASSERT_GT(server.port(), 0);
   TempDir dir;
   const RunResult r = run(fetch_argv({"-v", "--max-attempts", "2", "--max-wait", "60", "--resume-file",

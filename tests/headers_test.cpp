@@ -108,12 +108,11 @@ TEST(ParseResponseHead, ToleratesLeadingEmptyLines) {
 }
 
 TEST(ParseResponseHead, SkipsMalformedLinesWithWarningsAndReadsTheRest) {
-  auto head = parse_response_head(
-      "HTTP/1.1 429 Too Many Requests\r\n"
-      "this line has no colon\r\n"
-      "Bad Name: x\r\n"
-      ": empty name\r\n"
-      "Retry-After: 7\r\n\r\n");
+  auto head = parse_response_head("HTTP/1.1 429 Too Many Requests\r\n"
+                                  "this line has no colon\r\n"
+                                  "Bad Name: x\r\n"
+                                  ": empty name\r\n"
+                                  "Retry-After: 7\r\n\r\n");
   ASSERT_TRUE(head);
   EXPECT_EQ(head->headers.size(), 1u);
   EXPECT_EQ(head->headers.first("retry-after"), "7");
@@ -132,10 +131,9 @@ TEST(ParseResponseHead, ObsoleteLineFoldingBecomesASpace) {
 }
 
 TEST(ParseResponseHead, LastOfSeveralHeadsWins) {
-  auto head = parse_response_head(
-      "HTTP/1.1 100 Continue\r\n\r\n"
-      "HTTP/1.1 301 Moved Permanently\r\nLocation: /x\r\nRetry-After: 1\r\n\r\n"
-      "HTTP/2 429 \r\nretry-after: 60\r\n\r\n");
+  auto head = parse_response_head("HTTP/1.1 100 Continue\r\n\r\n"
+                                  "HTTP/1.1 301 Moved Permanently\r\nLocation: /x\r\nRetry-After: 1\r\n\r\n"
+                                  "HTTP/2 429 \r\nretry-after: 60\r\n\r\n");
   ASSERT_TRUE(head);
   EXPECT_EQ(head->status, 429);
   EXPECT_EQ(head->headers.size(), 1u);
@@ -168,7 +166,8 @@ TEST(ParseResponseHead, HostileHeadIsBoundedByByteLimit) {
   EXPECT_EQ(head->headers.first("retry-after"), "5");
   EXPECT_FALSE(head->headers.first("x-big"));  // cut by the byte limit, then longer than a value may be
   bool truncated = false;
-  for (const auto& w : head->warnings) truncated = truncated || w.find("longer than 1048576 bytes") != std::string::npos;
+  for (const auto& w : head->warnings)
+    truncated = truncated || w.find("longer than 1048576 bytes") != std::string::npos;
   EXPECT_TRUE(truncated);
 }
 
@@ -237,10 +236,10 @@ TEST(InstalledHeaders, CarryNoImplementationHelpers) {
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const std::string text = read_text(entry.path());
     ++seen;
-    for (const char* helper : {"FieldKind", "classify_field", "ABIDE_ALWAYS_INLINE", "parse_go_duration",
-                               "parse_decimal_duration", "parse_time_value", "parse_count", "parse_used_limit",
-                               "find_member", "struct TimeValue", "struct UsedLimit", "quota_basis",
-                               "format_seconds", "line_index.h", "#include \"ascii.h\""}) {
+    for (const char* helper :
+         {"FieldKind", "classify_field", "ABIDE_ALWAYS_INLINE", "parse_go_duration", "parse_decimal_duration",
+          "parse_time_value", "parse_count", "parse_used_limit", "find_member", "struct TimeValue", "struct UsedLimit",
+          "quota_basis", "format_seconds", "line_index.h", "#include \"ascii.h\""}) {
       EXPECT_EQ(text.find(helper), std::string::npos) << entry.path().filename() << " has " << helper;
     }
   }

@@ -109,7 +109,8 @@ std::string repeat(std::string_view piece, std::size_t n) {
 TEST_F(Hostile, MismatchedDayNameWaitsForTheServersTimeInBothModes) {
   // 1 Jan 2026 is a Thursday; the server wrote "Fri" (or "Friday"), and an
   // hour after the receive time. The plan waits that hour, not a backoff.
-  for (const char* value : {"Fri, 01 Jan 2026 01:00:00 GMT", "Friday, 01-Jan-26 01:00:00 GMT", "Fri Jan  1 01:00:00 2026"}) {
+  for (const char* value :
+       {"Fri, 01 Jan 2026 01:00:00 GMT", "Friday, 01-Jan-26 01:00:00 GMT", "Fri Jan  1 01:00:00 2026"}) {
     for (const bool robust : {false, true}) {
       HeaderList h;
       h.add("Retry-After", value);
@@ -336,7 +337,8 @@ TEST_F(Hostile, RetryAfterOfTenToTheThirtySaturatesToALongWait) {
 }
 
 TEST_F(Hostile, RetryAfterOfTenToTheThirtyInOtherSpellingsIsNeverZero) {
-  for (const char* v : {"1e30", "1.0e30", "0x1p100", "1000000000000000000000000000000.5", "-1000000000000000000000000000000"}) {
+  for (const char* v :
+       {"1e30", "1.0e30", "0x1p100", "1000000000000000000000000000000.5", "-1000000000000000000000000000000"}) {
     HeaderList h;
     h.add("Retry-After", v);
     const Signals s = see(429, h);
@@ -415,8 +417,8 @@ TEST_F(Hostile, GitHubProfileWithAbsurdNumbersWarnsAndNeverRetriesAtOnce) {
 TEST_F(Hostile, GitHubProfileWithExtremeResetTimesIsNeverZero) {
   ObserveOptions o;
   o.host = "api.github.com";
-  for (const char* reset : {"9223372036854775807", "-9223372036854775808", "0", "-1", "18446744073709551616",
-                            "1767225600.5", "1e10", ""}) {
+  for (const char* reset :
+       {"9223372036854775807", "-9223372036854775808", "0", "-1", "18446744073709551616", "1767225600.5", "1e10", ""}) {
     HeaderList h;
     h.add("x-ratelimit-limit", "60");
     h.add("x-ratelimit-remaining", "0");

@@ -301,18 +301,20 @@ TEST(HttpDateRfc850, RuleHoldsForManyNowsAndEveryTwoDigitYear) {
   // For each now and two-digit year, the chosen year Y ends in those digits,
   // the same date-time in Y - 50 is not after now, and in Y + 50 it is.
   // The bounds are read independently, as four-digit rfc850 years.
-  const std::int64_t nows[] = {1795991400,  // 2026-11-29T22:30:00Z
-                               1767225599,  // 2025-12-31T23:59:59Z
-                               1767225600,  // 2026-01-01T00:00:00Z
-                               0,           // 1970-01-01
-                               -1,          // 1969-12-31T23:59:59Z
-                               -2208988800, // 1900-01-01
-                               4102444799,  // 2099-12-31T23:59:59Z
-                               4107542400,  // 2100-03-01
-                               9000000000,  // 2255
-                               951825600};  // 2000-02-29T12:00:00Z
-  const std::pair<const char*, const char*> dates[] = {{"01-Jan-", " 00:00:00"}, {"31-Dec-", " 23:59:59"},
-                                                       {"29-Nov-", " 22:30:00"}, {"15-Jun-", " 12:00:00"},
+  const std::int64_t nows[] = {1795991400,   // 2026-11-29T22:30:00Z
+                               1767225599,   // 2025-12-31T23:59:59Z
+                               1767225600,   // 2026-01-01T00:00:00Z
+                               0,            // 1970-01-01
+                               -1,           // 1969-12-31T23:59:59Z
+                               -2208988800,  // 1900-01-01
+                               4102444799,   // 2099-12-31T23:59:59Z
+                               4107542400,   // 2100-03-01
+                               9000000000,   // 2255
+                               951825600};   // 2000-02-29T12:00:00Z
+  const std::pair<const char*, const char*> dates[] = {{"01-Jan-", " 00:00:00"},
+                                                       {"31-Dec-", " 23:59:59"},
+                                                       {"29-Nov-", " 22:30:00"},
+                                                       {"15-Jun-", " 12:00:00"},
                                                        {"01-Mar-", " 00:00:00"}};
   for (const std::int64_t n : nows) {
     const WallTime now = at(n);
@@ -379,7 +381,8 @@ TEST(HttpDateRobust, AcceptedDeviationsAreReported) {
       {"Sun, 06-Nov-94 08:49:37 GMT", {Dev::kDayNameLength}, HttpDateForm::kRfc850},
       {"Sunday Nov  6 08:49:37 1994", {Dev::kDayNameLength}, HttpDateForm::kAsctime},
       {"Sunday, 06-Nov-1994 08:49:37 GMT", {Dev::kFourDigitYear}, HttpDateForm::kRfc850},
-      {"sun,   6 NOV 1994 08:49:37 Utc", {Dev::kCase, Dev::kOneDigitDay, Dev::kExtraSpace, Dev::kZoneUtc},
+      {"sun,   6 NOV 1994 08:49:37 Utc",
+       {Dev::kCase, Dev::kOneDigitDay, Dev::kExtraSpace, Dev::kZoneUtc},
        HttpDateForm::kImfFixdate},
   };
   for (const auto& c : cases) {
@@ -495,8 +498,8 @@ TEST(HttpDateCalendar, EveryDayOfEveryFourDigitYear) {
       }
       // The day after the last one does not exist (29 Feb in a common year too).
       if (last < 31) {
-        std::snprintf(text, sizeof text, "%02d %s %04d 00:00:00 GMT", last + 1, kMonths[static_cast<std::size_t>(m - 1)],
-                      y);
+        std::snprintf(text, sizeof text, "%02d %s %04d 00:00:00 GMT", last + 1,
+                      kMonths[static_cast<std::size_t>(m - 1)], y);
         const auto r = parse_http_date(text, kNow, ParseMode::kRobust);
         if (r || r.error().code != Code::kDayOutOfRange) {
           ADD_FAILURE() << text << " was not rejected as out of range";

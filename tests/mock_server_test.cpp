@@ -14,11 +14,11 @@
 #include <thread>
 #include <vector>
 
-#include "mock_server_core.h"
 #include "abide/ratelimit.h"
 #include "abide/retry_after.h"
 #include "abide/signals.h"
 #include "abide/testing/manual_clock.h"
+#include "mock_server_core.h"
 #include "support/process.h"
 
 namespace abide::mock {
@@ -383,7 +383,7 @@ TEST(MockLimiter, MalformedCountsARetryThatTookGarbageAsZero) {
   ManualClock clock(kT0);
   Limiter l(options(Style::kMalformed, 1, 2s), clock.wall());
   get(l);
-  get(l);                         // limited; its RateLimit says t=2
+  get(l);  // limited; its RateLimit says t=2
   clock.advance(10ms);
   EXPECT_TRUE(get(l).premature);  // "retry now"
   clock.advance(2s);              // past t
@@ -431,13 +431,13 @@ TEST(MockLimiter, InFlightRequestsOnOtherConnectionsAreNotPremature) {
   o.grace = 50ms;
   Limiter l(o, clock.wall());
   get(l, "c", "A");
-  get(l, "c", "A");                          // limited at t0: P = t0 + 1 s
+  get(l, "c", "A");  // limited at t0: P = t0 + 1 s
   clock.advance(10ms);
   EXPECT_FALSE(get(l, "c", "B").premature);  // was on its way
   EXPECT_TRUE(get(l, "c", "A").premature);   // sent after reading the answer
   clock.advance(39ms);                       // 49 ms after the first answer
   EXPECT_FALSE(get(l, "c", "C").premature);
-  clock.advance(1ms);                        // 50 ms after it: the client had it
+  clock.advance(1ms);  // 50 ms after it: the client had it
   EXPECT_TRUE(get(l, "c", "D").premature);
   clock.advance(40ms);
   EXPECT_TRUE(get(l, "c", "E").premature);
@@ -451,9 +451,9 @@ TEST(MockLimiter, TheLatestAnswerTheClientHadDecides) {
   Limiter l(o, clock.wall());
   get(l, "c", "A");
   clock.advance(50ms);
-  get(l, "c", "A");   // t0+0.05: 1.95 s left, "2": P1 = t0 + 2.05
+  get(l, "c", "A");  // t0+0.05: 1.95 s left, "2": P1 = t0 + 2.05
   clock.advance(1450ms);
-  get(l, "c", "B");   // t0+1.5: 0.5 s left, "1": P2 = t0 + 2.5 (later P)
+  get(l, "c", "B");  // t0+1.5: 0.5 s left, "1": P2 = t0 + 2.5 (later P)
   clock.set_wall(kT0 + 2050ms);
   // Both answers are known by now; the later one (P2) decides.
   EXPECT_TRUE(get(l, "c", "C").premature);
@@ -466,17 +466,17 @@ TEST(MockLimiter, AnAnswerStillInFlightDoesNotDecideYet) {
   LimiterOptions o = options(Style::kRetryAfterSeconds, 1, 2s);
   o.grace = 50ms;
   Limiter l(o, clock.wall());
-  get(l, "c", "A");                          // window 0
+  get(l, "c", "A");  // window 0
   clock.set_wall(kT0 + 1s);
-  get(l, "c", "A");                          // limited: "1", P1 = t0 + 2
+  get(l, "c", "A");  // limited: "1", P1 = t0 + 2
   clock.set_wall(kT0 + 2s);
   EXPECT_FALSE(get(l, "c", "B").premature);  // at P1: on time, accepted (window 1)
   clock.set_wall(kT0 + 2020ms);
-  get(l, "c", "C");                          // limited: "2", P2 = t0 + 4.02
+  get(l, "c", "C");  // limited: "2", P2 = t0 + 4.02
   clock.set_wall(kT0 + 2030ms);
   EXPECT_FALSE(get(l, "c", "D").premature);  // P2 still in flight: judged by P1
   clock.set_wall(kT0 + 2070ms);
-  EXPECT_TRUE(get(l, "c", "E").premature);   // P2 had reached the client
+  EXPECT_TRUE(get(l, "c", "E").premature);  // P2 had reached the client
   EXPECT_EQ(l.totals().premature, 1u);
 }
 
@@ -710,8 +710,8 @@ TEST(MockHelpers, GoDurations) {
 
 TEST(MockHelpers, LoopbackOnly) {
   for (const char* ok : {"127.0.0.1", "127.1.2.3", "localhost"}) EXPECT_TRUE(is_loopback_address(ok)) << ok;
-  for (const char* no : {"0.0.0.0", "10.0.0.1", "192.168.1.1", "::1", "::", "example.com", "", "127.0.0.1 ",
-                         "128.0.0.1", "127.0.0.256"})
+  for (const char* no :
+       {"0.0.0.0", "10.0.0.1", "192.168.1.1", "::1", "::", "example.com", "", "127.0.0.1 ", "128.0.0.1", "127.0.0.256"})
     EXPECT_FALSE(is_loopback_address(no)) << no;
 }
 
@@ -805,16 +805,20 @@ TEST(MockServerCli, EveryStyleSendsItsFieldsAndItsWaitSignal) {
   struct Case {
     std::string style;
     std::string status;
-    std::vector<std::string> on_every;   // fields on the accepted answer
-    std::vector<std::string> on_limited; // fields added when limited
+    std::vector<std::string> on_every;    // fields on the accepted answer
+    std::vector<std::string> on_limited;  // fields added when limited
   };
   const std::vector<Case> cases{
       {"draft11", "429", {"RateLimit", "RateLimit-Policy"}, {"Retry-After"}},
       {"draft11", "503", {"RateLimit", "RateLimit-Policy"}, {"Retry-After"}},
-      {"draft-legacy", "429", {"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit-Policy"},
+      {"draft-legacy",
+       "429",
+       {"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit-Policy"},
        {"Retry-After"}},
       {"github", "403", {"x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-used", "x-ratelimit-reset"}, {}},
-      {"openai", "429", {"x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"},
+      {"openai",
+       "429",
+       {"x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"},
        {"retry-after-ms"}},
       {"retry-after-seconds", "429", {}, {"Retry-After"}},
       {"retry-after-date", "429", {}, {"Retry-After"}},
@@ -897,7 +901,7 @@ TEST(MockServerCli, InFlightAllowanceOnNewConnections) {
   ASSERT_EQ(c.Get("/", id("g"))->status, 429);
   ASSERT_EQ(c.Get("/", id("g"))->status, 429);  // within the allowance: not counted
   std::this_thread::sleep_for(600ms);
-  ASSERT_TRUE(c.Get("/", id("g")));              // past it, before the stated second
+  ASSERT_TRUE(c.Get("/", id("g")));  // past it, before the stated second
   const json s = m.stats();
   EXPECT_EQ(s["clients"]["g"]["premature"], 1);
   m.stop_cleanly();
@@ -1028,9 +1032,13 @@ TEST(MockServerCli, RefusesAnythingButLoopback) {
 }
 
 TEST(MockServerCli, UsageErrors) {
-  for (const std::vector<std::string>& bad :
-       {std::vector<std::string>{"--style", "bogus"}, {"--limited-status", "500"}, {"--window", "0"},
-        {"--limit", "0"}, {"--fail-rate", "2"}, {"--port", "70000"}, {"--align", "noon"}}) {
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--style", "bogus"},
+                                              {"--limited-status", "500"},
+                                              {"--window", "0"},
+                                              {"--limit", "0"},
+                                              {"--fail-rate", "2"},
+                                              {"--port", "70000"},
+                                              {"--align", "noon"}}) {
     std::vector<std::string> args{"mock-server"};
     args.insert(args.end(), bad.begin(), bad.end());
     const auto r = test::abide(args);
@@ -1046,8 +1054,8 @@ TEST(MockServerCli, StopsOnSigintAndAfterItsDuration) {
     EXPECT_NE(r.err.find("stopped (SIGINT)"), std::string::npos) << r.err;
   }
   const auto stats_file = std::filesystem::temp_directory_path() / ("abide_mock_stats_" + std::to_string(getpid()));
-  const auto r = test::abide({"mock-server", "--port", "0", "--duration", "0.3", "--quiet", "--stats-file",
-                              stats_file.string()});
+  const auto r = test::abide(
+      {"mock-server", "--port", "0", "--duration", "0.3", "--quiet", "--stats-file", stats_file.string()});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.rfind("listening on 127.0.0.1:", 0), 0u) << r.out;
   EXPECT_EQ(r.err.find("abide"), std::string::npos) << r.err;  // --quiet

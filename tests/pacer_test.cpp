@@ -59,8 +59,7 @@ Signals with(Signals s, QuotaObservation o) {
 
 // Advances the clock by `step` whenever every worker still waiting sleeps,
 // until all of f[from..] are ready.
-void drive_until_ready(Clock& clock, std::vector<std::future<AcquireResult>>& f, std::size_t from,
-                       Duration step) {
+void drive_until_ready(Clock& clock, std::vector<std::future<AcquireResult>>& f, std::size_t from, Duration step) {
   for (;;) {
     std::size_t pending = 0;
     for (std::size_t i = from; i < f.size(); ++i) {

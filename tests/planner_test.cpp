@@ -711,7 +711,8 @@ TEST(Planner, ServerSaysRetryGrantsNoPermissionToRepeatAPost) {
   EXPECT_EQ(p.decision, Decision::kNotRetryable);
   EXPECT_EQ(p.reason, Reason::kNotIdempotent);
   EXPECT_TRUE(p.notes.has(PlanNote::kServerSaysRetry));
-  EXPECT_THAT(Planner(config()).describe(p, in), HasSubstr("stripe-should-retry says it may be retried, which grants no such permission"));
+  EXPECT_THAT(Planner(config()).describe(p, in),
+              HasSubstr("stripe-should-retry says it may be retried, which grants no such permission"));
   EXPECT_THAT(notes_text(p.notes), ::testing::Contains(HasSubstr("grants no permission")));
   // With a key it is retried, as without the verdict.
   in.idempotency_key = true;
@@ -835,11 +836,11 @@ struct Generated {
 Duration any_duration(std::mt19937_64& g) {
   switch (g() % 6) {
     case 0: return Duration::zero();
-    case 1: return Duration{static_cast<std::int64_t>(g() % 1'000'000'000)};              // < 1 s
-    case 2: return std::chrono::seconds{static_cast<std::int64_t>(g() % 120)};            // minutes
-    case 3: return std::chrono::seconds{static_cast<std::int64_t>(g() % 100'000)};        // a day
+    case 1: return Duration{static_cast<std::int64_t>(g() % 1'000'000'000)};        // < 1 s
+    case 2: return std::chrono::seconds{static_cast<std::int64_t>(g() % 120)};      // minutes
+    case 3: return std::chrono::seconds{static_cast<std::int64_t>(g() % 100'000)};  // a day
     case 4: return kMaxDuration;
-    default: return Duration{static_cast<std::int64_t>(g() >> 1)};                         // anything
+    default: return Duration{static_cast<std::int64_t>(g() >> 1)};  // anything
   }
 }
 
@@ -868,7 +869,8 @@ void generate(std::mt19937_64& g, Generated& out) {
   }
   const auto nq = g() % 4;
   for (std::uint64_t i = 0; i < nq; ++i) {
-    QuotaObservation q = quota(static_cast<std::int64_t>(g() % 3), any_duration(g), g() % 2 ? QuotaSource::kDraft08 : QuotaSource::kVendor);
+    QuotaObservation q = quota(static_cast<std::int64_t>(g() % 3), any_duration(g),
+                               g() % 2 ? QuotaSource::kDraft08 : QuotaSource::kVendor);
     if (q.source == QuotaSource::kVendor) q.profile = "github";
     if (g() % 5 == 0) q.reset.reset();
     if (g() % 7 == 0) q.confidence = Confidence::kLow;

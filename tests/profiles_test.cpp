@@ -23,8 +23,8 @@ using ::testing::HasSubstr;
 
 const WallTime kNow{std::chrono::seconds{1767225600}};  // 2026-01-01T00:00:00Z
 
-Signals see(std::string_view head_text, std::string_view host, std::string_view profile = {},
-            WallTime now = kNow, bool heuristic = false) {
+Signals see(std::string_view head_text, std::string_view host, std::string_view profile = {}, WallTime now = kNow,
+            bool heuristic = false) {
   auto head = parse_response_head(head_text);
   EXPECT_TRUE(head) << head.error().message;
   if (!head) return {};
@@ -62,26 +62,27 @@ TEST(BuiltinProfiles, EveryFileInProfilesDirLoads) {
     EXPECT_TRUE(p) << (p ? "" : p.error().what());
   }
   EXPECT_EQ(ProfileRegistry::builtin().size(), files);
-  for (std::string_view name : {"github", "gitlab", "openai", "anthropic", "discord", "reddit", "x", "shopify", "okta",
-                                "azure-resource-manager", "salesforce", "zendesk", "atlassian", "slack", "envoy",
-                                "kong", "cloudflare", "auth0", "digitalocean", "fastly", "linear", "mastodon",
-                                "sendgrid", "sentry", "twitch", "vimeo", "hubspot", "docker-hub", "heroku", "bitbucket",
-                                "stripe", "twilio"}) {
+  for (std::string_view name : {"github",     "gitlab",     "openai",     "anthropic",    "discord",
+                                "reddit",     "x",          "shopify",    "okta",         "azure-resource-manager",
+                                "salesforce", "zendesk",    "atlassian",  "slack",        "envoy",
+                                "kong",       "cloudflare", "auth0",      "digitalocean", "fastly",
+                                "linear",     "mastodon",   "sendgrid",   "sentry",       "twitch",
+                                "vimeo",      "hubspot",    "docker-hub", "heroku",       "bitbucket",
+                                "stripe",     "twilio"}) {
     EXPECT_NE(ProfileRegistry::builtin().find(name), nullptr) << name;
   }
 }
 
 // GitHub REST docs: primary limit exceeded, 403 or 429, remaining 0, reset in epoch seconds.
 TEST(GitHub, PrimaryLimitExceededOn403) {
-  const auto s = see(
-      "HTTP/2 403 \r\n"
-      "date: Thu, 01 Jan 2026 00:00:00 GMT\r\n"
-      "x-ratelimit-limit: 60\r\n"
-      "x-ratelimit-remaining: 0\r\n"
-      "x-ratelimit-used: 60\r\n"
-      "x-ratelimit-reset: 1767226000\r\n"
-      "x-ratelimit-resource: core\r\n\r\n",
-      "api.github.com");
+  const auto s = see("HTTP/2 403 \r\n"
+                     "date: Thu, 01 Jan 2026 00:00:00 GMT\r\n"
+                     "x-ratelimit-limit: 60\r\n"
+                     "x-ratelimit-remaining: 0\r\n"
+                     "x-ratelimit-used: 60\r\n"
+                     "x-ratelimit-reset: 1767226000\r\n"
+                     "x-ratelimit-resource: core\r\n\r\n",
+                     "api.github.com");
   EXPECT_EQ(s.profile, "github");
   ASSERT_EQ(s.quota.size(), 1u);
   const auto& q = s.quota[0];
@@ -120,15 +121,14 @@ TEST(GitHub, SecondaryLimitWithRetryAfter) {
 // GitLab issue 199738 capture: RateLimit-Reset is epoch seconds, agreeing with RateLimit-ResetTime.
 TEST(GitLab, ResetIsUnixSecondsNotTheDraftsDelta) {
   const WallTime now{std::chrono::seconds{1580393657}};  // 60 s before the reset
-  const auto s = see(
-      "HTTP/1.1 429 Too Many Requests\r\n"
-      "RateLimit-Limit: 600\r\n"
-      "RateLimit-Name: throttle_authenticated_api\r\n"
-      "RateLimit-Observed: 5\r\n"
-      "RateLimit-Remaining: 595\r\n"
-      "RateLimit-Reset: 1580393717\r\n"
-      "RateLimit-ResetTime: Thu, 30 Jan 2020 14:15:17 GMT\r\n\r\n",
-      "gitlab.com", {}, now);
+  const auto s = see("HTTP/1.1 429 Too Many Requests\r\n"
+                     "RateLimit-Limit: 600\r\n"
+                     "RateLimit-Name: throttle_authenticated_api\r\n"
+                     "RateLimit-Observed: 5\r\n"
+                     "RateLimit-Remaining: 595\r\n"
+                     "RateLimit-Reset: 1580393717\r\n"
+                     "RateLimit-ResetTime: Thu, 30 Jan 2020 14:15:17 GMT\r\n\r\n",
+                     "gitlab.com", {}, now);
   EXPECT_EQ(s.profile, "gitlab");
   ASSERT_EQ(s.quota.size(), 1u);  // not also read as the IETF draft
   EXPECT_EQ(s.quota[0].source_name(), "gitlab");
@@ -163,15 +163,14 @@ TEST(GitLab, SmallResetIsReadAsSecondsFromNow) {
 
 // OpenAI docs sample values: 60 / 150000 / 59 / 149984 / 1s / 6m0s.
 TEST(OpenAI, RequestsAndTokensWithGoDurations) {
-  const auto s = see(
-      "HTTP/2 200 \r\n"
-      "x-ratelimit-limit-requests: 60\r\n"
-      "x-ratelimit-limit-tokens: 150000\r\n"
-      "x-ratelimit-remaining-requests: 59\r\n"
-      "x-ratelimit-remaining-tokens: 149984\r\n"
-      "x-ratelimit-reset-requests: 1s\r\n"
-      "x-ratelimit-reset-tokens: 6m0s\r\n\r\n",
-      "api.openai.com");
+  const auto s = see("HTTP/2 200 \r\n"
+                     "x-ratelimit-limit-requests: 60\r\n"
+                     "x-ratelimit-limit-tokens: 150000\r\n"
+                     "x-ratelimit-remaining-requests: 59\r\n"
+                     "x-ratelimit-remaining-tokens: 149984\r\n"
+                     "x-ratelimit-reset-requests: 1s\r\n"
+                     "x-ratelimit-reset-tokens: 6m0s\r\n\r\n",
+                     "api.openai.com");
   ASSERT_EQ(s.quota.size(), 2u);
   const auto* r = policy(s, "requests");
   const auto* t = policy(s, "tokens");
@@ -216,22 +215,21 @@ TEST(OpenAI, AzureOpenAIHost) {
 // Anthropic docs: anthropic-ratelimit-*-reset in RFC 3339 [3p value 2025-08-21T12:40:59Z]; 529 overload.
 TEST(Anthropic, Rfc3339Resets) {
   const WallTime now{std::chrono::sys_days{std::chrono::year{2025} / 8 / 21} + 12h + 40min};
-  const auto s = see(
-      "HTTP/1.1 429 Too Many Requests\r\n"
-      "retry-after: 59\r\n"
-      "anthropic-ratelimit-requests-limit: 50\r\n"
-      "anthropic-ratelimit-requests-remaining: 0\r\n"
-      "anthropic-ratelimit-requests-reset: 2025-08-21T12:40:59Z\r\n"
-      "anthropic-ratelimit-tokens-limit: 80000\r\n"
-      "anthropic-ratelimit-tokens-remaining: 80000\r\n"
-      "anthropic-ratelimit-tokens-reset: 2025-08-21T12:40:01Z\r\n"
-      "anthropic-ratelimit-input-tokens-limit: 40000\r\n"
-      "anthropic-ratelimit-input-tokens-remaining: 39000\r\n"
-      "anthropic-ratelimit-input-tokens-reset: 2025-08-21T12:40:02Z\r\n"
-      "anthropic-ratelimit-output-tokens-limit: 8000\r\n"
-      "anthropic-ratelimit-output-tokens-remaining: 8000\r\n"
-      "anthropic-ratelimit-output-tokens-reset: 2025-08-21T12:40:00Z\r\n\r\n",
-      "api.anthropic.com", {}, now);
+  const auto s = see("HTTP/1.1 429 Too Many Requests\r\n"
+                     "retry-after: 59\r\n"
+                     "anthropic-ratelimit-requests-limit: 50\r\n"
+                     "anthropic-ratelimit-requests-remaining: 0\r\n"
+                     "anthropic-ratelimit-requests-reset: 2025-08-21T12:40:59Z\r\n"
+                     "anthropic-ratelimit-tokens-limit: 80000\r\n"
+                     "anthropic-ratelimit-tokens-remaining: 80000\r\n"
+                     "anthropic-ratelimit-tokens-reset: 2025-08-21T12:40:01Z\r\n"
+                     "anthropic-ratelimit-input-tokens-limit: 40000\r\n"
+                     "anthropic-ratelimit-input-tokens-remaining: 39000\r\n"
+                     "anthropic-ratelimit-input-tokens-reset: 2025-08-21T12:40:02Z\r\n"
+                     "anthropic-ratelimit-output-tokens-limit: 8000\r\n"
+                     "anthropic-ratelimit-output-tokens-remaining: 8000\r\n"
+                     "anthropic-ratelimit-output-tokens-reset: 2025-08-21T12:40:00Z\r\n\r\n",
+                     "api.anthropic.com", {}, now);
   ASSERT_EQ(s.quota.size(), 4u);
   EXPECT_EQ(policy(s, "requests")->reset, 59s);
   EXPECT_EQ(policy(s, "input-tokens")->unit, "input-tokens");
@@ -244,16 +242,15 @@ TEST(Anthropic, Rfc3339Resets) {
 
 // Discord docs: Reset-After (float seconds) preferred, bucket as partition key, scope on 429.
 TEST(Discord, RateLimitedRoute) {
-  const auto s = see(
-      "HTTP/1.1 429 TOO MANY REQUESTS\r\n"
-      "Retry-After: 65\r\n"
-      "X-RateLimit-Limit: 10\r\n"
-      "X-RateLimit-Remaining: 0\r\n"
-      "X-RateLimit-Reset: 1470173023.123\r\n"
-      "X-RateLimit-Reset-After: 64.57\r\n"
-      "X-RateLimit-Bucket: abcd1234\r\n"
-      "X-RateLimit-Scope: user\r\n\r\n",
-      "discord.com");
+  const auto s = see("HTTP/1.1 429 TOO MANY REQUESTS\r\n"
+                     "Retry-After: 65\r\n"
+                     "X-RateLimit-Limit: 10\r\n"
+                     "X-RateLimit-Remaining: 0\r\n"
+                     "X-RateLimit-Reset: 1470173023.123\r\n"
+                     "X-RateLimit-Reset-After: 64.57\r\n"
+                     "X-RateLimit-Bucket: abcd1234\r\n"
+                     "X-RateLimit-Scope: user\r\n\r\n",
+                     "discord.com");
   ASSERT_EQ(s.quota.size(), 1u);
   const auto& q = s.quota[0];
   EXPECT_EQ(q.policy, "user");
@@ -299,8 +296,9 @@ TEST(X, RateLimitExceeded) {
 
 // Shopify REST Admin docs: 32/40 call limit; Retry-After: 2.0 on 429.
 TEST(Shopify, CallLimitAndDecimalRetryAfter) {
-  const auto s = see("HTTP/1.1 429 Too Many Requests\r\nX-Shopify-Shop-Api-Call-Limit: 40/40\r\nRetry-After: 2.0\r\n\r\n",
-                     "shop.myshopify.com");
+  const auto s =
+      see("HTTP/1.1 429 Too Many Requests\r\nX-Shopify-Shop-Api-Call-Limit: 40/40\r\nRetry-After: 2.0\r\n\r\n",
+          "shop.myshopify.com");
   ASSERT_EQ(s.quota.size(), 1u);
   EXPECT_EQ(s.quota[0].limit, 40);
   EXPECT_EQ(s.quota[0].remaining, 0);
@@ -385,21 +383,22 @@ TEST(Salesforce, PerAppUsageAndBursts) {
 }
 
 TEST(Salesforce, Forbidden403WithExhaustedUsageIsLimited) {
-  EXPECT_TRUE(see("HTTP/1.1 403 Forbidden\r\nSforce-Limit-Info: api-usage=5000/5000\r\n\r\n", "na1.salesforce.com").limited);
-  EXPECT_FALSE(see("HTTP/1.1 403 Forbidden\r\nSforce-Limit-Info: api-usage=18/5000\r\n\r\n", "na1.salesforce.com").limited);
+  EXPECT_TRUE(
+      see("HTTP/1.1 403 Forbidden\r\nSforce-Limit-Info: api-usage=5000/5000\r\n\r\n", "na1.salesforce.com").limited);
+  EXPECT_FALSE(
+      see("HTTP/1.1 403 Forbidden\r\nSforce-Limit-Info: api-usage=18/5000\r\n\r\n", "na1.salesforce.com").limited);
 }
 
 // Zendesk docs: X-Rate-Limit (no -Limit suffix), ratelimit-* delta, and the endpoint field.
 TEST(Zendesk, AccountEndpointAndTicketsIndex) {
-  const auto s = see(
-      "HTTP/1.1 200 OK\r\n"
-      "X-Rate-Limit: 700\r\n"
-      "X-Rate-Limit-Remaining: 699\r\n"
-      "ratelimit-limit: 100\r\n"
-      "ratelimit-remaining: 99\r\n"
-      "ratelimit-reset: 41\r\n"
-      "zendesk-ratelimit-tickets-index: total=100; remaining=99; resets=41\r\n\r\n",
-      "acme.zendesk.com");
+  const auto s = see("HTTP/1.1 200 OK\r\n"
+                     "X-Rate-Limit: 700\r\n"
+                     "X-Rate-Limit-Remaining: 699\r\n"
+                     "ratelimit-limit: 100\r\n"
+                     "ratelimit-remaining: 99\r\n"
+                     "ratelimit-reset: 41\r\n"
+                     "zendesk-ratelimit-tickets-index: total=100; remaining=99; resets=41\r\n\r\n",
+                     "acme.zendesk.com");
   ASSERT_EQ(s.quota.size(), 3u);
   EXPECT_EQ(policy(s, "account")->limit, 700);
   EXPECT_EQ(policy(s, "account")->window, 60s);
@@ -414,15 +413,14 @@ TEST(Zendesk, AccountEndpointAndTicketsIndex) {
 
 // Atlassian Jira Cloud docs: Retry-After plus X-RateLimit-Reset in yyyy-MM-ddTHH:mmZ; RateLimit-Reason.
 TEST(Atlassian, MinutePrecisionResetAndReason) {
-  const auto s = see(
-      "HTTP/1.1 429 Too Many Requests\r\n"
-      "Retry-After: 5\r\n"
-      "X-RateLimit-Limit: 100\r\n"
-      "X-RateLimit-Remaining: 0\r\n"
-      "X-RateLimit-Reset: 2026-01-01T00:05Z\r\n"
-      "X-RateLimit-NearLimit: true\r\n"
-      "RateLimit-Reason: jira-burst-based\r\n\r\n",
-      "acme.atlassian.net");
+  const auto s = see("HTTP/1.1 429 Too Many Requests\r\n"
+                     "Retry-After: 5\r\n"
+                     "X-RateLimit-Limit: 100\r\n"
+                     "X-RateLimit-Remaining: 0\r\n"
+                     "X-RateLimit-Reset: 2026-01-01T00:05Z\r\n"
+                     "X-RateLimit-NearLimit: true\r\n"
+                     "RateLimit-Reason: jira-burst-based\r\n\r\n",
+                     "acme.atlassian.net");
   ASSERT_EQ(s.quota.size(), 1u);
   EXPECT_EQ(s.quota[0].policy, "jira-burst-based");
   EXPECT_EQ(s.quota[0].reset, 300s);
@@ -433,12 +431,11 @@ TEST(Atlassian, MinutePrecisionResetAndReason) {
 
 // Atlassian 2026 points quota [3p capture]: Beta-RateLimit in draft-08 syntax.
 TEST(Atlassian, BetaPointsQuota) {
-  const auto s = see(
-      "HTTP/1.1 200 OK\r\n"
-      "Beta-RateLimit-Policy: \"global-app-quota\";q=65000;w=3600\r\n"
-      "Beta-RateLimit: \"global-app-quota\";r=120;t=1500\r\n"
-      "X-Beta-RateLimit-Reset: 2026-01-01T00:25Z\r\n\r\n",
-      "acme.atlassian.net");
+  const auto s = see("HTTP/1.1 200 OK\r\n"
+                     "Beta-RateLimit-Policy: \"global-app-quota\";q=65000;w=3600\r\n"
+                     "Beta-RateLimit: \"global-app-quota\";r=120;t=1500\r\n"
+                     "X-Beta-RateLimit-Reset: 2026-01-01T00:25Z\r\n\r\n",
+                     "acme.atlassian.net");
   const auto* q = policy(s, "global-app-quota");
   ASSERT_NE(q, nullptr);
   EXPECT_EQ(q->source_name(), "atlassian");
@@ -459,13 +456,12 @@ TEST(Slack, RetryAfterOnly) {
 
 // Envoy global filter: draft-03 list under x-ratelimit-*; x-envoy-ratelimited on 429.
 TEST(Envoy, GlobalAndLocalFilters) {
-  const auto global = see(
-      "HTTP/1.1 429 Too Many Requests\r\n"
-      "x-envoy-ratelimited: true\r\n"
-      "x-ratelimit-limit: 10, 10;w=60;name=\"per-minute\", 1000;w=86400\r\n"
-      "x-ratelimit-remaining: 0\r\n"
-      "x-ratelimit-reset: 42\r\n\r\n",
-      "gateway.internal", "envoy");
+  const auto global = see("HTTP/1.1 429 Too Many Requests\r\n"
+                          "x-envoy-ratelimited: true\r\n"
+                          "x-ratelimit-limit: 10, 10;w=60;name=\"per-minute\", 1000;w=86400\r\n"
+                          "x-ratelimit-remaining: 0\r\n"
+                          "x-ratelimit-reset: 42\r\n\r\n",
+                          "gateway.internal", "envoy");
   EXPECT_EQ(global.profile, "envoy");
   ASSERT_EQ(global.quota.size(), 2u);
   EXPECT_EQ(global.quota[0].source_name(), "envoy");
@@ -484,17 +480,16 @@ TEST(Envoy, GlobalAndLocalFilters) {
 
 // Kong rate-limiting plugin: RateLimit-* for the tightest window plus per-window headers.
 TEST(Kong, PerWindowHeaders) {
-  const auto s = see(
-      "HTTP/1.1 429 Too Many Requests\r\n"
-      "Retry-After: 40\r\n"
-      "RateLimit-Limit: 5\r\n"
-      "RateLimit-Remaining: 0\r\n"
-      "RateLimit-Reset: 40\r\n"
-      "X-RateLimit-Limit-Minute: 5\r\n"
-      "X-RateLimit-Remaining-Minute: 0\r\n"
-      "X-RateLimit-Limit-Hour: 100\r\n"
-      "X-RateLimit-Remaining-Hour: 95\r\n\r\n",
-      "kong.internal", "kong");
+  const auto s = see("HTTP/1.1 429 Too Many Requests\r\n"
+                     "Retry-After: 40\r\n"
+                     "RateLimit-Limit: 5\r\n"
+                     "RateLimit-Remaining: 0\r\n"
+                     "RateLimit-Reset: 40\r\n"
+                     "X-RateLimit-Limit-Minute: 5\r\n"
+                     "X-RateLimit-Remaining-Minute: 0\r\n"
+                     "X-RateLimit-Limit-Hour: 100\r\n"
+                     "X-RateLimit-Remaining-Hour: 95\r\n\r\n",
+                     "kong.internal", "kong");
   ASSERT_EQ(s.quota.size(), 3u);
   for (const auto& q : s.quota) EXPECT_EQ(q.source_name(), "kong");
   EXPECT_EQ(s.quota[0].reset, 40s);
@@ -568,21 +563,23 @@ TEST(NoProfile, VendorHeadersAreReportedNotUsed) {
   EXPECT_EQ(h.quota[0].confidence, Confidence::kLow);
   EXPECT_EQ(h.quota[0].source, QuotaSource::kHeuristic);
   EXPECT_EQ(h.quota[0].source_name(), "heuristic");
-  EXPECT_EQ(h.quota[0].reset, 30s);  // a large number is read as Unix seconds
-  EXPECT_FALSE(permitted_wait(h).quota);       // low confidence never blocks
+  EXPECT_EQ(h.quota[0].reset, 30s);       // a large number is read as Unix seconds
+  EXPECT_FALSE(permitted_wait(h).quota);  // low confidence never blocks
   EXPECT_TRUE(h.uninterpreted.empty());
 }
 
 TEST(NoProfile, HeuristicGuessesTheResetFormat) {
-  const auto delta = see("HTTP/1.1 200 OK\r\nX-RateLimit-Remaining: 5\r\nX-RateLimit-Reset: 30\r\n\r\n", "h", {}, kNow, true);
+  const auto delta = see("HTTP/1.1 200 OK\r\nX-RateLimit-Remaining: 5\r\nX-RateLimit-Reset: 30\r\n\r\n", "h", {}, kNow,
+                         true);
   EXPECT_EQ(delta.quota[0].reset, 30s);
   const auto go = see("HTTP/1.1 200 OK\r\nX-RateLimit-Reset: 6m0s\r\n\r\n", "h", {}, kNow, true);
   EXPECT_EQ(go.quota[0].reset, 6min);
   const auto iso = see("HTTP/1.1 200 OK\r\nX-Rate-Limit-Reset: 2026-01-01T00:01:00Z\r\n\r\n", "h", {}, kNow, true);
   EXPECT_EQ(iso.quota[0].reset, 60s);
   // lemlist [3p]: Date.toString() text is not understood, and says so.
-  const auto js = see("HTTP/1.1 200 OK\r\nX-RateLimit-Reset: Tue Feb 16 2021 09:02:42 GMT+0100 (Central European Standard Time)\r\n\r\n",
-                      "h", {}, kNow, true);
+  const auto js = see(
+      "HTTP/1.1 200 OK\r\nX-RateLimit-Reset: Tue Feb 16 2021 09:02:42 GMT+0100 (Central European Standard Time)\r\n\r\n",
+      "h", {}, kNow, true);
   EXPECT_TRUE(js.quota.empty());
   EXPECT_TRUE(warned(js, "not understood"));
 }
@@ -613,19 +610,23 @@ std::string load_error(std::string_view text, std::string_view file = "mine.json
 TEST(MalformedProfile, MessageNamesFileAndField) {
   EXPECT_EQ(load_error(R"({"name": "acme", "quotas": [{"reset": {"header": "x-reset", "format": "epoch"}}]})"),
             "mine.json: quotas[0].reset.format: unknown time format \"epoch\" (line 1)");
-  EXPECT_EQ(load_error("{\n  \"name\": \"acme\",\n  \"quotas\": [\n    {\"limit\": \"x-limit\", \"remaining\": 5}\n  ]\n}"),
+  EXPECT_EQ(load_error(
+                "{\n  \"name\": \"acme\",\n  \"quotas\": [\n    {\"limit\": \"x-limit\", \"remaining\": 5}\n  ]\n}"),
             "mine.json: quotas[0].remaining: expected a header name or an object with \"header\" (line 4)");
   EXPECT_EQ(load_error(R"({"name": "acme", "limited_statuses": [429, "403"]})"),
             "mine.json: limited_statuses[1]: expected an HTTP status (an integer from 100 to 999) (line 1)");
   EXPECT_EQ(load_error(R"({"name": "acme", "hosts": ["api.acme.com"], "quota": []})"),
             "mine.json: quota: unknown field (line 1)");
   EXPECT_EQ(load_error(R"({"hosts": []})"), "mine.json: name: missing (line 1)");
-  EXPECT_EQ(load_error(R"({"name": "Acme Corp"})"), "mine.json: name: use lower-case letters, digits, '-' and '_' (line 1)");
-  EXPECT_THAT(load_error(R"({"name": "acme", "quotas": [{"window": {"header": "x-w", "format": "rfc3339"}, "limit": "x-l"}]})"),
-              HasSubstr("quotas[0].window.format: a window is a length"));
+  EXPECT_EQ(load_error(R"({"name": "Acme Corp"})"),
+            "mine.json: name: use lower-case letters, digits, '-' and '_' (line 1)");
+  EXPECT_THAT(
+      load_error(R"({"name": "acme", "quotas": [{"window": {"header": "x-w", "format": "rfc3339"}, "limit": "x-l"}]})"),
+      HasSubstr("quotas[0].window.format: a window is a length"));
   EXPECT_THAT(load_error(R"({"name": "acme", "quotas": [{"limit": {"header": "x-l", "format": "used_limit"}}]})"),
               HasSubstr("quotas[0].limit.format: format \"used_limit\" is not allowed here"));
-  EXPECT_THAT(load_error(R"({"name": "acme", "quotas": [{"policy": "p"}]})"), HasSubstr("quotas[0]: a quota must read"));
+  EXPECT_THAT(load_error(R"({"name": "acme", "quotas": [{"policy": "p"}]})"),
+              HasSubstr("quotas[0]: a quota must read"));
   EXPECT_THAT(load_error(R"({"name": "acme", "quotas": [{"limit": "bad name"}]})"),
               HasSubstr("quotas[0].limit: not a valid header name"));
   EXPECT_THAT(load_error(R"({"name": "acme", "retry_delays": [{"header": "x-ms", "format": "minutes"}]})"),
@@ -645,7 +646,8 @@ TEST(MalformedProfile, InvalidJsonNamesFileAndLine) {
   EXPECT_THAT(load_error(std::string(100, '[') + std::string(100, ']')), HasSubstr("nesting deeper than 32"));
   EXPECT_THAT(load_error(R"({"name": "acme", "limited_statuses": [01]})"), HasSubstr("leading zero"));
   EXPECT_THAT(load_error(R"({"name": "acme", // comment
-  })"), HasSubstr("invalid JSON"));
+  })"),
+              HasSubstr("invalid JSON"));
 }
 
 TEST(MalformedProfile, LoadFileReportsThePath) {
@@ -674,7 +676,8 @@ TEST(UserProfiles, LoadedAtRunTimeAndOverrideBuiltins) {
     "limited_statuses": [429, 420],
     "quotas": [{"policy": "main", "limit": "x-acme-limit", "remaining": "x-acme-left",
                 "reset": {"header": "x-acme-reset", "format": "milliseconds"}, "window_s": 1.5}]
-  })", "acme.json");
+  })",
+                          "acme.json");
   ASSERT_TRUE(name);
   EXPECT_EQ(*name, "acme");
   EXPECT_EQ(r.size(), before + 1);
@@ -1253,9 +1256,7 @@ TEST(UnixMilliseconds, ParsedExactlySaturatingNeverNegative) {
 }
 
 TEST(Rfc3339, FractionAndNumericOffsets) {
-  const auto t = [](std::string_view text) {
-    return parse_time_value(text, TimeFormat::kRfc3339, kNow, std::nullopt);
-  };
+  const auto t = [](std::string_view text) { return parse_time_value(text, TimeFormat::kRfc3339, kNow, std::nullopt); };
   auto a = t("2026-01-01T00:00:30.123Z");
   ASSERT_TRUE(a);
   EXPECT_EQ(a->from_receipt, 30123ms);
@@ -1283,14 +1284,17 @@ TEST(MalformedProfile, NewFieldsAreChecked) {
               HasSubstr("quotas[0].window_bounds_wait: the quota has no window"));
   EXPECT_THAT(load_error(R"({"name": "acme", "quotas": [{"limit": "x-l", "window_s": 5, "window_bounds_wait": 1}]})"),
               HasSubstr("quotas[0].window_bounds_wait: expected boolean"));
-  EXPECT_THAT(load_error(R"({"name": "acme", "quotas": [{"limit": {"header": "x-l", "key": "a", "first_member": true}}]})"),
+  EXPECT_THAT(load_error(
+                  R"({"name": "acme", "quotas": [{"limit": {"header": "x-l", "key": "a", "first_member": true}}]})"),
               HasSubstr("quotas[0].limit.first_member: give key or first_member, not both"));
   EXPECT_THAT(load_error(R"({"name": "acme", "retry_verdicts": ["not a header"]})"),
               HasSubstr("retry_verdicts[0]: not a valid header name"));
   EXPECT_THAT(load_error(R"({"name": "acme", "quotas": [{"reset": {"header": "x-r", "format": "unix_millis"}}]})"),
               HasSubstr("unknown time format \"unix_millis\""));
-  EXPECT_THAT(load_error(R"({"name": "acme", "quotas": [{"limit": "x-l", "window": {"header": "x-w", "format": "unix_milliseconds"}}]})"),
-              HasSubstr("a window is a length"));
+  EXPECT_THAT(
+      load_error(
+          R"({"name": "acme", "quotas": [{"limit": "x-l", "window": {"header": "x-w", "format": "unix_milliseconds"}}]})"),
+      HasSubstr("a window is a length"));
   ProfileRegistry r;
   EXPECT_TRUE(r.load_text(R"({"name": "acme", "limited_statuses": [], "retry_verdicts": ["x-retry"]})"));
 }

@@ -35,7 +35,8 @@ bool any_warning_contains(const RateLimitReading& r, std::string_view text) {
 // ---- era A: draft-polli-00 to ietf-01 (ABNF) -------------------------------------------
 
 TEST(Polli00, WindowParameterAndExpiringLimit) {
-  const auto r = read({{"RateLimit-Limit", "100, 100;window=60"}, {"RateLimit-Remaining", "50"}, {"RateLimit-Reset", "30"}});
+  const auto r = read(
+      {{"RateLimit-Limit", "100, 100;window=60"}, {"RateLimit-Remaining", "50"}, {"RateLimit-Reset", "30"}});
   ASSERT_EQ(r.quota.size(), 1u);
   const auto& q = r.quota[0];
   EXPECT_EQ(q.source, QuotaSource::kDraft03);
@@ -49,8 +50,8 @@ TEST(Polli00, WindowParameterAndExpiringLimit) {
 }
 
 TEST(Polli00, ResetAsImfFixdate) {
-  const auto r = read({{"RateLimit-Limit", "100"}, {"RateLimit-Remaining", "0"},
-                       {"RateLimit-Reset", "Thu, 01 Jan 2026 00:01:30 GMT"}});
+  const auto r = read(
+      {{"RateLimit-Limit", "100"}, {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "Thu, 01 Jan 2026 00:01:30 GMT"}});
   ASSERT_EQ(r.quota.size(), 1u);
   EXPECT_EQ(r.quota[0].source, QuotaSource::kDraftPolli00);
   EXPECT_EQ(r.quota[0].reset, 90s);
@@ -94,8 +95,8 @@ TEST(Draft03, PolicyListInLimit) {
 }
 
 TEST(Draft03, UnknownPolicyParametersAreComments) {
-  const auto r = read({{"RateLimit-Limit", "10, 10;w=1;burst=1000, 1000;w=3600;comment=\"hourly\""},
-                       {"RateLimit-Reset", "1"}});
+  const auto r = read(
+      {{"RateLimit-Limit", "10, 10;w=1;burst=1000, 1000;w=3600;comment=\"hourly\""}, {"RateLimit-Reset", "1"}});
   ASSERT_EQ(r.quota.size(), 2u);
   EXPECT_EQ(r.quota[0].window, 1s);
   EXPECT_EQ(r.quota[1].limit, 1000);
@@ -118,7 +119,8 @@ TEST(Draft06, SeparateFieldsWithPolicy) {
 }
 
 TEST(Draft06, ParametersOnItemsAreIgnored) {
-  const auto r = read({{"RateLimit-Limit", "100;foo=bar"}, {"RateLimit-Remaining", "5;x=1"}, {"RateLimit-Reset", "7;y"}});
+  const auto r = read(
+      {{"RateLimit-Limit", "100;foo=bar"}, {"RateLimit-Remaining", "5;x=1"}, {"RateLimit-Reset", "7;y"}});
   ASSERT_EQ(r.quota.size(), 1u);
   EXPECT_EQ(r.quota[0].limit, 100);
   EXPECT_EQ(r.quota[0].remaining, 5);
@@ -175,8 +177,8 @@ TEST(Draft07, WrongTypeIgnoresTheField) {
 // ---- ietf-08 to -11: named policies ----------------------------------------------------
 
 TEST(Draft08, NamedPoliciesMatchedByName) {
-  const auto r = read({{"RateLimit-Policy", "\"burst\";q=100;w=60,\"daily\";q=1000;w=86400"},
-                       {"RateLimit", "\"burst\";r=50;t=30"}});
+  const auto r = read(
+      {{"RateLimit-Policy", "\"burst\";q=100;w=60,\"daily\";q=1000;w=86400"}, {"RateLimit", "\"burst\";r=50;t=30"}});
   ASSERT_EQ(r.quota.size(), 2u);
   EXPECT_EQ(r.quota[0].policy, "burst");
   EXPECT_EQ(r.quota[0].limit, 100);
@@ -206,7 +208,8 @@ TEST(Draft08, QuotaUnitsAndPartitionKeys) {
 }
 
 TEST(Draft08, Draft08BytesSpellingAndSingularRequest) {
-  const auto r = read({{"RateLimit-Policy", "\"a\";q=1;qu=\"bytes\", \"b\";q=2;qu=\"request\", \"c\";q=3;qu=\"concurrent-requests\""}});
+  const auto r = read(
+      {{"RateLimit-Policy", "\"a\";q=1;qu=\"bytes\", \"b\";q=2;qu=\"request\", \"c\";q=3;qu=\"concurrent-requests\""}});
   ASSERT_EQ(r.quota.size(), 3u);
   EXPECT_EQ(r.quota[0].unit, "content-bytes");
   EXPECT_EQ(r.quota[1].unit, "requests");
@@ -389,9 +392,10 @@ TEST(Draft12, OldAndNewNamesThatDisagreeGiveTheMoreRestrictive) {
 }
 
 TEST(Draft12, MalformedNewParametersIgnoreTheWholeField) {
-  const char* values[] = {"\"p\";a=-1;w=45",  "\"p\";a=0;w=-45",  "\"p\";a=0;w=4.5",  "\"p\";a=1.0;w=45",
-                          "\"p\";a=\"0\";w=45", "\"p\";a=0;w=?1",   "\"p\";a=0;w=45;c=-1", "\"p\";a=0;w=45;c=0.5",
-                          "\"p\";a=0;w=45;c=:AA==:", "\"p\";a=0;w=45;c=tok"};
+  const char* values[] = {"\"p\";a=-1;w=45",     "\"p\";a=0;w=-45",      "\"p\";a=0;w=4.5",
+                          "\"p\";a=1.0;w=45",    "\"p\";a=\"0\";w=45",   "\"p\";a=0;w=?1",
+                          "\"p\";a=0;w=45;c=-1", "\"p\";a=0;w=45;c=0.5", "\"p\";a=0;w=45;c=:AA==:",
+                          "\"p\";a=0;w=45;c=tok"};
   for (const char* v : values) {
     const auto r = read({{"RateLimit-Policy", "\"p\";q=10;w=60"}, {"RateLimit", v}});
     ASSERT_EQ(r.quota.size(), 1u) << v;  // the policy alone
@@ -485,8 +489,10 @@ TEST(Draft12, PartitionIsNoVendorHeader) {
 // ---- two policies with the same quota (issue 13 item 7) ---------------------------------
 
 TEST(SharedQuota, UnnamedPoliciesWithTheSameQuotaAreReadButWarned) {
-  const auto r = read({{"RateLimit-Policy", "10;w=1, 10;w=60"}, {"RateLimit-Limit", "10"},
-                       {"RateLimit-Remaining", "0"}, {"RateLimit-Reset", "1"}});
+  const auto r = read({{"RateLimit-Policy", "10;w=1, 10;w=60"},
+                       {"RateLimit-Limit", "10"},
+                       {"RateLimit-Remaining", "0"},
+                       {"RateLimit-Reset", "1"}});
   ASSERT_EQ(r.quota.size(), 2u);  // as before: the current quota and the other policy
   EXPECT_EQ(r.quota[0].window, 1s);
   EXPECT_EQ(r.quota[1].window, 60s);
@@ -511,17 +517,15 @@ TEST(SharedQuota, DistinctQuotasAndNamedPoliciesAreNotWarned) {
 // Server bytes in warnings go through printable().
 TEST(Warnings, ServerBytesAreEscaped) {
   const auto n = read({{"RateLimit-Policy", "\"a\\\\b\";w=0"}});
-  ASSERT_EQ(n.warnings.size(), 2u);  // no q, w=0
+  ASSERT_EQ(n.warnings.size(), 2u);                            // no q, w=0
   EXPECT_THAT(n.warnings[0], HasSubstr("policy \"a\\\\b\""));  // printable() doubles the backslash
 }
 
 // ---- malformed fields never fail the response ---------------------------------------
 
 TEST(Malformed, EachFieldIgnoredAloneTheRestRead) {
-  const auto r = read({{"RateLimit-Limit", "100"},
-                       {"RateLimit-Remaining", "-1"},
-                       {"RateLimit-Reset", "soon"},
-                       {"RateLimit", "!!!"}});
+  const auto r = read(
+      {{"RateLimit-Limit", "100"}, {"RateLimit-Remaining", "-1"}, {"RateLimit-Reset", "soon"}, {"RateLimit", "!!!"}});
   ASSERT_EQ(r.quota.size(), 1u);
   EXPECT_EQ(r.quota[0].limit, 100);
   EXPECT_FALSE(r.quota[0].remaining);
@@ -723,7 +727,8 @@ TEST(MostRestrictive, FromDraftFields) {
 }
 
 TEST(MostRestrictive, WithoutTimeTheSmallestShareLeft) {
-  std::vector<QuotaObservation> v{obs(100, 50, std::nullopt), obs(10, 2, std::nullopt), obs(std::nullopt, 1, std::nullopt)};
+  std::vector<QuotaObservation> v{obs(100, 50, std::nullopt), obs(10, 2, std::nullopt),
+                                  obs(std::nullopt, 1, std::nullopt)};
   EXPECT_EQ(most_restrictive(v), 1u);
 }
 

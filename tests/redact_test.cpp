@@ -22,11 +22,35 @@ std::string with_secret(std::string_view before, std::string_view after = {}) {
 // ---- headers -----------------------------------------------------------------
 
 TEST(RedactHeader, CredentialHeadersInAnyCase) {
-  for (const char* name : {"Authorization", "authorization", "AUTHORIZATION", "Proxy-Authorization", "Cookie",
-                           "set-cookie", "X-Api-Key", "x-API-KEY", "Api-Key", "X-Auth-Token", "Private-Token",
-                           "X-Amz-Security-Token", "X-Hub-Signature-256", "X-Client-Secret", "X-Password",
-                           "X-Session-Id", "PHPSESSID", "X-CSRF-Token", "X-XSRF-TOKEN", "X-Bearer", "X-Jwt",
-                           "X-Credentials", "Sig", "code", "SID", "pass", "X-Pwd", "Ticket", "Ocp-Apim-Subscription-Key"}) {
+  for (const char* name : {"Authorization",
+                           "authorization",
+                           "AUTHORIZATION",
+                           "Proxy-Authorization",
+                           "Cookie",
+                           "set-cookie",
+                           "X-Api-Key",
+                           "x-API-KEY",
+                           "Api-Key",
+                           "X-Auth-Token",
+                           "Private-Token",
+                           "X-Amz-Security-Token",
+                           "X-Hub-Signature-256",
+                           "X-Client-Secret",
+                           "X-Password",
+                           "X-Session-Id",
+                           "PHPSESSID",
+                           "X-CSRF-Token",
+                           "X-XSRF-TOKEN",
+                           "X-Bearer",
+                           "X-Jwt",
+                           "X-Credentials",
+                           "Sig",
+                           "code",
+                           "SID",
+                           "pass",
+                           "X-Pwd",
+                           "Ticket",
+                           "Ocp-Apim-Subscription-Key"}) {
     EXPECT_TRUE(is_sensitive_header(name)) << name;
     EXPECT_EQ(printable_header_value(name, kSecret), kRedacted) << name;
   }
@@ -58,10 +82,13 @@ TEST(RedactHeader, UrlsInLocationHeadersAreRedacted) {
 // ---- URLs: what stays ------------------------------------------------------------
 
 TEST(RedactUrl, AUrlWithoutCredentialsIsUnchanged) {
-  for (const char* url : {"https://api.example.com/v1/items?page=2&per_page=50#top", "http://127.0.0.1:8080/",
-                          "http://[::1]:8443/x?y=1", "https://host/a;b=1/c", "https://host/users/@me",
-                          "https://host/search?q=a@b.c", "host:8080/path?page=1", "/relative?x=1", "https://host:/",
-                          "https://xn--bcher-kva.example/", "/a;b=1?c=2", "https://b\xc3\xbc" "cher.example/", "https://host"}) {
+  for (const char* url :
+       {"https://api.example.com/v1/items?page=2&per_page=50#top", "http://127.0.0.1:8080/", "http://[::1]:8443/x?y=1",
+        "https://host/a;b=1/c", "https://host/users/@me", "https://host/search?q=a@b.c", "host:8080/path?page=1",
+        "/relative?x=1", "https://host:/", "https://xn--bcher-kva.example/", "/a;b=1?c=2",
+        "https://b\xc3\xbc"
+        "cher.example/",
+        "https://host"}) {
     EXPECT_EQ(redact_url(url), url);
   }
 }
@@ -71,7 +98,7 @@ TEST(RedactUrl, AUrlWithoutCredentialsIsUnchanged) {
 TEST(RedactUrl, UserinfoIsHiddenWhole) {
   EXPECT_EQ(redact_url(with_secret("https://user:", "@api.example.com/x?page=2")),
             "https://[redacted]@api.example.com/x?page=2");
-  EXPECT_EQ(redact_url(with_secret("https://", "@host/")), "https://[redacted]@host/");        // a token as user
+  EXPECT_EQ(redact_url(with_secret("https://", "@host/")), "https://[redacted]@host/");  // a token as user
   EXPECT_EQ(redact_url(with_secret("https://user:", "@[::1]:8443/")), "https://[redacted]@[::1]:8443/");
   // The last '@' of the authority ends the userinfo, as URL parsers read it.
   EXPECT_EQ(redact_url(with_secret("https://us@er:", "@host/")), "https://[redacted]@host/");
@@ -106,9 +133,9 @@ TEST(RedactUrl, AnAuthorityThatCannotBeSplitIsHiddenWhole) {
 // ---- URLs: parameters ---------------------------------------------------------------
 
 TEST(RedactUrl, CredentialParametersInTheQuery) {
-  for (const char* name : {"access_token", "token", "api_key", "apikey", "key", "client_secret", "password",
-                           "signature", "sig", "code", "X-Amz-Credential", "X-Amz-Signature", "sessionid", "jwt",
-                           "ACCESS_TOKEN", "Api-Key", "auth"}) {
+  for (const char* name :
+       {"access_token", "token", "api_key", "apikey", "key", "client_secret", "password", "signature", "sig", "code",
+        "X-Amz-Credential", "X-Amz-Signature", "sessionid", "jwt", "ACCESS_TOKEN", "Api-Key", "auth"}) {
     const std::string url = "https://host/p?page=2&" + std::string(name) + "=" + std::string(kSecret) + "&state=xyz";
     const std::string shown = redact_url(url);
     EXPECT_EQ(shown, "https://host/p?page=2&" + std::string(name) + "=[redacted]&state=xyz") << name;
@@ -125,8 +152,9 @@ TEST(RedactUrl, PercentEncodedAndPlusNamesAreDecodedFirst) {
 }
 
 TEST(RedactUrl, CredentialParametersInTheFragment) {
-  EXPECT_EQ(redact_url(with_secret("https://app/cb#access_token=", "&token_type=bearer&state=1")),
-            "https://app/cb#access_token=[redacted]&token_type=[redacted]&state=1");  // token_type: a name that looks like one
+  EXPECT_EQ(
+      redact_url(with_secret("https://app/cb#access_token=", "&token_type=bearer&state=1")),
+      "https://app/cb#access_token=[redacted]&token_type=[redacted]&state=1");  // token_type: a name that looks like one
   EXPECT_EQ(redact_url(with_secret("https://app/#/route?id_token=", "&page=2")),
             "https://app/#/route?id_token=[redacted]&page=2");
   EXPECT_EQ(redact_url(with_secret("https://app/?page=1#token=")), "https://app/?page=1#token=[redacted]");
@@ -194,10 +222,10 @@ TEST(RedactUrl, NoCombinationOfPartsShowsTheCredential) {
 TEST(RedactUrl, HostileInputNeverCrashes) {
   std::string all;
   for (int c = 0; c < 256; ++c) all.push_back(static_cast<char>(c));
-  for (const std::string& url : {std::string(), std::string("%"), std::string("?%4"), std::string("http://"),
-                                 std::string("http://@"), std::string("@@@"), std::string("[::1"),
-                                 std::string("http://[::1"), std::string(1000, '@'), std::string(1000, '?'), all,
-                                 "http://h/?" + all, "http://" + all}) {
+  for (const std::string& url :
+       {std::string(), std::string("%"), std::string("?%4"), std::string("http://"), std::string("http://@"),
+        std::string("@@@"), std::string("[::1"), std::string("http://[::1"), std::string(1000, '@'),
+        std::string(1000, '?'), all, "http://h/?" + all, "http://" + all}) {
     const std::string shown = redact_url(url);
     EXPECT_LE(shown.size(), url.size() + 2 * kRedacted.size() + 1);
   }

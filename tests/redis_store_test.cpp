@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "abide/pacer.h"
-#include "redis/pacer_script.h"
 #include "abide/testing/manual_clock.h"
+#include "redis/pacer_script.h"
 #include "support/quota_store_conformance.h"
 #include "support/redis_store_server.h"
 
@@ -52,9 +52,9 @@ class SharedRedis : public ::testing::Environment {
 };
 [[maybe_unused]] ::testing::Environment* const kEnv = ::testing::AddGlobalTestEnvironment(new SharedRedis);
 
-#define REQUIRE_REDIS()                                                              \
-  do {                                                                               \
-    if (shared_server == nullptr) GTEST_SKIP() << "redis-server is not available";   \
+#define REQUIRE_REDIS()                                                            \
+  do {                                                                             \
+    if (shared_server == nullptr) GTEST_SKIP() << "redis-server is not available"; \
   } while (false)
 
 std::atomic<int> prefix_counter{0};
@@ -75,7 +75,8 @@ INSTANTIATE_TEST_SUITE_P(Redis, QuotaStoreConformance,
                          ::testing::Values(StoreParam{"Redis",
                                                       []() -> std::shared_ptr<QuotaStore> {
                                                         if (shared_server == nullptr) return nullptr;
-                                                        return std::make_shared<RedisStore>(options_for(*shared_server));
+                                                        return std::make_shared<RedisStore>(
+                                                            options_for(*shared_server));
                                                       }}),
                          store_param_name);
 
@@ -303,14 +304,14 @@ class ScriptByHand : public ::testing::Test {
   }
   // ARGV: now, max_wait, smooth, margin, probe timeout, spread.
   long long acquire(std::int64_t max_wait) {
-    const RespReply r = call(redis_detail::kOpAcquire, {std::to_string(now), std::to_string(max_wait), "1", "0",
-                                                         "10000000", "0"});
+    const RespReply r = call(redis_detail::kOpAcquire,
+                             {std::to_string(now), std::to_string(max_wait), "1", "0", "10000000", "0"});
     EXPECT_EQ(r.type, '*') << r.text;
     return r.elements.empty() ? -1 : std::stoll(r.elements[0]);
   }
   RespReply record(const std::string& cooldown, const std::vector<std::vector<std::string>>& policies = {}) {
-    std::vector<std::string> args{std::to_string(now), "0", cooldown, "0.5", "1", "1000000",
-                                  std::to_string(policies.size())};
+    std::vector<std::string> args{
+        std::to_string(now), "0", cooldown, "0.5", "1", "1000000", std::to_string(policies.size())};
     for (const auto& p : policies) args.insert(args.end(), p.begin(), p.end());
     return call(redis_detail::kOpRecord, args);
   }
@@ -398,8 +399,7 @@ TEST(RedisStore, AfterAScriptFlushTheScriptIsLoadedAgainAndTheCallRetriedOnce) {
   const MonoTime t0 = clock.mono_now();
   p.record(k, retry_after(clock, seconds{30}));
 
-  const std::string digest =
-      shared_server->command({"SCRIPT", "LOAD", std::string(redis_detail::pacer_script())}).text;
+  const std::string digest = shared_server->command({"SCRIPT", "LOAD", std::string(redis_detail::pacer_script())}).text;
   ASSERT_EQ(shared_server->command({"SCRIPT", "FLUSH"}).type, '+');
   ASSERT_EQ(shared_server->command({"SCRIPT", "EXISTS", digest}).elements, std::vector<std::string>{"0"});
 
@@ -562,8 +562,8 @@ TEST(RedisStore, AuthWithAPassword) {
 }
 
 TEST(RedisStore, AuthAsAnAclUserFromAUrl) {
-  RedisServer server({true, false, {"--user", "alice", "on", ">wonder%land", "~*", "&*", "+@all", "--user", "default",
-                                    "off"}});
+  RedisServer server(
+      {true, false, {"--user", "alice", "on", ">wonder%land", "~*", "&*", "+@all", "--user", "default", "off"}});
   if (!server.start()) GTEST_SKIP() << "redis-server is not available";
   const auto url = parse_redis_url("redis://alice:wonder%25land@127.0.0.1:" + std::to_string(server.port()) + "/acl:");
   ASSERT_TRUE(url);

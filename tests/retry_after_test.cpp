@@ -125,7 +125,7 @@ TEST(RetryAfterDelay, RobustRoundsAFractionUpAndSaysSo) {
     std::string_view value;
     Duration delay;
   };
-  const Case cases[] = {{"2.5", 3s}, {"2.0", 2s}, {"2.000", 2s}, {"0.001", 1s},
+  const Case cases[] = {{"2.5", 3s},       {"2.0", 2s}, {"2.000", 2s},  {"0.001", 1s},
                         {"299.997", 300s}, {"0.0", 0s}, {" 2.542 ", 3s}};
   for (const auto& c : cases) {
     const RetryAfter r = ok(c.value, ParseMode::kRobust);
@@ -148,10 +148,17 @@ TEST(RetryAfterDelay, RobustStillRejectsTheRest) {
     std::uint32_t offset;
   };
   const Case cases[] = {
-      {"", Code::kEmpty, 0},          {"-5", Code::kNegative, 0},       {"-1.5", Code::kNegative, 0},
-      {"+5", Code::kSigned, 0},       {"0x1A", Code::kTrailingGarbage, 1}, {"2.", Code::kFractional, 1},
-      {"2.5s", Code::kTrailingGarbage, 3}, {"2.5.1", Code::kTrailingGarbage, 3}, {"2,5", Code::kTrailingGarbage, 1},
-      {"1e3", Code::kTrailingGarbage, 1},  {"junk", Code::kBadDate, 0},
+      {"", Code::kEmpty, 0},
+      {"-5", Code::kNegative, 0},
+      {"-1.5", Code::kNegative, 0},
+      {"+5", Code::kSigned, 0},
+      {"0x1A", Code::kTrailingGarbage, 1},
+      {"2.", Code::kFractional, 1},
+      {"2.5s", Code::kTrailingGarbage, 3},
+      {"2.5.1", Code::kTrailingGarbage, 3},
+      {"2,5", Code::kTrailingGarbage, 1},
+      {"1e3", Code::kTrailingGarbage, 1},
+      {"junk", Code::kBadDate, 0},
   };
   for (const auto& c : cases) {
     const RetryAfterError e = bad(c.value, ParseMode::kRobust);
@@ -163,7 +170,8 @@ TEST(RetryAfterDelay, RobustStillRejectsTheRest) {
 // ---- HTTP-date -----------------------------------------------------------------
 
 TEST(RetryAfterDate, AllThreeForms) {
-  for (const char* v : {"Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"}) {
+  for (const char* v :
+       {"Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"}) {
     const RetryAfter r = ok(v);
     EXPECT_EQ(r.kind, Kind::kDate) << v;
     EXPECT_EQ(r.date.seconds.time_since_epoch().count(), 784111777) << v;
@@ -226,7 +234,8 @@ TEST(RetryAfterDate, RobustReportsDateDeviations) {
 
 TEST(RetryAfterDate, MismatchedDayNameStillWaitsForTheDateInBothModes) {
   // 29 Nov 2026 is a Sunday; the server's hour is still an hour away.
-  for (const char* v : {"Mon, 29 Nov 2026 23:30:00 GMT", "Monday, 29-Nov-26 23:30:00 GMT", "Mon Nov 29 23:30:00 2026"}) {
+  for (const char* v :
+       {"Mon, 29 Nov 2026 23:30:00 GMT", "Monday, 29-Nov-26 23:30:00 GMT", "Mon Nov 29 23:30:00 2026"}) {
     for (const ParseMode mode : {ParseMode::kStrict, ParseMode::kRobust}) {
       const RetryAfter r = ok(v, mode);
       EXPECT_EQ(r.kind, Kind::kDate) << v;

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "sf_json.h"
 #include "abide/sf_value.h"
+#include "sf_json.h"
 
 namespace {
 

@@ -107,13 +107,15 @@ TEST_F(ObserveTest, RetryAfterDateInThePastIsZero) {
 
 TEST_F(ObserveTest, DateGivesSkewAndSkewCannotMakeARetryEarly) {
   // The server's clock is 30 s behind ours: its "2 minutes from now" is 150 s away for us.
-  const auto s = see(503, {{"Date", "Wed, 31 Dec 2025 23:59:30 GMT"}, {"Retry-After", "Thu, 01 Jan 2026 00:02:00 GMT"}});
+  const auto s = see(503,
+                     {{"Date", "Wed, 31 Dec 2025 23:59:30 GMT"}, {"Retry-After", "Thu, 01 Jan 2026 00:02:00 GMT"}});
   ASSERT_TRUE(s.server_date);
   ASSERT_TRUE(s.clock_skew);
   EXPECT_EQ(*s.clock_skew, -30s);
   EXPECT_EQ(s.retry_after->wait, 150s);
   // Server clock ahead by 30 s: the local reading (120 s) is the larger one.
-  const auto ahead = see(503, {{"Date", "Thu, 01 Jan 2026 00:00:30 GMT"}, {"Retry-After", "Thu, 01 Jan 2026 00:02:00 GMT"}});
+  const auto ahead = see(503,
+                         {{"Date", "Thu, 01 Jan 2026 00:00:30 GMT"}, {"Retry-After", "Thu, 01 Jan 2026 00:02:00 GMT"}});
   EXPECT_EQ(*ahead.clock_skew, 30s);
   EXPECT_EQ(ahead.retry_after->wait, 120s);
   // A delay ignores Date.
@@ -158,7 +160,8 @@ TEST_F(ObserveTest, RobustDateDeviationIsReported) {
 }
 
 TEST_F(ObserveTest, SeveralRetryAfterLinesTheLongestWins) {
-  const auto s = see(503, {{"Retry-After", "30"}, {"Retry-After", "Thu, 01 Jan 2026 00:02:00 GMT"}, {"Retry-After", "5"}});
+  const auto s = see(503,
+                     {{"Retry-After", "30"}, {"Retry-After", "Thu, 01 Jan 2026 00:02:00 GMT"}, {"Retry-After", "5"}});
   ASSERT_TRUE(s.retry_after);
   EXPECT_EQ(s.retry_after->wait, 120s);
   EXPECT_FALSE(s.warnings.empty());
@@ -213,10 +216,9 @@ TEST_F(ObserveTest, QuotaWaitIsTheLongestExhaustedReset) {
 TEST_F(ObserveTest, IetfFieldsComeBeforeVendorFieldsInTrustOrder) {
   ObserveOptions o;
   o.host = "api.github.com";
-  const auto s = see(200, {{"x-ratelimit-remaining", "10"},
-                           {"x-ratelimit-resource", "core"},
-                           {"RateLimit", "\"default\";r=50;t=30"}},
-                     o);
+  const auto s = see(
+      200, {{"x-ratelimit-remaining", "10"}, {"x-ratelimit-resource", "core"}, {"RateLimit", "\"default\";r=50;t=30"}},
+      o);
   ASSERT_EQ(s.quota.size(), 2u);
   EXPECT_EQ(s.quota[0].source, QuotaSource::kDraft08);
   EXPECT_EQ(s.quota[1].source, QuotaSource::kVendor);
@@ -247,9 +249,10 @@ TEST_F(ObserveTest, VendorDateResetsUseServerDate) {
   ObserveOptions o;
   o.host = "api.github.com";
   // Server 20 s behind: its reset instant is 20 s further away than our clock says.
-  const auto s = see(403, {{"Date", "Wed, 31 Dec 2025 23:59:40 GMT"},
-                           {"x-ratelimit-remaining", "0"},
-                           {"x-ratelimit-reset", "1767225660"}},
+  const auto s = see(403,
+                     {{"Date", "Wed, 31 Dec 2025 23:59:40 GMT"},
+                      {"x-ratelimit-remaining", "0"},
+                      {"x-ratelimit-reset", "1767225660"}},
                      o);
   ASSERT_EQ(s.quota.size(), 1u);
   EXPECT_EQ(s.quota[0].reset, 80s);
@@ -257,20 +260,20 @@ TEST_F(ObserveTest, VendorDateResetsUseServerDate) {
 }
 
 TEST_F(ObserveTest, HeaderNamesMatchInAnyCase) {
-  const auto s = see(429, {{"RETRY-AFTER", "3"}, {"rAtElImIt", "\"x\";r=0;t=3"}, {"DATE", "Thu, 01 Jan 2026 00:00:00 GMT"}});
+  const auto s = see(429,
+                     {{"RETRY-AFTER", "3"}, {"rAtElImIt", "\"x\";r=0;t=3"}, {"DATE", "Thu, 01 Jan 2026 00:00:00 GMT"}});
   ASSERT_TRUE(s.retry_after);
   EXPECT_EQ(s.quota.size(), 1u);
   EXPECT_TRUE(s.server_date);
 }
 
 TEST_F(ObserveTest, ParsedHeadEndToEnd) {
-  auto head = parse_response_head(
-      "HTTP/1.1 429 Too Many Requests\r\n"
-      "Date: Thu, 01 Jan 2026 00:00:01 GMT\r\n"
-      "Retry-After: 30\r\n"
-      "RateLimit-Policy: \"burst\";q=100;w=60,\"daily\";q=1000;w=86400\r\n"
-      "RateLimit: \"burst\";r=0;t=30\r\n"
-      "RateLimit: \"daily\";r=900;t=3600\r\n\r\n");
+  auto head = parse_response_head("HTTP/1.1 429 Too Many Requests\r\n"
+                                  "Date: Thu, 01 Jan 2026 00:00:01 GMT\r\n"
+                                  "Retry-After: 30\r\n"
+                                  "RateLimit-Policy: \"burst\";q=100;w=60,\"daily\";q=1000;w=86400\r\n"
+                                  "RateLimit: \"burst\";r=0;t=30\r\n"
+                                  "RateLimit: \"daily\";r=900;t=3600\r\n\r\n");
   ASSERT_TRUE(head);
   const auto s = observe(head->status, head->headers, clock.wall_now(), clock.mono_now());
   EXPECT_TRUE(s.limited);
@@ -285,7 +288,8 @@ TEST_F(ObserveTest, ALearnedServerClockTightensTheDateWithinItsSecond) {
   // Server 30 s behind; its Date says 23:59:30, but it is really 23:59:30.8.
   ObserveOptions o;
   o.server_time_floor = WallTime{clock.wall_now() - 29200ms};
-  const auto s = see(503, {{"Date", "Wed, 31 Dec 2025 23:59:30 GMT"}, {"Retry-After", "Thu, 01 Jan 2026 00:02:00 GMT"}}, o);
+  const auto s = see(503, {{"Date", "Wed, 31 Dec 2025 23:59:30 GMT"}, {"Retry-After", "Thu, 01 Jan 2026 00:02:00 GMT"}},
+                     o);
   EXPECT_EQ(s.retry_after->wait, 149200ms);  // not the 150 s that Date alone allows
   EXPECT_EQ(*s.clock_skew, -30s);            // the reported skew is still the Date's
   // A floor outside the second the Date names is not used: a floor past it
@@ -307,9 +311,10 @@ TEST_F(ObserveTest, ALearnedServerClockTightensVendorResets) {
   ObserveOptions o;
   o.host = "api.github.com";
   o.server_time_floor = WallTime{clock.wall_now() - 19500ms};
-  const auto s = see(403, {{"Date", "Wed, 31 Dec 2025 23:59:40 GMT"},
-                           {"x-ratelimit-remaining", "0"},
-                           {"x-ratelimit-reset", "1767225660"}},
+  const auto s = see(403,
+                     {{"Date", "Wed, 31 Dec 2025 23:59:40 GMT"},
+                      {"x-ratelimit-remaining", "0"},
+                      {"x-ratelimit-reset", "1767225660"}},
                      o);
   ASSERT_EQ(s.quota.size(), 1u);
   EXPECT_EQ(s.quota[0].reset, 79500ms);
@@ -337,8 +342,8 @@ TEST(ServerClock, LearnsTheTightestLowerBoundFromManyDates) {
   expect_near(*sc.floor_at(MonoTime{100900ms}), WallTime{1000600ms});
   sc.learn(at(1001, 101050ms));  // true 1001.05: Date 1001 lifts the bound to 0.05 s of the truth
   const WallTime f = *sc.floor_at(MonoTime{102s});
-  EXPECT_LE(f, WallTime{1002s});                 // never ahead of the server
-  EXPECT_GE(f, WallTime{1002s} - 51ms);          // and close to it
+  EXPECT_LE(f, WallTime{1002s});         // never ahead of the server
+  EXPECT_GE(f, WallTime{1002s} - 51ms);  // and close to it
   Signals none;
   none.received_mono = MonoTime{103s};
   sc.learn(none);  // no Date: nothing learned
@@ -423,9 +428,9 @@ TEST(ServerClock, AllowsForDriftAndStartsAfreshWhenTheServerIsSetBack) {
 // origin's learned floor passed to observe(), then learned from).
 struct SimAnswer {
   Signals signals;
-  Duration permitted;   // permitted_wait(): from receipt
-  Duration true_wait;   // from receipt until the answering server's clock reaches the date
-  Duration date_alone;  // what the answer's own Date and our clock allow (rule 3 without a floor)
+  Duration permitted;            // permitted_wait(): from receipt
+  Duration true_wait;            // from receipt until the answering server's clock reaches the date
+  Duration date_alone;           // what the answer's own Date and our clock allow (rule 3 without a floor)
   bool after_detection = false;  // received once the origin had shown several clocks
 };
 
@@ -449,7 +454,8 @@ std::vector<SimAnswer> simulate(ServerClock& sc, const std::vector<Duration>& of
     a.after_detection = sc.several_clocks();
     ObserveOptions o;
     o.server_time_floor = sc.trusted_floor_at(clock.mono_now());
-    a.signals = observe(503, HeaderList({{"Date", format_imf_fixdate(date)}, {"Retry-After", format_imf_fixdate(retry_at)}}),
+    a.signals = observe(503,
+                        HeaderList({{"Date", format_imf_fixdate(date)}, {"Retry-After", format_imf_fixdate(retry_at)}}),
                         clock.wall_now(), clock.mono_now(), o);
     sc.learn(a.signals, clock.mono_now() - latency - 20ms);
     a.permitted = permitted_wait(a.signals).wait.value();
@@ -551,7 +557,7 @@ Signals dated(std::int64_t unix_s, Duration mono) {
 TEST(ServerClock, ADateWhoseSecondEndsBeforeTheFloorStopsTheFloor) {
   using namespace std::chrono_literals;
   ServerClock sc;
-  sc.learn(dated(1000, 100s));  // the clock read [1000, 1001) at mono 100 s
+  sc.learn(dated(1000, 100s));      // the clock read [1000, 1001) at mono 100 s
   sc.learn(dated(1001, 100900ms));  // [1001, 1002) at 100.9: the floor is 1000.1 + ... at 100 s
   ASSERT_TRUE(sc.floor_at(MonoTime{101s}));
   // Date 1000 at mono 101.5 s: its second ends at 1001, before the floor (1001.6): another clock.

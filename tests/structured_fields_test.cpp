@@ -46,9 +46,9 @@ TEST(SfStream, NumbersAreDecoded) {
   while (auto param = p.next_param()) params.emplace_back(param->value.type, param->value.number);
   EXPECT_TRUE(p.finish());
   using P = std::pair<Type, std::int64_t>;
-  EXPECT_THAT(params, testing::ElementsAre(P{Type::decimal, 1250}, P{Type::decimal, -500},
-                                           P{Type::integer, 999999999999999}, P{Type::boolean, 1},
-                                           P{Type::boolean, 0}, P{Type::date, 1659578233}));
+  EXPECT_THAT(params,
+              testing::ElementsAre(P{Type::decimal, 1250}, P{Type::decimal, -500}, P{Type::integer, 999999999999999},
+                                   P{Type::boolean, 1}, P{Type::boolean, 0}, P{Type::date, 1659578233}));
 }
 
 TEST(SfStream, DecimalAsDouble) {
@@ -209,8 +209,8 @@ TEST(SfRaw, ByteSequencesDecode) {
   std::array<std::uint8_t, 11> small{};
   EXPECT_FALSE(decode_byte_sequence(item->raw, small));
 
-  for (auto [raw, text] : {std::pair{"aGVsbG8="sv, "hello"sv}, std::pair{"aGVsbG8"sv, "hello"sv},
-                           std::pair{""sv, ""sv}, std::pair{"YQ=="sv, "a"sv}, std::pair{"YWI="sv, "ab"sv}}) {
+  for (auto [raw, text] : {std::pair{"aGVsbG8="sv, "hello"sv}, std::pair{"aGVsbG8"sv, "hello"sv}, std::pair{""sv, ""sv},
+                           std::pair{"YQ=="sv, "a"sv}, std::pair{"YWI="sv, "ab"sv}}) {
     std::vector<std::uint8_t> out;
     append_decoded_byte_sequence(raw, out);
     EXPECT_EQ(std::string(out.begin(), out.end()), text) << raw;
@@ -402,9 +402,12 @@ TEST(SfTree, ParsesAllBareItemTypes) {
   auto item = parse_item(R"(1;d=2.5;s="x\"y";t=tok;b=:aGk=:;f=?0;at=@-5;ds=%"%c3%a9")");
   ASSERT_TRUE(item) << describe(item.error());
   EXPECT_EQ(item->bare, BareItem{std::int64_t{1}});
-  const Parameters want{{"d", Decimal{2500}},         {"s", std::string("x\"y")},
-                        {"t", Token{"tok"}},          {"b", ByteSequence{{'h', 'i'}}},
-                        {"f", false},                 {"at", Date{-5}},
+  const Parameters want{{"d", Decimal{2500}},
+                        {"s", std::string("x\"y")},
+                        {"t", Token{"tok"}},
+                        {"b", ByteSequence{{'h', 'i'}}},
+                        {"f", false},
+                        {"at", Date{-5}},
                         {"ds", DisplayString{"\xc3\xa9"}}};
   EXPECT_EQ(item->params, want);
   EXPECT_EQ(type_of(*find(item->params, "ds")), Type::display_string);

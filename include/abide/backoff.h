@@ -62,9 +62,9 @@ std::optional<Jitter> parse_jitter(std::string_view s) noexcept;
 // that callers can keep rule 4 (wait = max(server hint, floor) + jitter, jitter
 // never negative). floor + jitter is exactly the sleep the jitter kind defines.
 struct BackoffDraw {
-  Duration floor{};   // the smallest sleep the kind allows: b, 0, b/2 or min(base, cap)
-  Duration jitter{};  // the random part, >= 0
-  Duration nominal{}; // the capped exponential b of the attempt, for reports
+  Duration floor{};    // the smallest sleep the kind allows: b, 0, b/2 or min(base, cap)
+  Duration jitter{};   // the random part, >= 0
+  Duration nominal{};  // the capped exponential b of the attempt, for reports
   // floor + jitter (saturating).
   Duration total() const noexcept { return saturating_add(floor, jitter); }
 };

@@ -80,9 +80,9 @@ struct Response : engine::Response {
 // last response's body (see Response).
 struct RequestOutcome {
   OutcomeKind kind = OutcomeKind::kCancelled;
-  std::string reason;                 // one sentence
-  std::optional<Response> response;   // the last response received (the final one when done)
-  std::uint64_t body_bytes = 0;       // bytes of the final answer's body read
+  std::string reason;                // one sentence
+  std::optional<Response> response;  // the last response received (the final one when done)
+  std::uint64_t body_bytes = 0;      // bytes of the final answer's body read
   // The earliest permitted time for another attempt, whenever known.
   std::optional<WallTime> not_before_wall;
   std::optional<MonoTime> not_before_mono;
@@ -90,7 +90,7 @@ struct RequestOutcome {
   // whose connection failed, or was cancelled, after it was sent): reconcile.
   bool ambiguous = false;
   std::vector<Attempt> attempts;
-  Duration waited{};                  // time spent waiting: pacer and retry waits
+  Duration waited{};  // time spent waiting: pacer and retry waits
 
   bool done() const noexcept { return kind == OutcomeKind::kDone; }
 };
@@ -107,8 +107,8 @@ using EventHook = engine::EventHook;
 
 // How a Client works.
 struct ClientConfig {
-  PlannerConfig planner;            // statuses, backoff, max wait, idempotency, budget
-  std::int64_t max_attempts = 5;    // per request, the first send included
+  PlannerConfig planner;          // statuses, backoff, max wait, idempotency, budget
+  std::int64_t max_attempts = 5;  // per request, the first send included
   // The shared pacer; nullptr: a new one over a MemoryStore with `pacer_config`
   // and this config's clocks.
   std::shared_ptr<Pacer> pacer;
@@ -121,7 +121,7 @@ struct ClientConfig {
   bool heuristic = false;
   // Transfers.
   Duration connect_timeout = std::chrono::seconds{10};
-  Duration attempt_timeout{};       // one attempt's whole transfer; zero: none (only the deadline)
+  Duration attempt_timeout{};                           // one attempt's whole transfer; zero: none (only the deadline)
   std::size_t max_body_bytes = std::size_t{64} << 20;   // a longer body ends the request (not_retryable)
   std::size_t max_header_bytes = std::size_t{1} << 20;  // a longer head is a transport error
   std::string user_agent = "abide/" ABIDE_VERSION_STRING;

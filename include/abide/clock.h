@@ -45,8 +45,8 @@ constexpr Duration saturating_sub(Duration a, Duration b) noexcept {
 
 // t + d for any time point, saturating at the time point's range.
 template <class Clock>
-constexpr std::chrono::time_point<Clock, Duration> saturating_add(
-    std::chrono::time_point<Clock, Duration> t, Duration d) noexcept {
+constexpr std::chrono::time_point<Clock, Duration> saturating_add(std::chrono::time_point<Clock, Duration> t,
+                                                                  Duration d) noexcept {
   return std::chrono::time_point<Clock, Duration>{saturating_add(t.time_since_epoch(), d)};
 }
 
@@ -60,9 +60,7 @@ constexpr Duration seconds_saturating(std::int64_t s) noexcept {
 }
 
 // Seconds as a double, for reports and JSON.
-constexpr double to_seconds(Duration d) noexcept {
-  return std::chrono::duration<double>(d).count();
-}
+constexpr double to_seconds(Duration d) noexcept { return std::chrono::duration<double>(d).count(); }
 
 // Source of wall-clock time.
 class WallClock {

@@ -45,11 +45,11 @@ namespace abide {
 
 // The parts of an http(s) URL a transport and the pacer need.
 struct UrlOrigin {
-  std::string scheme;  // "http" or "https", lower case
-  std::string host;    // lower case, without IPv6 brackets
+  std::string scheme;      // "http" or "https", lower case
+  std::string host;        // lower case, without IPv6 brackets
   std::uint16_t port = 0;  // the explicit port, or the scheme's default
-  std::string origin;  // scheme://host[:port] (port only when not the default; IPv6 in brackets)
-  std::string target;  // the path and query ("/" when empty), without the fragment
+  std::string origin;      // scheme://host[:port] (port only when not the default; IPv6 in brackets)
+  std::string target;      // the path and query ("/" when empty), without the fragment
 };
 
 // Splits an absolute http:// or https:// URL; nullopt for anything else (no
@@ -71,10 +71,10 @@ struct Request {
   // attempt: with it a POST or PATCH may be repeated (rule 7). A header of that
   // name in `headers` counts too.
   std::optional<std::string> idempotency_key;
-  bool non_idempotent = false;          // never repeated, whatever the method
-  std::optional<MonoTime> deadline;     // no send (and no retry) after it
-  std::optional<WallTime> not_before;   // nothing is sent before it (a resumed request)
-  std::string pacer_key;                // empty: the URL's origin
+  bool non_idempotent = false;         // never repeated, whatever the method
+  std::optional<MonoTime> deadline;    // no send (and no retry) after it
+  std::optional<WallTime> not_before;  // nothing is sent before it (a resumed request)
+  std::string pacer_key;               // empty: the URL's origin
 };
 
 // A response head as received (the body went to the sink).
@@ -90,12 +90,12 @@ struct Attempt {
   std::int64_t number = 0;  // 1 for the first send
   WallTime started_wall{};
   MonoTime started_mono{};
-  Duration paced{};          // time waited for the pacer before it
-  int status = 0;            // 0 when there was no response head
-  std::string error;         // the transport error, when there was no (complete) response
-  bool sent = false;         // the request was (at least partly) sent
+  Duration paced{};   // time waited for the pacer before it
+  int status = 0;     // 0 when there was no response head
+  std::string error;  // the transport error, when there was no (complete) response
+  bool sent = false;  // the request was (at least partly) sent
   Plan plan;
-  std::string reason;        // the decision in words
+  std::string reason;                 // the decision in words
   std::vector<std::string> warnings;  // the Signals' warnings and the plan's notes
 };
 
@@ -115,13 +115,13 @@ std::string_view to_string(OutcomeKind k) noexcept;
 struct RequestOutcome {
   OutcomeKind kind = OutcomeKind::kCancelled;
   std::string reason;
-  std::optional<Response> response;  // the last response head (the final one when done)
-  std::uint64_t body_bytes = 0;      // bytes of the final answer's body given to the sink
+  std::optional<Response> response;         // the last response head (the final one when done)
+  std::uint64_t body_bytes = 0;             // bytes of the final answer's body given to the sink
   std::optional<WallTime> not_before_wall;  // the earliest permitted next attempt, when known
   std::optional<MonoTime> not_before_mono;
   bool ambiguous = false;  // may or may not have been applied: reconcile
   std::vector<Attempt> attempts;
-  Duration waited{};       // pacer and retry waits
+  Duration waited{};  // pacer and retry waits
 
   bool done() const noexcept { return kind == OutcomeKind::kDone; }
 };
@@ -129,7 +129,13 @@ struct RequestOutcome {
 // What the event hook is told (the same events as abide::Client's).
 struct Event {
   enum class Kind : std::uint8_t {
-    kWaitStarted, kWaitEnded, kAttemptStarted, kResponseObserved, kTransportError, kDecision, kFinished,
+    kWaitStarted,
+    kWaitEnded,
+    kAttemptStarted,
+    kResponseObserved,
+    kTransportError,
+    kDecision,
+    kFinished,
   };
   enum class WaitKind : std::uint8_t { kPacer, kRetry, kNotBefore };
 
@@ -173,7 +179,7 @@ struct Config {
 // What next() tells the caller.
 struct Step {
   enum class Kind : std::uint8_t {
-    kSend,      // send the attempt now, then report head()/body()/complete() or failed()
+    kSend,  // send the attempt now, then report head()/body()/complete() or failed()
     // Call next() again at `until`. Earlier is safe (it asks again): do so
     // when the machine's notification fires (Machine::set_notify), since a
     // wait for the pacer may be a wait for another request's probe answer.
@@ -181,12 +187,12 @@ struct Step {
     kFinished,  // outcome() is final
   };
   Kind kind = Kind::kFinished;
-  std::int64_t attempt = 0;        // kSend: its number
-  bool probe = false;              // kSend: the pacer's probe permit
-  std::optional<MonoTime> deadline;  // kSend: abort the transfer at it
-  MonoTime until{};                // kWait
+  std::int64_t attempt = 0;                             // kSend: its number
+  bool probe = false;                                   // kSend: the pacer's probe permit
+  std::optional<MonoTime> deadline;                     // kSend: abort the transfer at it
+  MonoTime until{};                                     // kWait
   Event::WaitKind wait_kind = Event::WaitKind::kPacer;  // kWait
-  std::string_view reason;         // kWait: why, for people (valid until the next call)
+  std::string_view reason;                              // kWait: why, for people (valid until the next call)
 };
 
 class Engine;
@@ -248,7 +254,13 @@ class Machine {
 
  private:
   enum class State : std::uint8_t {
-    kStart, kNotBefore, kAcquire, kSending, kBody, kRetryWait, kFinished,
+    kStart,
+    kNotBefore,
+    kAcquire,
+    kSending,
+    kBody,
+    kRetryWait,
+    kFinished,
   };
   Event event(Event::Kind kind) const;
   void emit(const Event& e) const;
@@ -280,13 +292,13 @@ class Machine {
   EventHook hook_;
   State state_ = State::kStart;
   Pacer::Key key_;
-  Pacer::Ticket ticket_;        // the driven form's reservation and place in line
+  Pacer::Ticket ticket_;  // the driven form's reservation and place in line
   ServerClock* server_clock_ = nullptr;
-  std::string_view host_;       // in the engine's origin cache, or in host_storage_
+  std::string_view host_;  // in the engine's origin cache, or in host_storage_
   std::string host_storage_;
   std::int64_t attempt_ = 0;
-  bool probe_ = false;          // the permit in use is the pacer's probe
-  MonoTime wait_start_{};       // the current wait (pacer, retry, not-before)
+  bool probe_ = false;     // the permit in use is the pacer's probe
+  MonoTime wait_start_{};  // the current wait (pacer, retry, not-before)
   MonoTime wait_until_{};
   std::optional<Duration> previous_backoff_;
   Attempt current_;

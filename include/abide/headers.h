@@ -109,8 +109,8 @@ class HeaderList {
 
 // A response head read from text.
 struct ResponseHead {
-  int status = 0;          // 100..999
-  std::string reason;      // the reason phrase, possibly empty
+  int status = 0;      // 100..999
+  std::string reason;  // the reason phrase, possibly empty
   HeaderList headers;
   std::vector<std::string> warnings;  // lines skipped, and why
 };
@@ -123,8 +123,8 @@ struct HeadError {
 
 // Limits that keep a hostile head bounded.
 struct HeadLimits {
-  std::size_t max_bytes = 1 << 20;      // the whole head
-  std::size_t max_lines = 10'000;       // header lines kept; the rest are dropped with a warning
+  std::size_t max_bytes = 1 << 20;        // the whole head
+  std::size_t max_lines = 10'000;         // header lines kept; the rest are dropped with a warning
   std::size_t max_value_bytes = 1 << 20;  // one field value; a longer line is skipped with a warning
 };
 
@@ -136,7 +136,6 @@ struct HeadLimits {
 // warning); a missing or malformed status line is an error. A head longer than
 // limits.max_bytes is read up to that point, with a warning; at most 32
 // per-line warnings are listed, the rest are counted.
-Result<ResponseHead, HeadError> parse_response_head(std::string_view text,
-                                                    const HeadLimits& limits = {});
+Result<ResponseHead, HeadError> parse_response_head(std::string_view text, const HeadLimits& limits = {});
 
 }  // namespace abide

@@ -44,15 +44,15 @@ enum class HttpDateForm : std::uint8_t {
 // A deviation from the grammar that was accepted: by robust mode only, except
 // kWeekdayMismatch, which both modes accept and report.
 enum class DateDeviation : std::uint8_t {
-  kCase,            // a name or the zone not in the grammar's case ("sun", "NOV", "gmt")
-  kZoneUtc,         // "UTC" instead of "GMT"
-  kZoneNumeric,     // "+0000" instead of "GMT"
-  kOneDigitDay,     // "6 Nov 1994" or "Nov 6" without the grammar's padding
-  kMissingDayName,  // no day name at all
-  kExtraSpace,      // a run of SP/HTAB (or an HTAB) where one SP belongs
-  kDayNameLength,   // "Sunday" where "Sun" belongs, or the reverse
-  kFourDigitYear,   // rfc850-date with a four-digit year (no 50-year rule needed)
-  kWeekdayMismatch, // a day name that is not the date's weekday (both modes)
+  kCase,             // a name or the zone not in the grammar's case ("sun", "NOV", "gmt")
+  kZoneUtc,          // "UTC" instead of "GMT"
+  kZoneNumeric,      // "+0000" instead of "GMT"
+  kOneDigitDay,      // "6 Nov 1994" or "Nov 6" without the grammar's padding
+  kMissingDayName,   // no day name at all
+  kExtraSpace,       // a run of SP/HTAB (or an HTAB) where one SP belongs
+  kDayNameLength,    // "Sunday" where "Sun" belongs, or the reverse
+  kFourDigitYear,    // rfc850-date with a four-digit year (no 50-year rule needed)
+  kWeekdayMismatch,  // a day name that is not the date's weekday (both modes)
 };
 
 // A small set of DateDeviation values. In strict mode it holds at most
@@ -73,10 +73,11 @@ class DateDeviations {
 };
 
 // Every DateDeviation, in declaration order (to iterate over a set).
-inline constexpr DateDeviation kAllDateDeviations[] = {
-    DateDeviation::kCase,           DateDeviation::kZoneUtc,       DateDeviation::kZoneNumeric,
-    DateDeviation::kOneDigitDay,    DateDeviation::kMissingDayName, DateDeviation::kExtraSpace,
-    DateDeviation::kDayNameLength,  DateDeviation::kFourDigitYear, DateDeviation::kWeekdayMismatch};
+inline constexpr DateDeviation kAllDateDeviations[] = {DateDeviation::kCase,           DateDeviation::kZoneUtc,
+                                                       DateDeviation::kZoneNumeric,    DateDeviation::kOneDigitDay,
+                                                       DateDeviation::kMissingDayName, DateDeviation::kExtraSpace,
+                                                       DateDeviation::kDayNameLength,  DateDeviation::kFourDigitYear,
+                                                       DateDeviation::kWeekdayMismatch};
 
 // A short English description, e.g. "UTC instead of GMT".
 std::string_view to_string(DateDeviation d) noexcept;
@@ -87,27 +88,27 @@ std::string_view to_string(HttpDateForm f) noexcept;
 
 // What was wrong with a date (HTTP-date or RFC 3339).
 enum class DateErrorCode : std::uint8_t {
-  kEmpty,              // nothing to parse
-  kTruncated,          // the value ends before the date is complete
-  kUnexpectedChar,     // not the separator the grammar requires (DateError::expected)
-  kBadDayName,         // not a day name
-  kBadDay,             // not a two-digit day
-  kBadMonth,           // not a month name (or two-digit month in RFC 3339)
-  kBadYear,            // not a four-digit (rfc850-date: two-digit) year
-  kBadHour,            // not a two-digit hour
-  kBadMinute,          // not a two-digit minute
-  kBadSecond,          // not a two-digit second
-  kBadFraction,        // RFC 3339: no digit after '.'
-  kBadZone,            // not GMT (robust: also UTC, +0000); RFC 3339: not Z or +hh:mm
-  kTrailingGarbage,    // something follows a complete date
-  kMonthOutOfRange,    // RFC 3339 month 00 or above 12
-  kDayOutOfRange,      // day 00, or a day the month does not have (February 30)
-  kHourOutOfRange,     // hour above 23
-  kMinuteOutOfRange,   // minute above 59
-  kSecondOutOfRange,   // second above 60 (60 is a leap second)
-  kOffsetOutOfRange,   // RFC 3339 offset hour above 23 or minute above 59
-  kWeekdayMismatch,    // no longer returned (a mismatched day name is a DateDeviation);
-                       // kept so that code naming it still compiles
+  kEmpty,             // nothing to parse
+  kTruncated,         // the value ends before the date is complete
+  kUnexpectedChar,    // not the separator the grammar requires (DateError::expected)
+  kBadDayName,        // not a day name
+  kBadDay,            // not a two-digit day
+  kBadMonth,          // not a month name (or two-digit month in RFC 3339)
+  kBadYear,           // not a four-digit (rfc850-date: two-digit) year
+  kBadHour,           // not a two-digit hour
+  kBadMinute,         // not a two-digit minute
+  kBadSecond,         // not a two-digit second
+  kBadFraction,       // RFC 3339: no digit after '.'
+  kBadZone,           // not GMT (robust: also UTC, +0000); RFC 3339: not Z or +hh:mm
+  kTrailingGarbage,   // something follows a complete date
+  kMonthOutOfRange,   // RFC 3339 month 00 or above 12
+  kDayOutOfRange,     // day 00, or a day the month does not have (February 30)
+  kHourOutOfRange,    // hour above 23
+  kMinuteOutOfRange,  // minute above 59
+  kSecondOutOfRange,  // second above 60 (60 is a leap second)
+  kOffsetOutOfRange,  // RFC 3339 offset hour above 23 or minute above 59
+  kWeekdayMismatch,   // no longer returned (a mismatched day name is a DateDeviation);
+                      // kept so that code naming it still compiles
 };
 
 // A rejected date: what, and at which byte (0-based, into the string the parser

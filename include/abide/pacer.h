@@ -87,11 +87,11 @@ std::string_view to_string(AcquireStatus s) noexcept;
 // How a try_acquire() ended. Pending answers (kReserved, kAskAgain) keep the
 // ticket's place; the others are final and the ticket holds nothing.
 enum class TryStatus : std::uint8_t {
-  kPermit,            // send now
-  kReserved,          // a slot at `at` is held for the ticket: ask again then and it is granted
-  kAskAgain,          // a probe's answer (or the turn in line) is awaited: ask again at `at`,
-                      // or as soon as the ticket's notification fires
-  kDeferred,          // as AcquireStatus
+  kPermit,    // send now
+  kReserved,  // a slot at `at` is held for the ticket: ask again then and it is granted
+  kAskAgain,  // a probe's answer (or the turn in line) is awaited: ask again at `at`,
+              // or as soon as the ticket's notification fires
+  kDeferred,  // as AcquireStatus
   kDeadlineExceeded,
   kUnavailable,
 };
@@ -218,8 +218,7 @@ class Pacer {
   // config (nullptr there: the system clocks).
   explicit Pacer(PacerConfig config = {}, std::shared_ptr<QuotaStore> store = nullptr);
   // The same with the clocks given here, over config's (they must outlive the pacer).
-  Pacer(PacerConfig config, std::shared_ptr<QuotaStore> store, const MonotonicClock& mono,
-        const WallClock& wall);
+  Pacer(PacerConfig config, std::shared_ptr<QuotaStore> store, const MonotonicClock& mono, const WallClock& wall);
   ~Pacer();
   Pacer(const Pacer&) = delete;
   Pacer& operator=(const Pacer&) = delete;
@@ -229,8 +228,7 @@ class Pacer {
 
   // Waits until a request on `key` may be sent, or says why not. deadline:
   // the latest acceptable send time (none: only max_wait bounds the wait).
-  AcquireResult acquire(const Key& key, std::optional<MonoTime> deadline = std::nullopt,
-                        std::stop_token stop = {});
+  AcquireResult acquire(const Key& key, std::optional<MonoTime> deadline = std::nullopt, std::stop_token stop = {});
   AcquireResult acquire(std::string_view key, std::optional<MonoTime> deadline = std::nullopt,
                         std::stop_token stop = {});
 

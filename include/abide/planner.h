@@ -75,16 +75,16 @@ enum class Reason : std::uint8_t {
 // Things the planner noticed and a person should know about (the planner's
 // warnings; the Signals' own warnings are separate).
 enum class PlanNote : std::uint8_t {
-  kRetryAfterMalformed,         // Retry-After rejected: the local backoff applies, never zero
-  kRetryAfterInPast,            // a Retry-After date in the past: zero hint, backoff applies
-  kSkewLengthened,              // the server's Date is behind ours: the hint counts from it (rule 3)
-  kQuotaOutlastsRetryAfter,     // an exhausted quota resets after the Retry-After: the later wins
-  kQuotaRoomIgnored,            // a quota with room left does not shorten the Retry-After
-  kQuotaZeroWithoutReset,       // a quota at zero without a reset cannot bound the wait
-  kLowConfidenceQuotaIgnored,   // a heuristic (low-confidence) quota reading was not used
-  kJitterShortened,             // jitter cut so that the retry ends by the deadline
-  kFullRefillReset,             // an exhausted quota's reset counts to a full refill: not waited for in full
-  kServerSaysRetry,             // the server says "retry": it grants no permission (rule 7), nor a status
+  kRetryAfterMalformed,        // Retry-After rejected: the local backoff applies, never zero
+  kRetryAfterInPast,           // a Retry-After date in the past: zero hint, backoff applies
+  kSkewLengthened,             // the server's Date is behind ours: the hint counts from it (rule 3)
+  kQuotaOutlastsRetryAfter,    // an exhausted quota resets after the Retry-After: the later wins
+  kQuotaRoomIgnored,           // a quota with room left does not shorten the Retry-After
+  kQuotaZeroWithoutReset,      // a quota at zero without a reset cannot bound the wait
+  kLowConfidenceQuotaIgnored,  // a heuristic (low-confidence) quota reading was not used
+  kJitterShortened,            // jitter cut so that the retry ends by the deadline
+  kFullRefillReset,            // an exhausted quota's reset counts to a full refill: not waited for in full
+  kServerSaysRetry,            // the server says "retry": it grants no permission (rule 7), nor a status
 };
 
 // A small set of PlanNote values.
@@ -168,10 +168,10 @@ struct TransportError {
 
 // The outcome of one attempt: a response (its Signals) or a transport error.
 struct Outcome {
-  Outcome(const Signals& s) noexcept : signals(&s) {}                // NOLINT: implicit by design
-  Outcome(const TransportError& e) noexcept : transport(e) {}        // NOLINT: implicit by design
-  const Signals* signals = nullptr;  // the response; must outlive decide()
-  TransportError transport;          // used when signals is nullptr
+  Outcome(const Signals& s) noexcept : signals(&s) {}          // NOLINT: implicit by design
+  Outcome(const TransportError& e) noexcept : transport(e) {}  // NOLINT: implicit by design
+  const Signals* signals = nullptr;                            // the response; must outlive decide()
+  TransportError transport;                                    // used when signals is nullptr
 };
 
 // Everything decide() needs about one attempt.
@@ -204,14 +204,14 @@ struct Plan {
   std::optional<WallTime> not_before_wall;
   std::optional<MonoTime> not_before_mono;
 
-  std::optional<Duration> server_hint;  // the longest valid server hint
-  std::optional<Duration> retry_after;  // Retry-After's part of it
-  std::optional<Duration> quota_wait;   // the longest wait among exhausted quotas used (see permitted_wait)
+  std::optional<Duration> server_hint;     // the longest valid server hint
+  std::optional<Duration> retry_after;     // Retry-After's part of it
+  std::optional<Duration> quota_wait;      // the longest wait among exhausted quotas used (see permitted_wait)
   std::optional<std::size_t> quota_index;  // which Signals::quota entry gave quota_wait
 
-  Duration backoff{};          // the local backoff's floor (see BackoffDraw), 0 if unused
-  Duration nominal_backoff{};  // the capped exponential backoff of this attempt
-  Duration jitter{};           // >= 0; only on kRetry
+  Duration backoff{};                  // the local backoff's floor (see BackoffDraw), 0 if unused
+  Duration nominal_backoff{};          // the capped exponential backoff of this attempt
+  Duration jitter{};                   // >= 0; only on kRetry
   std::optional<Duration> clock_skew;  // server Date - local receive time
   std::optional<Duration> time_left;   // deadline - receipt (may be negative), if a deadline
 

@@ -24,8 +24,8 @@
 
 #include "abide/clock.h"
 #include "abide/headers.h"
-#include "abide/result.h"
 #include "abide/quota.h"
+#include "abide/result.h"
 
 namespace abide {
 
@@ -72,17 +72,17 @@ struct FieldSpec {
 
 // One quota a vendor describes in headers.
 struct QuotaSpec {
-  std::string policy;                       // fixed policy name ("" for none)
-  std::optional<FieldSpec> policy_from;     // a header naming the policy (GitHub x-ratelimit-resource)
+  std::string policy;                    // fixed policy name ("" for none)
+  std::optional<FieldSpec> policy_from;  // a header naming the policy (GitHub x-ratelimit-resource)
   std::optional<FieldSpec> limit;
   std::optional<FieldSpec> remaining;
-  std::optional<FieldSpec> used;            // remaining = limit - used when remaining is absent
-  std::optional<FieldSpec> used_limit;      // one header with "used/limit"
-  std::vector<FieldSpec> reset;             // first valid one wins (prefer deltas: no clock skew)
-  std::optional<Duration> window;           // fixed window length
-  std::optional<FieldSpec> window_from;     // a header carrying the window
-  std::optional<FieldSpec> partition_key;   // scope / bucket header (Discord x-ratelimit-bucket)
-  std::optional<FieldSpec> cost;            // units the request consumed (Linear x-complexity)
+  std::optional<FieldSpec> used;           // remaining = limit - used when remaining is absent
+  std::optional<FieldSpec> used_limit;     // one header with "used/limit"
+  std::vector<FieldSpec> reset;            // first valid one wins (prefer deltas: no clock skew)
+  std::optional<Duration> window;          // fixed window length
+  std::optional<FieldSpec> window_from;    // a header carrying the window
+  std::optional<FieldSpec> partition_key;  // scope / bucket header (Discord x-ratelimit-bucket)
+  std::optional<FieldSpec> cost;           // units the request consumed (Linear x-complexity)
   std::string unit = "requests";
   // The reset counts to a full refill, not to the next permitted request
   // (OpenAI x-ratelimit-reset-*): observations get reset_is_full_refill.
@@ -98,9 +98,9 @@ struct QuotaSpec {
 
 // One vendor API.
 struct Profile {
-  std::string name;         // "github"
+  std::string name;  // "github"
   std::string description;
-  std::string file;         // where it was loaded from ("github.json")
+  std::string file;  // where it was loaded from ("github.json")
   // Hosts it applies to: "api.github.com" matches exactly; ".github.com"
   // matches github.com and every subdomain.
   std::vector<std::string> hosts;
@@ -134,7 +134,7 @@ struct Profile {
 // time format \"epoch\"".
 struct ProfileError {
   std::string file;
-  std::string field;    // JSON path of the offending field; empty for a syntax error
+  std::string field;  // JSON path of the offending field; empty for a syntax error
   std::string message;
   std::size_t line = 0;  // 1-based, where known
   std::string what() const;

@@ -48,12 +48,10 @@ constexpr bool is_ietf_draft(QuotaSource s) noexcept {
     case QuotaSource::kDraft07:
     case QuotaSource::kDraft08:
     case QuotaSource::kDraft12Provisional:
-    case QuotaSource::kDraftPolli00:
-      return true;
+    case QuotaSource::kDraftPolli00: return true;
     case QuotaSource::kUnknown:
     case QuotaSource::kVendor:
-    case QuotaSource::kHeuristic:
-      return false;
+    case QuotaSource::kHeuristic: return false;
   }
   return false;
 }
@@ -61,16 +59,16 @@ constexpr bool is_ietf_draft(QuotaSource s) noexcept {
 // One quota policy as a response described it, normalized. An aggregate:
 // designated initialisers name what they set.
 struct QuotaObservation {
-  std::string policy;                        // policy name; empty when the form has none
-  std::optional<std::int64_t> limit;         // quota units per window
-  std::optional<std::int64_t> remaining;     // quota units left
-  std::optional<Duration> window;            // the policy's window
-  std::optional<Duration> reset;             // from receipt until the quota resets (>= 0)
-  Duration reset_resolution{};               // the step reset was stated in (1 s: whole seconds); 0: exact
-  std::string unit = "requests";             // quota unit (requests, content-bytes, tokens, ...)
-  std::optional<std::string> partition_key;  // raw bytes of `pk`, or a vendor scope/bucket
+  std::string policy;                          // policy name; empty when the form has none
+  std::optional<std::int64_t> limit;           // quota units per window
+  std::optional<std::int64_t> remaining;       // quota units left
+  std::optional<Duration> window;              // the policy's window
+  std::optional<Duration> reset;               // from receipt until the quota resets (>= 0)
+  Duration reset_resolution{};                 // the step reset was stated in (1 s: whole seconds); 0: exact
+  std::string unit = "requests";               // quota unit (requests, content-bytes, tokens, ...)
+  std::optional<std::string> partition_key;    // raw bytes of `pk`, or a vendor scope/bucket
   QuotaSource source = QuotaSource::kUnknown;  // the IETF draft form, a vendor profile, the heuristic
-  std::string profile;                       // for QuotaSource::kVendor: the profile's name ("github")
+  std::string profile;                         // for QuotaSource::kVendor: the profile's name ("github")
   Confidence confidence = Confidence::kHigh;
   // Quota units the request that got this answer consumed (the provisional draft-12 `c`).
   std::optional<std::int64_t> cost;

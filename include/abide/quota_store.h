@@ -52,8 +52,8 @@ struct PacingRules {
 
 // One acquire, as the store sees it.
 struct StoreAcquire {
-  MonoTime now{};        // the caller's monotonic now
-  Duration max_wait{};   // reserve a slot only if it starts within this (negative: only report)
+  MonoTime now{};       // the caller's monotonic now
+  Duration max_wait{};  // reserve a slot only if it starts within this (negative: only report)
 };
 
 // A store's answer to one acquire.
@@ -74,11 +74,11 @@ struct StoreGrant {
 
 // One quota policy of a response, with times relative to the record's `now`.
 struct PolicyUpdate {
-  std::string id;                          // policy name and partition (bounded length)
-  std::optional<std::int64_t> limit;       // quota units per window (> 0 to count)
-  std::optional<Duration> window;          // the policy's window (> 0 to count)
-  std::optional<std::int64_t> remaining;   // units left (negative counts as zero)
-  std::optional<Duration> reset;           // from now until the quota resets (>= 0)
+  std::string id;                         // policy name and partition (bounded length)
+  std::optional<std::int64_t> limit;      // quota units per window (> 0 to count)
+  std::optional<Duration> window;         // the policy's window (> 0 to count)
+  std::optional<std::int64_t> remaining;  // units left (negative counts as zero)
+  std::optional<Duration> reset;          // from now until the quota resets (>= 0)
   // The step the server stated `reset` in (1 s for whole seconds; zero: exact).
   // The window ends within the step before `reset`: smooth pacing spends the
   // quota by the earliest instant it can end.
@@ -87,11 +87,11 @@ struct PolicyUpdate {
 
 // One response, as the store sees it.
 struct StoreRecord {
-  MonoTime now{};                     // the caller's monotonic now
-  Duration age{};                     // how long ago the response was received (>= 0)
-  std::optional<Duration> cooldown;   // nothing may be sent before now + cooldown
-  std::vector<PolicyUpdate> policies; // at most kMaxPolicies are kept per key
-  double spread_seed = 0.0;           // in [0, 1), from the pacer's random source
+  MonoTime now{};                      // the caller's monotonic now
+  Duration age{};                      // how long ago the response was received (>= 0)
+  std::optional<Duration> cooldown;    // nothing may be sent before now + cooldown
+  std::vector<PolicyUpdate> policies;  // at most kMaxPolicies are kept per key
+  double spread_seed = 0.0;            // in [0, 1), from the pacer's random source
 };
 
 // What a record changed.

@@ -91,8 +91,8 @@ struct RateLimitOptions {
 
 // Appends one observation per policy found in headers, and a warning for every
 // field ignored or adjusted. Never fails.
-void read_ratelimit(const HeaderList& headers, std::vector<QuotaObservation>& quota,
-                    std::vector<std::string>& warnings, const RateLimitOptions& options = {});
+void read_ratelimit(const HeaderList& headers, std::vector<QuotaObservation>& quota, std::vector<std::string>& warnings,
+                    const RateLimitOptions& options = {});
 
 // The same, returning a fresh result.
 struct RateLimitReading {

@@ -91,10 +91,10 @@ struct RedisStoreOptions {
 
 // Counters, for tests and monitoring.
 struct RedisStoreStats {
-  std::uint64_t round_trips = 0;   // commands sent (SCRIPT LOAD included: a NOSCRIPT costs two more)
-  std::uint64_t fallbacks = 0;     // operations answered by the in-process store
-  std::uint64_t failures = 0;      // operations that found Redis unreachable
-  std::uint64_t reconnects = 0;    // successful reconnections after an outage
+  std::uint64_t round_trips = 0;  // commands sent (SCRIPT LOAD included: a NOSCRIPT costs two more)
+  std::uint64_t fallbacks = 0;    // operations answered by the in-process store
+  std::uint64_t failures = 0;     // operations that found Redis unreachable
+  std::uint64_t reconnects = 0;   // successful reconnections after an outage
 };
 
 // QuotaStore over Redis. Thread-safe. Constructing it does not connect; the

@@ -53,8 +53,7 @@ struct ErrorMessage {
 // True when T and E can be told apart by a Result: an E is never accepted
 // where a T is expected, so an error cannot be returned as a success.
 template <class T, class E>
-concept DistinctResultTypes =
-    !std::is_same_v<std::remove_cv_t<T>, std::remove_cv_t<E>> && !std::is_convertible_v<E, T>;
+concept DistinctResultTypes = !std::is_same_v<std::remove_cv_t<T>, std::remove_cv_t<E>> && !std::is_convertible_v<E, T>;
 
 // Holds either a T (success) or an E (failure). Discarding one is a warning:
 // a result that nobody looks at is an error that nobody handles.
@@ -77,7 +76,7 @@ class [[nodiscard]] Result {
 
   // From fail(x) for any x that converts to E: `return fail("text");`.
   template <class G>
-    requires std::is_convertible_v<G, E>
+  requires std::is_convertible_v<G, E>
   constexpr Result(Unexpected<G> e) : v_(std::in_place_index<1>, std::move(e.error)) {}  // NOLINT
 
   // True when this holds a value.

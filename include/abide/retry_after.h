@@ -32,8 +32,8 @@ struct RetryAfter {
     kDate,   // HTTP-date: an instant
   };
   Kind kind = Kind::kDelay;
-  Duration delay{};  // kDelay: whole seconds, saturated at kMaxDuration
-  HttpDate date{};   // kDate: the date (with its form and accepted deviations)
+  Duration delay{};         // kDelay: whole seconds, saturated at kMaxDuration
+  HttpDate date{};          // kDate: the date (with its form and accepted deviations)
   bool saturated = false;   // kDelay: the value was too large and saturated
   bool rounded_up = false;  // kDelay, robust mode: a fractional value ("2.5")
                             // was accepted and rounded up to whole seconds
@@ -45,12 +45,12 @@ struct RetryAfter {
 
 // What was wrong with a Retry-After value.
 enum class RetryAfterErrorCode : std::uint8_t {
-  kEmpty,           // empty or whitespace only (also: no field line at all)
-  kNegative,        // "-5"
-  kSigned,          // "+5"
-  kFractional,      // "2.5" in strict mode, or "2." with no digit after the point
-  kTrailingGarbage, // digits followed by anything else ("12s", "0x1A", "30, 60")
-  kBadDate,         // not a number and not a valid HTTP-date (see date_error)
+  kEmpty,            // empty or whitespace only (also: no field line at all)
+  kNegative,         // "-5"
+  kSigned,           // "+5"
+  kFractional,       // "2.5" in strict mode, or "2." with no digit after the point
+  kTrailingGarbage,  // digits followed by anything else ("12s", "0x1A", "30, 60")
+  kBadDate,          // not a number and not a valid HTTP-date (see date_error)
 };
 
 // A rejected Retry-After value: what, and at which byte of the untrimmed value.
@@ -79,8 +79,7 @@ Duration remaining(const RetryAfter& hint, WallTime received) noexcept;
 // As above, but with the response's Date field when valid: for a date hint,
 // max(date - received, date - server_date) clamped at zero, so that clock skew
 // can never make a retry early. A delay hint ignores server_date.
-Duration remaining(const RetryAfter& hint, WallTime received,
-                   std::optional<WallTime> server_date) noexcept;
+Duration remaining(const RetryAfter& hint, WallTime received, std::optional<WallTime> server_date) noexcept;
 
 // The outcome of a response with several Retry-After field lines.
 struct RetryAfterLines {
@@ -95,8 +94,8 @@ struct RetryAfterLines {
 // `received`, with a warning; invalid lines are ignored, with a warning, when
 // a valid one exists (the first 8 are described, the rest counted in one
 // warning). When none is valid: the first line's error (kEmpty for no lines).
-Result<RetryAfterLines, RetryAfterError> parse_retry_after_lines(
-    std::span<const std::string_view> lines, WallTime received,
-    ParseMode mode = ParseMode::kStrict);
+Result<RetryAfterLines, RetryAfterError> parse_retry_after_lines(std::span<const std::string_view> lines,
+                                                                 WallTime received,
+                                                                 ParseMode mode = ParseMode::kStrict);
 
 }  // namespace abide

@@ -48,10 +48,10 @@ class ServerClock {
   // The same for a response's Signals (abide/signals.h): its server_date and
   // received_mono. A template so that this header needs nothing above it.
   template <class Response>
-    requires requires(const Response& r) {
-      r.server_date;
-      r.received_mono;
-    }
+  requires requires(const Response& r) {
+    r.server_date;
+    r.received_mono;
+  }
   void learn(const Response& response, std::optional<MonoTime> sent = std::nullopt) noexcept {
     learn(response.server_date, response.received_mono, sent);
   }
@@ -67,12 +67,12 @@ class ServerClock {
  private:
   mutable std::mutex mu_;
   bool known_ = false;
-  bool several_ = false;  // Dates contradicted the bounds: the floor is not used
+  bool several_ = false;     // Dates contradicted the bounds: the floor is not used
   bool reset_once_ = false;  // the bounds were started afresh once (a clock set)
   int agreed_ = 0;           // Dates that agreed with the bounds since they started (capped)
-  Duration low_{};      // server wall time - monotonic time, at its best lower-bound sample
-  MonoTime low_at_{};   // when that sample was received
-  Duration high_{};     // ... exclusive upper bound, at its best sample
+  Duration low_{};           // server wall time - monotonic time, at its best lower-bound sample
+  MonoTime low_at_{};        // when that sample was received
+  Duration high_{};          // ... exclusive upper bound, at its best sample
   MonoTime high_at_{};
   Duration low_locked(MonoTime at) const noexcept;
   Duration high_locked(MonoTime at) const noexcept;

@@ -147,7 +147,7 @@ struct BareView {
 
 // A list or dictionary member.
 struct MemberView {
-  std::string_view key;  // dictionary key; empty for list members
+  std::string_view key;     // dictionary key; empty for list members
   bool inner_list = false;  // true: walk it with next_inner_item(); `item` is unset
   BareView item;            // the member's bare item when !inner_list
                             // (a dictionary key without '=' is boolean true)
@@ -188,12 +188,12 @@ class Parser {
 
  private:
   enum class State : std::uint8_t {
-    start,            // nothing parsed yet
-    params,           // after an item or ')': its parameters may follow
-    inner,            // inside '(' before the next item or ')'
-    inner_params,     // after an inner list item: its parameters may follow
-    after_member,     // a list/dictionary member is complete: ',' or end next
-    done,             // the whole field was parsed
+    start,         // nothing parsed yet
+    params,        // after an item or ')': its parameters may follow
+    inner,         // inside '(' before the next item or ')'
+    inner_params,  // after an inner list item: its parameters may follow
+    after_member,  // a list/dictionary member is complete: ',' or end next
+    done,          // the whole field was parsed
     failed,
   };
   enum class Top : std::uint8_t { none, list, dictionary, item };

@@ -99,9 +99,7 @@ class CurlAttempt final : public engine::Transport {
     }
     Exchange ex = transport_.perform(request_, limits, mono_, wall_, stop);
     switch (ex.result) {
-      case Exchange::Result::kInvalid:
-        m.refuse(ex.error);
-        return;
+      case Exchange::Result::kInvalid: m.refuse(ex.error); return;
       case Exchange::Result::kBodyTooLarge:
         if (ex.head_complete && m.head(ex.status, std::move(ex.headers), ex.received_wall, ex.received_mono)) {
           m.reject_body(ex.error);
@@ -127,9 +125,7 @@ class CurlAttempt final : public engine::Transport {
         m.failed(ex.error, ex.sent);
         return;
       case Exchange::Result::kCancelled:
-      case Exchange::Result::kTimedOut:
-        m.failed(ex.error, ex.sent);
-        return;
+      case Exchange::Result::kTimedOut: m.failed(ex.error, ex.sent); return;
     }
   }
 

@@ -28,9 +28,8 @@ Fn header_function(const HandleCallbacks& c) { return c.header != nullptr ? c.he
 
 }  // namespace
 
-HandleTransport::HandleTransport(CURL* easy, CURLM* multi, const HandleCallbacks& callbacks,
-                                 std::size_t max_body_bytes, std::size_t max_header_bytes,
-                                 const MonotonicClock& mono, const WallClock& wall)
+HandleTransport::HandleTransport(CURL* easy, CURLM* multi, const HandleCallbacks& callbacks, std::size_t max_body_bytes,
+                                 std::size_t max_header_bytes, const MonotonicClock& mono, const WallClock& wall)
     : easy_(easy),
       multi_(multi),
       callbacks_(callbacks),

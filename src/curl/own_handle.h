@@ -47,15 +47,15 @@ class HandleTransport final : public engine::Transport {
   std::size_t max_header_bytes_;
   const MonotonicClock& mono_;
   const WallClock& wall_;
-  std::string body_;  // the final answer's body, when the caller has no write callback
+  std::string body_;     // the final answer's body, when the caller has no write callback
   std::string refusal_;  // set once the handle sent another method than the request states
 
   // The attempt in flight.
   engine::Machine* machine_ = nullptr;
   HeadReader head_{0};
-  bool reported_ = false;  // the machine has the head
-  bool wanted_ = false;    // ... and wants the body
-  bool stopped_ = false;   // the body was refused (by its destination or its size)
+  bool reported_ = false;    // the machine has the head
+  bool wanted_ = false;      // ... and wants the body
+  bool stopped_ = false;     // the body was refused (by its destination or its size)
   std::size_t dropped_ = 0;  // bytes of a retried answer's body read and dropped
 };
 

@@ -135,10 +135,8 @@ bool certain_before_send(CURLcode c) noexcept {
     case CURLE_SSL_INVALIDCERTSTATUS:
     case CURLE_SSL_CRL_BADFILE:
     case CURLE_PROXY:
-    case CURLE_OUT_OF_MEMORY:
-      return true;
-    default:
-      return false;
+    case CURLE_OUT_OF_MEMORY: return true;
+    default: return false;
   }
 }
 

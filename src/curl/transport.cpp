@@ -93,9 +93,7 @@ void global_init() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-bool valid_token(std::string_view s) noexcept {
-  return !s.empty() && std::all_of(s.begin(), s.end(), ascii::is_tchar);
-}
+bool valid_token(std::string_view s) noexcept { return !s.empty() && std::all_of(s.begin(), s.end(), ascii::is_tchar); }
 
 std::optional<std::string> url_error(std::string_view url) {
   global_init();
@@ -115,8 +113,8 @@ std::optional<std::string> url_error(std::string_view url) {
   for (char& c : s) c = ascii::to_lower(c);
   if (s != "http" && s != "https") return "unsupported scheme \"" + printable(s, 32) + "\" (http and https only)";
   char* host = nullptr;
-  const bool has_host =
-      curl_url_get(u.get(), CURLUPART_HOST, &host, 0) == CURLUE_OK && host != nullptr && *host != '\0';
+  const bool has_host = curl_url_get(u.get(), CURLUPART_HOST, &host, 0) == CURLUE_OK && host != nullptr &&
+                        *host != '\0';
   curl_free(host);
   if (!has_host) return "URL has no host";
   return std::nullopt;

@@ -39,22 +39,22 @@ struct TransferLimits {
 // How one exchange ended.
 struct Exchange {
   enum class Result {
-    kResponse,     // a complete response
-    kFailed,       // a transport error (error, sent)
-    kTimedOut,     // the transfer timeout fired (sent tells whether the request went out)
-    kCancelled,    // the stop token was triggered
-    kBodyTooLarge, // a response head arrived, its body was over the limit
-    kInvalid,      // the request cannot be sent (bad method, header, URL)
+    kResponse,      // a complete response
+    kFailed,        // a transport error (error, sent)
+    kTimedOut,      // the transfer timeout fired (sent tells whether the request went out)
+    kCancelled,     // the stop token was triggered
+    kBodyTooLarge,  // a response head arrived, its body was over the limit
+    kInvalid,       // the request cannot be sent (bad method, header, URL)
   };
   Result result = Result::kFailed;
-  int status = 0;              // the final response's status (when a head arrived)
-  HeaderList headers;          // the final response's header lines
+  int status = 0;      // the final response's status (when a head arrived)
+  HeaderList headers;  // the final response's header lines
   std::string body;
   bool head_complete = false;  // a final (non-1xx) response head was received
   WallTime received_wall{};    // when the head was complete, else when the exchange ended
   MonoTime received_mono{};
-  bool sent = false;           // the request was (at least partly) sent
-  std::string error;           // for everything but kResponse
+  bool sent = false;  // the request was (at least partly) sent
+  std::string error;  // for everything but kResponse
 };
 
 class Transport {

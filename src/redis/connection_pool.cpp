@@ -69,8 +69,7 @@ Reply send(redisContext* c, std::span<const std::string_view> args) {
     lens.push_back(a.size());
   }
   SigpipeGuard guard;
-  return Reply(static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data())));
+  return Reply(static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), lens.data())));
 }
 
 }  // namespace
@@ -82,7 +81,8 @@ void ReplyDeleter::operator()(redisReply* r) const noexcept {
 // ---- Connection ---------------------------------------------------------------------
 
 Connection::Connection(Connection&& other) noexcept
-    : pool_(std::exchange(other.pool_, nullptr)), context_(std::exchange(other.context_, nullptr)),
+    : pool_(std::exchange(other.pool_, nullptr)),
+      context_(std::exchange(other.context_, nullptr)),
       fresh_(other.fresh_) {}
 
 Connection::~Connection() {
@@ -170,8 +170,8 @@ ConnectionPool::Taken ConnectionPool::take() {
       out.connection.emplace(Connection(*this, c, true));
       return out;
     }
-    const auto timeout =
-        std::chrono::duration_cast<std::chrono::milliseconds>(options_.command_timeout) + std::chrono::milliseconds{1};
+    const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options_.command_timeout) +
+                         std::chrono::milliseconds{1};
     if (!cv_.wait_for(lock, timeout, [&] { return !idle_.empty() || open_ < options_.size; })) {
       out.busy = true;
       return out;

@@ -40,8 +40,7 @@ std::string PacerScript::digest() const {
   return digest_;
 }
 
-ScriptReply PacerScript::load(Connection& connection, std::string& digest,
-                              std::atomic<std::uint64_t>& round_trips) {
+ScriptReply PacerScript::load(Connection& connection, std::string& digest, std::atomic<std::uint64_t>& round_trips) {
   const std::string_view argv[] = {"SCRIPT", "LOAD", pacer_script()};
   round_trips.fetch_add(1, std::memory_order_relaxed);
   const Reply r = connection.command(argv);

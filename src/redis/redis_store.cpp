@@ -22,7 +22,7 @@ namespace {
 using redis_detail::ScriptReply;
 
 constexpr std::int64_t kMaxMicros = 315'576'000'000'000;  // ten years: longer is "forever"
-constexpr std::uint64_t kFallbackEpoch = 1ULL << 63;       // marks epochs from the fallback store
+constexpr std::uint64_t kFallbackEpoch = 1ULL << 63;      // marks epochs from the fallback store
 
 std::int64_t micros_up(Duration d) {
   if (d <= Duration::zero()) return 0;
@@ -158,10 +158,10 @@ struct RedisStore::Impl {
     failures.fetch_add(1, std::memory_order_relaxed);
     if (first) {
       const bool closed = options.on_down == RedisDownPolicy::kFailClosed;
-      event(RedisEvent::kDown, "redis " + options.endpoint.describe() + " unreachable (" + why + "); " +
-                                   (closed ? "acquire waits for it (fail-closed)"
-                                           : "continuing with the in-process store") +
-                                   "; reconnecting with backoff");
+      event(RedisEvent::kDown,
+            "redis " + options.endpoint.describe() + " unreachable (" + why + "); " +
+                (closed ? "acquire waits for it (fail-closed)" : "continuing with the in-process store") +
+                "; reconnecting with backoff");
     }
   }
 
@@ -220,13 +220,14 @@ struct RedisStore::Impl {
       taken.connection.reset();  // back to the pool before any callback runs
       if (r.kind == ScriptReply::Kind::kError) {
         if (server_unusable(r.error)) {
-          mark_down(now, "server refuses commands: " + printable(std::string_view(r.error).substr(0, r.error.find(' '))));
+          mark_down(now,
+                    "server refuses commands: " + printable(std::string_view(r.error).substr(0, r.error.find(' '))));
           return Outcome::kDown;
         }
         if (retrying) mark_up();
         if (!script_error_reported.exchange(true)) {
-          event(RedisEvent::kScriptError, "redis " + options.endpoint.describe() +
-                                              " refused the pacer's script: " + printable(r.error, 200));
+          event(RedisEvent::kScriptError,
+                "redis " + options.endpoint.describe() + " refused the pacer's script: " + printable(r.error, 200));
         }
         return Outcome::kRefused;
       }
@@ -252,7 +253,9 @@ RedisStore::RedisStore(RedisStoreOptions options) : impl_(std::make_unique<Impl>
 
 RedisStore::~RedisStore() = default;
 
-std::string RedisStore::redis_key(std::string_view key) const { return impl_->options.endpoint.prefix + std::string(key); }
+std::string RedisStore::redis_key(std::string_view key) const {
+  return impl_->options.endpoint.prefix + std::string(key);
+}
 
 std::shared_ptr<QuotaStore::Handle> RedisStore::open(std::string_view key) {
   auto h = std::make_shared<RedisHandle>();
@@ -266,7 +269,8 @@ StoreGrant RedisStore::acquire(Handle& key, const StoreAcquire& request, const P
   const std::array<std::string, redis_detail::kAcquireArgs> args{
       num(redis_detail::kOpAcquire),
       impl_->time_arg(request.now),
-      request.max_wait < Duration::zero() ? std::string("-1") : num(std::min(request.max_wait.count() / 1000, kMaxMicros)),
+      request.max_wait < Duration::zero() ? std::string("-1")
+                                          : num(std::min(request.max_wait.count() / 1000, kMaxMicros)),
       rules.pacing == Pacing::kSmooth ? "1" : "0",
       num(std::clamp(rules.safety_margin, 0.0, 1.0)),
       num(micros_up(rules.probe_timeout)),

@@ -69,7 +69,8 @@ std::optional<std::string> parse_host_port(std::string_view authority, RedisEndp
     const std::string_view after = host.substr(close + 1);
     host = host.substr(1, close - 1);
     if (!after.empty()) {
-      if (after.front() != ':') return "unexpected " + quoted(after) + " after the Redis host [" + printable(host) + "]";
+      if (after.front() != ':')
+        return "unexpected " + quoted(after) + " after the Redis host [" + printable(host) + "]";
       port = after.substr(1);
     }
   } else if (const auto colon = host.find(':'); colon != std::string_view::npos) {
@@ -115,7 +116,8 @@ std::optional<std::string> parse_query(std::string_view query, RedisEndpoint& e)
       return "unknown parameter " + quoted(name) + " in the Redis location (there is only prefix=)";
     }
     auto prefix = percent_decode(param.substr(name.size() + 1));
-    if (!prefix) return std::string("bad percent-encoding in the Redis key prefix (a '%' not followed by two hex digits)");
+    if (!prefix)
+      return std::string("bad percent-encoding in the Redis key prefix (a '%' not followed by two hex digits)");
     if (!prefix->empty()) e.prefix = std::move(*prefix);
   }
   return std::nullopt;
@@ -132,7 +134,8 @@ std::string RedisEndpoint::describe() const {
 UrlResult parse_redis_url(std::string_view url) {
   RedisEndpoint e;
   if (url.empty()) return failure("empty Redis location");
-  if (url.size() > kMaxUrlBytes) return failure("Redis location longer than " + std::to_string(kMaxUrlBytes) + " bytes");
+  if (url.size() > kMaxUrlBytes)
+    return failure("Redis location longer than " + std::to_string(kMaxUrlBytes) + " bytes");
   for (std::size_t i = 0; i < url.size(); ++i) {
     const auto u = static_cast<unsigned char>(url[i]);
     if (u <= 0x20 || u == 0x7f) {
@@ -192,7 +195,8 @@ UrlResult parse_redis_url(std::string_view url) {
     if (auto why = parse_host_port(authority, e)) return failure(std::move(*why));
     if (path.size() > 1) {
       auto prefix = percent_decode(path.substr(1));
-      if (!prefix) return failure("bad percent-encoding in the Redis key prefix (a '%' not followed by two hex digits)");
+      if (!prefix)
+        return failure("bad percent-encoding in the Redis key prefix (a '%' not followed by two hex digits)");
       e.prefix = std::move(*prefix);
     }
   }

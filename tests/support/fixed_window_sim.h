@@ -26,11 +26,11 @@ struct SimOptions {
   int workers = 8;
   std::int64_t limit = 50;
   Duration window = std::chrono::seconds{2};
-  Duration phase{};                        // where the server's windows start, in [0, window)
+  Duration phase{};                                 // where the server's windows start, in [0, window)
   Duration latency = std::chrono::milliseconds{1};  // one way
-  bool announce_policy = true;             // limit and window in every answer (draft11, github)
-  bool announce_window = true;             // with announce_policy: the window too (GitHub sends none)
-  bool announce_remaining = true;          // remaining and reset in every answer
+  bool announce_policy = true;                      // limit and window in every answer (draft11, github)
+  bool announce_window = true;                      // with announce_policy: the window too (GitHub sends none)
+  bool announce_remaining = true;                   // remaining and reset in every answer
   // The reset as a Unix second (GitHub's x-ratelimit-reset): the window end
   // rounded up to a whole second of a clock where `start` is `unix_offset`
   // past a whole second. Otherwise: the time to the end rounded up (the drafts).
@@ -40,12 +40,12 @@ struct SimOptions {
 };
 
 struct SimResult {
-  Duration elapsed{};                      // first acquire to the last accepted answer
+  Duration elapsed{};  // first acquire to the last accepted answer
   int accepted = 0;
-  int limited = 0;                         // limited answers (429s)
+  int limited = 0;  // limited answers (429s)
   int limited_after_first_window = 0;
   std::int64_t max_arrivals_per_window = 0;  // accepted + limited, over windows after the first
-  double quota_time_s = 1.0;               // requests x window / limit
+  double quota_time_s = 1.0;                 // requests x window / limit
   // Elapsed time divided by the time the quota allows at its long-run rate.
   double ratio() const { return std::chrono::duration<double>(elapsed).count() / quota_time_s; }
 };
@@ -63,9 +63,9 @@ inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimO
   struct Worker {
     std::uint64_t epoch = 0;
     std::uint64_t pending = 0;  // the one acquire event that counts (others are stale)
-    bool busy = false;       // has a request to send
-    bool awaiting = false;   // waits for a probe's answer
-    bool limited = false;    // the last answer was limited
+    bool busy = false;          // has a request to send
+    bool awaiting = false;      // waits for a probe's answer
+    bool limited = false;       // the last answer was limited
     std::int64_t remaining = 0;
     Duration reset{};
     Duration retry_after{};

@@ -85,7 +85,8 @@ class BackgroundProcess {
         out_buf_.erase(0, nl + 1);
         return line;
       }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                              std::chrono::steady_clock::now());
       if (left.count() <= 0 || out_ < 0) return std::nullopt;
       pump(static_cast<int>(left.count()));
     }
@@ -105,7 +106,8 @@ class BackgroundProcess {
     if (pid_ <= 0) return r;
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (out_ >= 0 || err_ >= 0) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                              std::chrono::steady_clock::now());
       if (left.count() <= 0) {
         kill(pid_, SIGKILL);
         break;

@@ -348,9 +348,8 @@ inline SimResult run_workload(QuotaStore& store, PacingRules rules, Pacing pacin
   o.phase = phase;
   rules.pacing = pacing;
   o.rules = rules;
-  auto k = store.open(std::string(pacing == Pacing::kSmooth ? "smooth-" : "burst-") +
-                      std::to_string(phase.count()) + "-" +
-                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  auto k = store.open(std::string(pacing == Pacing::kSmooth ? "smooth-" : "burst-") + std::to_string(phase.count()) +
+                      "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
   const SimResult r = simulate(store, *k, o, start);
   EXPECT_EQ(r.accepted, o.requests);
   EXPECT_EQ(r.limited, 0);

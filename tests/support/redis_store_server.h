@@ -173,8 +173,9 @@ class RedisServer {
 
  private:
   bool launch(const std::string& binary) {
-    std::vector<std::string> args{binary, "--save", "", "--appendonly", "no", "--dir", dir_, "--daemonize", "no",
-                                  "--loglevel", "notice", "--protected-mode", "no"};
+    std::vector<std::string> args{binary, "--save",      "",   "--appendonly", "no",     "--dir",
+                                  dir_,   "--daemonize", "no", "--loglevel",   "notice", "--protected-mode",
+                                  "no"};
     if (options_.tcp) {
       args.insert(args.end(), {"--port", std::to_string(port_), "--bind", "127.0.0.1"});
     } else {
@@ -203,7 +204,8 @@ class RedisServer {
     bool ready = false;
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds{10};
     while (!ready) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up -
+                                                                              std::chrono::steady_clock::now());
       if (left.count() <= 0) break;
       pollfd p{out[0], POLLIN, 0};
       if (poll(&p, 1, static_cast<int>(left.count())) <= 0) break;

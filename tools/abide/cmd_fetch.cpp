@@ -299,9 +299,7 @@ void verbose_event(Progress& progress, const std::vector<FetchJob>& jobs, const 
       progress.print_line(s);
       break;
     }
-    case K::kTransportError:
-      progress.print_line(tag + "error: " + safe_text(e.error));
-      break;
+    case K::kTransportError: progress.print_line(tag + "error: " + safe_text(e.error)); break;
     case K::kDecision:
       progress.print_line(tag + std::string(to_string(e.plan->decision)) + ": " + safe_text(e.reason));
       break;
@@ -313,8 +311,7 @@ void verbose_event(Progress& progress, const std::vector<FetchJob>& jobs, const 
       progress.print_line(tag + "outcome " + std::string(to_string(e.outcome->kind)) +
                           (e.outcome->ambiguous ? " (ambiguous)" : "") + ": " + safe_text(e.outcome->reason));
       break;
-    case K::kWaitStarted:
-      break;
+    case K::kWaitStarted: break;
   }
 }
 
@@ -476,7 +473,9 @@ int run_fetch(const FetchOptions& o) {
   }
   if (!o.stats.empty()) {
     const auto j = stats_json(jobs, outcomes, elapsed, signo != 0);
-    if (auto err = write_file_atomically(o.stats, j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n")) {
+    if (auto err = write_file_atomically(o.stats,
+                                         j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
+                                             "\n")) {
       std::cerr << "abide fetch: " << *err << "\n";
       status = kExitRejected;
     }
@@ -504,9 +503,9 @@ int run_fetch(const FetchOptions& o) {
       // Cancelled requests are summed up by the resume message, unless they need reconciling.
       if (out.done() || (out.kind == OutcomeKind::kCancelled && !out.ambiguous)) continue;
       if (++shown > 20) continue;
-      std::cerr << "abide fetch: " << jobs[i].method << " " << jobs[i].shown_url << ": "
-                << to_string(out.kind) << (out.ambiguous ? " (ambiguous: may have been applied)" : "") << ": "
-                << safe_text(out.reason) << "\n";
+      std::cerr << "abide fetch: " << jobs[i].method << " " << jobs[i].shown_url << ": " << to_string(out.kind)
+                << (out.ambiguous ? " (ambiguous: may have been applied)" : "") << ": " << safe_text(out.reason)
+                << "\n";
     }
     if (shown > 20) std::cerr << "abide fetch: ... and " << shown - 20 << " more\n";
     if (batch || o.verbose) {
@@ -535,14 +534,16 @@ const Registration fetch_cmd{
       app.add_option("-j,--jobs", o->jobs, "Concurrent requests in a batch")
           ->capture_default_str()
           ->check(CLI::Range(std::size_t{1}, std::size_t{256}));
-      auto* deadline = app.add_option("--deadline", o->deadline_s, "Seconds from the start by which every request must be done")
+      auto* deadline = app.add_option("--deadline", o->deadline_s,
+                                      "Seconds from the start by which every request must be done")
                            ->check(CLI::Range(0.0, 1e9));
       app.add_option("--max-attempts", o->max_attempts, "Attempts per request, the first included")
           ->capture_default_str()
           ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000}));
-      auto* max_wait = app.add_option("--max-wait", o->max_wait_s,
-                                      "Longest acceptable wait in seconds; a longer server hint ends the request deferred")
-                           ->check(CLI::Range(0.0, 1e9));
+      auto* max_wait =
+          app.add_option("--max-wait", o->max_wait_s,
+                         "Longest acceptable wait in seconds; a longer server hint ends the request deferred")
+              ->check(CLI::Range(0.0, 1e9));
       app.add_option("--max-time", o->max_time_s, "Longest time for one attempt's transfer, in seconds (0: none)")
           ->check(CLI::Range(0.0, 1e9));
       app.add_option("--connect-timeout", o->connect_timeout_s, "Connect timeout in seconds")

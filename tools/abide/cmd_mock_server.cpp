@@ -216,9 +216,12 @@ const Registration mock_server_cmd{
         }
         if (!o->quiet) {
           const auto t = server.totals();
-          std::cerr << "abide mock-server: stopped" << (got == SIGINT ? " (SIGINT)" : got == SIGTERM ? " (SIGTERM)" : "")
-                    << "; " << t.requests << " requests: " << t.accepted << " accepted, " << t.limited
-                    << " limited, " << t.failed << " failed, " << t.premature << " premature\n";
+          std::cerr << "abide mock-server: stopped"
+                    << (got == SIGINT    ? " (SIGINT)"
+                        : got == SIGTERM ? " (SIGTERM)"
+                                         : "")
+                    << "; " << t.requests << " requests: " << t.accepted << " accepted, " << t.limited << " limited, "
+                    << t.failed << " failed, " << t.premature << " premature\n";
         }
         return kExitOk;
       };

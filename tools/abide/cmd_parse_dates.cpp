@@ -47,12 +47,10 @@ const Registration http_date_cmd{
     "Parse an HTTP-date (IMF-fixdate, rfc850-date, asctime-date) and print it as Unix seconds",
     [](CLI::App& app) -> Run {
       auto opts = std::make_shared<DateOptions>();
-      app.add_flag("--lenient", opts->lenient,
-                   "Robust mode: also accept unambiguous deviations (reported on stderr)");
+      app.add_flag("--lenient", opts->lenient, "Robust mode: also accept unambiguous deviations (reported on stderr)");
       add_time_option(app, "--now", opts->now,
                       "Current time for rfc850-date's two-digit year, RFC 3339 (default: now)");
-      app.add_option("value", opts->value, "The HTTP-date (put it after -- if it begins with '-')")
-          ->required();
+      app.add_option("value", opts->value, "The HTTP-date (put it after -- if it begins with '-')")->required();
       return [opts] {
         const auto mode = opts->lenient ? ParseMode::kRobust : ParseMode::kStrict;
         const auto date = parse_http_date(opts->value, time_or_now(opts->now), mode);

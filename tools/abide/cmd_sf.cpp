@@ -38,7 +38,8 @@ std::string locate(const std::vector<std::string>& lines, std::size_t offset) {
     if (offset < end || (offset == end && i + 1 == lines.size())) {
       return where + " (line " + std::to_string(i + 1) + ", byte " + std::to_string(offset - start) + ")";
     }
-    if (offset < end + 2) return where + " (between lines " + std::to_string(i + 1) + " and " + std::to_string(i + 2) + ")";
+    if (offset < end + 2)
+      return where + " (between lines " + std::to_string(i + 1) + " and " + std::to_string(i + 2) + ")";
     start = end + 2;
   }
   return where;
@@ -71,8 +72,8 @@ const Registration parse_sf_cmd{
       return [opts] {
         const std::vector<std::string_view> lines(opts->values.begin(), opts->values.end());
         auto rejected = [&opts](const sf::Error& e) {
-          return reject("rejected structured field (" + opts->type + "): " + std::string(sf::to_string(e.code)) +
-                        " " + locate(opts->values, e.offset) + excerpt(opts->values, e.offset));
+          return reject("rejected structured field (" + opts->type + "): " + std::string(sf::to_string(e.code)) + " " +
+                        locate(opts->values, e.offset) + excerpt(opts->values, e.offset));
         };
         if (opts->serialize) {
           // A value that parsed always serializes, so any error here is a parse error.

@@ -148,9 +148,10 @@ std::string skew_line(const Signals& s) {
   }
   const Duration k = *s.clock_skew;
   std::string line;
-  put(line, {"Clock skew: the server's clock is ", format_seconds(k < Duration::zero() ? -k : k),
-             k < Duration::zero() ? " behind" : " ahead of", k < Duration::zero() ? " the local clock" : " the local clock",
-             " (Date ", when(*s.server_date), "); a date hint counts from whichever clock makes the wait longer."});
+  put(line,
+      {"Clock skew: the server's clock is ", format_seconds(k < Duration::zero() ? -k : k),
+       k < Duration::zero() ? " behind" : " ahead of", k < Duration::zero() ? " the local clock" : " the local clock",
+       " (Date ", when(*s.server_date), "); a date hint counts from whichever clock makes the wait longer."});
   return line;
 }
 
@@ -158,9 +159,7 @@ std::string headline(const ExplainContext& c) {
   const Plan& p = c.plan;
   std::string h = upper(to_string(p.decision));
   switch (p.decision) {
-    case Decision::kRetry:
-      put(h, {" in ", format_seconds(p.wait), " (at ", when(*p.not_before_wall), ")"});
-      break;
+    case Decision::kRetry: put(h, {" in ", format_seconds(p.wait), " (at ", when(*p.not_before_wall), ")"}); break;
     case Decision::kDeferred:
       put(h, {" until ", when(*p.not_before_wall), " (in ", format_seconds(p.wait), ")"});
       break;
@@ -186,8 +185,8 @@ std::string winner_line(const ExplainContext& c) {
     case Basis::kVendor: {
       const QuotaObservation& q = c.signals.quota[*p.quota_index];
       put(line, {p.basis == Basis::kRateLimit ? "the RateLimit quota" : "the vendor quota",
-                 q.policy.empty() ? "" : " \"", shown(q.policy), q.policy.empty() ? "" : "\"", " (", shown(q.source_name()),
-                 "), exhausted for ", format_seconds(*p.quota_wait)});
+                 q.policy.empty() ? "" : " \"", shown(q.policy), q.policy.empty() ? "" : "\"", " (",
+                 shown(q.source_name()), "), exhausted for ", format_seconds(*p.quota_wait)});
       break;
     }
     case Basis::kBackoff:
@@ -196,9 +195,7 @@ std::string winner_line(const ExplainContext& c) {
       if (p.server_hint) put(line, {"; the server's hint was only ", format_seconds(*p.server_hint)});
       line += ")";
       break;
-    case Basis::kNone:
-      line += "none (no wait applies)";
-      break;
+    case Basis::kNone: line += "none (no wait applies)"; break;
   }
   return line;
 }
@@ -240,12 +237,12 @@ std::string explain_text(const ExplainContext& c) {
   const bool backoff_computed = p.decision != Decision::kDone && p.reason != Reason::kStatusNotRetryable;
   if (backoff_computed) {
     const BackoffPolicy& b = c.planner.config().backoff;
-    put(out, {"\nLocal backoff: attempt ", std::to_string(std::max<std::int64_t>(c.input.attempt, 1)), " of ",
-              std::to_string(std::max<std::int64_t>(c.input.max_attempts, 1)), ", base ", format_seconds(b.base()),
-              " doubling to a cap of ", format_seconds(b.cap()), ", ", jitter_words(b.jitter()), ": nominal ",
-              format_seconds(p.nominal_backoff), ", floor ", format_seconds(p.backoff), ", jitter ",
-              format_seconds(p.jitter), p.decision == Decision::kRetry ? "" : " (jitter applies only to a retry)",
-              "\n"});
+    put(out,
+        {"\nLocal backoff: attempt ", std::to_string(std::max<std::int64_t>(c.input.attempt, 1)), " of ",
+         std::to_string(std::max<std::int64_t>(c.input.max_attempts, 1)), ", base ", format_seconds(b.base()),
+         " doubling to a cap of ", format_seconds(b.cap()), ", ", jitter_words(b.jitter()), ": nominal ",
+         format_seconds(p.nominal_backoff), ", floor ", format_seconds(p.backoff), ", jitter ",
+         format_seconds(p.jitter), p.decision == Decision::kRetry ? "" : " (jitter applies only to a retry)", "\n"});
   }
   put(out, {"\n", skew_line(s), "\n"});
 

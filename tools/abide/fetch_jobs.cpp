@@ -57,11 +57,9 @@ bool resumable(const RequestOutcome& o) noexcept {
     case OutcomeKind::kCancelled:
     case OutcomeKind::kDeferred:
     case OutcomeKind::kDeadlineExceeded:
-    case OutcomeKind::kExhausted:
-      return !o.ambiguous;
+    case OutcomeKind::kExhausted: return !o.ambiguous;
     case OutcomeKind::kDone:
-    case OutcomeKind::kNotRetryable:
-      return false;
+    case OutcomeKind::kNotRetryable: return false;
   }
   return false;
 }
@@ -190,8 +188,7 @@ nlohmann::ordered_json stats_json(const std::vector<FetchJob>& jobs, const std::
   return j;
 }
 
-std::optional<std::string> write_file_atomically(const std::string& path, const std::string& text,
-                                                 FileAccess access) {
+std::optional<std::string> write_file_atomically(const std::string& path, const std::string& text, FileAccess access) {
   const std::string tmp = path + ".tmp";
   // A leftover temporary (or a link planted in its place) is removed, not
   // reused: O_EXCL then guarantees a new file with exactly the mode below.

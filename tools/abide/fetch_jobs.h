@@ -24,7 +24,7 @@ struct FetchJob {
   std::string body;
   std::optional<std::string> idempotency_key;
   std::optional<WallTime> not_before;  // from a resume file: nothing is sent before it
-  std::string shown_url;  // the URL as shown (shown_url()), worked out once for every line that shows it
+  std::string shown_url;               // the URL as shown (shown_url()), worked out once for every line that shows it
 };
 
 // The URLs of a --urls file ("-" for standard input): one per line; blank

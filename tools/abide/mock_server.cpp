@@ -115,8 +115,7 @@ class MockServer::Impl {
  private:
   static void json_response(httplib::Response& res, int status, const nlohmann::ordered_json& j) {
     res.status = status;
-    res.set_content(j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n",
-                    "application/json");
+    res.set_content(j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n", "application/json");
   }
 
   static void not_allowed(httplib::Response& res, const char* allow) {

@@ -21,12 +21,12 @@
 namespace abide::mock {
 
 struct ServerOptions {
-  std::string bind = "127.0.0.1";  // must be loopback (is_loopback_address)
-  int port = 0;                    // 0 picks a free port
-  LimiterOptions limiter;          // limiter.latency delays each API answer
-  std::size_t threads = 64;        // worker threads; each open connection holds one
+  std::string bind = "127.0.0.1";      // must be loopback (is_loopback_address)
+  int port = 0;                        // 0 picks a free port
+  LimiterOptions limiter;              // limiter.latency delays each API answer
+  std::size_t threads = 64;            // worker threads; each open connection holds one
   std::chrono::seconds keep_alive{2};  // idle keep-alive connections close after this
-  std::string record_path;         // JSON lines, one per API request ("" = none)
+  std::string record_path;             // JSON lines, one per API request ("" = none)
 };
 
 class MockServer {

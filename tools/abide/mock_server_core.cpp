@@ -86,8 +86,11 @@ std::string_view to_string(Outcome o) noexcept {
 }
 
 nlohmann::ordered_json Counts::json() const {
-  return {{"requests", requests}, {"accepted", accepted}, {"limited", limited},
-          {"failed", failed},     {"premature", premature}};
+  return {{"requests", requests},
+          {"accepted", accepted},
+          {"limited", limited},
+          {"failed", failed},
+          {"premature", premature}};
 }
 
 Counts& WindowHistory::at(std::int64_t k) {
@@ -216,8 +219,7 @@ nlohmann::ordered_json Limiter::stats() const {
       {"grace_ms", std::chrono::duration<double, std::milli>(opts_.grace).count()},
       {"now_unix", unix_seconds(now)},
       {"anchor_unix", anchor_ ? nlohmann::ordered_json(unix_seconds(*anchor_)) : nlohmann::ordered_json()},
-      {"current_window", anchor_ ? nlohmann::ordered_json((now - *anchor_) / opts_.window)
-                                 : nlohmann::ordered_json()},
+      {"current_window", anchor_ ? nlohmann::ordered_json((now - *anchor_) / opts_.window) : nlohmann::ordered_json()},
   };
   j["totals"] = totals_.json();
   j["windows"] = windows_json(windows_);
@@ -227,8 +229,7 @@ nlohmann::ordered_json Limiter::stats() const {
     nlohmann::ordered_json cj = c.totals.json();
     cj["first_unix"] = unix_seconds(c.first_seen);
     cj["last_unix"] = unix_seconds(c.last_seen);
-    cj["not_before_unix"] =
-        c.last ? nlohmann::ordered_json(unix_seconds(c.last->permitted)) : nlohmann::ordered_json();
+    cj["not_before_unix"] = c.last ? nlohmann::ordered_json(unix_seconds(c.last->permitted)) : nlohmann::ordered_json();
     cj["windows"] = windows_json(c.windows);
     clients[id] = std::move(cj);
   }
@@ -259,8 +260,8 @@ bool Limiter::is_premature(Client& c, std::string_view connection, WallTime arri
     c.in_flight.pop_front();
   }
   const Told* applies = c.known ? &*c.known : nullptr;
-  if (const auto it = c.by_connection.find(connection); it != c.by_connection.end() &&
-      it->second.sent <= arrival && (applies == nullptr || it->second.sent > applies->sent))
+  if (const auto it = c.by_connection.find(connection); it != c.by_connection.end() && it->second.sent <= arrival &&
+                                                        (applies == nullptr || it->second.sent > applies->sent))
     applies = &it->second;
   const bool early = applies != nullptr && arrival < applies->permitted;
   // A connection's answer older than the known one can never apply again.
@@ -308,20 +309,18 @@ Duration Limiter::bucket_time(Wide units) const {
   return Duration{static_cast<Duration::rep>((units + limit - 1) / limit)};  // <= window
 }
 
-std::int64_t Limiter::whole_window_seconds() const {
-  return std::max<std::int64_t>(1, ceil_seconds(opts_.window));
-}
+std::int64_t Limiter::whole_window_seconds() const { return std::max<std::int64_t>(1, ceil_seconds(opts_.window)); }
 
 void Limiter::draft11_fields(const Context& ctx, HeaderList& h) const {
-  h.emplace_back("RateLimit-Policy", "\"default\";q=" + std::to_string(opts_.limit) +
-                                         ";w=" + std::to_string(whole_window_seconds()));
+  h.emplace_back("RateLimit-Policy",
+                 "\"default\";q=" + std::to_string(opts_.limit) + ";w=" + std::to_string(whole_window_seconds()));
   h.emplace_back("RateLimit", "\"default\";r=" + std::to_string(ctx.remaining) +
                                   ";t=" + std::to_string(ceil_seconds(ctx.window_end - ctx.now)));
 }
 
 void Limiter::draft12_fields(const Context& ctx, bool accepted, HeaderList& h) const {
-  h.emplace_back("RateLimit-Policy", "\"default\";q=" + std::to_string(opts_.limit) +
-                                         ";w=" + std::to_string(whole_window_seconds()));
+  h.emplace_back("RateLimit-Policy",
+                 "\"default\";q=" + std::to_string(opts_.limit) + ";w=" + std::to_string(whole_window_seconds()));
   h.emplace_back("RateLimit", "\"default\";a=" + std::to_string(ctx.remaining) +
                                   ";w=" + std::to_string(ceil_seconds(ctx.window_end - ctx.now)) +
                                   ";c=" + (accepted ? "1" : "0"));
@@ -332,18 +331,13 @@ void Limiter::quota_headers(const Context& ctx, bool accepted, HeaderList& h) co
   const std::int64_t t = ceil_seconds(ctx.window_end - ctx.now);
   switch (opts_.style) {
     case Style::kDraft11:
-    case Style::kMalformed:
-      draft11_fields(ctx, h);
-      break;
-    case Style::kDraft12:
-      draft12_fields(ctx, accepted, h);
-      break;
+    case Style::kMalformed: draft11_fields(ctx, h); break;
+    case Style::kDraft12: draft12_fields(ctx, accepted, h); break;
     case Style::kDraftLegacy:
       h.emplace_back("RateLimit-Limit", std::to_string(opts_.limit));
       h.emplace_back("RateLimit-Remaining", std::to_string(ctx.remaining));
       h.emplace_back("RateLimit-Reset", std::to_string(t));
-      h.emplace_back("RateLimit-Policy",
-                     std::to_string(opts_.limit) + ";w=" + std::to_string(whole_window_seconds()));
+      h.emplace_back("RateLimit-Policy", std::to_string(opts_.limit) + ";w=" + std::to_string(whole_window_seconds()));
       break;
     case Style::kGithub:
       h.emplace_back("x-ratelimit-limit", std::to_string(opts_.limit));
@@ -359,8 +353,7 @@ void Limiter::quota_headers(const Context& ctx, bool accepted, HeaderList& h) co
       break;
     case Style::kRetryAfterSeconds:
     case Style::kRetryAfterDate:
-    case Style::kNone:
-      break;
+    case Style::kNone: break;
   }
 }
 
@@ -371,20 +364,14 @@ std::optional<WallTime> Limiter::wait_signal(const Context& ctx, HeaderList& h) 
   switch (opts_.style) {
     case Style::kDraft11:
     case Style::kDraftLegacy:
-    case Style::kRetryAfterSeconds:
-      h.emplace_back("Retry-After", std::to_string(t));
-      return after_t;
+    case Style::kRetryAfterSeconds: h.emplace_back("Retry-After", std::to_string(t)); return after_t;
     case Style::kMalformed:
       h.emplace_back("Retry-After", std::string(kMalformedRetryAfter[malformed_next_]));
       malformed_next_ = (malformed_next_ + 1) % kMalformedRetryAfter.size();
       return after_t;  // what its RateLimit field says
-    case Style::kRetryAfterDate:
-      h.emplace_back("Retry-After", format_imf_fixdate(reset_instant));
-      return reset_instant;
-    case Style::kDraft12:
-      return after_t;  // its RateLimit w, already sent with a=0
-    case Style::kGithub:
-      return reset_instant;  // x-ratelimit-reset, already sent with remaining 0
+    case Style::kRetryAfterDate: h.emplace_back("Retry-After", format_imf_fixdate(reset_instant)); return reset_instant;
+    case Style::kDraft12: return after_t;       // its RateLimit w, already sent with a=0
+    case Style::kGithub: return reset_instant;  // x-ratelimit-reset, already sent with remaining 0
     case Style::kOpenai: {
       // Only retry-after-ms: OpenAI's SDKs read it first, and a whole-second
       // Retry-After beside it would be the longer wait, so a client would never
@@ -393,8 +380,7 @@ std::optional<WallTime> Limiter::wait_signal(const Context& ctx, HeaderList& h) 
       h.emplace_back("retry-after-ms", std::to_string(ms.count()));
       return ctx.now + ms;
     }
-    case Style::kNone:
-      return std::nullopt;
+    case Style::kNone: return std::nullopt;
   }
   return std::nullopt;
 }
@@ -407,30 +393,27 @@ std::string Limiter::body(const Answer& a, const RequestInfo& req, const std::st
   nlohmann::ordered_json j;
   switch (a.outcome) {
     case Outcome::kAccepted:
-      j = {{"ok", true}, {"method", req.method}, {"path", req.path.substr(0, kMaxRecordedPath)},
-           {"client", id}, {"window", a.window}};
+      j = {{"ok", true},
+           {"method", req.method},
+           {"path", req.path.substr(0, kMaxRecordedPath)},
+           {"client", id},
+           {"window", a.window}};
       break;
     case Outcome::kLimited:
       j = {{"error", "rate_limited"}, {"message", "API rate limit exceeded; see the response headers"}};
       if (opts_.style == Style::kGithub) j["documentation_url"] = "https://docs.github.com/rest/rate-limit";
       break;
-    case Outcome::kFailed:
-      j = {{"error", "unavailable"}, {"message", "simulated failure (--fail-rate)"}};
-      break;
+    case Outcome::kFailed: j = {{"error", "unavailable"}, {"message", "simulated failure (--fail-rate)"}}; break;
   }
   return dump(j) + "\n";
 }
 
 void Limiter::record(WallTime now, const RequestInfo& req, const std::string& id, const Answer& a) {
   if (record_ == nullptr) return;
-  nlohmann::ordered_json line{{"t", unix_seconds(now)},
-                              {"client", id},
-                              {"method", req.method},
-                              {"path", req.path.substr(0, kMaxRecordedPath)},
-                              {"status", a.status},
-                              {"outcome", to_string(a.outcome)},
-                              {"premature", a.premature},
-                              {"window", a.window}};
+  nlohmann::ordered_json line{{"t", unix_seconds(now)},   {"client", id},
+                              {"method", req.method},     {"path", req.path.substr(0, kMaxRecordedPath)},
+                              {"status", a.status},       {"outcome", to_string(a.outcome)},
+                              {"premature", a.premature}, {"window", a.window}};
   // The record carries P itself, so that a reader never re-derives a style's rule.
   if (a.permitted) line["permitted"] = unix_seconds(*a.permitted);
   *record_ << dump(line) << '\n';

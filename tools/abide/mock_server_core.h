@@ -120,14 +120,14 @@ inline constexpr std::array<std::string_view, 7> kMalformedRetryAfter{
 // Everything that decides what the limiter answers.
 struct LimiterOptions {
   Style style = Style::kDraft11;
-  std::uint32_t limit = 10;            // accepted requests per window (>= 1)
-  Duration window = 1s;                // window length (1 ms to 1 day)
+  std::uint32_t limit = 10;  // accepted requests per window (>= 1)
+  Duration window = 1s;      // window length (1 ms to 1 day)
   Align align = Align::kFirstRequest;
-  int limited_status = 429;            // 429, 503 or 403
-  double fail_rate = 0.0;              // probability of a random 503, in [0, 1]
-  std::uint64_t seed = 1;              // seeds the fail-rate draws
-  Duration grace = 50ms;               // in-flight allowance for premature counting
-  Duration latency = 0ms;              // added before each API answer leaves (by the server)
+  int limited_status = 429;  // 429, 503 or 403
+  double fail_rate = 0.0;    // probability of a random 503, in [0, 1]
+  std::uint64_t seed = 1;    // seeds the fail-rate draws
+  Duration grace = 50ms;     // in-flight allowance for premature counting
+  Duration latency = 0ms;    // added before each API answer leaves (by the server)
 };
 
 // Why the options cannot be used, or "" when they can.
@@ -164,9 +164,9 @@ struct Answer {
   int status = 200;
   Outcome outcome = Outcome::kAccepted;
   bool premature = false;
-  std::int64_t window = 0;  // index of the window it arrived in
-  HeaderList headers;       // Date, the style's quota fields, the wait signal
-  std::string body;         // small JSON
+  std::int64_t window = 0;            // index of the window it arrived in
+  HeaderList headers;                 // Date, the style's quota fields, the wait signal
+  std::string body;                   // small JSON
   std::optional<WallTime> permitted;  // a limited answer's stated earliest permitted time
 };
 
@@ -175,7 +175,7 @@ struct Counts {
   std::uint64_t requests = 0;  // accepted + limited + failed
   std::uint64_t accepted = 0;
   std::uint64_t limited = 0;
-  std::uint64_t failed = 0;    // random 503s (--fail-rate)
+  std::uint64_t failed = 0;  // random 503s (--fail-rate)
   std::uint64_t premature = 0;
 
   void add(Outcome o, bool early) noexcept {
@@ -213,11 +213,11 @@ class Limiter {
   __extension__ using Wide = __int128;
 
  public:
-  static constexpr std::size_t kMaxClients = 1024;             // later ones share "(other)"
-  static constexpr std::size_t kMaxClientWindows = 1024;       // per client
-  static constexpr std::size_t kMaxWindows = 65536;            // in the totals
-  static constexpr std::size_t kMaxConnectionsPerClient = 256; // answers kept per connection
-  static constexpr std::size_t kMaxInFlight = 4096;            // answers younger than grace
+  static constexpr std::size_t kMaxClients = 1024;              // later ones share "(other)"
+  static constexpr std::size_t kMaxClientWindows = 1024;        // per client
+  static constexpr std::size_t kMaxWindows = 65536;             // in the totals
+  static constexpr std::size_t kMaxConnectionsPerClient = 256;  // answers kept per connection
+  static constexpr std::size_t kMaxInFlight = 4096;             // answers younger than grace
   static constexpr std::size_t kMaxClientIdLength = 128;
   static constexpr std::size_t kMaxRecordedPath = 256;
 
@@ -256,10 +256,10 @@ class Limiter {
     explicit Client(WallTime t) : first_seen(t), last_seen(t) {}
     Counts totals;
     WindowHistory windows{kMaxClientWindows};
-    std::deque<Told> in_flight;       // answers younger than grace, oldest first
-    std::optional<Told> known;        // the latest answer at least grace old
+    std::deque<Told> in_flight;                              // answers younger than grace, oldest first
+    std::optional<Told> known;                               // the latest answer at least grace old
     std::map<std::string, Told, std::less<>> by_connection;  // the last answer on each connection
-    std::optional<Told> last;         // the last answer sent (for /__stats)
+    std::optional<Told> last;                                // the last answer sent (for /__stats)
     WallTime first_seen;
     WallTime last_seen;
   };
@@ -270,8 +270,8 @@ class Limiter {
     std::uint32_t remaining;  // after this request
     std::uint32_t used;       // accepted in this window, this request included
     // The openai style's bucket, after this request:
-    Duration until_full{};    // until it is full again
-    Duration until_next{};    // until one whole request is in it (0 when one is)
+    Duration until_full{};  // until it is full again
+    Duration until_next{};  // until one whole request is in it (0 when one is)
   };
 
   WallTime advance_time();
@@ -341,7 +341,7 @@ class Limiter {
   std::optional<WallTime> anchor_;
   std::int64_t window_ = -1;
   std::uint32_t used_ = 0;
-  Wide debt_ = 0;          // the openai style's bucket (see bucket_refill); starts full
+  Wide debt_ = 0;  // the openai style's bucket (see bucket_refill); starts full
   WallTime debt_at_{};
   Counts totals_;
   WindowHistory windows_{kMaxWindows};

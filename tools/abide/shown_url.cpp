@@ -38,8 +38,8 @@ std::string shown_url(std::string_view url) {
   const std::string text(url);
   if (curl_url_set(h.get(), CURLUPART_URL, text.c_str(), 0) != CURLUE_OK) return std::string(kUnparsedUrl);
   std::string shown = redact_url(url);
-  const bool userinfo =
-      has_part(h.get(), CURLUPART_USER) || has_part(h.get(), CURLUPART_PASSWORD) || has_part(h.get(), CURLUPART_OPTIONS);
+  const bool userinfo = has_part(h.get(), CURLUPART_USER) || has_part(h.get(), CURLUPART_PASSWORD) ||
+                        has_part(h.get(), CURLUPART_OPTIONS);
   if (userinfo && shown.find(std::string(kRedacted) + "@") == std::string::npos) return std::string(kUnparsedUrl);
   return shown;
 }
