@@ -84,11 +84,6 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return (x | 0x20) == (y | 0x20); });
-}
-
 // HTTP/1.1 over a fresh connection per attempt ("Connection: close"), so the
 // body runs to Content-Length or to the close. Chunked bodies are passed on
 // as they come (this example does not decode them).
@@ -168,7 +163,7 @@ class SocketTransport final : public abide::engine::Transport {
       const std::string_view name = line.substr(0, colon);
       const std::string_view value = trim(line.substr(colon + 1));
       headers.add(name, value);
-      if (iequals(name, "Content-Length")) {
+      if (abide::iequals(name, "Content-Length")) {
         std::size_t v = 0;
         if (std::from_chars(value.data(), value.data() + value.size(), v).ec == std::errc{}) length = v;
       }

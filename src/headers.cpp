@@ -11,6 +11,9 @@
 #include "field_kind.h"
 
 namespace abide {
+
+bool iequals(std::string_view a, std::string_view b) noexcept { return ascii::iequals(a, b); }
+
 namespace {
 
 using ascii::is_ows;

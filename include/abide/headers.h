@@ -10,7 +10,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -28,34 +27,9 @@ struct Header {
   std::string value;
 };
 
-// True when a and b are equal ignoring ASCII case (only A-Z and a-z fold),
-// eight bytes at a time.
-inline bool iequals(std::string_view a, std::string_view b) noexcept {
-  const std::size_t n = a.size();
-  if (n != b.size()) return false;
-  // Equal ignoring case only for letters, which differ by bit 0x20.
-  const auto same_letter = [](char x, char y) {
-    const char lx = static_cast<char>(x | 0x20);
-    return x == y || (lx == static_cast<char>(y | 0x20) && lx >= 'a' && lx <= 'z');
-  };
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    std::uint64_t x;
-    std::uint64_t y;
-    std::memcpy(&x, a.data() + i, 8);
-    std::memcpy(&y, b.data() + i, 8);
-    const std::uint64_t d = x ^ y;
-    if (d == 0) continue;
-    if ((d & ~std::uint64_t{0x2020202020202020}) != 0) return false;
-    for (std::size_t k = i; k < i + 8; ++k) {
-      if (!same_letter(a[k], b[k])) return false;
-    }
-  }
-  for (; i < n; ++i) {
-    if (!same_letter(a[i], b[i])) return false;
-  }
-  return true;
-}
+// True when a and b are equal ignoring ASCII case (only A-Z and a-z fold):
+// how field names compare.
+[[nodiscard]] bool iequals(std::string_view a, std::string_view b) noexcept;
 
 // Bytes a server sent, made safe to show anywhere (terminal, log, warning,
 // JSON): printable ASCII stays, a backslash becomes "\\", and every other byte
