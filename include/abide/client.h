@@ -126,6 +126,10 @@ struct ClientConfig {
   std::size_t max_header_bytes = std::size_t{1} << 20;  // a longer head is a transport error
   std::string user_agent = "abide/" ABIDE_VERSION_STRING;
   bool verify_tls = true;
+  // The most transfers this client runs at once, over every thread (0: no
+  // limit). An attempt beyond it waits, after its pacer permit and in arrival
+  // order, for a transfer to end; the wait is cancellable by the stop token.
+  std::size_t max_transfers = 0;
   // Injected time and randomness (nullptr: the system clocks; a SeededRandom
   // from std::random_device). The random source must be thread-safe.
   const MonotonicClock* mono = nullptr;
@@ -162,6 +166,26 @@ struct HandleCallbacks {
   void* header_data = nullptr;  // CURLOPT_HEADERDATA
 };
 
+// The final answer as ResponseSink::head is told it.
+struct FinalHead {
+  const engine::Response& response;  // status, header lines, receive times
+  // How the request ends with this answer: kDone, or the outcome it gives
+  // (deferred, deadline_exceeded, not_retryable, exhausted) as its last answer.
+  OutcomeKind kind;
+  // The request so far: its attempts, the time waited, the earliest permitted
+  // next attempt when known (not_before_wall), ambiguous.
+  const engine::RequestOutcome& outcome;
+};
+
+// Where Client::fetch(request, sink, stop) puts the final answer, as it
+// arrives. head is called once, just before the first body byte reaches body
+// (or when the transfer completes with an empty body), and never for an
+// answer that is retried. Both run on the thread that called fetch.
+struct ResponseSink {
+  std::function<bool(const FinalHead&)> head;  // false: stop (the request ends not_retryable)
+  engine::BodySink body;                       // chunks, no size cap; false stops the transfer (not_retryable)
+};
+
 // The client. Thread-safe: fetch() and fetch_all() may be called from many
 // threads; all of them share the pacer and the connection pool.
 class Client {
@@ -173,6 +197,12 @@ class Client {
 
   // Runs one request to its outcome on the calling thread.
   RequestOutcome fetch(const Request& request, std::stop_token stop = {});
+
+  // Runs one request to its outcome on the calling thread, streaming the
+  // final answer to `sink` as it arrives (no max_body_bytes cap; the
+  // outcome's response then has no body). The head of an answer that will be
+  // retried, and its body, reach neither callback.
+  RequestOutcome fetch(const Request& request, const ResponseSink& sink, std::stop_token stop = {});
 
   // Runs a batch on `options.jobs` workers; returns the outcomes in request
   // order. After a stop, requests not yet started end as cancelled at once.

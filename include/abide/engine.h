@@ -248,6 +248,11 @@ class Machine {
 
   const Pacer::Key& pacer_key() const noexcept { return key_; }
 
+  // After head() returned true: how the request ends once its body is in
+  // (kDone, or the outcome this answer gives it: deferred, not_retryable, ...).
+  // outcome() then holds its attempts, waits and permitted time so far.
+  OutcomeKind pending_kind() const noexcept { return state_ == State::kFinished ? out_.kind : pending_kind_; }
+
   bool finished() const noexcept { return state_ == State::kFinished; }
   const RequestOutcome& outcome() const noexcept { return out_; }
   RequestOutcome take_outcome() { return std::move(out_); }

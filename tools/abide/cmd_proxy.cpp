@@ -1,0 +1,1 @@
+// Being written: see the header beside it.

@@ -1,0 +1,108 @@
+// What `abide proxy` reads from its callers: HTTP/1.0 and HTTP/1.1 request
+// heads and bodies (RFC 9112), from bytes that are normal bad input.
+//
+// Nothing here reads a socket or allocates without bound: the server buffers
+// at most its head limit before find_head_end() says where the head ends, then
+// parse_request_head() reads it once; a body is framed by body_framing() and
+// a chunked one decoded by ChunkedDecoder as its bytes arrive. Every error
+// carries the status to answer with and a reason in printable ASCII (never a
+// caller's raw bytes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "abide/headers.h"
+#include "abide/result.h"
+
+namespace abide::proxy {
+
+// One request head as a caller sent it.
+struct RequestHead {
+  std::string method;      // a token, as sent (case kept)
+  std::string target;      // origin-form "/path?query"; an absolute-form target's path and query
+  int version_minor = 1;   // HTTP/1.0 or HTTP/1.1
+  HeaderList headers;      // in order; names as sent, values without surrounding whitespace
+};
+
+// Why a head or body cannot be used, and the status that says so: 400 (bad
+// syntax), 431 (head too large), 413 (body too large), 501 (a transfer coding
+// other than chunked), 505 (an HTTP version other than 1.0 and 1.1).
+struct HttpError {
+  int status = 400;
+  std::string reason;  // printable ASCII, one sentence without a final period
+};
+
+// Where the head that starts `data` ends: the offset just past its empty
+// line (CRLF CRLF, or a bare LF LF), or nullopt when it has not ended yet.
+// Empty lines before the request line are skipped (RFC 9112 2.2). `from` is
+// how much of `data` an earlier call already searched, so that feeding a head
+// in small pieces stays linear.
+[[nodiscard]] std::optional<std::size_t> find_head_end(std::string_view data, std::size_t from = 0) noexcept;
+
+// Parses a complete head (as find_head_end delimits it). Rejects: a bad
+// request line, a method that is not a token, a target that is neither
+// origin-form, absolute-form http(s), nor "*" for OPTIONS, a version other
+// than HTTP/1.0 and 1.1 (505), a field name that is not a token or is
+// followed by whitespace before the colon, obsolete line folding, a value
+// with NUL, CR or LF, and HTTP/1.1 without exactly one Host field.
+[[nodiscard]] Result<RequestHead, HttpError> parse_request_head(std::string_view head);
+
+// How the body of a request is delimited.
+struct BodyFraming {
+  enum class Kind : std::uint8_t { kNone, kLength, kChunked };
+  Kind kind = Kind::kNone;
+  std::uint64_t length = 0;  // kLength
+};
+
+// The framing the head states (RFC 9112 6.3): Transfer-Encoding whose last
+// coding is chunked (any other coding: 501), else Content-Length (one valid
+// value, or a list of equal ones), else none. Both fields at once, a bad or
+// conflicting Content-Length, and Transfer-Encoding in HTTP/1.0 are 400.
+[[nodiscard]] Result<BodyFraming, HttpError> body_framing(const RequestHead& head);
+
+// Whether the connection stays open after this exchange: HTTP/1.1 unless
+// Connection says close; HTTP/1.0 only with Connection: keep-alive.
+[[nodiscard]] bool keeps_alive(const RequestHead& head) noexcept;
+
+// Whether the caller waits for "100 Continue" before its body
+// (Expect: 100-continue, HTTP/1.1 only).
+[[nodiscard]] bool expects_continue(const RequestHead& head) noexcept;
+
+// Decodes a chunked body incrementally (RFC 9112 7.1): chunk sizes in hex
+// (with extensions, which are ignored), data, the last chunk and a trailer
+// section, which is read and dropped. At most `max_body` decoded bytes (413
+// beyond) and bounded chunk-size and trailer lines (400 beyond).
+class ChunkedDecoder {
+ public:
+  explicit ChunkedDecoder(std::uint64_t max_body) noexcept : max_body_(max_body) {}
+
+  enum class Status : std::uint8_t { kNeedMore, kDone, kError };
+
+  // Consumes a prefix of `in` (reports how much in `consumed`; after kDone
+  // the rest belongs to the next request) and appends the decoded data to
+  // `out`. After kError, error() says why and the decoder stays in error.
+  [[nodiscard]] Status feed(std::string_view in, std::size_t& consumed, std::string& out);
+
+  const HttpError& error() const noexcept { return error_; }
+  std::uint64_t decoded() const noexcept { return decoded_; }
+
+ private:
+  enum class State : std::uint8_t { kSize, kExtension, kSizeLf, kData, kDataCr, kDataLf, kTrailer, kTrailerLf, kDone, kError };
+  Status fail(int status, std::string reason);
+
+  std::uint64_t max_body_;
+  std::uint64_t decoded_ = 0;
+  std::uint64_t chunk_left_ = 0;
+  std::size_t line_bytes_ = 0;  // of the current size or trailer line
+  std::size_t size_digits_ = 0;
+  std::size_t trailer_bytes_ = 0;
+  bool trailer_line_empty_ = true;
+  State state_ = State::kSize;
+  HttpError error_;
+};
+
+}  // namespace abide::proxy

@@ -1,0 +1,112 @@
+// The rules of `abide proxy` that need no socket: where a caller's request
+// goes, what of it goes upstream, whose quota it spends, how long the caller
+// lets it wait, and what the caller is answered. Pure functions, so that each
+// rule is tested on its own.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "abide/client.h"
+#include "abide/clock.h"
+#include "abide/engine.h"
+#include "abide/headers.h"
+#include "abide/result.h"
+#include "proxy/http1_request.h"
+
+namespace abide::proxy {
+
+// One upstream: `--upstream URL` (prefix "", every target) or
+// `--route /PREFIX=URL` (targets under PREFIX, which is stripped).
+struct Route {
+  std::string prefix;  // "" or "/a/b" (no trailing slash)
+  std::string base;    // the upstream URL without query, fragment or trailing slash: "https://api.x.com/v1"
+  UrlOrigin origin;    // base's origin (host decides the vendor profile)
+};
+
+// `--upstream URL`: an http(s) URL without query, fragment or userinfo.
+[[nodiscard]] Result<Route, ErrorMessage> parse_upstream(std::string_view url);
+// `--route /PREFIX=URL`: PREFIX starts with '/', has no '?', '#' or space.
+[[nodiscard]] Result<Route, ErrorMessage> parse_route(std::string_view spec);
+
+// The route for a caller's target: the longest prefix that matches on a
+// segment boundary ("/a" takes "/a", "/a/x" and "/a?q", not "/ab"); nullptr
+// when none does.
+[[nodiscard]] const Route* match_route(const std::vector<Route>& routes, std::string_view target) noexcept;
+
+// The upstream URL of `target` under `route`: the prefix stripped, the rest
+// appended to the base's path ("/v1" + "/chat?x" under prefix "").
+[[nodiscard]] std::string upstream_url(const Route& route, std::string_view target);
+
+// The caller's fields that go upstream, in order: all but the hop-by-hop ones
+// (RFC 9110 7.6.1: Connection and every field it names, Keep-Alive,
+// Proxy-Connection, Proxy-Authorization, TE, Trailer, Transfer-Encoding,
+// Upgrade), Host (the upstream's is sent), Content-Length (recomputed),
+// Expect, and every Abide-* field.
+[[nodiscard]] HeaderList forward_headers(const HeaderList& caller);
+
+// The caller's budget: Abide-Max-Wait as decimal seconds (0 to 31 days;
+// "2", "0.5"), else `fallback`. Malformed or repeated with different values:
+// an error naming the field, for a 400.
+[[nodiscard]] Result<Duration, ErrorMessage> caller_max_wait(const HeaderList& caller, Duration fallback);
+
+// The pacer key of a request: the upstream origin, and when the caller sent
+// a credential (Authorization, X-Api-Key, Api-Key, X-Auth-Token,
+// Private-Token, X-Goog-Api-Key), "#" and the first 16 hex digits of the
+// SHA-256 of those fields' lower-cased names and values. Same credential,
+// same key; the key never holds the credential.
+[[nodiscard]] std::string quota_key(const UrlOrigin& origin, const HeaderList& caller);
+
+// The upstream request for a caller's request, forwarded under `route`: the
+// method, the URL, forward_headers, the body, and the caller's
+// Idempotency-Key (kept in the headers: the engine reads it there).
+[[nodiscard]] engine::Request upstream_request(const RequestHead& head, const Route& route, std::string body);
+
+// An answer's head for the caller. The server adds the framing
+// (Content-Length when `content_length` is known, else chunked for HTTP/1.1
+// or close-delimited for HTTP/1.0) and Connection.
+struct AnswerHead {
+  int status = 200;
+  HeaderList headers;
+  std::optional<std::uint64_t> content_length;
+};
+
+// The caller's head for the upstream's final answer: its status and fields
+// without the hop-by-hop and framing ones (Content-Length moves to
+// content_length; a HEAD's is kept as a field), and Abide-Outcome (the
+// outcome's name, "done" too), Abide-Attempts, Abide-Waited (seconds, three
+// decimals). When the request did not end done: Retry-After replaced by whole
+// seconds from `now`, rounded up, never before the permitted time, and
+// Abide-Not-Before (RFC 3339 UTC).
+[[nodiscard]] AnswerHead answer_head(const FinalHead& final_head, WallTime now);
+
+// An answer made by the proxy: a head and a short plain-text body.
+struct MadeAnswer {
+  AnswerHead head;
+  std::string body;
+};
+
+// The answer for a request that ended without a final upstream answer
+// streamed to the caller (FinalHead was never called): the last upstream
+// answer's status and fields when the outcome has one (its body was not
+// kept), else 429 when nothing was sent (deferred, deadline_exceeded,
+// exhausted), 502 with Abide-Outcome ambiguous when it may have been applied,
+// 502 for transport errors; with the same Abide-* fields and Retry-After rules
+// as answer_head.
+[[nodiscard]] MadeAnswer outcome_answer(const RequestOutcome& outcome, WallTime now);
+
+// An answer to a caller's bad input or to the proxy's own state: 400, 413,
+// 431, 501, 505 (from HttpError), 503 (queue full, stopping: with
+// Retry-After of `retry_after` whole seconds, rounded up, and Abide-Not-Before
+// when `not_before` is given), 404 (no route).
+[[nodiscard]] MadeAnswer error_answer(int status, std::string_view reason,
+                                      std::optional<Duration> retry_after = std::nullopt,
+                                      std::optional<WallTime> not_before = std::nullopt, WallTime now = {});
+
+// The reason phrase of a status ("Too Many Requests"; "" when unknown).
+[[nodiscard]] std::string_view reason_phrase(int status) noexcept;
+
+}  // namespace abide::proxy

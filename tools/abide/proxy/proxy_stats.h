@@ -1,0 +1,58 @@
+// What `abide proxy` counts and shows on its own pages: /__abide/stats (JSON)
+// and /__abide/metrics (Prometheus text exposition format 0.0.4).
+// Thread-safe: every connection thread records into one Stats.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "abide/client.h"
+#include "abide/clock.h"
+
+namespace abide::proxy {
+
+class Stats {
+ public:
+  // A caller's request was read (including those answered with an error).
+  void request_received();
+  // A request ended: its upstream origin ("" for the proxy's own answers),
+  // the status the caller was answered, and its outcome (nullptr for errors
+  // answered before forwarding: bad input, queue full, no route).
+  void request_answered(std::string_view origin, int status, const RequestOutcome* outcome);
+  // The permitted time an upstream stated or the pacer computed for a key:
+  // a cooldown that /__abide/metrics shows while it lasts.
+  void cooldown(std::string_view origin, WallTime until);
+  // Callers currently held (waiting for pacing, retries or a transfer slot),
+  // and transfers running upstream.
+  void set_in_flight(std::int64_t held, std::int64_t transfers);
+
+  // {"requests":N,"answered":{"200":N,...},"attempts":N,"retries":N,"waits":N,
+  //  "waited_s":X,"outcomes":{"done":N,...},"deferrals":N,"held":N,"transfers":N,
+  //  "cooldowns":{"https://api.x.com":{"until":"RFC 3339","left_s":X}}}
+  nlohmann::ordered_json json(WallTime now) const;
+  // abide_proxy_requests_total, abide_proxy_answers_total{status}, abide_proxy_attempts_total,
+  // abide_proxy_waits_total, abide_proxy_waited_seconds_total, abide_proxy_outcomes_total{outcome},
+  // abide_proxy_deferrals_total, abide_proxy_held, abide_proxy_transfers,
+  // abide_proxy_cooldown_seconds{upstream} (only cooldowns still running); label values escaped.
+  std::string prometheus(WallTime now) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::uint64_t requests_ = 0;
+  std::uint64_t attempts_ = 0;
+  std::uint64_t retries_ = 0;
+  std::uint64_t waits_ = 0;
+  double waited_s_ = 0;
+  std::uint64_t deferrals_ = 0;
+  std::int64_t held_ = 0;
+  std::int64_t transfers_ = 0;
+  std::map<int, std::uint64_t> answered_;
+  std::map<std::string, std::uint64_t, std::less<>> outcomes_;
+  std::map<std::string, WallTime, std::less<>> cooldowns_;  // bounded: expired ones are dropped, at most 4096 kept
+};
+
+}  // namespace abide::proxy
