@@ -277,6 +277,8 @@ RequestOutcome Engine::run(const Request& request, Transport& transport, BodySin
 Machine::Machine(Engine& engine, const Request& request, BodySink sink, std::size_t index, EventHook hook)
     : engine_(engine), req_(request), sink_(std::move(sink)), index_(index), hook_(std::move(hook)) {
   if (!hook_) hook_ = engine_.config_.on_event;
+  send_deadline_ = req_.deadline;
+  if (req_.send_by && (!send_deadline_ || *req_.send_by < *send_deadline_)) send_deadline_ = req_.send_by;
 }
 
 bool Machine::hooked() const noexcept { return static_cast<bool>(hook_); }
@@ -397,7 +399,7 @@ Step Machine::start() {
   if (req_.not_before && *req_.not_before > now) {
     const Duration left = *req_.not_before - now;
     const MonoTime until = saturating_add(engine_.mono_.now(), left);
-    if (req_.deadline && until > *req_.deadline) {
+    if (send_deadline_ && until > *send_deadline_) {
       set_not_before(until);
       return finish(OutcomeKind::kDeadlineExceeded, "the request's permitted time is after its deadline");
     }
@@ -425,11 +427,11 @@ Step Machine::enter_acquire() {
 
 Step Machine::try_acquire() {
   Pacer& pacer = *engine_.pacer_;
-  if (blocking_) return from_permit(pacer.acquire(key_, req_.deadline, stop_));
+  if (blocking_) return from_permit(pacer.acquire(key_, send_deadline_, stop_));
 
   // Non-blocking: the pacer's answer, with the slot or the place in line
   // kept by the ticket until the next call.
-  const TryAcquireResult r = pacer.try_acquire(ticket_, key_, req_.deadline);
+  const TryAcquireResult r = pacer.try_acquire(ticket_, key_, send_deadline_);
   const MonoTime now = engine_.mono_.now();
   AcquireResult a;
   a.probe = r.probe;
@@ -483,7 +485,7 @@ Step Machine::from_permit(const AcquireResult& permit) {
   current_.paced = permit.waited;
   current_.started_wall = engine_.wall_.now();
   current_.started_mono = engine_.mono_.now();
-  if (req_.deadline && *req_.deadline - current_.started_mono <= Duration::zero()) {
+  if (send_deadline_ && *send_deadline_ - current_.started_mono <= Duration::zero()) {
     abandon_probe();
     --attempt_;
     return finish(OutcomeKind::kDeadlineExceeded, "the deadline passed before the request could be sent");
@@ -533,7 +535,7 @@ bool Machine::decide(const Signals* signals, std::string_view error, bool sent) 
   input.declared_non_idempotent = req_.non_idempotent;
   input.attempt = attempt_;
   input.max_attempts = std::max<std::int64_t>(engine_.config_.max_attempts, 1);
-  input.deadline = req_.deadline;
+  input.deadline = send_deadline_;
   input.previous_backoff = previous_backoff_;
   if (signals != nullptr) {
     if (hooked()) {

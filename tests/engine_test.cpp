@@ -328,6 +328,17 @@ TEST_P(EngineForms, HintEndingAfterTheDeadlineIsDeadlineExceeded) {
   EXPECT_EQ(r.out.waited, 0ns);
 }
 
+TEST_P(EngineForms, HintEndingAfterSendByIsDeadlineExceeded) {
+  InstantClock probe_clock;
+  Request req = get();
+  req.send_by = probe_clock.mono_now() + 30s;
+  const Result r = run_form(blocking(), req, {status(503, {{"Retry-After", "60"}})});
+  EXPECT_EQ(r.out.kind, OutcomeKind::kDeadlineExceeded) << r.out.reason;
+  EXPECT_EQ(r.sent.size(), 1u);
+  ASSERT_TRUE(r.out.not_before_mono);
+  EXPECT_EQ(*r.out.not_before_mono, r.sent[0].at + 10ms + 60s);
+}
+
 TEST_P(EngineForms, HintBeyondMaxWaitIsDeferredWithItsTime) {
   Config c = quick_config();
   c.planner.max_wait = 10s;
@@ -592,6 +603,29 @@ TEST(EngineDriven, MachinesOnOneKeyAreServedInArrivalOrder) {
   EXPECT_EQ(b.next().kind, Step::Kind::kSend);
   b.cancel(false);
   EXPECT_EQ(e.clock.sleeps, 0);
+}
+
+TEST(EngineDriven, SendByBoundsTheSendButNotTheTransfer) {
+  ManualClock clock;
+  Config c = quick_config();
+  c.mono = &clock.monotonic();
+  c.wall = &clock.wall();
+  Engine engine(c);
+  Request by = get();
+  by.send_by = clock.monotonic().now() + 5s;
+  Machine a(engine, by);
+  const Step sa = a.next();
+  ASSERT_EQ(sa.kind, Step::Kind::kSend);
+  EXPECT_FALSE(sa.deadline);  // a long answer may run past send_by
+  a.cancel(false);
+  Request dl = by;
+  dl.send_by.reset();
+  dl.deadline = clock.monotonic().now() + 5s;
+  Machine b(engine, dl);
+  const Step sb = b.next();
+  ASSERT_EQ(sb.kind, Step::Kind::kSend);
+  EXPECT_EQ(sb.deadline, dl.deadline);  // a deadline cuts the transfer
+  b.cancel(false);
 }
 
 TEST(EngineDriven, ACancelledMachineGivesItsSlotBack) {
