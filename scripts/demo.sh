@@ -3,7 +3,9 @@
 # batch through `abide fetch` with several workers against its quota, and
 # reports how long it took against the time the quota allows, how many 429s it
 # earned, and how many premature retries the server counted (must be 0). Then
-# shows what `abide explain` decides for a few typical responses.
+# runs a Python program with no retry logic of its own against the same mock API
+# through `abide proxy`. Then shows what `abide explain` decides for a few
+# typical responses.
 # Installs missing Debian packages first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +16,9 @@ abide=$(pwd)/build/default/tools/abide/abide
 
 work=$(mktemp -d)
 server_pid=""
+proxy_pid=""
 cleanup() {
+  if [ -n "$proxy_pid" ]; then kill "$proxy_pid" 2>/dev/null || true; wait "$proxy_pid" 2>/dev/null || true; fi
   if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }
@@ -61,6 +65,59 @@ echo "== abide fetch against abide mock-server (127.0.0.1)"
 run draft11 100 20 2 8
 run retry-after-seconds 60 20 2 8
 run github 60 20 2 8 --profile github
+
+# proxy_run STYLE REQUESTS LIMIT WINDOW: a Python program with no retry logic of
+# its own (examples/proxy/sdk_client.py, 8 threads) calls the mock API through
+# `abide proxy`; every call must end 200 with no premature request at the server.
+proxy_run() {
+  local style=$1 n=$2 limit=$3 window=$4
+  mkfifo "$work/port.proxy-$style" "$work/port.proxied-$style"
+  "$abide" mock-server --port 0 --style "$style" --limit "$limit" --window "$window" --quiet \
+    >"$work/port.proxied-$style" &
+  server_pid=$!
+  local first port pport
+  read -r first <"$work/port.proxied-$style"
+  port=${first##*:}
+  "$abide" proxy --upstream "http://127.0.0.1:$port" --port 0 --max-wait 60 >"$work/port.proxy-$style" &
+  proxy_pid=$!
+  read -r first <"$work/port.proxy-$style"
+  pport=${first##*:}
+  local paths=()
+  for i in $(seq 1 "$n"); do paths+=("/items/$i"); done
+  local start end rc=0
+  start=$(date +%s.%N)
+  API_BASE_URL="http://127.0.0.1:$pport" python3 examples/proxy/sdk_client.py "${paths[@]}" >"$work/answers" || rc=$?
+  end=$(date +%s.%N)
+  python3 - "$port" "$pport" "$work/answers" "$style" "$n" "$limit" "$window" "$start" "$end" "$rc" <<'PY'
+import json, sys, urllib.request
+port, pport, answers, style, n, limit, window, start, end, rc = sys.argv[1:]
+n, limit, window = int(n), int(limit), float(window)
+lines = [json.loads(l) for l in open(answers)]
+server = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/__stats"))["totals"]
+proxy = json.load(urllib.request.urlopen(f"http://127.0.0.1:{pport}/__abide/stats"))
+ok = sum(1 for l in lines if l["status"] == 200)
+attempts = sum(int(l["attempts"] or 0) for l in lines)
+took = float(end) - float(start)
+quota_time = n * window / limit
+print(f"style {style}: {n} calls from 8 threads through abide proxy, quota {limit} per {window:g} s")
+print(f"  200: {ok}/{n}, attempts upstream {attempts}, the client's exit status {rc}")
+print(f"  took {took:.2f} s; the quota allows {quota_time:.2f} s at its long-run rate")
+print(f"  limited answers the proxy received (and kept from the program): {server['limited']}")
+print(f"  premature requests counted by the server: {server['premature']}")
+print(f"  the proxy's /__abide/stats: {proxy.get('requests')} requests, outcomes {proxy.get('outcomes')}")
+sys.exit(0 if server["premature"] == 0 and ok == n else 1)
+PY
+  kill "$proxy_pid" 2>/dev/null || true
+  wait "$proxy_pid" 2>/dev/null || true
+  proxy_pid=""
+  kill "$server_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=""
+}
+
+echo
+echo "== a Python program with no retries of its own, through abide proxy (127.0.0.1)"
+proxy_run retry-after-seconds 40 10 2
 
 echo
 echo "== abide explain on example responses (examples/heads/, received at 2026-01-01T00:00:00Z)"
