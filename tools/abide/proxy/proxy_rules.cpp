@@ -1,1 +1,459 @@
-// Being written: see the header beside it.
+// The proxy's rules that need no socket (see proxy_rules.h).
+#include "proxy/proxy_rules.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <utility>
+
+#include "ascii.h"
+#include "proxy/sha256.h"
+
+namespace abide::proxy {
+namespace proxy_rules_cpp {  // private to this file (the tool is compiled in unity batches)
+
+constexpr std::size_t kShownUrl = 128;               // of a URL in an error message
+constexpr std::size_t kShownValue = 32;              // of a caller's field value in an error message
+constexpr std::size_t kShownReason = 256;            // of the engine's reason in an answer body
+constexpr std::int64_t kMaxWaitSeconds = 2'678'400;  // 31 days: longer is a mistake, not a budget
+
+bool starts_with_ci(std::string_view s, std::string_view prefix) noexcept {
+  return s.size() >= prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
+}
+
+bool is_abide_field(std::string_view name) noexcept { return starts_with_ci(name, "abide-"); }
+
+// The field names that every Connection field lists (RFC 9110 7.6.1): they
+// are this hop's and never go further.
+std::vector<std::string_view> connection_options(const HeaderList& headers) {
+  std::vector<std::string_view> out;
+  for (const std::string_view value : headers.all("Connection")) {
+    std::string_view rest = value;
+    while (!rest.empty()) {
+      const std::size_t comma = rest.find(',');
+      const std::string_view item = ascii::trim_ows(rest.substr(0, comma));
+      if (!item.empty()) out.push_back(item);
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+  return out;
+}
+
+bool named_in(std::string_view name, const std::vector<std::string_view>& names) noexcept {
+  return std::any_of(names.begin(), names.end(), [&](std::string_view n) { return iequals(n, name); });
+}
+
+bool one_of(std::string_view name, std::initializer_list<std::string_view> names) noexcept {
+  return std::any_of(names.begin(), names.end(), [&](std::string_view n) { return iequals(n, name); });
+}
+
+// Hop-by-hop in either direction (RFC 9110 7.6.1), besides Connection's options.
+bool hop_by_hop(std::string_view name) noexcept {
+  return one_of(name,
+                {"Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer", "Transfer-Encoding", "Upgrade"});
+}
+
+// Whole seconds for Retry-After: rounded up, so that a caller waiting them is
+// never early; 0 only when the time has come.
+std::int64_t whole_seconds_up(Duration left) noexcept {
+  if (left <= Duration::zero()) return 0;
+  const std::int64_t ns = left.count();
+  constexpr std::int64_t kNs = 1'000'000'000;
+  return ns / kNs + (ns % kNs != 0 ? 1 : 0);
+}
+
+// Seconds with three decimals ("1.250"), rounded to the nearest millisecond.
+std::string seconds_3(Duration d) {
+  if (d < Duration::zero()) d = Duration::zero();
+  const std::int64_t ms = d.count() / 1'000'000 + (d.count() % 1'000'000 >= 500'000 ? 1 : 0);
+  std::array<char, 48> buf{};
+  std::snprintf(buf.data(), buf.size(), "%lld.%03lld", static_cast<long long>(ms / 1000),
+                static_cast<long long>(ms % 1000));
+  return buf.data();
+}
+
+// A Content-Length value: one number, or a list of equal ones (RFC 9110 8.6);
+// nullopt for anything else.
+std::optional<std::uint64_t> content_length_of(const HeaderList& headers) {
+  std::optional<std::uint64_t> out;
+  for (const std::string_view line : headers.all("Content-Length")) {
+    std::string_view rest = line;
+    while (true) {
+      const std::size_t comma = rest.find(',');
+      const std::string_view item = ascii::trim_ows(rest.substr(0, comma));
+      if (item.empty() || item.size() > 19) return std::nullopt;  // 19 digits always fit 64 bits
+      std::uint64_t v = 0;
+      for (const char c : item) {
+        if (!ascii::is_digit(c)) return std::nullopt;
+        v = v * 10 + static_cast<std::uint64_t>(c - '0');
+      }
+      if (out && *out != v) return std::nullopt;
+      out = v;
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+  return out;
+}
+
+// What of an upstream answer's fields reaches the caller.
+struct AnswerFilter {
+  bool keep_content_length = false;  // a HEAD's, a 204's or a 304's: kept as sent
+  bool drop_content = false;         // the body is the proxy's own: the representation fields go
+  bool drop_retry_after = false;     // replaced by the proxy's
+};
+
+bool representation_field(std::string_view name) noexcept {
+  return starts_with_ci(name, "content-") || one_of(name, {"Digest", "ETag", "Last-Modified"});
+}
+
+void copy_answer_fields(const HeaderList& server, const AnswerFilter& filter, HeaderList& out) {
+  const std::vector<std::string_view> options = connection_options(server);
+  out.reserve(server.size() + 5);
+  for (const Header& h : server.lines()) {
+    if (hop_by_hop(h.name) || named_in(h.name, options) || is_abide_field(h.name)) continue;
+    if (filter.drop_content && representation_field(h.name)) continue;
+    if (!filter.drop_content && iequals(h.name, "Content-Length") && !filter.keep_content_length) continue;
+    if (filter.drop_retry_after && iequals(h.name, "Retry-After")) continue;
+    out.add(h.name, h.value);
+  }
+}
+
+// Abide-Outcome, Abide-Attempts, Abide-Waited, and for a request that did
+// not end done with a known permitted time, its Retry-After and
+// Abide-Not-Before.
+void add_outcome_fields(HeaderList& out, std::string_view outcome_name, std::size_t attempts, Duration waited,
+                        std::optional<WallTime> not_before, WallTime now) {
+  out.add("Abide-Outcome", outcome_name);
+  out.add("Abide-Attempts", std::to_string(attempts));
+  out.add("Abide-Waited", seconds_3(waited));
+  if (not_before) {
+    out.add("Retry-After",
+            std::to_string(whole_seconds_up(saturating_sub(not_before->time_since_epoch(), now.time_since_epoch()))));
+    out.add("Abide-Not-Before", rfc3339_millis(*not_before));
+  }
+}
+
+// Whether a server's answer with this status, to this method, has no body (RFC 9110 6.4.1).
+bool bodiless(int status, bool head_request) noexcept {
+  return head_request || status == 204 || status == 304 || (status >= 100 && status < 200);
+}
+
+void set_text_body(MadeAnswer& answer, std::string text) {
+  answer.head.headers.add("Content-Type", "text/plain; charset=utf-8");
+  answer.body = std::move(text);
+  answer.head.content_length = answer.body.size();
+}
+
+// Abide-Max-Wait's value: decimal seconds, at most three fraction digits,
+// 0 to 31 days. The message names the field and quotes at most 32 bytes of it.
+Result<Duration, ErrorMessage> parse_max_wait(std::string_view v) {
+  const auto quoted = [&] { return "Abide-Max-Wait \"" + printable(v, kShownValue) + "\""; };
+  if (!v.empty() && (v.front() == '-' || v.front() == '+')) {
+    return fail(quoted() + " has a sign: it wants seconds from 0 to 2678400 (31 days)");
+  }
+  std::size_t i = 0;
+  std::int64_t whole = 0;
+  while (i < v.size() && ascii::is_digit(v[i])) {
+    whole = std::min<std::int64_t>(whole * 10 + (v[i] - '0'), kMaxWaitSeconds + 1);  // no overflow
+    ++i;
+  }
+  if (i == 0) return fail(quoted() + " is not decimal seconds (such as 2 or 0.5)");
+  std::int64_t fraction_ns = 0;
+  if (i < v.size() && v[i] == '.') {
+    ++i;
+    std::size_t digits = 0;
+    std::int64_t scale = 100'000'000;
+    while (i < v.size() && ascii::is_digit(v[i])) {
+      if (++digits > 3) return fail(quoted() + " has more than three digits after the point");
+      fraction_ns += (v[i] - '0') * scale;
+      scale /= 10;
+      ++i;
+    }
+    if (digits == 0) return fail(quoted() + " has no digit after the point");
+  }
+  if (i != v.size()) return fail(quoted() + " is not decimal seconds (such as 2 or 0.5)");
+  if (whole > kMaxWaitSeconds || (whole == kMaxWaitSeconds && fraction_ns > 0)) {
+    return fail(quoted() + " is more than 2678400 seconds (31 days)");
+  }
+  return Duration{std::chrono::seconds{whole}} + Duration{fraction_ns};
+}
+
+// The credential fields that make separate quotas (lower case).
+constexpr std::array<std::string_view, 6> kCredentialFields = {"authorization", "x-api-key",     "api-key",
+                                                               "x-auth-token",  "private-token", "x-goog-api-key"};
+
+}  // namespace proxy_rules_cpp
+
+
+Result<Route, ErrorMessage> parse_upstream(std::string_view url) {
+  using namespace proxy_rules_cpp;
+  const auto quoted = [&] { return "upstream URL \"" + printable(url, kShownUrl) + "\""; };
+  std::optional<UrlOrigin> origin = parse_origin(url);
+  if (!origin) return fail(quoted() + " is not an absolute http:// or https:// URL with a host");
+  if (url.find_first_of("?#") != std::string_view::npos) return fail(quoted() + " has a query or fragment");
+  const std::size_t authority = url.find("://") + 3;
+  const std::string_view authority_text = url.substr(authority, url.find('/', authority) - authority);
+  if (authority_text.find('@') != std::string_view::npos) {
+    return fail(quoted() + " has userinfo: callers send their own credentials");
+  }
+  std::string_view path = origin->target;  // "/" at least
+  while (!path.empty() && path.back() == '/') path.remove_suffix(1);
+  Route route;
+  route.base = origin->origin + std::string(path);
+  route.origin = std::move(*origin);
+  return route;
+}
+
+Result<Route, ErrorMessage> parse_route(std::string_view spec) {
+  using namespace proxy_rules_cpp;
+  const auto quoted = [&] { return "route \"" + printable(spec, kShownUrl) + "\""; };
+  const std::size_t eq = spec.find('=');
+  if (eq == std::string_view::npos) return fail(quoted() + " is not /PREFIX=URL");
+  std::string_view prefix = spec.substr(0, eq);
+  if (prefix.empty() || prefix.front() != '/') return fail(quoted() + ": the prefix does not start with '/'");
+  for (const char c : prefix) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '?' || c == '#' || u <= 0x20 || u >= 0x7f) {
+      return fail(quoted() + ": the prefix has a '?', '#', space or control character");
+    }
+  }
+  while (!prefix.empty() && prefix.back() == '/') prefix.remove_suffix(1);
+  auto route = parse_upstream(spec.substr(eq + 1));
+  if (!route) return fail(quoted() + ": " + route.error().text);
+  route->prefix = std::string(prefix);
+  return route;
+}
+
+const Route* match_route(const std::vector<Route>& routes, std::string_view target) noexcept {
+  const Route* best = nullptr;
+  for (const Route& r : routes) {
+    const std::string_view p = r.prefix;
+    if (target.substr(0, p.size()) != p) continue;
+    // A segment boundary: "/a" covers "/a", "/a/..." and "/a?...", never "/ab".
+    if (!p.empty() && target.size() > p.size() && target[p.size()] != '/' && target[p.size()] != '?') continue;
+    if (best == nullptr || p.size() > best->prefix.size()) best = &r;
+  }
+  return best;
+}
+
+std::string upstream_url(const Route& route, std::string_view target) {
+  using namespace proxy_rules_cpp;
+  std::string_view rest = target;
+  if (rest.substr(0, route.prefix.size()) == route.prefix) rest.remove_prefix(route.prefix.size());
+  // Only a path or a query can follow: anything else ("*" of OPTIONS) asks for the base itself.
+  if (!rest.empty() && rest.front() != '/' && rest.front() != '?') rest = {};
+  const bool base_has_path = route.base.size() > route.origin.origin.size();
+  std::string url;
+  url.reserve(route.base.size() + rest.size() + 1);
+  url.append(route.base);
+  if (!base_has_path && (rest.empty() || rest.front() == '?')) url.push_back('/');
+  url.append(rest);
+  return url;
+}
+
+HeaderList forward_headers(const HeaderList& caller) {
+  using namespace proxy_rules_cpp;
+  const std::vector<std::string_view> options = connection_options(caller);
+  HeaderList out;
+  out.reserve(caller.size());
+  for (const Header& h : caller.lines()) {
+    if (hop_by_hop(h.name) || named_in(h.name, options) || is_abide_field(h.name)) continue;
+    if (one_of(h.name, {"Proxy-Authorization", "Host", "Content-Length", "Expect"})) continue;
+    out.add(h.name, h.value);
+  }
+  return out;
+}
+
+Result<Duration, ErrorMessage> caller_max_wait(const HeaderList& caller, Duration fallback) {
+  using namespace proxy_rules_cpp;
+  std::optional<Duration> found;
+  bool any_line = false;
+  for (const std::string_view line : caller.all("Abide-Max-Wait")) {
+    any_line = true;
+    // A list of values across lines and commas (RFC 9110 5.3): all must agree.
+    std::string_view rest = line;
+    while (true) {
+      const std::size_t comma = rest.find(',');
+      const std::string_view item = ascii::trim_ows(rest.substr(0, comma));
+      if (!item.empty()) {
+        auto d = parse_max_wait(item);
+        if (!d) return fail(std::move(d.error()));
+        if (found && *found != *d) return fail("Abide-Max-Wait has two different values");
+        found = *d;
+      }
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+  if (any_line && !found) return fail("Abide-Max-Wait is empty: it wants seconds from 0 to 2678400 (31 days)");
+  return found.value_or(fallback);
+}
+
+std::string quota_key(const UrlOrigin& origin, const HeaderList& caller) {
+  using namespace proxy_rules_cpp;
+  std::vector<std::pair<std::string, std::string_view>> credentials;
+  for (const Header& h : caller.lines()) {
+    std::string lower(h.name);
+    for (char& c : lower) c = ascii::to_lower(c);
+    if (std::find(kCredentialFields.begin(), kCredentialFields.end(), lower) == kCredentialFields.end()) continue;
+    credentials.emplace_back(std::move(lower), h.value);
+  }
+  if (credentials.empty()) return origin.origin;
+  // A fixed order, so that the same fields sent in another order or case share a key.
+  std::sort(credentials.begin(), credentials.end());
+  std::string text;
+  for (const auto& [name, value] : credentials) text.append(name).append(":").append(value).append("\n");
+  const Sha256Digest digest = sha256(text);
+  return origin.origin + "#" + to_hex(std::span<const std::uint8_t>(digest.data(), 8));
+}
+
+engine::Request upstream_request(const RequestHead& head, const Route& route, std::string body) {
+  engine::Request r;
+  r.method = head.method;
+  r.url = upstream_url(route, head.target);
+  r.headers = forward_headers(head.headers);
+  r.body = std::move(body);
+  r.pacer_key = quota_key(route.origin, head.headers);
+  // Idempotency-Key stays among the headers, where the engine looks for it;
+  // whether a retry is safe is the engine's method rule, not the proxy's.
+  return r;
+}
+
+std::string rfc3339_millis(WallTime t) {
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(t);  // never before t
+  const auto day = std::chrono::floor<std::chrono::days>(ms);
+  const std::chrono::year_month_day ymd{day};
+  const std::chrono::hh_mm_ss<std::chrono::milliseconds> hms{ms - day};
+  std::array<char, 64> buf{};
+  std::snprintf(buf.data(), buf.size(), "%04d-%02u-%02uT%02d:%02d:%02d.%03dZ", static_cast<int>(ymd.year()),
+                static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()),
+                static_cast<int>(hms.hours().count()), static_cast<int>(hms.minutes().count()),
+                static_cast<int>(hms.seconds().count()), static_cast<int>(hms.subseconds().count()));
+  return buf.data();
+}
+
+AnswerHead answer_head(const FinalHead& final_head, WallTime now, bool head_request) {
+  using namespace proxy_rules_cpp;
+  const engine::Response& response = final_head.response;
+  const bool done = final_head.kind == OutcomeKind::kDone;
+  const std::optional<WallTime> not_before = done ? std::nullopt : final_head.outcome.not_before_wall;
+  AnswerHead out;
+  out.status = response.status;
+  AnswerFilter filter;
+  filter.keep_content_length = bodiless(response.status, head_request);
+  filter.drop_retry_after = not_before.has_value();
+  copy_answer_fields(response.headers, filter, out.headers);
+  if (!filter.keep_content_length) out.content_length = content_length_of(response.headers);
+  add_outcome_fields(out.headers, to_string(final_head.kind), final_head.outcome.attempts.size(),
+                     final_head.outcome.waited, not_before, now);
+  return out;
+}
+
+MadeAnswer outcome_answer(const RequestOutcome& outcome, WallTime now) {
+  using namespace proxy_rules_cpp;
+  const bool done = outcome.kind == OutcomeKind::kDone;
+  const std::optional<WallTime> not_before = done ? std::nullopt : outcome.not_before_wall;
+  const std::string_view name = outcome.ambiguous ? std::string_view("ambiguous") : to_string(outcome.kind);
+  MadeAnswer out;
+  if (outcome.response) {
+    out.head.status = outcome.response->status;
+    AnswerFilter filter;
+    filter.drop_content = true;
+    filter.drop_retry_after = not_before.has_value();
+    copy_answer_fields(outcome.response->headers, filter, out.head.headers);
+  } else if (outcome.kind == OutcomeKind::kCancelled) {
+    out.head.status = 503;
+  } else if (outcome.ambiguous) {
+    out.head.status = 502;
+  } else if (outcome.attempts.empty() &&
+             (outcome.kind == OutcomeKind::kDeferred || outcome.kind == OutcomeKind::kDeadlineExceeded ||
+              outcome.kind == OutcomeKind::kExhausted)) {
+    out.head.status = 429;  // nothing was sent: the wait is the proxy's own
+  } else {
+    out.head.status = 502;  // transport failures, and not_retryable without an answer
+  }
+  add_outcome_fields(out.head.headers, name, outcome.attempts.size(), outcome.waited, not_before, now);
+  set_text_body(out, "abide proxy: " + std::string(name) + ": " + printable(outcome.reason, kShownReason) + "\n");
+  return out;
+}
+
+MadeAnswer error_answer(int status, std::string_view reason, std::optional<Duration> retry_after,
+                        std::optional<WallTime> not_before, WallTime now) {
+  using namespace proxy_rules_cpp;
+  MadeAnswer out;
+  out.head.status = status;
+  if (status == 503) out.head.headers.add("Abide-Outcome", "deferred");
+  out.head.headers.add("Abide-Attempts", "0");
+  out.head.headers.add("Abide-Waited", "0.000");
+  if (retry_after || not_before) {
+    std::int64_t seconds = retry_after ? whole_seconds_up(*retry_after) : 0;
+    if (not_before) {
+      seconds = std::max(seconds,
+                         whole_seconds_up(saturating_sub(not_before->time_since_epoch(), now.time_since_epoch())));
+    }
+    out.head.headers.add("Retry-After", std::to_string(seconds));
+  }
+  if (not_before) out.head.headers.add("Abide-Not-Before", rfc3339_millis(*not_before));
+  set_text_body(out, "abide proxy: " + printable(reason, kShownReason) + "\n");
+  return out;
+}
+
+std::string_view reason_phrase(int status) noexcept {
+  switch (status) {
+    case 100: return "Continue";
+    case 101: return "Switching Protocols";
+    case 103: return "Early Hints";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 203: return "Non-Authoritative Information";
+    case 204: return "No Content";
+    case 205: return "Reset Content";
+    case 206: return "Partial Content";
+    case 300: return "Multiple Choices";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 303: return "See Other";
+    case 304: return "Not Modified";
+    case 305: return "Use Proxy";
+    case 307: return "Temporary Redirect";
+    case 308: return "Permanent Redirect";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 402: return "Payment Required";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 406: return "Not Acceptable";
+    case 407: return "Proxy Authentication Required";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 410: return "Gone";
+    case 411: return "Length Required";
+    case 412: return "Precondition Failed";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 415: return "Unsupported Media Type";
+    case 416: return "Range Not Satisfiable";
+    case 417: return "Expectation Failed";
+    case 421: return "Misdirected Request";
+    case 422: return "Unprocessable Content";
+    case 426: return "Upgrade Required";
+    case 428: return "Precondition Required";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    case 511: return "Network Authentication Required";
+    default: return "";  // 306 and 418 are reserved (RFC 9110 15.4.7, 15.5.19)
+  }
+}
+
+}  // namespace abide::proxy

@@ -75,13 +75,27 @@ struct AnswerHead {
 };
 
 // The caller's head for the upstream's final answer: its status and fields
-// without the hop-by-hop and framing ones (Content-Length moves to
-// content_length; a HEAD's is kept as a field), and Abide-Outcome (the
-// outcome's name, "done" too), Abide-Attempts, Abide-Waited (seconds, three
-// decimals). When the request did not end done: Retry-After replaced by whole
-// seconds from `now`, rounded up, never before the permitted time, and
-// Abide-Not-Before (RFC 3339 UTC).
-[[nodiscard]] AnswerHead answer_head(const FinalHead& final_head, WallTime now);
+// without the hop-by-hop and framing ones (Connection and the fields it
+// names, Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding,
+// Upgrade) and without the upstream's own Abide-* fields (the caller reads
+// this proxy's). Content-Length moves to content_length when it is valid (a
+// number, or a list of equal ones; else it is dropped and the server frames
+// the body itself); for a HEAD request (`head_request`) and for 204 and 304,
+// which have no body, the field is kept as sent and content_length stays
+// empty: the server then writes no body and no framing of its own.
+// Added: Abide-Outcome (the outcome's name, "done" too), Abide-Attempts,
+// Abide-Waited (seconds, three decimals). When the request did not end done
+// and its permitted time is known: the server's Retry-After replaced by whole
+// seconds from `now`, rounded up (at least 1 while that time is ahead, so
+// never before it), and Abide-Not-Before (rfc3339_millis). Without a known
+// permitted time the server's Retry-After, if any, stays. The server's other
+// hints (RateLimit, X-RateLimit-*) always stay.
+[[nodiscard]] AnswerHead answer_head(const FinalHead& final_head, WallTime now, bool head_request = false);
+
+// A permitted time as Abide-Not-Before writes it: RFC 3339 UTC with
+// milliseconds, rounded up so that it is never before `t`
+// ("2026-12-01T14:03:12.345Z").
+[[nodiscard]] std::string rfc3339_millis(WallTime t);
 
 // An answer made by the proxy: a head and a short plain-text body.
 struct MadeAnswer {
@@ -92,16 +106,22 @@ struct MadeAnswer {
 // The answer for a request that ended without a final upstream answer
 // streamed to the caller (FinalHead was never called): the last upstream
 // answer's status and fields when the outcome has one (its body was not
-// kept), else 429 when nothing was sent (deferred, deadline_exceeded,
-// exhausted), 502 with Abide-Outcome ambiguous when it may have been applied,
-// 502 for transport errors; with the same Abide-* fields and Retry-After rules
-// as answer_head.
+// kept, so its Content-* fields go too), else 429 when nothing was sent
+// (deferred, deadline_exceeded, exhausted before any attempt), 502 with
+// Abide-Outcome ambiguous when it may have been applied, 502 for transport
+// errors and for not_retryable, 503 for cancelled (the proxy is stopping);
+// with the same Abide-* fields and Retry-After rules as answer_head. The body
+// is one line, "abide proxy: <outcome>: <the engine's reason>\n", as
+// text/plain; content_length is its size.
 [[nodiscard]] MadeAnswer outcome_answer(const RequestOutcome& outcome, WallTime now);
 
 // An answer to a caller's bad input or to the proxy's own state: 400, 413,
 // 431, 501, 505 (from HttpError), 503 (queue full, stopping: with
 // Retry-After of `retry_after` whole seconds, rounded up, and Abide-Not-Before
-// when `not_before` is given), 404 (no route).
+// when `not_before` is given), 404 (no route). Retry-After is never before
+// `not_before` either (the later of the two). The body is "abide proxy:
+// <reason>\n" (reason made printable), text/plain; every answer carries
+// Abide-Attempts: 0 and Abide-Waited: 0.000, and a 503 Abide-Outcome: deferred.
 [[nodiscard]] MadeAnswer error_answer(int status, std::string_view reason,
                                       std::optional<Duration> retry_after = std::nullopt,
                                       std::optional<WallTime> not_before = std::nullopt, WallTime now = {});

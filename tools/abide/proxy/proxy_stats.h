@@ -17,14 +17,25 @@ namespace abide::proxy {
 
 class Stats {
  public:
+  // `wall` tells which cooldowns have ended when one is recorded (nullptr:
+  // the system clock); the pages take their `now` as a parameter.
+  explicit Stats(const WallClock* wall = nullptr) noexcept;
+
   // A caller's request was read (including those answered with an error).
   void request_received();
   // A request ended: its upstream origin ("" for the proxy's own answers),
   // the status the caller was answered, and its outcome (nullptr for errors
-  // answered before forwarding: bad input, queue full, no route).
+  // answered before forwarding: bad input, queue full, no route). An outcome
+  // adds its attempts, its retries (attempts after the first), its waits
+  // (attempts that waited for the pacer, and one retry wait before each
+  // attempt after the first), its waited time, its name under "outcomes"
+  // (and "ambiguous" too when it is), a deferral (deferred,
+  // deadline_exceeded), and its permitted time as the origin's cooldown.
   void request_answered(std::string_view origin, int status, const RequestOutcome* outcome);
   // The permitted time an upstream stated or the pacer computed for a key:
-  // a cooldown that /__abide/metrics shows while it lasts.
+  // a cooldown that the pages show while it lasts (the later one, when the
+  // origin has one already; an ended one is not kept). At most 4096 origins:
+  // ended cooldowns are dropped first, then the soonest to end.
   void cooldown(std::string_view origin, WallTime until);
   // Callers currently held (waiting for pacing, retries or a transfer slot),
   // and transfers running upstream.
@@ -35,12 +46,17 @@ class Stats {
   //  "cooldowns":{"https://api.x.com":{"until":"RFC 3339","left_s":X}}}
   nlohmann::ordered_json json(WallTime now) const;
   // abide_proxy_requests_total, abide_proxy_answers_total{status}, abide_proxy_attempts_total,
-  // abide_proxy_waits_total, abide_proxy_waited_seconds_total, abide_proxy_outcomes_total{outcome},
-  // abide_proxy_deferrals_total, abide_proxy_held, abide_proxy_transfers,
-  // abide_proxy_cooldown_seconds{upstream} (only cooldowns still running); label values escaped.
+  // abide_proxy_retries_total, abide_proxy_waits_total, abide_proxy_waited_seconds_total,
+  // abide_proxy_outcomes_total{outcome}, abide_proxy_deferrals_total, abide_proxy_held,
+  // abide_proxy_transfers, abide_proxy_cooldown_seconds{upstream} (only cooldowns still
+  // running), each with # HELP and # TYPE; label values escaped (\\, \", \n).
   std::string prometheus(WallTime now) const;
 
  private:
+  static constexpr std::size_t kMaxCooldowns = 4096;
+  void cooldown_locked(std::string_view origin, WallTime until, WallTime now);
+
+  const WallClock* wall_;
   mutable std::mutex mu_;
   std::uint64_t requests_ = 0;
   std::uint64_t attempts_ = 0;
@@ -52,7 +68,7 @@ class Stats {
   std::int64_t transfers_ = 0;
   std::map<int, std::uint64_t> answered_;
   std::map<std::string, std::uint64_t, std::less<>> outcomes_;
-  std::map<std::string, WallTime, std::less<>> cooldowns_;  // bounded: expired ones are dropped, at most 4096 kept
+  std::map<std::string, WallTime, std::less<>> cooldowns_;  // origin (printable) to its end; at most kMaxCooldowns
 };
 
 }  // namespace abide::proxy
