@@ -11,8 +11,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "curl/transfer.h"
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <future>
 #include <mutex>
@@ -943,6 +947,562 @@ TEST(OwnHandle, StopAbortsATransferOnTheHandle) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
   ASSERT_EQ(out.attempts.size(), 1u);
   EXPECT_TRUE(out.attempts[0].sent);
+}
+
+// ---- Streaming the final answer (Client::fetch with a ResponseSink) ----
+
+// What a ResponseSink was told.
+struct SinkLog {
+  std::mutex mu;
+  int heads = 0;
+  int status = 0;
+  OutcomeKind kind = OutcomeKind::kCancelled;
+  std::size_t attempts_at_head = 0;
+  std::optional<WallTime> not_before_at_head;
+  std::vector<std::string> chunks;
+  bool body_before_head = false;
+
+  std::string body() {
+    std::lock_guard lock(mu);
+    std::string all;
+    for (const auto& c : chunks) all += c;
+    return all;
+  }
+  ResponseSink sink() {
+    ResponseSink s;
+    s.head = [this](const FinalHead& h) {
+      std::lock_guard lock(mu);
+      ++heads;
+      status = h.response.status;
+      kind = h.kind;
+      attempts_at_head = h.outcome.attempts.size();
+      not_before_at_head = h.outcome.not_before_wall;
+      return true;
+    };
+    s.body = [this](std::string_view chunk) {
+      std::lock_guard lock(mu);
+      if (heads == 0) body_before_head = true;
+      chunks.emplace_back(chunk);
+      return true;
+    };
+    return s;
+  }
+};
+
+TEST(ClientStream, EachChunkReachesTheSinkAsItArrives) {
+  TestServer server;
+  std::promise<void> first_seen;
+  std::shared_future<void> first_seen_f = first_seen.get_future().share();
+  std::atomic<bool> server_gave_up{false};
+  server.svr().Get("/sse", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    res.set_chunked_content_provider("text/event-stream", [&](std::size_t offset, httplib::DataSink& sink) {
+      if (offset == 0) return sink.write("data: one\n\n", 11);
+      // The rest only once the client has handed the first chunk on: a client
+      // that waited for the whole body would wait here until the timeout.
+      if (first_seen_f.wait_for(20s) != std::future_status::ready) server_gave_up = true;
+      sink.write("data: two\n\n", 11);
+      sink.done();
+      return true;
+    });
+  });
+  Client client(fast_config());
+  Request r;
+  r.url = server.url("/sse");
+  SinkLog log;
+  ResponseSink sink = log.sink();
+  bool signalled = false;
+  sink.body = [&, inner = sink.body](std::string_view chunk) {
+    const bool ok = inner(chunk);
+    if (!signalled && log.body().find("data: one") != std::string::npos) {
+      signalled = true;
+      first_seen.set_value();
+    }
+    return ok;
+  };
+  auto fut = std::async(std::launch::async, [&] { return client.fetch(r, sink); });
+  ASSERT_EQ(fut.wait_for(60s), std::future_status::ready) << "the streamed fetch never ended";
+  const RequestOutcome out = fut.get();
+  ASSERT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
+  EXPECT_FALSE(server_gave_up) << "the first chunk did not reach the sink before the body ended";
+  EXPECT_TRUE(signalled);
+  EXPECT_EQ(log.body(), "data: one\n\ndata: two\n\n");
+  {
+    std::lock_guard lock(log.mu);
+    ASSERT_GE(log.chunks.size(), 2u);
+    EXPECT_EQ(log.chunks[0], "data: one\n\n");  // alone: it was handed on before the rest existed
+    EXPECT_EQ(log.heads, 1);
+    EXPECT_EQ(log.status, 200);
+    EXPECT_FALSE(log.body_before_head);
+  }
+  ASSERT_TRUE(out.response);
+  EXPECT_TRUE(out.response->body.empty());  // the body went to the sink, not into the outcome
+  EXPECT_EQ(out.body_bytes, 22u);
+}
+
+TEST(ClientStream, ARetriedAnswerNeverReachesTheSink) {
+  TestServer server;
+  server.svr().Get("/r", [&](const httplib::Request& req, httplib::Response& res) {
+    if (server.log(req) == 0) {
+      res.status = 503;
+      res.set_header("Retry-After", "0");
+      res.set_content("not this one", "text/plain");
+      return;
+    }
+    res.set_header("X-Final", "yes");
+    res.set_content("final", "text/plain");
+  });
+  Client client(fast_config());
+  Request r;
+  r.url = server.url("/r");
+  SinkLog log;
+  const RequestOutcome out = client.fetch(r, log.sink());
+  ASSERT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
+  ASSERT_EQ(out.attempts.size(), 2u);
+  EXPECT_EQ(out.attempts[0].status, 503);
+  EXPECT_EQ(out.attempts[0].plan.decision, Decision::kRetry);
+  EXPECT_EQ(log.body(), "final");
+  std::lock_guard lock(log.mu);
+  EXPECT_EQ(log.heads, 1);
+  EXPECT_EQ(log.status, 200);
+  EXPECT_EQ(log.kind, OutcomeKind::kDone);
+  EXPECT_EQ(log.attempts_at_head, 2u);  // the 503's attempt and this one
+  EXPECT_EQ(server.seen().size(), 2u);
+}
+
+// A retried answer's body reaches nobody: a short one is dropped as it comes
+// and the retry goes on the same connection; a long one is cut (a new one).
+void retried_body_of(std::size_t size, bool same_connection) {
+  TestServer server;
+  const std::string dropped(size, 'd');
+  server.svr().Get("/r", [&](const httplib::Request& req, httplib::Response& res) {
+    if (server.log(req) == 0) {
+      res.status = 503;
+      res.set_header("Retry-After", "0");
+      res.set_content(dropped, "text/plain");
+      return;
+    }
+    res.set_content("final", "text/plain");
+  });
+  Client client(fast_config());
+  Request r;
+  r.url = server.url("/r");
+  SinkLog log;
+  const RequestOutcome out = client.fetch(r, log.sink());
+  ASSERT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
+  EXPECT_EQ(out.attempts.size(), 2u);
+  EXPECT_EQ(log.body(), "final");
+  EXPECT_EQ(out.body_bytes, 5u);
+  const auto seen = server.seen();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].remote_port == seen[1].remote_port, same_connection) << size;
+}
+
+TEST(ClientStream, AShortRetriedBodyIsDroppedOnItsConnection) { retried_body_of(1000, true); }
+
+TEST(ClientStream, ALongRetriedBodyIsCutNotRead) { retried_body_of(std::size_t{8} << 20, false); }
+
+TEST(ClientStream, ADeferredAnswerStreamsWithItsPermittedTime) {
+  TestServer server;
+  server.svr().Get("/d", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    res.status = 429;
+    res.set_header("Retry-After", "3600");
+    res.set_content("{\"error\":\"slow down\"}", "application/json");
+  });
+  ClientConfig c = fast_config();
+  c.planner.max_wait = 60s;  // below the hint: the request ends deferred
+  Client client(c);
+  Request r;
+  r.url = server.url("/d");
+  SinkLog log;
+  const RequestOutcome out = client.fetch(r, log.sink());
+  EXPECT_EQ(out.kind, OutcomeKind::kDeferred) << out.reason;
+  ASSERT_TRUE(out.not_before_wall);
+  EXPECT_EQ(log.body(), "{\"error\":\"slow down\"}");
+  std::lock_guard lock(log.mu);
+  EXPECT_EQ(log.heads, 1);
+  EXPECT_EQ(log.status, 429);
+  EXPECT_EQ(log.kind, OutcomeKind::kDeferred);
+  ASSERT_TRUE(log.not_before_at_head);
+  EXPECT_EQ(*log.not_before_at_head, *out.not_before_wall);
+  EXPECT_EQ(log.attempts_at_head, 1u);
+  EXPECT_EQ(server.seen().size(), 1u);
+}
+
+TEST(ClientStream, ABodyOverMaxBodyBytesStreamsWhole) {
+  TestServer server;
+  const std::string big(300000, 'z');
+  server.svr().Get("/big", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    res.set_content(big, "application/octet-stream");
+  });
+  ClientConfig c = fast_config();
+  c.max_body_bytes = 1000;
+  Client client(c);
+  Request r;
+  r.url = server.url("/big");
+  SinkLog log;
+  const RequestOutcome out = client.fetch(r, log.sink());
+  ASSERT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
+  EXPECT_EQ(out.body_bytes, big.size());
+  EXPECT_EQ(log.body(), big);
+  // The kept form still holds its limit.
+  EXPECT_EQ(client.fetch(r).kind, OutcomeKind::kNotRetryable);
+}
+
+TEST(ClientStream, ASinkThatRefusesTheBodyStopsTheTransfer) {
+  TestServer server;
+  std::promise<std::size_t> broke;  // how much the server wrote before the client went away
+  server.svr().Get("/endless", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    res.set_chunked_content_provider("application/octet-stream",
+                                     [&, chunk = std::string(16384, 'e')](std::size_t offset, httplib::DataSink& sink) {
+                                       // About 1.6 GB unless the client stops reading.
+                                       if (offset < (std::size_t{100000} << 14) &&
+                                           sink.write(chunk.data(), chunk.size()))
+                                         return true;
+                                       broke.set_value(offset);
+                                       return false;
+                                     });
+  });
+  Client client(fast_config());
+  Request r;
+  r.url = server.url("/endless");
+  std::atomic<int> calls{0};
+  ResponseSink sink;
+  sink.body = [&](std::string_view) {
+    ++calls;
+    return false;
+  };
+  const RequestOutcome out = client.fetch(r, sink);
+  EXPECT_EQ(out.kind, OutcomeKind::kNotRetryable) << out.reason;
+  EXPECT_EQ(calls.load(), 1);
+  ASSERT_EQ(out.attempts.size(), 1u);
+  EXPECT_FALSE(out.ambiguous);  // a GET
+  auto written = broke.get_future();
+  ASSERT_EQ(written.wait_for(30s), std::future_status::ready) << "the transfer went on";
+  EXPECT_LT(written.get(), std::size_t{100000} << 14);  // the connection closed long before the end
+  EXPECT_EQ(server.seen().size(), 1u);
+}
+
+TEST(ClientStream, AHeadRefusedEndsTheRequestWithoutItsBody) {
+  TestServer server;
+  server.svr().Get("/h", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    res.set_content("body", "text/plain");
+  });
+  Client client(fast_config());
+  Request r;
+  r.url = server.url("/h");
+  int heads = 0;
+  int bodies = 0;
+  ResponseSink sink;
+  sink.head = [&](const FinalHead&) {
+    ++heads;
+    return false;
+  };
+  sink.body = [&](std::string_view) {
+    ++bodies;
+    return true;
+  };
+  const RequestOutcome out = client.fetch(r, sink);
+  EXPECT_EQ(out.kind, OutcomeKind::kNotRetryable) << out.reason;
+  EXPECT_EQ(heads, 1);
+  EXPECT_EQ(bodies, 0);
+  EXPECT_EQ(server.seen().size(), 1u);
+}
+
+TEST(ClientStream, ABodyBrokenBeforeItsFirstByteIsRetriedUnseen) {
+  TestServer server;
+  server.svr().Get("/b", [&](const httplib::Request& req, httplib::Response& res) {
+    if (server.log(req) == 0) {
+      res.set_header("X-Attempt", "first");
+      // The head promises 1000 bytes; the connection closes before any.
+      res.set_content_provider(1000, "text/plain", [](std::size_t, std::size_t, httplib::DataSink&) { return false; });
+      return;
+    }
+    res.set_header("X-Attempt", "second");
+    res.set_content("whole", "text/plain");
+  });
+  Client client(fast_config());
+  Request r;
+  r.url = server.url("/b");
+  std::vector<std::string> heads_seen;
+  std::string body;
+  ResponseSink sink;
+  sink.head = [&](const FinalHead& h) {
+    heads_seen.emplace_back(h.response.headers.first("x-attempt").value_or(""));
+    return true;
+  };
+  sink.body = [&](std::string_view chunk) {
+    body.append(chunk);
+    return true;
+  };
+  const RequestOutcome out = client.fetch(r, sink);
+  ASSERT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
+  ASSERT_EQ(out.attempts.size(), 2u);
+  EXPECT_EQ(out.attempts[0].status, 200);       // the head arrived ...
+  EXPECT_FALSE(out.attempts[0].error.empty());  // ... its body did not
+  EXPECT_EQ(out.attempts[0].plan.decision, Decision::kRetry);
+  EXPECT_EQ(heads_seen, std::vector<std::string>{"second"});
+  EXPECT_EQ(body, "whole");
+}
+
+TEST(ClientStream, ABodyBrokenAfterBytesReachedTheSinkIsNotFetchedAgain) {
+  TestServer server;
+  server.svr().Get("/cut", [&](const httplib::Request& req, httplib::Response& res) {
+    serve_cut_body(server, res, server.log(req) == 0);
+  });
+  Client client(fast_config());
+  Request r;
+  r.url = server.url("/cut");
+  SinkLog log;
+  const RequestOutcome out = client.fetch(r, log.sink());
+  EXPECT_EQ(out.kind, OutcomeKind::kNotRetryable) << out.reason;
+  EXPECT_NE(out.reason.find("broke off"), std::string::npos) << out.reason;
+  EXPECT_EQ(log.body(), "0123456789");
+  EXPECT_EQ(server.seen().size(), 1u);
+}
+
+TEST(ClientStream, EmptyBodiesAndHeadRequestsGiveTheHeadAtCompletion) {
+  TestServer server;
+  server.svr().Get("/empty", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    res.status = 204;
+  });
+  server.svr().Get("/page", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    res.set_content("a page", "text/html");
+  });
+  Client client(fast_config());
+  for (const char* method : {"GET", "HEAD"}) {
+    Request r;
+    r.method = method;
+    r.url = server.url(std::string(method) == "GET" ? "/empty" : "/page");
+    SinkLog log;
+    const RequestOutcome out = client.fetch(r, log.sink());
+    ASSERT_EQ(out.kind, OutcomeKind::kDone) << method << ": " << out.reason;
+    EXPECT_EQ(out.body_bytes, 0u) << method;
+    std::lock_guard lock(log.mu);
+    EXPECT_EQ(log.heads, 1) << method;
+    EXPECT_EQ(log.status, std::string(method) == "GET" ? 204 : 200) << method;
+    EXPECT_TRUE(log.chunks.empty()) << method;
+  }
+}
+
+// ---- At most max_transfers at once ----
+
+TEST(TransferSlots, AtMostTheLimitAndInArrivalOrder) {
+  curl_detail::TransferSlots slots(2);
+  ASSERT_EQ(slots.acquire({}, std::nullopt), curl_detail::TransferSlots::Result::kAcquired);
+  ASSERT_EQ(slots.acquire({}, std::nullopt), curl_detail::TransferSlots::Result::kAcquired);
+  EXPECT_EQ(slots.active(), 2u);
+  std::mutex mu;
+  std::vector<int> order;
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 3; ++i) {
+    waiters.emplace_back([&, i] {
+      ASSERT_EQ(slots.acquire({}, std::nullopt), curl_detail::TransferSlots::Result::kAcquired);
+      {
+        std::lock_guard lock(mu);
+        order.push_back(i);
+      }
+      slots.release();
+    });
+    // Each is queued before the next arrives.
+    for (int spin = 0; spin < 100000 && slots.waiting() != static_cast<std::size_t>(i + 1); ++spin)
+      std::this_thread::yield();
+    ASSERT_EQ(slots.waiting(), static_cast<std::size_t>(i + 1));
+  }
+  EXPECT_EQ(slots.active(), 2u);  // nobody got in beyond the limit
+  {
+    std::lock_guard lock(mu);
+    EXPECT_TRUE(order.empty());
+  }
+  slots.release();  // one slot, handed down the line in order
+  for (auto& t : waiters) t.join();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(slots.active(), 1u);
+  EXPECT_EQ(slots.waiting(), 0u);
+  slots.release();
+  EXPECT_EQ(slots.active(), 0u);
+}
+
+TEST(TransferSlots, AWaitEndsAtAStopOrItsBound) {
+  curl_detail::TransferSlots slots(1);
+  ASSERT_EQ(slots.acquire({}, std::nullopt), curl_detail::TransferSlots::Result::kAcquired);
+  EXPECT_EQ(slots.acquire({}, std::chrono::steady_clock::now()), curl_detail::TransferSlots::Result::kTimedOut);
+  std::stop_source stop;
+  auto fut = std::async(std::launch::async, [&] { return slots.acquire(stop.get_token(), std::nullopt); });
+  for (int spin = 0; spin < 100000 && slots.waiting() != 1; ++spin) std::this_thread::yield();
+  ASSERT_EQ(slots.waiting(), 1u);
+  stop.request_stop();
+  ASSERT_EQ(fut.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(fut.get(), curl_detail::TransferSlots::Result::kCancelled);
+  EXPECT_EQ(slots.waiting(), 0u);
+  slots.release();
+  EXPECT_EQ(slots.active(), 0u);
+  // No limit: never a wait.
+  curl_detail::TransferSlots none(0);
+  for (int i = 0; i < 100; ++i)
+    EXPECT_EQ(none.acquire({}, std::nullopt), curl_detail::TransferSlots::Result::kAcquired);
+}
+
+TEST(Client, MaxTransfersBoundsConcurrentRequests) {
+  TestServer server;
+  constexpr std::size_t kFetches = 6;
+  std::mutex mu;
+  std::condition_variable cv;
+  int inside = 0;
+  int most_inside = 0;
+  int meetings = 0;         // times a transfer arrived with another one inside
+  std::size_t served = 0;   // answered
+  std::size_t started = 0;  // attempts the engine let go (kAttemptStarted)
+  bool timed_out = false;
+  server.svr().Get(R"(/c/(\d+))", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    std::unique_lock lock(mu);
+    const int met_before = meetings;
+    if (++inside >= 2) ++meetings;
+    most_inside = std::max(most_inside, inside);
+    cv.notify_all();
+    // Wait until every attempt was let go by the engine (a client without the
+    // bound would then send them all at once) and another transfer was inside
+    // with this one (or none is left to come).
+    const auto go = [&] {
+      return started == kFetches && (meetings > met_before || served + static_cast<std::size_t>(inside) == kFetches);
+    };
+    if (!cv.wait_for(lock, 20s, go)) timed_out = true;
+    // The first two, with every attempt let go: a third transfer has a while
+    // to show up here (a client without the bound sends it at once); with the
+    // bound it never comes, so this waits out the while, never longer.
+    if (met_before == 0 && inside == 2) cv.wait_for(lock, 300ms, [&] { return inside > 2; });
+    --inside;
+    ++served;
+    cv.notify_all();
+    res.set_content(req.matches[1].str(), "text/plain");
+  });
+  ClientConfig c = fast_config();
+  c.max_transfers = 2;
+  c.on_event = [&](const ClientEvent& e) {
+    if (e.kind != ClientEvent::Kind::kAttemptStarted) return;
+    std::lock_guard lock(mu);
+    ++started;
+    cv.notify_all();
+  };
+  Client client(c);
+  std::vector<Request> requests(kFetches);
+  std::vector<std::future<RequestOutcome>> futures;
+  for (std::size_t i = 0; i < kFetches; ++i) {
+    requests[i].url = server.url("/c/" + std::to_string(i));
+    futures.push_back(std::async(std::launch::async, [&, i] { return client.fetch(requests[i]); }));
+  }
+  for (std::size_t i = 0; i < kFetches; ++i) {
+    ASSERT_EQ(futures[i].wait_for(60s), std::future_status::ready) << i;
+    const RequestOutcome out = futures[i].get();
+    ASSERT_EQ(out.kind, OutcomeKind::kDone) << i << ": " << out.reason;
+    EXPECT_EQ(out.response->body, std::to_string(i));
+  }
+  std::lock_guard lock(mu);
+  EXPECT_EQ(most_inside, 2);
+  EXPECT_FALSE(timed_out);
+  EXPECT_EQ(server.seen().size(), kFetches);
+}
+
+// One transfer is held by the server; a second request, over fetch or over a
+// caller's handle, waits for the slot and is cancelled there: nothing is sent.
+void cancelled_while_waiting_for_a_transfer(bool own_handle) {
+  TestServer server;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  server.svr().Get("/held", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, 30s, [&] { return release; });
+    res.set_content("held", "text/plain");
+  });
+  server.svr().Get("/waits", [&](const httplib::Request& req, httplib::Response&) { server.log(req); });
+  ClientConfig c = fast_config();
+  c.max_transfers = 1;
+  Request held;
+  held.url = server.url("/held");
+  Request waits;
+  waits.url = server.url("/waits");
+  std::atomic<bool> waits_started{false};
+  c.on_event = [&](const ClientEvent& e) {
+    if (e.kind == ClientEvent::Kind::kAttemptStarted && e.request == &waits) waits_started = true;
+  };
+  Client client(c);
+  auto first = std::async(std::launch::async, [&] { return client.fetch(held); });
+  for (int i = 0; i < 2000 && server.seen().empty(); ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(server.seen().size(), 1u);
+  std::stop_source stop;
+  CallersHandle h;
+  auto second = std::async(std::launch::async, [&] {
+    return own_handle ? client.perform(h.easy.get(), waits, {}, stop.get_token())
+                      : client.fetch(waits, stop.get_token());
+  });
+  for (int i = 0; i < 2000 && !waits_started; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(waits_started);
+  stop.request_stop();
+  // The held transfer still runs: only a cancellable wait lets this end.
+  const bool ended = second.wait_for(20s) == std::future_status::ready;
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  ASSERT_TRUE(ended) << "the wait for a transfer slot was not cancelled";
+  const RequestOutcome out = second.get();
+  EXPECT_EQ(out.kind, OutcomeKind::kCancelled) << out.reason;
+  ASSERT_EQ(out.attempts.size(), 1u);
+  EXPECT_FALSE(out.attempts[0].sent);
+  EXPECT_FALSE(out.ambiguous);
+  const RequestOutcome first_out = first.get();
+  EXPECT_EQ(first_out.kind, OutcomeKind::kDone) << first_out.reason;
+  const auto seen = server.seen();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].path, "/held");
+}
+
+TEST(Client, AFetchWaitingForATransferIsCancelledUnsent) { cancelled_while_waiting_for_a_transfer(false); }
+
+TEST(OwnHandle, AHandleWaitingForATransferIsCancelledUnsent) { cancelled_while_waiting_for_a_transfer(true); }
+
+TEST(Client, AWaitForATransferEndsAtTheDeadline) {
+  TestServer server;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  server.svr().Get("/held", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    std::unique_lock lock(mu);
+    cv.wait_for(lock, 30s, [&] { return release; });
+    res.set_content("held", "text/plain");
+  });
+  ClientConfig c = fast_config();
+  c.max_transfers = 1;
+  Client client(c);
+  Request held;
+  held.url = server.url("/held");
+  auto first = std::async(std::launch::async, [&] { return client.fetch(held); });
+  for (int i = 0; i < 2000 && server.seen().empty(); ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(server.seen().size(), 1u);
+  Request late = held;
+  late.deadline = system_monotonic_clock().now() + 200ms;
+  const RequestOutcome out = client.fetch(late);
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  EXPECT_EQ(out.kind, OutcomeKind::kDeadlineExceeded) << out.reason;
+  ASSERT_EQ(out.attempts.size(), 1u);
+  EXPECT_FALSE(out.attempts[0].sent);
+  EXPECT_EQ(first.get().kind, OutcomeKind::kDone);
+  EXPECT_EQ(server.seen().size(), 1u);
 }
 
 }  // namespace

@@ -121,14 +121,20 @@ struct ClientConfig {
   bool heuristic = false;
   // Transfers.
   Duration connect_timeout = std::chrono::seconds{10};
-  Duration attempt_timeout{};                           // one attempt's whole transfer; zero: none (only the deadline)
-  std::size_t max_body_bytes = std::size_t{64} << 20;   // a longer body ends the request (not_retryable)
+  Duration attempt_timeout{};  // one attempt's whole transfer; zero: none (only the deadline)
+  // A kept body longer than this ends the request (not_retryable); a body
+  // streamed to a ResponseSink or a caller's write callback has no cap.
+  std::size_t max_body_bytes = std::size_t{64} << 20;
   std::size_t max_header_bytes = std::size_t{1} << 20;  // a longer head is a transport error
   std::string user_agent = "abide/" ABIDE_VERSION_STRING;
   bool verify_tls = true;
-  // The most transfers this client runs at once, over every thread (0: no
-  // limit). An attempt beyond it waits, after its pacer permit and in arrival
-  // order, for a transfer to end; the wait is cancellable by the stop token.
+  // The most transfers this client runs at once, over every thread and over
+  // fetch, fetch_all and perform alike (0: no limit). An attempt beyond it
+  // waits, after its pacer permit and in arrival order, for a transfer to
+  // end. The wait is cancellable by the stop token and ends at the request's
+  // deadline or send_by; an attempt that got no transfer was not sent (the
+  // request ends cancelled, or deadline_exceeded). A streamed answer holds its
+  // transfer until its body is all at the sink.
   std::size_t max_transfers = 0;
   // Injected time and randomness (nullptr: the system clocks; a SeededRandom
   // from std::random_device). The random source must be thread-safe.
@@ -179,8 +185,13 @@ struct FinalHead {
 
 // Where Client::fetch(request, sink, stop) puts the final answer, as it
 // arrives. head is called once, just before the first body byte reaches body
-// (or when the transfer completes with an empty body), and never for an
-// answer that is retried. Both run on the thread that called fetch.
+// (or when the transfer completes with an empty body, and for HEAD), and
+// never for an answer that is retried: until a body byte is delivered, a
+// transfer that breaks off is an attempt that failed (a GET is retried). Both
+// run on the thread that called fetch, inside the transfer: a slow sink slows
+// the transfer (nothing is buffered beyond libcurl's own buffer). An
+// exception from either stops the transfer like false. An empty head or body
+// function accepts everything.
 struct ResponseSink {
   std::function<bool(const FinalHead&)> head;  // false: stop (the request ends not_retryable)
   engine::BodySink body;                       // chunks, no size cap; false stops the transfer (not_retryable)
@@ -195,13 +206,23 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  // Runs one request to its outcome on the calling thread.
+  // Runs one request to its outcome on the calling thread. The final
+  // answer's body is kept in the outcome (up to max_body_bytes; a longer one
+  // ends the request not_retryable). It is the final answer's only once it is
+  // all in: a body that breaks off is an attempt that failed (a GET is
+  // retried).
   RequestOutcome fetch(const Request& request, std::stop_token stop = {});
 
   // Runs one request to its outcome on the calling thread, streaming the
   // final answer to `sink` as it arrives (no max_body_bytes cap; the
-  // outcome's response then has no body). The head of an answer that will be
-  // retried, and its body, reach neither callback.
+  // outcome's response then has no body, and body_bytes counts what was
+  // handed to the sink). The engine decides on each answer's head: the body
+  // of an answer that will be retried is dropped (a short one read to keep
+  // the connection, a long one cut), and it and its head reach neither
+  // callback. A body that breaks off after some of
+  // it reached the sink ends the request not_retryable (it is not fetched
+  // again behind the caller's back); false from either callback ends it
+  // not_retryable and stops the transfer.
   RequestOutcome fetch(const Request& request, const ResponseSink& sink, std::stop_token stop = {});
 
   // Runs a batch on `options.jobs` workers; returns the outcomes in request

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <random>
@@ -14,12 +15,12 @@
 
 #include "abide/engine.h"
 #include "own_handle.h"
+#include "transfer.h"
 #include "transport.h"
 
 namespace abide {
 namespace {
 
-using curl_detail::Exchange;
 using curl_detail::Transport;
 
 constexpr std::size_t kMaxJobs = 256;
@@ -75,20 +76,41 @@ RequestOutcome with_body(engine::RequestOutcome&& e, std::string body) {
   return out;
 }
 
-// One attempt over libcurl, reported to the engine.
+// One attempt over libcurl, reported to the engine. Without a ResponseSink
+// the final answer's body is kept (up to max_body_bytes); with one, it
+// streams to the sink, its head given once, lazily: just before the first
+// body byte, or at the end of an empty body. Until then the answer is not
+// final (a transfer that breaks off first is retried), so the sink never
+// hears of it.
 class CurlAttempt final : public engine::Transport {
  public:
   CurlAttempt(const ClientConfig& config, const Request& request, curl_detail::Transport& transport,
-              const MonotonicClock& mono, const WallClock& wall)
-      : config_(config), request_(request), transport_(transport), mono_(mono), wall_(wall) {}
+              curl_detail::TransferSlots& slots, const MonotonicClock& mono, const WallClock& wall,
+              const ResponseSink* sink)
+      : config_(config),
+        request_(request),
+        transport_(transport),
+        slots_(slots),
+        mono_(mono),
+        wall_(wall),
+        sink_(sink) {}
 
   std::string take_body() { return std::move(body_); }
 
+  // The engine's body sink: none when the body is kept (the engine counts it),
+  // else the ResponseSink's, its head first.
+  engine::BodySink body_sink() {
+    if (sink_ == nullptr) return {};
+    return [this](std::string_view chunk) { return to_sink(chunk); };
+  }
+
   void perform(const engine::Request&, const engine::Step& step, engine::Machine& m, std::stop_token stop) override {
+    machine_ = &m;
+    if (!curl_detail::take_slot(slots_, request_, m, mono_, stop)) return;
+    const curl_detail::TransferSlots::Held held(slots_.limit() != 0 ? &slots_ : nullptr);
     curl_detail::TransferLimits limits;
     limits.connect_timeout = config_.connect_timeout;
     limits.timeout = config_.attempt_timeout;
-    limits.max_body_bytes = config_.max_body_bytes;
     limits.max_header_bytes = config_.max_header_bytes;
     limits.user_agent = config_.user_agent;
     limits.verify_tls = config_.verify_tls;
@@ -97,45 +119,47 @@ class CurlAttempt final : public engine::Transport {
       const Duration left = *step.deadline - mono_.now();
       if (limits.timeout == Duration::zero() || left < limits.timeout) limits.timeout = std::max(left, Duration{1});
     }
-    Exchange ex = transport_.perform(request_, limits, mono_, wall_, stop);
-    switch (ex.result) {
-      case Exchange::Result::kInvalid: m.refuse(ex.error); return;
-      case Exchange::Result::kBodyTooLarge:
-        if (ex.head_complete && m.head(ex.status, std::move(ex.headers), ex.received_wall, ex.received_mono)) {
-          m.reject_body(ex.error);
-          return;
-        }
-        if (!ex.head_complete) m.failed(ex.error, ex.sent);
-        return;
-      case Exchange::Result::kResponse:
-        if (m.head(ex.status, std::move(ex.headers), ex.received_wall, ex.received_mono)) {
-          // The engine counts the body (no sink); the client keeps it, moved.
-          if (!ex.body.empty() && !m.body(ex.body)) return;
-          body_ = std::move(ex.body);
-          m.complete();
-        }
-        return;
-      case Exchange::Result::kFailed:
-        // A head whose body then failed: the head's quota is real (the engine
-        // records it); the attempt failed like any transfer.
-        if (ex.head_complete) {
-          if (m.head(ex.status, std::move(ex.headers), ex.received_wall, ex.received_mono)) m.failed(ex.error, true);
-          return;
-        }
-        m.failed(ex.error, ex.sent);
-        return;
-      case Exchange::Result::kCancelled:
-      case Exchange::Result::kTimedOut: m.failed(ex.error, ex.sent); return;
+    curl_detail::BodyTarget target;
+    if (sink_ == nullptr) {
+      target.keep = &body_;
+      target.max_bytes = config_.max_body_bytes;
     }
+    if (transport_.perform(request_, limits, target, m, mono_, wall_, stop) != curl_detail::Transport::End::kComplete)
+      return;
+    // An empty body: the head reaches the sink now, before the outcome is final.
+    if (sink_ != nullptr && !head_given_ && !m.body({})) return;
+    m.complete();
   }
 
  private:
+  bool to_sink(std::string_view chunk) {
+    try {
+      if (!head_given_) {
+        head_given_ = true;
+        if (sink_->head) {
+          const engine::RequestOutcome& so_far = machine_->outcome();
+          if (!so_far.response) return false;  // (the machine gives no body without a head)
+          const FinalHead final_head{*so_far.response, machine_->pending_kind(), so_far};
+          if (!sink_->head(final_head)) return false;
+        }
+      }
+      if (chunk.empty()) return true;
+      return !sink_->body || sink_->body(chunk);
+    } catch (...) {  // a callback's exception must not cross libcurl: it stops the transfer
+      return false;
+    }
+  }
+
   const ClientConfig& config_;
   const Request& request_;
   curl_detail::Transport& transport_;
+  curl_detail::TransferSlots& slots_;
   const MonotonicClock& mono_;
   const WallClock& wall_;
-  std::string body_;  // the final answer's body
+  const ResponseSink* sink_;
+  engine::Machine* machine_ = nullptr;  // the attempt's, for FinalHead
+  bool head_given_ = false;             // the sink has the final head
+  std::string body_;                    // the final answer's body, kept
 };
 }  // namespace
 
@@ -147,7 +171,8 @@ struct Client::Impl {
         engine(engine_config(config,
                              config.pacer ? config.pacer
                                           : std::make_shared<Pacer>(own_pacer_config(config), nullptr, mono, wall),
-                             config.random ? config.random : default_random())) {
+                             config.random ? config.random : default_random())),
+        slots(config.max_transfers) {
     curl_detail::global_init();
   }
 
@@ -155,6 +180,7 @@ struct Client::Impl {
   const MonotonicClock& mono;
   const WallClock& wall;
   engine::Engine engine;
+  curl_detail::TransferSlots slots;  // max_transfers, over fetch, fetch_all and perform
 
   std::mutex pool_mu;
   std::vector<std::unique_ptr<Transport>> idle;
@@ -183,7 +209,9 @@ struct Client::Impl {
     }
   }
 
-  RequestOutcome run(const Request& req, std::size_t index, Transport& transport, std::stop_token stop);
+  // One request; its final answer's body kept, or streamed to `sink`.
+  RequestOutcome run(const Request& req, std::size_t index, Transport& transport, std::stop_token stop,
+                     const ResponseSink* sink = nullptr);
   RequestOutcome finish_early(const Request& req, std::size_t index, OutcomeKind kind, std::string reason);
   std::optional<RequestOutcome> precheck(const Request& req, std::size_t index, std::stop_token stop);
 };
@@ -213,10 +241,11 @@ std::optional<RequestOutcome> Client::Impl::precheck(const Request& req, std::si
 }
 
 // One request: the engine over libcurl.
-RequestOutcome Client::Impl::run(const Request& req, std::size_t index, Transport& transport, std::stop_token stop) {
+RequestOutcome Client::Impl::run(const Request& req, std::size_t index, Transport& transport, std::stop_token stop,
+                                 const ResponseSink* sink) {
   if (auto early = precheck(req, index, stop)) return std::move(*early);
-  CurlAttempt attempt(config, req, transport, mono, wall);
-  engine::RequestOutcome out = engine.run(req, attempt, {}, stop, index);
+  CurlAttempt attempt(config, req, transport, slots, mono, wall, sink);
+  engine::RequestOutcome out = engine.run(req, attempt, attempt.body_sink(), stop, index);
   return with_body(std::move(out), attempt.take_body());
 }
 
@@ -226,6 +255,13 @@ Client::~Client() = default;
 RequestOutcome Client::fetch(const Request& request, std::stop_token stop) {
   auto transport = impl_->checkout();
   RequestOutcome out = impl_->run(request, 0, *transport, stop);
+  impl_->checkin(std::move(transport));
+  return out;
+}
+
+RequestOutcome Client::fetch(const Request& request, const ResponseSink& sink, std::stop_token stop) {
+  auto transport = impl_->checkout();
+  RequestOutcome out = impl_->run(request, 0, *transport, stop, &sink);
   impl_->checkin(std::move(transport));
   return out;
 }
@@ -279,8 +315,8 @@ RequestOutcome Client::perform(CurlEasy* handle, const Request& request, const H
     // Its destructor gives the handle its callbacks back, before the multi
     // handle (which held its connections) goes.
     curl_detail::HandleTransport transport(static_cast<CURL*>(handle), multi.get(), callbacks,
-                                           impl_->config.max_body_bytes, impl_->config.max_header_bytes, impl_->mono,
-                                           impl_->wall);
+                                           impl_->config.max_body_bytes, impl_->config.max_header_bytes, impl_->slots,
+                                           impl_->mono, impl_->wall);
     out = impl_->engine.run(request, transport, transport.sink(), stop);
     body = transport.take_body();
   }

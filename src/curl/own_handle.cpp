@@ -29,12 +29,14 @@ Fn header_function(const HandleCallbacks& c) { return c.header != nullptr ? c.he
 }  // namespace
 
 HandleTransport::HandleTransport(CURL* easy, CURLM* multi, const HandleCallbacks& callbacks, std::size_t max_body_bytes,
-                                 std::size_t max_header_bytes, const MonotonicClock& mono, const WallClock& wall)
+                                 std::size_t max_header_bytes, TransferSlots& slots, const MonotonicClock& mono,
+                                 const WallClock& wall)
     : easy_(easy),
       multi_(multi),
       callbacks_(callbacks),
       max_body_bytes_(max_body_bytes),
       max_header_bytes_(max_header_bytes),
+      slots_(slots),
       mono_(mono),
       wall_(wall) {}
 
@@ -130,6 +132,8 @@ void HandleTransport::perform(const engine::Request& request, const engine::Step
     machine.refuse(refusal_);
     return;
   }
+  if (!take_slot(slots_, request, machine, mono_, stop)) return;
+  const TransferSlots::Held held(slots_.limit() != 0 ? &slots_ : nullptr);
   machine_ = &machine;
   head_ = HeadReader(max_header_bytes_);
   reported_ = wanted_ = stopped_ = false;

@@ -16,11 +16,13 @@ namespace abide::curl_detail {
 
 // Sends each attempt on the caller's handle: sets CURLOPT_URL and its own
 // header and write callbacks, keeps every other option, and puts the caller's
-// callbacks back when it goes.
+// callbacks back when it goes. Each attempt runs in one of the Client's
+// transfer slots (max_transfers).
 class HandleTransport final : public engine::Transport {
  public:
   HandleTransport(CURL* easy, CURLM* multi, const HandleCallbacks& callbacks, std::size_t max_body_bytes,
-                  std::size_t max_header_bytes, const MonotonicClock& mono, const WallClock& wall);
+                  std::size_t max_header_bytes, TransferSlots& slots, const MonotonicClock& mono,
+                  const WallClock& wall);
   ~HandleTransport() override;
   HandleTransport(const HandleTransport&) = delete;
   HandleTransport& operator=(const HandleTransport&) = delete;
@@ -45,6 +47,7 @@ class HandleTransport final : public engine::Transport {
   HandleCallbacks callbacks_;
   std::size_t max_body_bytes_;
   std::size_t max_header_bytes_;
+  TransferSlots& slots_;
   const MonotonicClock& mono_;
   const WallClock& wall_;
   std::string body_;     // the final answer's body, when the caller has no write callback

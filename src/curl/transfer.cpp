@@ -140,4 +140,86 @@ bool certain_before_send(CURLcode c) noexcept {
   }
 }
 
+TransferSlots::Result TransferSlots::acquire(std::stop_token stop,
+                                             std::optional<std::chrono::steady_clock::time_point> until) {
+  if (limit_ == 0) return Result::kAcquired;
+  std::unique_lock lock(mu_);
+  if (queue_.empty() && active_ < limit_) {
+    ++active_;
+    return Result::kAcquired;
+  }
+  if (stop.stop_requested()) return Result::kCancelled;
+  Waiter w;
+  const auto place = queue_.insert(queue_.end(), &w);
+  const auto granted = [&w] { return w.granted; };
+  if (until) w.cv.wait_until(lock, stop, *until, granted);
+  else w.cv.wait(lock, stop, granted);
+  if (w.granted) {
+    if (!stop.stop_requested()) return Result::kAcquired;
+    // Handed over just as the stop came: the next in line has it instead.
+    lock.unlock();
+    release();
+    return Result::kCancelled;
+  }
+  queue_.erase(place);
+  return stop.stop_requested() ? Result::kCancelled : Result::kTimedOut;
+}
+
+void TransferSlots::release() noexcept {
+  if (limit_ == 0) return;
+  std::lock_guard lock(mu_);
+  if (!queue_.empty()) {
+    // The slot passes straight on (active_ stays): nobody can take it between.
+    // Notified under the lock, so the waiter (and its cv) outlives the call.
+    Waiter* next = queue_.front();
+    queue_.pop_front();
+    next->granted = true;
+    next->cv.notify_one();
+    return;
+  }
+  if (active_ > 0) --active_;
+}
+
+namespace {
+
+// When the request's deadline and send_by leave no more time to wait for a
+// transfer slot, on the steady clock (the slots' own), or nullopt: no bound.
+std::optional<std::chrono::steady_clock::time_point> slot_wait_bound(const engine::Request& r,
+                                                                     const MonotonicClock& mono) {
+  std::optional<MonoTime> bound = r.deadline;
+  if (r.send_by && (!bound || *r.send_by < *bound)) bound = r.send_by;
+  if (!bound) return std::nullopt;
+  // The injected clock may not be the steady clock: carry the time left over.
+  const Duration left = std::clamp<Duration>(saturating_sub(bound->time_since_epoch(), mono.now().time_since_epoch()),
+                                             Duration::zero(), std::chrono::hours{24 * 365});
+  return std::chrono::steady_clock::now() + std::chrono::ceil<std::chrono::steady_clock::duration>(left);
+}
+
+}  // namespace
+
+bool take_slot(TransferSlots& slots, const engine::Request& request, engine::Machine& m, const MonotonicClock& mono,
+               std::stop_token stop) {
+  if (slots.limit() == 0) return true;
+  switch (slots.acquire(stop, slot_wait_bound(request, mono))) {
+    case TransferSlots::Result::kAcquired: return true;
+    case TransferSlots::Result::kCancelled:
+      m.failed("cancelled while waiting for a transfer slot", false);
+      return false;
+    case TransferSlots::Result::kTimedOut:
+      m.failed("the deadline passed while waiting for a transfer slot", false);
+      return false;
+  }
+  return false;
+}
+
+std::size_t TransferSlots::active() const {
+  std::lock_guard lock(mu_);
+  return active_;
+}
+
+std::size_t TransferSlots::waiting() const {
+  std::lock_guard lock(mu_);
+  return queue_.size();
+}
+
 }  // namespace abide::curl_detail

@@ -1,12 +1,17 @@
 // What both libcurl adapters of abide::Client share (private to abide::curl):
-// reading the response heads a header callback is given, and running one easy
-// handle's transfer in a multi handle that a stop request can wake.
+// reading the response heads a header callback is given, running one easy
+// handle's transfer in a multi handle that a stop request can wake, and
+// bounding how many transfers run at once.
 #pragma once
 
 #include <curl/curl.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
+#include <cstdint>
+#include <list>
+#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -14,6 +19,7 @@
 #include <vector>
 
 #include "abide/clock.h"
+#include "abide/engine.h"
 #include "abide/headers.h"
 
 namespace abide::curl_detail {
@@ -75,5 +81,61 @@ TransferEnd run_transfer(CURLM* multi, CURL* easy, std::stop_token stop,
 // other error counts as "sent" (the safe side: a non-idempotent request is
 // then reported ambiguous, never repeated).
 bool certain_before_send(CURLcode code) noexcept;
+
+// At most `limit` transfers at once over every thread of one Client (0: no
+// limit; ClientConfig::max_transfers). A transfer beyond it waits for one to
+// end, in arrival order: an ending transfer hands its slot straight to the
+// longest waiter, so a later arrival can never overtake it. Thread-safe.
+class TransferSlots {
+ public:
+  explicit TransferSlots(std::size_t limit) noexcept : limit_(limit) {}
+  TransferSlots(const TransferSlots&) = delete;
+  TransferSlots& operator=(const TransferSlots&) = delete;
+
+  enum class Result : std::uint8_t { kAcquired, kCancelled, kTimedOut };
+  // Takes a slot, waiting for one until `stop` is triggered or `until` passes.
+  [[nodiscard]] Result acquire(std::stop_token stop, std::optional<std::chrono::steady_clock::time_point> until);
+  // Gives back a slot acquire() took.
+  void release() noexcept;
+
+  std::size_t limit() const noexcept { return limit_; }
+  // Transfers holding a slot, and transfers waiting for one (for tests).
+  std::size_t active() const;
+  std::size_t waiting() const;
+
+  // A slot held until the end of a scope (none when `slots` is null).
+  class Held {
+   public:
+    Held() = default;
+    explicit Held(TransferSlots* slots) noexcept : slots_(slots) {}
+    Held(const Held&) = delete;
+    Held& operator=(const Held&) = delete;
+    ~Held() {
+      if (slots_ != nullptr) slots_->release();
+    }
+
+   private:
+    TransferSlots* slots_ = nullptr;
+  };
+
+ private:
+  // One waiting transfer, on its own thread's stack; queued while it waits.
+  struct Waiter {
+    std::condition_variable_any cv;
+    bool granted = false;
+  };
+  const std::size_t limit_;
+  mutable std::mutex mu_;
+  std::size_t active_ = 0;
+  std::list<Waiter*> queue_;  // in arrival order
+};
+
+// Takes a slot of `slots` (unless it has no limit) for an attempt the engine
+// permitted to send: waits, cancellably by `stop`, at most until the
+// request's deadline or send_by. When it gets none, tells the machine that
+// the attempt was not sent (cancelled, or the deadline passed) and returns
+// false.
+[[nodiscard]] bool take_slot(TransferSlots& slots, const engine::Request& request, engine::Machine& machine,
+                             const MonotonicClock& mono, std::stop_token stop);
 
 }  // namespace abide::curl_detail

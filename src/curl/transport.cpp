@@ -32,31 +32,81 @@ bool has_ctl(std::string_view s) {
 
 // Everything the callbacks of one transfer share.
 struct TransferState {
-  Exchange* ex = nullptr;
-  const TransferLimits* limits = nullptr;
+  engine::Machine* machine = nullptr;
+  const BodyTarget* body = nullptr;
   const MonotonicClock* mono = nullptr;
   const WallClock* wall = nullptr;
   std::stop_token stop;
   HeadReader* head = nullptr;
-  bool body_overflow = false;
+  bool sent = false;        // request bytes went out
+  bool reported = false;    // the machine has the final head
+  bool wanted = false;      // ... and wants its body
+  bool ended = false;       // the machine ended the request during the transfer (its body refused)
+  std::size_t dropped = 0;  // bytes of a retried answer's body read and dropped
+  bool threw = false;       // a callback failed (out of memory)
 };
 
-// Each line of each head (1xx heads and trailers too), one call each.
+// The most of a retried answer's body read (and dropped) to keep its
+// connection: reconnecting costs less than reading on.
+constexpr std::size_t kMaxDroppedBytes = std::size_t{64} << 10;
+
+// Each line of each head (1xx heads and trailers too), one call each. The
+// final head goes to the machine at its empty line, before any body byte.
+std::size_t header_line(TransferState& st, char* data, std::size_t total) {
+  if (st.reported) return total;                                                    // trailers: not part of the head
+  if (!st.head->line(std::string_view(data, total), *st.wall, *st.mono)) return 0;  // 0 aborts
+  if (!st.head->complete()) return total;
+  st.reported = true;
+  st.wanted = st.machine->head(st.head->status(), st.head->headers(), st.head->received_wall(),
+                               st.head->received_mono());
+  return total;
+}
+
+std::size_t body_bytes(TransferState& st, char* data, std::size_t total) {
+  if (st.ended) return 0;
+  if (!st.wanted) {
+    // A retried answer's body is dropped as it comes, so that its (short)
+    // end keeps the connection for the retry; a long one is cut instead.
+    st.dropped += total;
+    return st.dropped <= kMaxDroppedBytes ? total : 0;
+  }
+  if (std::string* keep = st.body->keep) {
+    if (total > st.body->max_bytes - std::min(keep->size(), st.body->max_bytes)) {
+      st.ended = true;
+      st.machine->reject_body("response body larger than " + std::to_string(st.body->max_bytes) + " bytes");
+      return 0;
+    }
+    keep->append(data, total);
+    return total;
+  }
+  // Streamed: libcurl's buffer goes on as it is, no copy.
+  if (!st.machine->body(std::string_view(data, total))) {
+    st.ended = true;
+    return 0;
+  }
+  return total;
+}
+
+// No exception may cross libcurl's C callbacks (an allocation that fails):
+// it aborts the transfer, which then fails.
+template <class Fn>
+std::size_t guarded(TransferState& st, Fn fn) noexcept {
+  try {
+    return fn();
+  } catch (...) {
+    st.threw = true;
+    return 0;
+  }
+}
+
 std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
   auto& st = *static_cast<TransferState*>(user);
-  const std::size_t total = size * n;
-  return st.head->line(std::string_view(data, total), *st.wall, *st.mono) ? total : 0;  // 0 aborts
+  return guarded(st, [&] { return header_line(st, data, size * n); });
 }
 
 std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
   auto& st = *static_cast<TransferState*>(user);
-  const std::size_t total = size * n;
-  if (st.ex->body.size() + total > st.limits->max_body_bytes) {
-    st.body_overflow = true;
-    return 0;
-  }
-  st.ex->body.append(data, total);
-  return total;
+  return guarded(st, [&] { return body_bytes(st, data, size * n); });
 }
 
 // Sees what libcurl sends: once request bytes went out, the request may have
@@ -64,7 +114,7 @@ std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
 int on_debug(CURL*, curl_infotype type, char*, std::size_t, void* user) {
   auto& st = *static_cast<TransferState*>(user);
   // (Not SSL_DATA_OUT: TLS handshake bytes are not the request.)
-  if (type == CURLINFO_HEADER_OUT || type == CURLINFO_DATA_OUT) st.ex->sent = true;
+  if (type == CURLINFO_HEADER_OUT || type == CURLINFO_DATA_OUT) st.sent = true;
   return 0;
 }
 
@@ -131,34 +181,31 @@ Transport::~Transport() {
   if (multi_ != nullptr) curl_multi_cleanup(multi_of(multi_));
 }
 
-Exchange Transport::perform(const Request& request, const TransferLimits& limits, const MonotonicClock& mono,
-                            const WallClock& wall, std::stop_token stop) {
-  Exchange ex;
-  auto fail_invalid = [&](std::string why) {
-    ex.result = Exchange::Result::kInvalid;
-    ex.error = std::move(why);
-    ex.received_wall = wall.now();
-    ex.received_mono = mono.now();
-    return ex;
+Transport::End Transport::perform(const Request& request, const TransferLimits& limits, const BodyTarget& body,
+                                  engine::Machine& machine, const MonotonicClock& mono, const WallClock& wall,
+                                  std::stop_token stop) {
+  if (body.keep != nullptr) body.keep->clear();
+  auto refuse = [&](std::string_view why) {
+    machine.refuse(why);
+    return End::kReported;
   };
-  if (!ok()) return fail_invalid("libcurl could not be initialized");
-  if (!valid_token(request.method)) return fail_invalid("invalid method \"" + printable(request.method) + "\"");
-  if (has_ctl(request.url)) return fail_invalid("URL contains a control character");
+  if (!ok()) return refuse("libcurl could not be initialized");
+  if (!valid_token(request.method)) return refuse("invalid method \"" + printable(request.method) + "\"");
+  if (has_ctl(request.url)) return refuse("URL contains a control character");
 
   Slist headers;
   bool ok_list = append(headers, "Expect:");  // no 100-continue round trip
   for (const Header& h : request.headers.lines()) {
-    if (!valid_token(h.name)) return fail_invalid("invalid header name \"" + printable(h.name) + "\"");
-    if (has_ctl(h.value)) return fail_invalid("header " + h.name + " contains CR, LF or NUL");
+    if (!valid_token(h.name)) return refuse("invalid header name \"" + printable(h.name) + "\"");
+    if (has_ctl(h.value)) return refuse("header " + h.name + " contains CR, LF or NUL");
     // "Name;" is libcurl's way to send an empty value ("Name:" would remove it).
     ok_list = ok_list && append(headers, h.value.empty() ? h.name + ";" : h.name + ": " + h.value);
   }
   if (request.idempotency_key && request.headers.count("Idempotency-Key") == 0) {
-    if (has_ctl(*request.idempotency_key) || request.idempotency_key->empty())
-      return fail_invalid("invalid idempotency key");
+    if (has_ctl(*request.idempotency_key) || request.idempotency_key->empty()) return refuse("invalid idempotency key");
     ok_list = ok_list && append(headers, "Idempotency-Key: " + *request.idempotency_key);
   }
-  if (!ok_list) return fail_invalid("out of memory");
+  if (!ok_list) return refuse("out of memory");
 
   CURL* e = easy_of(easy_);
   CURLM* m = multi_of(multi_);
@@ -166,9 +213,9 @@ Exchange Transport::perform(const Request& request, const TransferLimits& limits
 
   HeadReader head(limits.max_header_bytes);
   TransferState st;
-  st.ex = &ex;
+  st.machine = &machine;
+  st.body = &body;
   st.head = &head;
-  st.limits = &limits;
   st.mono = &mono;
   st.wall = &wall;
   st.stop = stop;
@@ -181,6 +228,9 @@ Exchange Transport::perform(const Request& request, const TransferLimits& limits
   opt(CURLOPT_NOSIGNAL, 1L);
   opt(CURLOPT_PROTOCOLS_STR, "http,https");
   opt(CURLOPT_FOLLOWLOCATION, 0L);
+  // A proxy's answer to CONNECT is not the server's: the header callback sees
+  // only the server's heads, so a complete final head is the answer.
+  opt(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
   opt(CURLOPT_ERRORBUFFER, errbuf);
   if (!user_agent.empty()) opt(CURLOPT_USERAGENT, user_agent.c_str());
   opt(CURLOPT_CONNECTTIMEOUT_MS, std::max(1L, to_ms(limits.connect_timeout)));
@@ -211,67 +261,63 @@ Exchange Transport::perform(const Request& request, const TransferLimits& limits
     }
     if (method != "POST") opt(CURLOPT_CUSTOMREQUEST, method.c_str());
   }
-  if (!set) return fail_invalid("libcurl rejected an option");
+  if (!set) return refuse("libcurl rejected an option");
 
   if (stop.stop_requested()) {
-    ex.result = Exchange::Result::kCancelled;
-    ex.error = "cancelled";
-    ex.received_wall = wall.now();
-    ex.received_mono = mono.now();
-    return ex;
+    machine.failed("cancelled", false);
+    return End::kReported;
   }
 
   // Run the transfer in this worker's multi handle; a stop wakes the poll.
-  if (curl_multi_add_handle(m, e) != CURLM_OK) return fail_invalid("libcurl could not start the transfer");
+  if (curl_multi_add_handle(m, e) != CURLM_OK) return refuse("libcurl could not start the transfer");
   const TransferEnd end = run_transfer(m, e, stop, std::nullopt);
   curl_multi_remove_handle(m, e);  // aborts the transfer if it still runs
-  const bool cancelled = end.kind == TransferEnd::Kind::kCancelled;
   const CURLcode code = end.kind == TransferEnd::Kind::kFinished ? end.code : CURLE_FAILED_INIT;
 
-  ex.head_complete = head.complete();
-  if (ex.head_complete) {
-    ex.status = head.status();
-    ex.received_wall = head.received_wall();
-    ex.received_mono = head.received_mono();
-    ex.headers = head.headers();
-  } else {
-    ex.received_wall = wall.now();
-    ex.received_mono = mono.now();
+  if (st.threw) {
+    if (body.keep != nullptr) body.keep->clear();
+    // (Ignored by a machine that has its decision already.)
+    machine.failed("out of memory while reading the response", true);
+    return End::kReported;
   }
-
-  const auto describe = [&](CURLcode c) {
-    std::string s = curl_easy_strerror(c);
-    // libcurl's detail may quote what the server sent ("Weird server reply").
-    if (errbuf[0] != '\0') s += ": " + printable(errbuf, CURL_ERROR_SIZE);
-    return s;
-  };
-  if (cancelled || code == CURLE_ABORTED_BY_CALLBACK || (code != CURLE_OK && stop.stop_requested())) {
-    ex.result = Exchange::Result::kCancelled;
-    ex.error = "cancelled";
-  } else if (code == CURLE_OK) {
-    if (ex.head_complete) {
-      ex.result = Exchange::Result::kResponse;
-      ex.sent = true;
-    } else {
-      ex.result = Exchange::Result::kFailed;
-      ex.sent = true;
-      ex.error = "no response head";
+  // The machine decided during the transfer: a retry (however the dropped
+  // body ended), or a refused body.
+  if (st.ended || (st.reported && !st.wanted)) {
+    if (body.keep != nullptr) body.keep->clear();
+    return End::kReported;
+  }
+  if (code == CURLE_OK && end.kind == TransferEnd::Kind::kFinished) {
+    if (!st.reported) {
+      machine.failed("no response head", true);
+      return End::kReported;
     }
-  } else if (st.body_overflow) {
-    ex.result = Exchange::Result::kBodyTooLarge;
-    ex.sent = true;
-    ex.error = "response body larger than " + std::to_string(limits.max_body_bytes) + " bytes";
-  } else if (head.overflow()) {
-    ex.result = Exchange::Result::kFailed;
-    ex.sent = true;
-    ex.error = "response head larger than " + std::to_string(limits.max_header_bytes) + " bytes";
-  } else {
-    ex.result = code == CURLE_OPERATION_TIMEDOUT ? Exchange::Result::kTimedOut : Exchange::Result::kFailed;
-    if (!certain_before_send(code)) ex.sent = true;
-    ex.error = describe(code);
+    // A kept body reaches the machine whole (it only counts it: no sink).
+    if (body.keep != nullptr && !body.keep->empty() && !machine.body(*body.keep)) return End::kReported;
+    return End::kComplete;
   }
-  if (ex.result != Exchange::Result::kResponse) ex.body.clear();  // never half a body
-  return ex;
+  if (body.keep != nullptr) body.keep->clear();  // never half a body
+
+  const bool cancelled = end.kind == TransferEnd::Kind::kCancelled || code == CURLE_ABORTED_BY_CALLBACK ||
+                         (code != CURLE_OK && stop.stop_requested());
+  if (cancelled) {
+    // The answer is arriving: the request ends cancelled, whatever reached
+    // the sink; else the engine ends it cancelled, sent as it was.
+    if (st.reported) machine.cancel(true);
+    else machine.failed("cancelled", st.sent);
+    return End::kReported;
+  }
+  std::string error;
+  if (head.overflow()) {
+    error = "response head larger than " + std::to_string(limits.max_header_bytes) + " bytes";
+  } else {
+    error = curl_easy_strerror(code);
+    // libcurl's detail may quote what the server sent ("Weird server reply").
+    if (errbuf[0] != '\0') error += ": " + printable(errbuf, CURL_ERROR_SIZE);
+  }
+  // A head whose body then failed: the head's quota is real (the machine has
+  // recorded it); the attempt failed like any transfer.
+  machine.failed(error, st.reported || st.sent || head.overflow() || !certain_before_send(code));
+  return End::kReported;
 }
 
 }  // namespace abide::curl_detail

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "abide/client.h"
 #include "abide/clock.h"
+#include "abide/engine.h"
 #include "abide/headers.h"
 
 namespace abide::curl_detail {
@@ -30,31 +32,20 @@ std::optional<std::string> url_error(std::string_view url);
 struct TransferLimits {
   Duration connect_timeout{};
   Duration timeout{};  // the whole transfer; zero: none
-  std::size_t max_body_bytes = 0;
   std::size_t max_header_bytes = 0;
   std::string_view user_agent;
   bool verify_tls = true;
 };
 
-// How one exchange ended.
-struct Exchange {
-  enum class Result {
-    kResponse,      // a complete response
-    kFailed,        // a transport error (error, sent)
-    kTimedOut,      // the transfer timeout fired (sent tells whether the request went out)
-    kCancelled,     // the stop token was triggered
-    kBodyTooLarge,  // a response head arrived, its body was over the limit
-    kInvalid,       // the request cannot be sent (bad method, header, URL)
-  };
-  Result result = Result::kFailed;
-  int status = 0;      // the final response's status (when a head arrived)
-  HeaderList headers;  // the final response's header lines
-  std::string body;
-  bool head_complete = false;  // a final (non-1xx) response head was received
-  WallTime received_wall{};    // when the head was complete, else when the exchange ended
-  MonoTime received_mono{};
-  bool sent = false;  // the request was (at least partly) sent
-  std::string error;  // for everything but kResponse
+// Where the final answer's body goes.
+struct BodyTarget {
+  // nullptr: to the machine (Machine::body) chunk by chunk, straight from
+  // libcurl's buffer, with no size cap. Else kept here, up to max_bytes (a
+  // longer body ends the request not_retryable), and given to the machine
+  // whole once the transfer ended cleanly: a body that breaks off then never
+  // reached the machine, so a GET is retried.
+  std::string* keep = nullptr;
+  std::size_t max_bytes = 0;
 };
 
 class Transport {
@@ -67,9 +58,21 @@ class Transport {
   // False when libcurl could not create its handles.
   bool ok() const noexcept { return easy_ != nullptr && multi_ != nullptr; }
 
-  // Sends the request once and reads the response.
-  Exchange perform(const Request& request, const TransferLimits& limits, const MonotonicClock& mono,
-                   const WallClock& wall, std::stop_token stop);
+  // How perform() left the attempt.
+  enum class End : std::uint8_t {
+    kReported,  // the machine heard all (a retried head, a failure, a refusal, a stop)
+    kComplete,  // the final answer is all in: the caller calls machine.complete()
+  };
+
+  // Sends the request once and reports to `machine` as the answer arrives:
+  // Machine::head() as soon as the final head is complete, then the body
+  // (see BodyTarget); failed(), refuse() or cancel() when the attempt ends
+  // otherwise. The body of an answer to be retried reaches nobody: a short
+  // one is read and dropped (the connection stays for the retry), a longer
+  // one is cut (the connection closes).
+  [[nodiscard]] End perform(const Request& request, const TransferLimits& limits, const BodyTarget& body,
+                            engine::Machine& machine, const MonotonicClock& mono, const WallClock& wall,
+                            std::stop_token stop);
 
  private:
   void* easy_ = nullptr;   // CURL*
