@@ -1,1 +1,199 @@
-// Being written: see the header beside it.
+// abide proxy: a local reverse proxy that obeys the server for programs in
+// any language (proxy/proxy_server.h). Built only with abide::curl.
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "abide/client.h"
+#include "abide/profiles.h"
+#include "command.h"
+#include "fetch_store.h"
+#include "proxy/proxy_rules.h"
+#include "proxy/proxy_server.h"
+
+namespace abide::cli {
+namespace cmd_proxy {  // private to this file (the CLI is compiled in batches)
+
+struct ProxyFlags {
+  std::string upstream;
+  std::vector<std::string> routes;
+  std::string bind = "127.0.0.1";
+  int port = 8080;
+  std::string profile;
+  std::vector<std::string> profile_files;
+  std::string store = "memory";
+  std::string pacing = "smooth";
+  std::int64_t max_attempts = 5;
+  double max_wait_s = 60;
+  double connect_timeout_s = 10;
+  double max_time_s = 0;
+  std::size_t jobs = 32;
+  std::size_t queue = 1024;
+  std::uint64_t max_body = std::uint64_t{64} << 20;
+  double grace_s = 10;
+  bool verbose = false;
+};
+
+// Seconds from a flag (checked to be in range by CLI11) as a Duration.
+Duration seconds_flag(double s) {
+  if (!(s > 0)) return Duration::zero();
+  if (s > 1e9) return kMaxDuration;
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
+}
+
+int usage(std::string_view why) {
+  std::cerr << "abide proxy: " << why << "\n";
+  return kExitUsage;
+}
+
+int run_proxy(const ProxyFlags& o) {
+  proxy::ProxyOptions opts;
+  if (!o.upstream.empty()) {
+    auto r = proxy::parse_upstream(o.upstream);
+    if (!r) return usage("--upstream: " + r.error().text);
+    opts.routes.push_back(std::move(*r));
+  }
+  for (const std::string& spec : o.routes) {
+    auto r = proxy::parse_route(spec);
+    if (!r) return usage("--route: " + r.error().text);
+    opts.routes.push_back(std::move(*r));
+  }
+  if (opts.routes.empty()) return usage("give --upstream URL or --route /PREFIX=URL");
+
+  ProfileRegistry registry = ProfileRegistry::with_builtins();
+  for (const std::string& f : o.profile_files) {
+    auto loaded = registry.load_file(f);
+    if (!loaded) return usage("--profile-file: " + loaded.error().what());
+  }
+  if (!o.profile.empty() && o.profile != "none" && registry.find(o.profile) == nullptr)
+    return usage("unknown --profile \"" + o.profile + "\"");
+  auto spec = parse_store_spec(o.store);
+  if (!spec) return usage(spec.error());
+
+  opts.bind = o.bind;
+  opts.port = static_cast<std::uint16_t>(o.port);
+  opts.default_budget = seconds_flag(o.max_wait_s);
+  opts.jobs = o.jobs;
+  opts.queue = o.queue;
+  opts.max_body = o.max_body;
+  opts.grace = seconds_flag(o.grace_s);
+  opts.verbose = o.verbose;
+  if (!proxy::is_loopback(o.bind)) {
+    std::cerr << "abide proxy: warning: " << o.bind
+              << " is not a loopback address: the proxy forwards its callers' credentials (Authorization, API "
+                 "keys) to its upstreams, for anyone who can reach it\n";
+  }
+
+  auto store = open_store(*spec);
+  if (!store) {
+    std::cerr << "abide proxy: " << store.error() << "\n";
+    return kExitRejected;
+  }
+  ClientConfig& config = opts.client;
+  config.max_attempts = o.max_attempts;
+  config.profile = o.profile;  // "": chosen by each upstream's host
+  config.registry = &registry;
+  config.connect_timeout = seconds_flag(o.connect_timeout_s);
+  config.attempt_timeout = seconds_flag(o.max_time_s);
+  PacerConfig pacer_config;
+  pacer_config.rules.pacing = o.pacing == "burst" ? Pacing::kBurst : Pacing::kSmooth;
+  config.pacer = std::make_shared<Pacer>(pacer_config, std::move(*store));
+
+  // Signals first: every thread started from here on inherits the mask, and
+  // this thread takes them with sigwait. A caller that hangs up must not
+  // kill the proxy with SIGPIPE.
+  ::signal(SIGPIPE, SIG_IGN);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  ::signal(SIGINT, SIG_DFL);  // an inherited "ignore" would discard them before sigwait
+  ::signal(SIGTERM, SIG_DFL);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  proxy::ProxyServer server(std::move(opts));
+  auto started = server.start();
+  if (!started) {
+    std::cerr << "abide proxy: " << started.error().text << "\n";
+    return kExitRejected;
+  }
+  std::printf("listening on %s\n", server.address().c_str());
+  std::fflush(stdout);
+
+  int signo = 0;
+  while (sigwait(&set, &signo) != 0) {
+  }
+  server.stop();
+  return kExitOk;
+}
+
+const Registration proxy_cmd{
+    {"proxy"},
+    "A local reverse proxy that obeys Retry-After, RateLimit and vendor quotas for any client",
+    [](CLI::App& app) -> Run {
+      auto o = std::make_shared<ProxyFlags>();
+      app.add_option("--upstream", o->upstream, "The upstream URL (http or https) every path goes to");
+      app.add_option("--route", o->routes, "/PREFIX=URL: paths under PREFIX go to URL, PREFIX stripped (repeatable)")
+          ->allow_extra_args(false);
+      app.add_option("--bind", o->bind, "Address to listen on (not loopback: a warning, credentials pass through)")
+          ->capture_default_str();
+      app.add_option("--port", o->port, "Port; 0 picks a free one (the first stdout line says which)")
+          ->capture_default_str()
+          ->check(CLI::Range(0, 65535));
+      app.add_option("--profile", o->profile, "Vendor profile for quota headers (default: by upstream host; none: off)");
+      app.add_option("--profile-file", o->profile_files, "Load a profile from this JSON file first (repeatable)")
+          ->allow_extra_args(false);
+      app.add_option("--store", o->store,
+                     redis_built_in() ? "Quota state: memory, or redis://[:PASSWORD@]HOST:PORT[/PREFIX] to share it "
+                                        "with other proxies (password also from $ABIDE_REDIS_PASSWORD)"
+                                      : "Quota state: memory (this abide was built without Redis support)")
+          ->capture_default_str();
+      app.add_option("--pacing", o->pacing, "Spend known quota smoothly, or in a burst")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"smooth", "burst"}));
+      app.add_option("--max-attempts", o->max_attempts, "Attempts per request, the first included")
+          ->capture_default_str()
+          ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000}));
+      app.add_option("--max-wait", o->max_wait_s,
+                     "A caller's budget in seconds for pacing and retries (its Abide-Max-Wait overrides)")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 31.0 * 86400));
+      app.add_option("--connect-timeout", o->connect_timeout_s, "Connect timeout in seconds")
+          ->capture_default_str()
+          ->check(CLI::Range(0.001, 1e6));
+      app.add_option("--max-time", o->max_time_s, "Longest time for one attempt's transfer, in seconds (0: none)")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 1e9));
+      app.add_option("--jobs", o->jobs, "Most concurrent upstream transfers")
+          ->capture_default_str()
+          ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
+      app.add_option("--queue", o->queue, "Most callers held beyond --jobs (beyond: 503 with Retry-After)")
+          ->capture_default_str()
+          ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20));
+      app.add_option("--max-body", o->max_body, "Largest request body in bytes (413 beyond)")
+          ->capture_default_str()
+          ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 40));
+      app.add_option("--grace", o->grace_s, "Seconds that transfers in flight get to finish after SIGTERM")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 86400.0));
+      app.add_flag("-v,--verbose", o->verbose, "One line per attempt, decision and outcome on stderr (redacted)");
+      app.footer(R"(Callers point their base URL at the proxy. Abide-Max-Wait: SECONDS on a request bounds how
+long the proxy may hold it for pacing and retries (default --max-wait); every answer carries
+Abide-Outcome, Abide-Attempts and Abide-Waited, and one that is not done also Retry-After and
+Abide-Not-Before. /__abide/stats (JSON) and /__abide/metrics (Prometheus) are the proxy's own.
+
+SIGTERM or SIGINT: stop accepting, answer callers still waiting with 503 and their permitted
+time, give transfers in flight --grace seconds, then exit 0.
+
+Exit status: 0 after a signal, 1 when it cannot listen, 2 usage error.)");
+      return [o] { return run_proxy(*o); };
+    }};
+
+}  // namespace cmd_proxy
+}  // namespace abide::cli

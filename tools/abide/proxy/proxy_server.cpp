@@ -1,1 +1,428 @@
-// Being written: see the header beside it.
+// `abide proxy`'s server: the listener, the shared state, the event hook and
+// the drain (see proxy_server.h). One connection's loop is in
+// proxy_connection.cpp.
+#include "proxy/proxy_server.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "abide/headers.h"
+#include "abide/redact.h"
+#include "common.h"
+#include "proxy/answer_writer.h"
+#include "proxy/proxy_core.h"
+
+namespace abide::proxy {
+namespace proxy_server {  // private to this file (the CLI is compiled in batches)
+
+
+// The caller's budget bounds each request (send_by); the planner itself
+// accepts any hint up to a month, so that a long one is answered with its
+// permitted time rather than cut down.
+constexpr Duration kPlannerMaxWait = std::chrono::hours{24 * 31};
+// A caller that stops reading its answer: its sends fail after this, and the
+// transfer stops.
+constexpr int kSendTimeoutSeconds = 60;
+
+std::string_view wait_name(ClientEvent::WaitKind k) {
+  switch (k) {
+    case ClientEvent::WaitKind::kPacer: return "pacer";
+    case ClientEvent::WaitKind::kRetry: return "retry";
+    case ClientEvent::WaitKind::kNotBefore: return "not-before";
+  }
+  return "wait";
+}
+
+std::string seconds_text(Duration d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f s", to_seconds(d));
+  return buf;
+}
+
+}  // namespace proxy_server
+
+InFlight*& current_flight() noexcept {
+  thread_local InFlight* current = nullptr;
+  return current;
+}
+
+ProxyServer::Core::Core(ProxyOptions o)
+    : opts(std::move(o)),
+      mono(opts.client.mono != nullptr ? *opts.client.mono : system_monotonic_clock()),
+      wall(opts.client.wall != nullptr ? *opts.client.wall : system_wall_clock()) {
+  wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  ClientConfig config = opts.client;
+  config.max_transfers = opts.jobs;
+  config.planner.max_wait = proxy_server::kPlannerMaxWait;
+  EventHook user = std::move(config.on_event);
+  config.on_event = [this, user](const ClientEvent& e) {
+    on_event(e);
+    if (user) user(e);
+  };
+  client = std::make_unique<Client>(std::move(config));
+}
+
+ProxyServer::Core::~Core() {
+  if (listen_fd >= 0) ::close(listen_fd);
+  if (wake_fd >= 0) ::close(wake_fd);
+}
+
+void ProxyServer::Core::enter(InFlight& f) {
+  std::lock_guard lock(flights_mu);
+  f.prev = nullptr;
+  f.next = flights;
+  if (flights != nullptr) flights->prev = &f;
+  flights = &f;
+  ++flight_count;
+}
+
+void ProxyServer::Core::leave(InFlight& f) {
+  {
+    std::lock_guard lock(flights_mu);
+    if (f.prev != nullptr) f.prev->next = f.next;
+    else flights = f.next;
+    if (f.next != nullptr) f.next->prev = f.prev;
+    f.prev = f.next = nullptr;
+    --flight_count;
+  }
+  flights_cv.notify_all();
+}
+
+void ProxyServer::Core::note_cooldown(const std::string& key, WallTime until) {
+  std::lock_guard lock(cooldown_mu);
+  auto it = key_cooldowns.find(key);
+  if (it != key_cooldowns.end()) {
+    if (until > it->second) it->second = until;
+    return;
+  }
+  if (key_cooldowns.size() >= kMaxCooldownKeys) {
+    // Bounded: the expired entries go first, else all of them (a drain then
+    // answers "in a second" for a key it forgot).
+    const WallTime now = wall.now();
+    std::erase_if(key_cooldowns, [now](const auto& kv) { return kv.second <= now; });
+    if (key_cooldowns.size() >= kMaxCooldownKeys) key_cooldowns.clear();
+  }
+  key_cooldowns.emplace(key, until);
+}
+
+WallTime ProxyServer::Core::drain_time(const InFlight& f, WallTime now, MonoTime mono_now) {
+  if (f.wait_until) return now + (*f.wait_until > mono_now ? *f.wait_until - mono_now : Duration::zero());
+  {
+    std::lock_guard lock(cooldown_mu);
+    if (auto it = key_cooldowns.find(f.request.pacer_key); it != key_cooldowns.end() && it->second > now)
+      return it->second;
+  }
+  return now + std::chrono::seconds{1};  // a pacer wait whose end nobody told: come back in a second
+}
+
+void ProxyServer::Core::drain_locked(InFlight& f, WallTime not_before) {
+  f.drained = true;
+  f.drain_not_before = not_before;
+}
+
+void ProxyServer::Core::log(std::string_view line) {
+  std::lock_guard lock(log_mu);
+  std::string s(line);
+  s += '\n';
+  static_cast<void>(::write(STDERR_FILENO, s.data(), s.size()));
+}
+
+void ProxyServer::Core::on_event(const ClientEvent& e) {
+  using K = ClientEvent::Kind;
+  InFlight* f = current_flight();
+  if (f != nullptr && e.request != &f->request) f = nullptr;
+  if (f != nullptr) {
+    bool cancel = false;
+    int transfer_change = 0;
+    {
+      std::lock_guard lock(f->mu);
+      switch (e.kind) {
+        case K::kWaitStarted:
+          f->phase = InFlight::Phase::kWaiting;
+          f->wait_until.reset();
+          if (e.wait > Duration::zero()) f->wait_until = saturating_add(e.at, e.wait);
+          // A wait that starts during the drain ends at once, answered with its end.
+          if (stopping.load() && !f->drained) {
+            drain_locked(*f, drain_time(*f, wall.now(), mono.now()));
+            cancel = true;
+          }
+          break;
+        case K::kWaitEnded:
+          if (f->phase == InFlight::Phase::kWaiting) f->phase = InFlight::Phase::kPreparing;
+          f->wait_until.reset();
+          break;
+        case K::kAttemptStarted:
+          f->phase = InFlight::Phase::kSending;
+          if (!f->transferring) {
+            f->transferring = true;
+            transfer_change = 1;
+          }
+          break;
+        case K::kDecision:
+          if (e.plan != nullptr && e.plan->not_before_wall) note_cooldown(f->request.pacer_key, *e.plan->not_before_wall);
+          // An answer that will be retried ends its transfer here (its body is dropped).
+          if (e.plan != nullptr && e.plan->decision == Decision::kRetry && f->transferring) {
+            f->transferring = false;
+            transfer_change = -1;
+          }
+          break;
+        case K::kFinished:
+          if (f->transferring) {
+            f->transferring = false;
+            transfer_change = -1;
+          }
+          break;
+        case K::kResponseObserved:
+        case K::kTransportError: break;
+      }
+    }
+    if (transfer_change != 0) {
+      transfers.fetch_add(transfer_change);
+      publish_in_flight();
+    }
+    if (cancel) f->stop.request_stop();  // outside the lock: the stop callbacks run here
+  }
+  if (!opts.verbose) return;
+  const std::uint64_t id = f != nullptr ? f->id : 0;
+  switch (e.kind) {
+    case K::kAttemptStarted:
+      log(cat_line("[", id, "] > ", abide::printable(e.request->method, 32), " ",
+                   abide::printable(redact_url(e.request->url), 512), " (attempt ", e.attempt, ")"));
+      break;
+    case K::kResponseObserved: {
+      std::string s = cat_line("[", id, "] < ", e.response->status);
+      for (const Header& h : e.response->headers.lines()) {
+        // The fields that decide waits, shown redacted and escaped.
+        const std::string_view n = h.name;
+        const bool shown = iequals(n, "Retry-After") || (n.size() >= 9 && iequals(n.substr(0, 9), "RateLimit")) ||
+                           (n.size() >= 11 && iequals(n.substr(0, 11), "X-RateLimit"));
+        if (shown) s += " " + abide::printable(n, 64) + ": " + printable_header_value(n, h.value);
+      }
+      if (e.signals != nullptr)
+        for (const std::string& w : e.signals->warnings) s += " (warning: " + cli::safe_text(w, 512) + ")";
+      log(s);
+      break;
+    }
+    case K::kTransportError: log(cat_line("[", id, "] error: ", cli::safe_text(e.error, 512))); break;
+    case K::kDecision:
+      if (e.plan != nullptr)
+        log(cat_line("[", id, "] decision ", to_string(e.plan->decision), ": ", cli::safe_text(e.reason, 1024)));
+      break;
+    case K::kWaitEnded:
+      if (e.wait >= std::chrono::milliseconds{1})
+        log(cat_line("[", id, "] waited ", proxy_server::seconds_text(e.wait), " (", proxy_server::wait_name(e.wait_kind),
+                     e.cancelled ? ", cancelled)" : ")"));
+      break;
+    case K::kFinished:
+      if (e.outcome != nullptr)
+        log(cat_line("[", id, "] outcome ", to_string(e.outcome->kind), e.outcome->ambiguous ? " (ambiguous)" : "",
+                     ": ", cli::safe_text(e.outcome->reason, 1024)));
+      break;
+    case K::kWaitStarted: break;
+  }
+}
+
+void ProxyServer::Core::reap(bool all) {
+  std::list<Connection> finished;
+  {
+    std::lock_guard lock(conns_mu);
+    for (auto it = conns.begin(); it != conns.end();) {
+      auto next = std::next(it);
+      if (all || it->done.load()) {
+        finished.splice(finished.end(), conns, it);
+        --live_connections;
+      }
+      it = next;
+    }
+  }
+  for (Connection& c : finished) c.thread.join();
+}
+
+void ProxyServer::Core::accept_loop() {
+  while (!stopping.load()) {
+    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    const int n = ::poll(fds, 2, 1000);
+    reap(false);
+    if (n <= 0) continue;
+    if ((fds[1].revents & POLLIN) != 0) break;
+    if ((fds[0].revents & POLLIN) == 0) continue;
+    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      // Out of descriptors: let connections end instead of spinning.
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) ::poll(nullptr, 0, 50);
+      continue;
+    }
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    const timeval send_timeout{proxy_server::kSendTimeoutSeconds, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
+    std::unique_lock lock(conns_mu);
+    if (live_connections >= opts.max_connections) {
+      lock.unlock();
+      const WallTime now = wall.now();
+      MadeAnswer a = error_answer(503, "too many connections", std::chrono::seconds{1}, now + std::chrono::seconds{1}, now);
+      if (!a.head.headers.first("Abide-Outcome")) a.head.headers.add("Abide-Outcome", "deferred");
+      std::string scratch;
+      AnswerWriter w(fd, 1, false, false, scratch);
+      static_cast<void>(w.made(a));
+      ::close(fd);
+      continue;
+    }
+    Connection& c = conns.emplace_back();
+    c.fd = fd;
+    ++live_connections;
+    c.thread = std::thread([this, &c] {
+      serve_connection(*this, c);
+      c.done.store(true);
+    });
+  }
+}
+
+ProxyServer::ProxyServer(ProxyOptions options) : core_(std::make_unique<Core>(std::move(options))) {}
+
+ProxyServer::~ProxyServer() { stop(); }
+
+const Stats& ProxyServer::stats() const noexcept { return core_->stats; }
+
+std::string ProxyServer::address() const { return core_->address; }
+
+Result<std::uint16_t, ErrorMessage> ProxyServer::start() {
+  Core& c = *core_;
+  const std::string where = (c.opts.bind.find(':') != std::string::npos ? "[" + c.opts.bind + "]" : c.opts.bind) +
+                            ":" + std::to_string(c.opts.port);
+  const auto failed = [&](const std::string& why) { return fail(ErrorMessage("cannot listen on " + where + ": " + why)); };
+  if (c.wake_fd < 0) return failed(std::strerror(errno));
+  if (!c.watcher.ok()) return failed("cannot watch connections (epoll)");
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(c.opts.port);
+  if (const int rc = ::getaddrinfo(c.opts.bind.c_str(), port.c_str(), &hints, &found); rc != 0)
+    return failed(::gai_strerror(rc));
+  std::string error = "no address";
+  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+      error = std::strerror(errno);
+      continue;
+    }
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0) {
+      error = std::strerror(errno);
+      ::close(fd);
+      continue;
+    }
+    c.listen_fd = fd;
+    break;
+  }
+  ::freeaddrinfo(found);
+  if (c.listen_fd < 0) return failed(error);
+
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  ::getsockname(c.listen_fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  char host[INET6_ADDRSTRLEN] = "";
+  std::uint16_t bound = 0;
+  if (addr.ss_family == AF_INET6) {
+    const auto* a6 = reinterpret_cast<const sockaddr_in6*>(&addr);
+    ::inet_ntop(AF_INET6, &a6->sin6_addr, host, sizeof host);
+    bound = ntohs(a6->sin6_port);
+    c.address = std::string("[") + host + "]:" + std::to_string(bound);
+  } else {
+    const auto* a4 = reinterpret_cast<const sockaddr_in*>(&addr);
+    ::inet_ntop(AF_INET, &a4->sin_addr, host, sizeof host);
+    bound = ntohs(a4->sin_port);
+    c.address = std::string(host) + ":" + std::to_string(bound);
+  }
+  c.acceptor = std::thread([&c] { c.accept_loop(); });
+  return bound;
+}
+
+void ProxyServer::stop() {
+  Core& c = *core_;
+  if (c.stopped.exchange(true)) return;
+  c.stopping.store(true);
+  const std::uint64_t one = 1;
+  if (c.wake_fd >= 0) static_cast<void>(::write(c.wake_fd, &one, sizeof one));  // stays readable: every poller wakes
+  if (c.acceptor.joinable()) c.acceptor.join();
+  if (c.listen_fd >= 0) {
+    ::close(c.listen_fd);
+    c.listen_fd = -1;
+  }
+
+  // Callers held in a wait are answered now, with the end of that wait;
+  // `pick` chooses which requests, and marks them.
+  const auto cancel_where = [&c](auto pick) {
+    std::vector<std::stop_source> stops;
+    {
+      std::lock_guard lock(c.flights_mu);
+      const WallTime now = c.wall.now();
+      const MonoTime mono_now = c.mono.now();
+      for (InFlight* f = c.flights; f != nullptr; f = f->next) {
+        std::lock_guard flock(f->mu);
+        if (pick(*f, now, mono_now)) stops.push_back(f->stop);
+      }
+    }
+    for (auto& s : stops) s.request_stop();  // outside the locks: the stop callbacks run here
+  };
+  cancel_where([&c](InFlight& f, WallTime now, MonoTime mono_now) {
+    if (f.phase != InFlight::Phase::kWaiting || f.drained) return false;
+    c.drain_locked(f, c.drain_time(f, now, mono_now));
+    return true;
+  });
+
+  // Transfers in flight get the grace period (checked on the injected clock).
+  const MonoTime grace_end = saturating_add(c.mono.now(), c.opts.grace);
+  {
+    std::unique_lock lock(c.flights_mu);
+    while (c.flight_count > 0 && c.mono.now() < grace_end) c.flights_cv.wait_for(lock, std::chrono::milliseconds{50});
+  }
+  // Then what is left is cancelled: answered 503 unless its answer already began.
+  cancel_where([&c](InFlight& f, WallTime now, MonoTime mono_now) {
+    if (f.phase != InFlight::Phase::kStreaming && !f.drained) {
+      c.drain_locked(f, f.phase == InFlight::Phase::kWaiting ? c.drain_time(f, now, mono_now) : now + std::chrono::seconds{1});
+    }
+    return true;
+  });
+  {
+    std::unique_lock lock(c.flights_mu);
+    c.flights_cv.wait_for(lock, std::chrono::seconds{5}, [&c] { return c.flight_count == 0; });
+  }
+  // Every connection still open (a body still arriving, an answer still
+  // being read) is cut, so that every thread ends.
+  {
+    std::lock_guard lock(c.conns_mu);
+    for (Connection& conn : c.conns) {
+      std::lock_guard clock(conn.mu);
+      if (conn.fd >= 0) ::shutdown(conn.fd, SHUT_RDWR);
+    }
+  }
+  c.reap(true);
+}
+
+bool is_loopback(const std::string& address) noexcept {
+  if (address == "localhost") return true;
+  in_addr a4{};
+  if (::inet_pton(AF_INET, address.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  in6_addr a6{};
+  if (::inet_pton(AF_INET6, address.c_str(), &a6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&a6)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
+  }
+  return false;
+}
+
+}  // namespace abide::proxy

@@ -1,0 +1,87 @@
+#include "proxy/hangup_watcher.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace abide::proxy {
+
+HangupWatcher::HangupWatcher() {
+  epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+  wake_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (epoll_ < 0 || wake_ < 0) {
+    if (epoll_ >= 0) ::close(epoll_);
+    if (wake_ >= 0) ::close(wake_);
+    epoll_ = wake_ = -1;
+    return;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 0;  // id 0: the wake-up
+  ::epoll_ctl(epoll_, EPOLL_CTL_ADD, wake_, &ev);
+  watched_.reserve(1024);
+  thread_ = std::thread([this] { run(); });
+}
+
+HangupWatcher::~HangupWatcher() {
+  if (epoll_ < 0) return;
+  const std::uint64_t one = 1;
+  static_cast<void>(::write(wake_, &one, sizeof one));
+  thread_.join();
+  ::close(epoll_);
+  ::close(wake_);
+}
+
+std::uint64_t HangupWatcher::watch(int fd, std::stop_source stop) {
+  if (epoll_ < 0) return 0;
+  std::uint64_t id = 0;
+  {
+    std::lock_guard lock(mu_);
+    id = next_id_++;
+    watched_.emplace(id, std::move(stop));
+  }
+  epoll_event ev{};
+  // One-shot: a caller that half-closed stays in that state, and one trigger is enough.
+  ev.events = EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLONESHOT;
+  ev.data.u64 = id;
+  if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    std::lock_guard lock(mu_);
+    watched_.erase(id);
+    return 0;
+  }
+  return id;
+}
+
+void HangupWatcher::unwatch(int fd, std::uint64_t id) {
+  if (id == 0) return;
+  ::epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+  std::lock_guard lock(mu_);
+  watched_.erase(id);
+}
+
+void HangupWatcher::run() {
+  epoll_event events[64];
+  for (;;) {
+    const int n = ::epoll_wait(epoll_, events, 64, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    for (int i = 0; i < n; ++i) {
+      const std::uint64_t id = events[i].data.u64;
+      if (id == 0) return;
+      std::stop_source stop{std::nostopstate};
+      {
+        std::lock_guard lock(mu_);
+        // A watch ended meanwhile is no longer here: its event is stale.
+        if (auto it = watched_.find(id); it != watched_.end()) stop = it->second;
+      }
+      // Outside the lock: the stop callbacks (the transfer's) run in here.
+      stop.request_stop();
+    }
+  }
+}
+
+}  // namespace abide::proxy

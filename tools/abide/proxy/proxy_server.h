@@ -1,0 +1,71 @@
+// `abide proxy`'s server: the listening socket, one thread per caller
+// connection running its keep-alive loop, the hang-up watcher, the admission
+// bound (jobs + queue), and the drain at shutdown. What is forwarded and what
+// callers are answered are proxy_rules.h's rules; this file owns the sockets
+// and the lifecycle.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "abide/client.h"
+#include "abide/result.h"
+#include "proxy/proxy_rules.h"
+#include "proxy/proxy_stats.h"
+
+namespace abide::proxy {
+
+struct ProxyOptions {
+  std::vector<Route> routes;  // at least one
+  std::string bind = "127.0.0.1";
+  std::uint16_t port = 8080;  // 0 picks a free one
+  Duration default_budget = std::chrono::seconds{60};  // a caller's wait without Abide-Max-Wait
+  std::size_t jobs = 32;                               // concurrent upstream transfers
+  std::size_t queue = 1024;                            // callers held beyond them
+  std::uint64_t max_body = std::uint64_t{64} << 20;    // of a caller's request
+  Duration grace = std::chrono::seconds{10};           // for transfers in flight at shutdown
+  std::size_t max_connections = 4096;
+  Duration head_timeout = std::chrono::seconds{30};  // to receive a whole head (and each body read)
+  Duration idle_timeout = std::chrono::seconds{60};  // a keep-alive connection without a request
+  bool verbose = false;                              // one line per decision on stderr
+  // The client's settings (pacer, profile, timeouts, attempts). The server
+  // sets max_transfers (= jobs), the planner's max_wait (long: the caller's
+  // budget is each request's send_by) and adds its own event hook.
+  ClientConfig client;
+};
+
+class ProxyServer {
+ public:
+  explicit ProxyServer(ProxyOptions options);
+  ~ProxyServer();  // stop() if running: no thread outlives the server
+  ProxyServer(const ProxyServer&) = delete;
+  ProxyServer& operator=(const ProxyServer&) = delete;
+
+  // Binds, listens and starts serving on background threads. The error says
+  // "cannot listen on ADDRESS:PORT: why".
+  [[nodiscard]] Result<std::uint16_t, ErrorMessage> start();
+  // "ADDRESS:PORT" as bound (IPv6 in brackets).
+  std::string address() const;
+
+  // The drain: stops accepting, answers callers held in a wait with 503 and
+  // their permitted time, gives transfers in flight the grace period, then
+  // cancels what is left, closes every connection and joins every thread.
+  // Idempotent.
+  void stop();
+
+  const Stats& stats() const noexcept;
+
+  struct Core;  // the state the connection threads share (proxy_server.cpp)
+
+ private:
+  std::unique_ptr<Core> core_;
+};
+
+// Whether `address` (numeric IPv4 or IPv6) is a loopback address.
+[[nodiscard]] bool is_loopback(const std::string& address) noexcept;
+
+}  // namespace abide::proxy
