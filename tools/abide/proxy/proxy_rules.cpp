@@ -296,10 +296,9 @@ std::string quota_key(const UrlOrigin& origin, const HeaderList& caller) {
   using namespace proxy_rules_cpp;
   std::vector<std::pair<std::string, std::string_view>> credentials;
   for (const Header& h : caller.lines()) {
-    std::string lower(h.name);
-    for (char& c : lower) c = ascii::to_lower(c);
-    if (std::find(kCredentialFields.begin(), kCredentialFields.end(), lower) == kCredentialFields.end()) continue;
-    credentials.emplace_back(std::move(lower), h.value);
+    const auto known = std::find_if(kCredentialFields.begin(), kCredentialFields.end(),
+                                    [&](std::string_view n) { return iequals(n, h.name); });
+    if (known != kCredentialFields.end()) credentials.emplace_back(std::string(*known), h.value);
   }
   if (credentials.empty()) return origin.origin;
   // A fixed order, so that the same fields sent in another order or case share a key.

@@ -49,20 +49,28 @@ struct Route {
 [[nodiscard]] HeaderList forward_headers(const HeaderList& caller);
 
 // The caller's budget: Abide-Max-Wait as decimal seconds (0 to 31 days;
-// "2", "0.5"), else `fallback`. Malformed or repeated with different values:
-// an error naming the field, for a 400.
+// "2", "0.5"; at most three digits after the point; no sign or exponent),
+// else `fallback`. Several lines or list members must all be the same value.
+// Malformed, empty or repeated with different values: an error naming the
+// field and saying what is wrong (quoting at most 32 bytes, made printable),
+// for a 400.
 [[nodiscard]] Result<Duration, ErrorMessage> caller_max_wait(const HeaderList& caller, Duration fallback);
 
 // The pacer key of a request: the upstream origin, and when the caller sent
 // a credential (Authorization, X-Api-Key, Api-Key, X-Auth-Token,
-// Private-Token, X-Goog-Api-Key), "#" and the first 16 hex digits of the
-// SHA-256 of those fields' lower-cased names and values. Same credential,
-// same key; the key never holds the credential.
+// Private-Token, X-Goog-Api-Key; names in any case), "#" and the first 16
+// hex digits of the SHA-256 of every such field as "name:value\n" (name
+// lower-cased, value as sent), sorted by name and then value. Same
+// credential, same key, whatever the order or case of the fields; the key
+// never holds the credential.
 [[nodiscard]] std::string quota_key(const UrlOrigin& origin, const HeaderList& caller);
 
 // The upstream request for a caller's request, forwarded under `route`: the
-// method, the URL, forward_headers, the body, and the caller's
-// Idempotency-Key (kept in the headers: the engine reads it there).
+// method as sent, upstream_url, forward_headers, the body, and quota_key as
+// the pacer key. The caller's Idempotency-Key stays in the headers (the
+// engine reads it there); idempotency_key and non_idempotent are left unset,
+// so the engine's method rules decide what may be repeated (a POST without a
+// key is sent once). Deadlines are the server's to set.
 [[nodiscard]] engine::Request upstream_request(const RequestHead& head, const Route& route, std::string body);
 
 // An answer's head for the caller. The server adds the framing
