@@ -160,52 +160,37 @@ def process_tree(pid):
 
 
 def cpu_seconds(pid):
-    """utime + stime of pid and its children, in seconds."""
-    total = 0
+    """(utime, stime) of pid and its children, in seconds: a process's own
+    figures include its threads that have ended."""
+    user = system = 0
     for p in process_tree(pid):
         try:
             with open(f"/proc/{p}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+            user += int(fields[11])  # utime (field 14)
+            system += int(fields[12])  # stime (field 15)
         except (OSError, IndexError, ValueError):
             pass
-    return total / CLK_TCK
-
-
-def thread_cpu(pid):
-    """{thread name: cpu seconds} of one process, summed by name."""
-    out = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                raw = f.read()
-            name = raw[raw.index("(") + 1:raw.rindex(")")]
-            fields = raw.rsplit(")", 1)[1].split()
-            out[name] = out.get(name, 0) + (int(fields[11]) + int(fields[12])) / CLK_TCK
-        except (OSError, ValueError, IndexError):
-            pass
-    return out
+    return user / CLK_TCK, system / CLK_TCK
 
 
 def ctx_switches(pid):
-    """Voluntary + involuntary context switches over every thread of pid."""
+    """Voluntary + involuntary context switches of the live threads of pid and its
+    children (an ended thread's are gone: sample while the connections are open)."""
     total = 0
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return 0
-    for tid in tids:
+    for p in process_tree(pid):
         try:
-            with open(f"/proc/{pid}/task/{tid}/status") as f:
-                for line in f:
-                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
-                        total += int(line.split()[1])
-        except (OSError, ValueError):
-            pass
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{p}/task/{tid}/status") as f:
+                    for line in f:
+                        if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                            total += int(line.split()[1])
+            except (OSError, ValueError):
+                pass
     return total
 
 
@@ -227,24 +212,36 @@ def load_average():
 # ------------------------------------------------------------ latency ----
 
 def run_load(args, port, conns, servers):
-    """One load-generator run; returns its JSON plus the CPU each server spent."""
+    """One load-generator run; returns its JSON plus what each server spent per request."""
     before = {name: cpu_seconds(pid) for name, pid in servers.items()}
-    ctx_before = {name: ctx_switches(pid) for name, pid in servers.items()}
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    res = subprocess.run([args.load, "--port", str(port), "--connections", str(conns), "--duration",
-                          str(args.duration), "--warmup", str(args.warmup)], capture_output=True, text=True)
+    proc = subprocess.Popen([args.load, "--port", str(port), "--connections", str(conns), "--duration",
+                             str(args.duration), "--warmup", str(args.warmup)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    # Context switches inside the measured span, while every connection (and
+    # so every abide connection thread) is alive.
+    time.sleep(args.warmup + 0.1 + 0.2 * args.duration)
+    ctx0 = {name: ctx_switches(pid) for name, pid in servers.items()}
+    t0 = time.monotonic()
+    time.sleep(0.5 * args.duration)
+    ctx1 = {name: ctx_switches(pid) for name, pid in servers.items()}
+    ctx_span = time.monotonic() - t0
+    stdout, stderr = proc.communicate()
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if res.returncode != 0:
-        sys.exit(f"proxy bench: proxy_load failed: {res.stderr.strip()}")
-    out = json.loads(res.stdout)
-    # CPU over the whole run (warm-up included) per measured request: a ratio
-    # between processes, comparable across targets of one run.
-    span = args.duration + args.warmup
-    per_req = lambda s: s * 1e6 / max(1, out["count"]) * args.duration / span
-    out["cpu_us_per_req"] = {name: per_req(cpu_seconds(pid) - before[name]) for name, pid in servers.items()}
-    out["cpu_us_per_req"]["load"] = per_req(ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime)
-    out["ctx_per_req"] = {name: (ctx_switches(pid) - ctx_before[name]) / max(1, out["count"]) * args.duration / span
-                          for name, pid in servers.items()}
+    if proc.returncode != 0:
+        sys.exit(f"proxy bench: proxy_load failed: {stderr.strip()}")
+    out = json.loads(stdout)
+    # CPU over the whole run (warm-up included) per request at the measured rate:
+    # comparable between the processes and targets of one run.
+    requests = max(1.0, out["rps"] * (args.duration + args.warmup))
+    cpu = {}
+    for name, pid in servers.items():
+        user, system = cpu_seconds(pid)
+        cpu[name + "_sys"] = (system - before[name][1]) * 1e6 / requests
+        cpu[name] = (user - before[name][0]) * 1e6 / requests + cpu[name + "_sys"]
+    cpu["load"] = (ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime) * 1e6 / requests
+    out["cpu_us_per_req"] = cpu
+    out["ctx_per_req"] = {name: (ctx1[name] - ctx0[name]) / max(1.0, out["rps"] * ctx_span) for name in servers}
     return out
 
 
@@ -252,24 +249,18 @@ def median_of(runs, key):
     return statistics.median(r[key] for r in runs)
 
 
-def latency_phase(args, run_dir, upstream_port, nginx_port, abide_port, servers, abide_pid):
+def latency_phase(args, upstream_port, nginx_port, abide_port, servers):
     targets = [("direct", upstream_port), ("nginx", nginx_port)]
     if abide_port:
         targets.append(("abide", abide_port))
     results = {}
     for conns in args.concurrency:
         runs = {name: [] for name, _ in targets}
-        abide_threads = {}
         for rep in range(args.repeats):
             # A rotating order: no target always runs first (or right after another).
             order = targets[rep % len(targets):] + targets[:rep % len(targets)]
             for name, port in order:
-                t0 = thread_cpu(abide_pid) if name == "abide" and abide_pid else None
                 r = run_load(args, port, conns, servers)
-                if t0 is not None:
-                    t1 = thread_cpu(abide_pid)
-                    for k, v in t1.items():
-                        abide_threads[k] = abide_threads.get(k, 0) + v - t0.get(k, 0)
                 runs[name].append(r)
                 log(f"  C={conns} rep {rep + 1} {name:6}: {r['rps']:9.0f} req/s  p50 {r['p50_us']:7.1f}  "
                     f"p99 {r['p99_us']:8.1f} us  errors {r['errors']}")
@@ -291,10 +282,6 @@ def latency_phase(args, run_dir, upstream_port, nginx_port, abide_port, servers,
             if name != "direct":
                 summary[name]["added_p50_us"] = summary[name]["p50_us"] - summary["direct"]["p50_us"]
                 summary[name]["added_p99_us"] = summary[name]["p99_us"] - summary["direct"]["p99_us"]
-        if "abide" in summary:
-            total = sum(abide_threads.values()) or 1
-            summary["abide"]["thread_cpu_share"] = {k: v / total for k, v in sorted(
-                abide_threads.items(), key=lambda kv: -kv[1])[:8]}
         results[str(conns)] = summary
     return results
 
@@ -348,7 +335,7 @@ def memory_phase(args, run_dir):
     proxy = None
     socks = []
     try:
-        extra = ["--jobs", str(args.memory_jobs), "--max-wait", str(args.caller_wait), *args.memory_proxy_args]
+        extra = ["--jobs", str(args.memory_jobs), "--max-wait", f"{args.caller_wait:g}", *args.memory_proxy_args]
         proxy, port, cmd = start_abide_proxy(args, f"http://127.0.0.1:{mock_port}", extra,
                                              os.path.join(run_dir, "abide-memory.stderr"))
         # The window's one request goes straight to the server; the next one,
@@ -362,7 +349,7 @@ def memory_phase(args, run_dir):
         log(f"  memory: primed ({prime}); proxy before callers: {base}")
 
         sel = selectors.DefaultSelector()
-        request = (f"GET /held HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAbide-Max-Wait: {args.caller_wait}\r\n"
+        request = (f"GET /held HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAbide-Max-Wait: {args.caller_wait:g}\r\n"
                    "Connection: close\r\n\r\n").encode()
         connect_errors = 0
         for _ in range(args.callers):
@@ -452,11 +439,15 @@ def markdown(meta, latency, rows, memory):
            f"Measured {meta['when']} on {meta['cpus']} CPUs (shared by the load generator and every server), "
            f"load average before/after {meta['load_before']} / {meta['load_after']}; abide {meta['commit']}, "
            f"{meta['nginx']}, 1 nginx worker each (upstream and proxy).\n",
-           f"Command: `{meta['command']}`\n",
+           f"Command: `{meta['command']}`\n"]
+    if latency:
+        out.append(
            f"Each figure is the median of {meta['repeats']} runs of {meta['duration']:g} s "
            f"(after {meta['warmup']:g} s warm-up) per target, the targets' runs interleaved; the upstream is nginx "
            f"answering 200 \"ok\\n\"; \"added\" = through the proxy - direct to the upstream. CPU is per request, in "
-           f"µs, from /proc/PID/stat (utime+stime; 10 ms ticks) over the run.\n"]
+           f"µs, from /proc/PID/stat (utime+stime; 10 ms ticks) over the run.\n")
+    if meta.get("abide_command"):
+        out.append(f"abide: `abide {meta['abide_command']}`.\n")
     for conns, s in latency.items():
         out.append(f"\n## {conns} concurrent callers\n")
         out.append("| target | req/s | p50 µs | p90 µs | p99 µs | added p50 µs | added p99 µs | errors | CPU µs/req: "
@@ -469,9 +460,14 @@ def markdown(meta, latency, rows, memory):
             out.append(f"| {name} | {v['rps']:.0f} | {v['p50_us']:.1f} | {v['p90_us']:.1f} | {v['p99_us']:.1f} | "
                        f"{added50} | {added99} | {v['errors']} | {c.get('upstream', 0):.1f} | "
                        f"{c.get('nginx', 0):.1f} | {c.get('abide', 0):.1f} | {c.get('load', 0):.1f} |")
-        if "abide" in s and s["abide"].get("thread_cpu_share"):
-            shares = ", ".join(f"{k} {v:.0%}" for k, v in s["abide"]["thread_cpu_share"].items())
-            out.append(f"\nabide's CPU by thread name: {shares}.")
+        notes = []
+        for proxy in ("nginx", "abide"):
+            if proxy in s:
+                c, x = s[proxy]["cpu_us_per_req"], s[proxy]["ctx_per_req"]
+                notes.append(f"{proxy}: {c[proxy] - c[proxy + '_sys']:.1f} µs user + "
+                             f"{c[proxy + '_sys']:.1f} µs system CPU, {x[proxy]:.2f} context switches per request")
+        if notes:
+            out.append("\nThe proxies' own cost, through each: " + "; ".join(notes) + ".")
     if rows:
         out.append("\n## Targets\n")
         out.append("| callers | target | measured | verdict |")
@@ -571,8 +567,7 @@ def main():
                     status, _, body = http_get(port, "/check")
                     if status != 200 or body != b"ok\n":
                         sys.exit(f"proxy bench: {name} answered {status} {body[:80]!r}")
-            latency = latency_phase(args, run_dir, upstream_port, nginx_port, abide_port, servers,
-                                    abide.pid if abide else None)
+            latency = latency_phase(args, upstream_port, nginx_port, abide_port, servers)
             rows = verdicts(latency)
             if abide:
                 meta["abide_exit"] = stop(abide)
