@@ -1,12 +1,18 @@
 // abide mock-server: the limiter with a manual clock (exact values, exact
 // premature boundaries), then the real server as a child process over HTTP.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -969,6 +975,184 @@ TEST(MockServerCli, LatencyDelaysEveryApiAnswer) {
   EXPECT_EQ(r->status, 200);
   EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms);
   m.stop_cleanly();
+}
+
+// Sends `request` on a new loopback connection and reads until the server
+// closes it (or `timeout`): what came back, and whether it closed in time.
+struct RawExchange {
+  std::string received;
+  bool closed = false;
+};
+RawExchange raw_exchange(int port, const std::string& request, std::chrono::milliseconds timeout) {
+  RawExchange r;
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return r;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      send(fd, request.data(), request.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return r;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) break;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+    char buf[4096];
+    const ssize_t k = recv(fd, buf, sizeof buf, 0);
+    if (k <= 0) {
+      r.closed = true;
+      break;
+    }
+    r.received.append(buf, static_cast<std::size_t>(k));
+  }
+  close(fd);
+  return r;
+}
+
+TEST(MockServerCli, EchoAnswersTheRequestAsReceivedAndIsNotCounted) {
+  MockProcess m({"--limit", "1", "--window", "600"});
+  ASSERT_GT(m.port(), 0);
+  auto c = m.client();
+  const auto r = c.Post("/__echo?a=1&b=x%2Fy", {{"X-Foo", "bar"}, {"Authorization", "Bearer t"}}, "the body",
+                        "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  const json e = json::parse(r->body);
+  EXPECT_EQ(e["method"], "POST");
+  EXPECT_EQ(e["path"], "/__echo");
+  EXPECT_EQ(e["query"], "a=1&b=x%2Fy");
+  EXPECT_EQ(e["body"], "the body");
+  std::map<std::string, std::string> fields;
+  for (const auto& h : e["headers"]) {
+    ASSERT_EQ(h.size(), 2u);
+    fields[h[0].get<std::string>()] = h[1].get<std::string>();
+  }
+  EXPECT_EQ(fields["X-Foo"], "bar");
+  EXPECT_EQ(fields["Authorization"], "Bearer t");
+  EXPECT_EQ(fields["Content-Type"], "text/plain");
+  EXPECT_FALSE(fields.count("REMOTE_ADDR"));  // httplib's own, not received
+  for (const char* method : {"GET", "PUT", "PATCH", "DELETE", "OPTIONS"}) {
+    const auto x = raw_exchange(m.port(),
+                                std::string(method) + " /__echo HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                                10s);
+    ASSERT_NE(x.received.find("\r\n\r\n"), std::string::npos) << method;
+    EXPECT_EQ(x.received.rfind("HTTP/1.1 200", 0), 0u) << method << ": " << x.received;
+    const json j = json::parse(x.received.substr(x.received.find("\r\n\r\n") + 4), nullptr, false);
+    EXPECT_EQ(j.value("method", ""), method);
+  }
+  // Control paths leave the quota alone: the one API request allowed is still there.
+  EXPECT_EQ(m.stats()["totals"]["requests"], 0);
+  EXPECT_EQ(c.Get("/api")->status, 200);
+  m.stop_cleanly();
+}
+
+TEST(MockServerCli, StreamSendsEachEventAsItsOwnChunkAfterTheGap) {
+  MockProcess m({"--limit", "1", "--window", "600"});
+  ASSERT_GT(m.port(), 0);
+  auto c = m.client();
+  std::vector<std::pair<std::chrono::steady_clock::time_point, std::string>> arrivals;
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = c.Get("/__stream?chunks=4&gap_ms=150", [&](const char* data, std::size_t n) {
+    arrivals.emplace_back(std::chrono::steady_clock::now(), std::string(data, n));
+    return true;
+  });
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
+  EXPECT_EQ(r->get_header_value("Transfer-Encoding"), "chunked");
+  std::string body;
+  for (const auto& [t, d] : arrivals) body += d;
+  EXPECT_EQ(body, "data: 0\n\ndata: 1\n\ndata: 2\n\ndata: 3\n\n");
+  ASSERT_GE(arrivals.size(), 2u);
+  // Three gaps of 150 ms lie between the first event and the last: the
+  // first is not held back until the end.
+  EXPECT_EQ(arrivals.front().second.rfind("data: 0", 0), 0u);
+  EXPECT_GE(arrivals.back().first - arrivals.front().first, 450ms);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 450ms);
+  const auto empty = c.Get("/__stream?chunks=0");
+  ASSERT_TRUE(empty);
+  EXPECT_EQ(empty->status, 200);
+  EXPECT_EQ(empty->body, "");
+  for (const char* bad : {"/__stream?chunks=1001", "/__stream?gap_ms=10001", "/__stream?chunks=abc",
+                          "/__stream?chunks=-1", "/__stream?gap_ms=", "/__stream?chunks=99999999999999999999"}) {
+    const auto b = c.Get(bad);
+    ASSERT_TRUE(b) << bad;
+    EXPECT_EQ(b->status, 400) << bad;
+  }
+  EXPECT_EQ(m.stats()["totals"]["requests"], 0);
+  m.stop_cleanly();
+}
+
+TEST(MockServerCli, HangReadsTheRequestThenClosesWithoutAnAnswer) {
+  MockProcess m({"--limit", "1", "--window", "600"});
+  ASSERT_GT(m.port(), 0);
+  const auto start = std::chrono::steady_clock::now();
+  const auto x = raw_exchange(
+      m.port(), "POST /__hang?ms=200 HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc", 20s);
+  EXPECT_TRUE(x.closed);
+  EXPECT_EQ(x.received, "");  // not one byte of answer
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 200ms);
+  // On a kept-alive connection after an answered request: the first is
+  // answered, then the connection closes with nothing for the second.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(m.port()));
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string first = "GET /__echo HTTP/1.1\r\nHost: h\r\n\r\n";
+  ASSERT_EQ(send(fd, first.data(), first.size(), MSG_NOSIGNAL), static_cast<ssize_t>(first.size()));
+  std::string got;
+  while (got.find("\n}\n") == std::string::npos) {  // the echo's JSON ends its body
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_GT(poll(&p, 1, 10000), 0) << got;
+    char buf[4096];
+    const ssize_t k = recv(fd, buf, sizeof buf, 0);
+    ASSERT_GT(k, 0) << got;
+    got.append(buf, static_cast<std::size_t>(k));
+  }
+  EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+  const std::string second = "GET /__hang?ms=0 HTTP/1.1\r\nHost: h\r\n\r\n";
+  ASSERT_EQ(send(fd, second.data(), second.size(), MSG_NOSIGNAL), static_cast<ssize_t>(second.size()));
+  pollfd p{fd, POLLIN, 0};
+  ASSERT_GT(poll(&p, 1, 10000), 0);
+  char buf[64];
+  EXPECT_EQ(recv(fd, buf, sizeof buf, 0), 0);  // closed, not one byte of answer
+  close(fd);
+  const auto bad = m.client().Get("/__hang?ms=600001");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(m.stats()["totals"]["requests"], 0);
+  m.stop_cleanly();
+}
+
+TEST(MockServerCli, StopEndsAHangAndAStreamAtOnce) {
+  MockProcess m({});
+  ASSERT_GT(m.port(), 0);
+  RawExchange hang, stream;
+  std::thread h([&] { hang = raw_exchange(m.port(), "GET /__hang?ms=600000 HTTP/1.1\r\nHost: h\r\n\r\n", 30s); });
+  std::thread s([&] {
+    stream = raw_exchange(m.port(), "GET /__stream?chunks=1000&gap_ms=10000 HTTP/1.1\r\nHost: h\r\n\r\n", 30s);
+  });
+  // Both held in the server before it is told to stop: the stream's first event came.
+  for (int i = 0; i < 200 && m.stats().is_null(); ++i) std::this_thread::sleep_for(10ms);
+  std::this_thread::sleep_for(300ms);
+  const auto start = std::chrono::steady_clock::now();
+  m.stop_cleanly();
+  h.join();
+  s.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);  // not the hour the requests asked for
+  EXPECT_TRUE(hang.closed);
+  EXPECT_EQ(hang.received, "");
+  EXPECT_TRUE(stream.closed);
+  EXPECT_NE(stream.received.find("data: 0"), std::string::npos) << stream.received;
 }
 
 TEST(MockServerCli, ConcurrentClientsAreCountedExactly) {

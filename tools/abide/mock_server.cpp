@@ -1,14 +1,20 @@
 // MockServer: the Limiter behind cpp-httplib (see mock_server.h).
 #include "mock_server.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <atomic>
+#include <charconv>
 #include <condition_variable>
 #include <csignal>
 #include <fstream>
 #include <mutex>
+#include <optional>
+#include <string_view>
 #include <thread>
 
 namespace abide::mock {
@@ -26,6 +32,48 @@ class Server final : public httplib::Server {
 };
 
 constexpr std::size_t kMaxBody = 1 << 20;
+constexpr std::uint64_t kMaxStreamChunks = 1000;
+constexpr std::uint64_t kMaxGapMs = 10000;
+constexpr std::uint64_t kMaxHangMs = 600000;
+
+// The descriptor of this process's connection from peer ADDR:PORT to local
+// port `local_port`, or -1. httplib hands a handler no socket; /__hang finds
+// its own among the open descriptors (a peer address and port name one
+// connection).
+int connection_socket(const std::string& peer_addr, int peer_port, int local_port) {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int found = -1;
+  while (const dirent* e = ::readdir(dir)) {
+    int fd = -1;
+    const std::string_view name = e->d_name;
+    if (std::from_chars(name.data(), name.data() + name.size(), fd).ec != std::errc{}) continue;
+    sockaddr_in local{}, peer{};
+    socklen_t llen = sizeof local, plen = sizeof peer;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &llen) != 0 || local.sin_family != AF_INET) continue;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    if (::inet_ntop(AF_INET, &peer.sin_addr, text, sizeof text) == nullptr) continue;
+    if (ntohs(local.sin_port) == local_port && ntohs(peer.sin_port) == peer_port && peer_addr == text) {
+      found = fd;
+      break;
+    }
+  }
+  ::closedir(dir);
+  return found;
+}
+
+// A query parameter as a bounded decimal: `fallback` when absent, nullopt
+// when malformed or above `max` (answered 400, never clamped silently).
+std::optional<std::uint64_t> bounded_param(const httplib::Request& req, const char* name, std::uint64_t fallback,
+                                           std::uint64_t max) {
+  if (!req.has_param(name)) return fallback;
+  const std::string v = req.get_param_value(name);
+  std::uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (v.empty() || ec != std::errc{} || end != v.data() + v.size() || n > max) return std::nullopt;
+  return n;
+}
 
 }  // namespace
 
@@ -75,6 +123,7 @@ class MockServer::Impl {
     server_.Put(".*", api);
     server_.Patch(".*", api);
     server_.Delete(".*", api);
+    server_.Options("/__echo", api);  // the echo takes any method; the API has no OPTIONS
 
     if (opts_.port == 0) {
       port_ = server_.bind_to_any_port(host);
@@ -134,18 +183,82 @@ class MockServer::Impl {
       limiter_.reset();
       return json_response(res, 200, {{"reset", true}});
     }
+    if (req.path == "/__echo") return echo(req, res);
+    if (req.path == "/__stream") return stream(req, res);
+    if (req.path == "/__hang") return hang(req, res);
     std::string client = req.get_header_value("X-Client-Id");
     if (client.empty()) client = req.remote_addr;
     const std::string connection = req.remote_addr + ":" + std::to_string(req.remote_port);
     Answer a = limiter_.handle({req.method, req.path, client, connection});
-    if (opts_.limiter.latency > Duration::zero()) {
-      // Held, not slept: stop() wakes it.
-      std::unique_lock lock(stop_mu_);
-      stop_cv_.wait_for(lock, opts_.limiter.latency, [this] { return stopping_; });
-    }
+    // Held, not slept: stop() wakes it.
+    if (opts_.limiter.latency > Duration::zero()) held_until_stop(opts_.limiter.latency);
     res.status = a.status;
     for (auto& [name, value] : a.headers) res.set_header(name, value);
     res.set_content(std::move(a.body), "application/json");
+  }
+
+  // /__echo: the request as received, for checking what a proxy forwarded.
+  static void echo(const httplib::Request& req, httplib::Response& res) {
+    const std::string_view target = req.target;
+    const auto q = target.find('?');
+    nlohmann::ordered_json headers = nlohmann::ordered_json::array();
+    for (const auto& [name, value] : req.headers) {
+      // httplib adds the peer's address as a field of its own; it was not received.
+      if (name == "REMOTE_ADDR" || name == "REMOTE_PORT" || name == "LOCAL_ADDR" || name == "LOCAL_PORT") continue;
+      headers.push_back({name, value});
+    }
+    json_response(res, 200,
+                  {{"method", req.method},
+                   {"path", std::string(target.substr(0, q))},
+                   {"query", q == std::string_view::npos ? std::string() : std::string(target.substr(q + 1))},
+                   {"headers", std::move(headers)},
+                   {"body", req.body}});
+  }
+
+  // /__stream?chunks=N&gap_ms=M: a chunked event stream, one event per chunk,
+  // so that a proxy's streaming (or buffering) shows in arrival times.
+  void stream(const httplib::Request& req, httplib::Response& res) {
+    const auto chunks = bounded_param(req, "chunks", 5, kMaxStreamChunks);
+    const auto gap = bounded_param(req, "gap_ms", 100, kMaxGapMs);
+    if (!chunks || !gap) {
+      return json_response(res, 400,
+                           {{"error", "chunks must be 0.." + std::to_string(kMaxStreamChunks) + " and gap_ms 0.." +
+                                          std::to_string(kMaxGapMs)}});
+    }
+    res.status = 200;
+    res.set_header("Cache-Control", "no-cache");
+    auto next = std::make_shared<std::uint64_t>(0);
+    res.set_chunked_content_provider(
+        "text/event-stream", [this, next, n = *chunks, gap_ms = *gap](std::size_t, httplib::DataSink& sink) {
+          if (*next > 0 && gap_ms > 0 && held_until_stop(std::chrono::milliseconds(gap_ms))) return false;
+          if (*next < n) {
+            const std::string event = "data: " + std::to_string(*next) + "\n\n";
+            if (!sink.write(event.data(), event.size())) return false;
+            ++*next;
+          }
+          if (*next >= n) sink.done();
+          return true;
+        });
+  }
+
+  // /__hang?ms=M: reads the request, holds it M ms (or until stop), then
+  // closes the connection without a byte of answer: what a proxy sees when
+  // an upstream may or may not have applied a request.
+  void hang(const httplib::Request& req, httplib::Response& res) {
+    const auto ms = bounded_param(req, "ms", 1000, kMaxHangMs);
+    if (!ms) return json_response(res, 400, {{"error", "ms must be 0.." + std::to_string(kMaxHangMs)}});
+    held_until_stop(std::chrono::milliseconds(*ms));
+    // Shut down, not closed: httplib still owns (and closes) the descriptor.
+    // Its answer then fails to send, and the connection ends.
+    const int fd = connection_socket(req.remote_addr, req.remote_port, port_);
+    if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+    res.status = 500;
+  }
+
+  // Waits `d` unless stop() comes first; true when stopped.
+  bool held_until_stop(Duration d) {
+    std::unique_lock lock(stop_mu_);
+    return stop_cv_.wait_for(lock, d, [this] { return stopping_; });
   }
 
   ServerOptions opts_;

@@ -5,6 +5,13 @@
 // control paths, which never count as API requests:
 //   GET  /__stats  the counters as JSON (Limiter::stats)
 //   POST /__reset  clears every counter and window
+//   ANY  /__echo   200 JSON {"method","path","query","headers":[[name,value],...],
+//                  "body"}: the request as received (raw path and query)
+//   GET  /__stream?chunks=N&gap_ms=M  200 text/event-stream, chunked:
+//                  "data: i\n\n" for i in 0..N-1, M ms apart (N <= 1000,
+//                  M <= 10000; defaults 5 and 100; out of range: 400)
+//   ANY  /__hang?ms=M  reads the request, waits M ms (or until stop; default
+//                  1000, at most 600000), closes the connection unanswered
 // A class so that a test can run it in-process: start() on port 0, port(),
 // stop(). The caller handles signals; start() ignores SIGPIPE if it was at its
 // default (a client that hangs up must not kill the server).
