@@ -22,10 +22,10 @@ namespace abide::proxy {
 
 // One request head as a caller sent it.
 struct RequestHead {
-  std::string method;      // a token, as sent (case kept)
-  std::string target;      // origin-form "/path?query"; an absolute-form target's path and query
-  int version_minor = 1;   // HTTP/1.0 or HTTP/1.1
-  HeaderList headers;      // in order; names as sent, values without surrounding whitespace
+  std::string method;     // a token, as sent (case kept)
+  std::string target;     // origin-form "/path?query"; an absolute-form target's path and query
+  int version_minor = 1;  // HTTP/1.0 or HTTP/1.1
+  HeaderList headers;     // in order; names as sent, values without surrounding whitespace
 };
 
 // Why a head or body cannot be used, and the status that says so: 400 (bad
@@ -38,17 +38,23 @@ struct HttpError {
 
 // Where the head that starts `data` ends: the offset just past its empty
 // line (CRLF CRLF, or a bare LF LF), or nullopt when it has not ended yet.
-// Empty lines before the request line are skipped (RFC 9112 2.2). `from` is
-// how much of `data` an earlier call already searched, so that feeding a head
-// in small pieces stays linear.
+// Empty lines before the request line are skipped (RFC 9112 2.2); 1 KiB of
+// them ends a "head" at once, which parse_request_head rejects. `from` is how
+// much of `data` an earlier call already searched (data then held only those
+// bytes), so that feeding a head in small pieces stays linear.
 [[nodiscard]] std::optional<std::size_t> find_head_end(std::string_view data, std::size_t from = 0) noexcept;
 
-// Parses a complete head (as find_head_end delimits it). Rejects: a bad
-// request line, a method that is not a token, a target that is neither
-// origin-form, absolute-form http(s), nor "*" for OPTIONS, a version other
-// than HTTP/1.0 and 1.1 (505), a field name that is not a token or is
+// Parses a complete head (as find_head_end delimits it; bytes after its
+// empty line are not read). Rejects with 400: a bad request line (exactly one
+// SP between method, target and version; a line ends in LF or CRLF, a CR
+// elsewhere is bad), a method that is not a token, a target that is neither
+// origin-form, absolute-form http(s), nor "*" for OPTIONS (any CTL, SP, DEL,
+// '#' or non-ASCII byte in it is bad), a field name that is not a token or is
 // followed by whitespace before the colon, obsolete line folding, a value
-// with NUL, CR or LF, and HTTP/1.1 without exactly one Host field.
+// with a control byte other than HTAB (NUL, CR and LF included), a Host that
+// is not a host and port, and HTTP/1.1 without exactly one Host field.
+// Other statuses: a version other than HTTP/1.0 and 1.1 is 505, CONNECT is
+// 501, more than 256 field lines are 431.
 [[nodiscard]] Result<RequestHead, HttpError> parse_request_head(std::string_view head);
 
 // How the body of a request is delimited.
@@ -60,8 +66,9 @@ struct BodyFraming {
 
 // The framing the head states (RFC 9112 6.3): Transfer-Encoding whose last
 // coding is chunked (any other coding: 501), else Content-Length (one valid
-// value, or a list of equal ones), else none. Both fields at once, a bad or
-// conflicting Content-Length, and Transfer-Encoding in HTTP/1.0 are 400.
+// value, or a list of equal ones; above 2^63-1: 413), else none. Both fields
+// at once, a bad or conflicting Content-Length, Transfer-Encoding in
+// HTTP/1.0, chunked twice, with parameters or not last are 400.
 [[nodiscard]] Result<BodyFraming, HttpError> body_framing(const RequestHead& head);
 
 // Whether the connection stays open after this exchange: HTTP/1.1 unless
@@ -75,7 +82,9 @@ struct BodyFraming {
 // Decodes a chunked body incrementally (RFC 9112 7.1): chunk sizes in hex
 // (with extensions, which are ignored), data, the last chunk and a trailer
 // section, which is read and dropped. At most `max_body` decoded bytes (413
-// beyond) and bounded chunk-size and trailer lines (400 beyond).
+// beyond, before any byte of the chunk that would pass it), at most 16 hex
+// digits after leading zeros, a chunk-size line of at most 4 KiB and a
+// trailer section of at most 8 KiB (400 beyond). A bare LF ends a line too.
 class ChunkedDecoder {
  public:
   explicit ChunkedDecoder(std::uint64_t max_body) noexcept : max_body_(max_body) {}
@@ -91,16 +100,31 @@ class ChunkedDecoder {
   std::uint64_t decoded() const noexcept { return decoded_; }
 
  private:
-  enum class State : std::uint8_t { kSize, kExtension, kSizeLf, kData, kDataCr, kDataLf, kTrailer, kTrailerLf, kDone, kError };
+  // kSizeBws: whitespace after the size, which only an extension may follow.
+  enum class State : std::uint8_t {
+    kSize,
+    kSizeBws,
+    kExtension,
+    kSizeLf,
+    kData,
+    kDataCr,
+    kDataLf,
+    kTrailer,
+    kTrailerLf,
+    kDone,
+    kError
+  };
   Status fail(int status, std::string reason);
+  Status end_size_line();
+  Status end_trailer_line();
 
   std::uint64_t max_body_;
   std::uint64_t decoded_ = 0;
-  std::uint64_t chunk_left_ = 0;
-  std::size_t line_bytes_ = 0;  // of the current size or trailer line
-  std::size_t size_digits_ = 0;
-  std::size_t trailer_bytes_ = 0;
-  bool trailer_line_empty_ = true;
+  std::uint64_t chunk_left_ = 0;    // the size being read, then the data left of the chunk
+  std::size_t line_bytes_ = 0;      // of the current chunk-size line
+  std::size_t size_digits_ = 0;     // hex digits of the size after leading zeros
+  std::size_t trailer_bytes_ = 0;   // of the whole trailer section
+  bool trailer_line_empty_ = true;  // no byte yet on the current trailer line
   State state_ = State::kSize;
   HttpError error_;
 };
