@@ -990,10 +990,12 @@ struct SinkLog {
 };
 
 TEST(ClientStream, EachChunkReachesTheSinkAsItArrives) {
-  TestServer server;
+  // What the server's threads use is declared before the server, which joins
+  // them when it goes (ThreadSanitizer cannot see the order over loopback).
   std::promise<void> first_seen;
   std::shared_future<void> first_seen_f = first_seen.get_future().share();
   std::atomic<bool> server_gave_up{false};
+  TestServer server;
   server.svr().Get("/sse", [&](const httplib::Request& req, httplib::Response& res) {
     server.log(req);
     res.set_chunked_content_provider("text/event-stream", [&](std::size_t offset, httplib::DataSink& sink) {
@@ -1073,8 +1075,8 @@ TEST(ClientStream, ARetriedAnswerNeverReachesTheSink) {
 // A retried answer's body reaches nobody: a short one is dropped as it comes
 // and the retry goes on the same connection; a long one is cut (a new one).
 void retried_body_of(std::size_t size, bool same_connection) {
-  TestServer server;
   const std::string dropped(size, 'd');
+  TestServer server;
   server.svr().Get("/r", [&](const httplib::Request& req, httplib::Response& res) {
     if (server.log(req) == 0) {
       res.status = 503;
@@ -1131,8 +1133,8 @@ TEST(ClientStream, ADeferredAnswerStreamsWithItsPermittedTime) {
 }
 
 TEST(ClientStream, ABodyOverMaxBodyBytesStreamsWhole) {
-  TestServer server;
   const std::string big(300000, 'z');
+  TestServer server;
   server.svr().Get("/big", [&](const httplib::Request& req, httplib::Response& res) {
     server.log(req);
     res.set_content(big, "application/octet-stream");
@@ -1152,8 +1154,8 @@ TEST(ClientStream, ABodyOverMaxBodyBytesStreamsWhole) {
 }
 
 TEST(ClientStream, ASinkThatRefusesTheBodyStopsTheTransfer) {
-  TestServer server;
   std::promise<std::size_t> broke;  // how much the server wrote before the client went away
+  TestServer server;
   server.svr().Get("/endless", [&](const httplib::Request& req, httplib::Response& res) {
     server.log(req);
     res.set_chunked_content_provider("application/octet-stream",
@@ -1350,7 +1352,6 @@ TEST(TransferSlots, AWaitEndsAtAStopOrItsBound) {
 }
 
 TEST(Client, MaxTransfersBoundsConcurrentRequests) {
-  TestServer server;
   constexpr std::size_t kFetches = 6;
   std::mutex mu;
   std::condition_variable cv;
@@ -1360,6 +1361,7 @@ TEST(Client, MaxTransfersBoundsConcurrentRequests) {
   std::size_t served = 0;   // answered
   std::size_t started = 0;  // attempts the engine let go (kAttemptStarted)
   bool timed_out = false;
+  TestServer server;
   server.svr().Get(R"(/c/(\d+))", [&](const httplib::Request& req, httplib::Response& res) {
     server.log(req);
     std::unique_lock lock(mu);
@@ -1413,10 +1415,10 @@ TEST(Client, MaxTransfersBoundsConcurrentRequests) {
 // One transfer is held by the server; a second request, over fetch or over a
 // caller's handle, waits for the slot and is cancelled there: nothing is sent.
 void cancelled_while_waiting_for_a_transfer(bool own_handle) {
-  TestServer server;
   std::mutex mu;
   std::condition_variable cv;
   bool release = false;
+  TestServer server;
   server.svr().Get("/held", [&](const httplib::Request& req, httplib::Response& res) {
     server.log(req);
     std::unique_lock lock(mu);
@@ -1472,10 +1474,10 @@ TEST(Client, AFetchWaitingForATransferIsCancelledUnsent) { cancelled_while_waiti
 TEST(OwnHandle, AHandleWaitingForATransferIsCancelledUnsent) { cancelled_while_waiting_for_a_transfer(true); }
 
 TEST(Client, AWaitForATransferEndsAtTheDeadline) {
-  TestServer server;
   std::mutex mu;
   std::condition_variable cv;
   bool release = false;
+  TestServer server;
   server.svr().Get("/held", [&](const httplib::Request& req, httplib::Response& res) {
     server.log(req);
     std::unique_lock lock(mu);
