@@ -2,9 +2,9 @@
 // "never crash": find_head_end finds the same end whether the bytes arrive at
 // once or in pieces; a parsed head has a token method, a path (or "*") as
 // target, token names and values without control bytes, and at most 256
-// fields; every error has an expected status and a printable reason; a
-// chunked body decodes to the same bytes, status and boundary in any split,
-// never past its limit.
+// fields; bytes after a head's empty line change nothing; every error has an
+// expected status and a printable reason; a chunked body decodes to the same
+// bytes, status and boundary in any split, never past its limit.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -77,8 +77,19 @@ Decoded decode(std::string_view in, std::uint64_t max_body, bool in_pieces) {
   return r;
 }
 
-void check_head(std::string_view text) {
+void check_head(std::string_view text, std::string_view whole) {
   auto head = abide::proxy::parse_request_head(text);
+  // Bytes after the head's empty line change nothing.
+  if (whole.size() != text.size()) {
+    auto again = abide::proxy::parse_request_head(whole);
+    check(again.has_value() == head.has_value());
+    if (head) {
+      check(again->method == head->method && again->target == head->target);
+      check(again->headers.size() == head->headers.size());
+    } else {
+      check(again.error().status == head.error().status && again.error().reason == head.error().reason);
+    }
+  }
   if (!head) {
     const int s = head.error().status;
     check(s == 400 || s == 431 || s == 501 || s == 505);
@@ -122,7 +133,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   check(seen == end);
 
-  check_head(end ? input.substr(0, *end) : input);
+  check_head(end ? input.substr(0, *end) : input, input);
 
   // The bytes after the head (or all of them) as a chunked body, under a
   // limit taken from the input too.
