@@ -1,1 +1,972 @@
+// `abide proxy` end to end: real processes on 127.0.0.1 (abide mock-server
+// upstream, abide proxy, redis-server) and real callers whose own retries are
+// off (Python's http.client, curl, Node's fetch, raw sockets for garbage).
+// Waits only where time is the rule (streaming, cooldowns), with wide margins.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/process.h"
+#include "support/redis_store_server.h"
+#include "support/run.h"
+
+#ifdef ABIDE_CLI_PATH
+
+namespace abide::test {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+const std::string kClients = std::string(ABIDE_SOURCE_DIR) + "/tests/support/proxy_clients";
+
+// ---- the programs ------------------------------------------------------------
+
+// An executable on PATH, or "".
+std::string on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (dir.empty()) continue;
+    const std::string p = dir + "/" + name;
+    if (access(p.c_str(), X_OK) == 0) return p;
+  }
+  return {};
+}
+
+// A test needs each client it runs: missing is a failure (CI installs them),
+// except node when ABIDE_TEST_NO_NODE is set (a machine without it).
+#define REQUIRE_PROGRAM(var, name)                                                                 \
+  const std::string var##_name = (name);                                                           \
+  const std::string var = on_path(var##_name);                                                     \
+  do {                                                                                             \
+    if (var.empty() && var##_name == "node" && std::getenv("ABIDE_TEST_NO_NODE"))                  \
+      GTEST_SKIP() << "node is not on PATH and ABIDE_TEST_NO_NODE is set";                         \
+    ASSERT_FALSE(var.empty()) << var##_name << " is not on PATH (a test dependency: scripts/deps.sh)"; \
+  } while (0)
+
+// A background abide command whose first stdout line is "listening on ADDR:PORT".
+class Listening {
+ public:
+  explicit Listening(std::vector<std::string> args) : proc_(std::move(args)) {
+    const auto line = proc_.read_line(30s);
+    const std::string prefix = "listening on ";
+    if (line && line->rfind(prefix, 0) == 0) {
+      first_line_ = *line;
+      const auto colon = line->rfind(':');
+      if (colon != std::string::npos) port_ = std::atoi(line->c_str() + colon + 1);
+    }
+  }
+  int port() const { return port_; }
+  const std::string& first_line() const { return first_line_; }
+  std::string url(const std::string& target = "") const {
+    return "http://127.0.0.1:" + std::to_string(port_) + target;
+  }
+  std::string err_so_far() const { return proc_.err_so_far(); }
+  RunResult stop(int sig = SIGTERM, std::chrono::milliseconds timeout = 20s) { return proc_.stop(sig, timeout); }
+  bool running() const { return proc_.running(); }
+
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_connection_timeout(10s);
+    c.set_read_timeout(30s);
+    return c;
+  }
+
+ private:
+  BackgroundProcess proc_;
+  int port_ = -1;
+  std::string first_line_;
+};
+
+std::vector<std::string> with(std::vector<std::string> head, const std::vector<std::string>& tail) {
+  head.insert(head.end(), tail.begin(), tail.end());
+  return head;
+}
+
+// `abide mock-server` with these options.
+class Mock : public Listening {
+ public:
+  explicit Mock(const std::vector<std::string>& args)
+      : Listening(with({ABIDE_CLI_PATH, "mock-server", "--port", "0", "--quiet", "--threads", "32"}, args)) {}
+
+  json stats() const {
+    auto c = client();
+    const auto r = c.Get("/__stats");
+    if (!r || r->status != 200) return json();
+    return json::parse(r->body, nullptr, false);
+  }
+  long long requests() const {
+    const json s = stats();
+    return s.is_object() ? s["totals"]["requests"].get<long long>() : -1;
+  }
+  // Waits (bounded) until the mock has counted `n` API requests.
+  bool wait_for_requests(long long n, std::chrono::milliseconds timeout = 10s) const {
+    const auto end = Clock::now() + timeout;
+    while (Clock::now() < end) {
+      if (requests() >= n) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+};
+
+// `abide proxy --port 0` with these options.
+class Proxy : public Listening {
+ public:
+  explicit Proxy(const std::vector<std::string>& args)
+      : Listening(with({ABIDE_CLI_PATH, "proxy", "--port", "0"}, args)) {}
+
+  json stats() const {
+    auto c = client();
+    const auto r = c.Get("/__abide/stats");
+    if (!r || r->status != 200) return json();
+    return json::parse(r->body, nullptr, false);
+  }
+
+  // SIGTERM, then a clean exit: 0, and no sanitizer report.
+  RunResult stop_cleanly() {
+    auto r = stop(SIGTERM);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err.find("Sanitizer"), std::string::npos) << r.err;
+    return r;
+  }
+};
+
+std::vector<std::string> upstream(const Mock& m) { return {"--upstream", m.url()}; }
+
+// ---- the callers ---------------------------------------------------------------
+
+// One answer, as a client program printed it (client.py / client.mjs / curl).
+struct Answer {
+  int status = 0;
+  std::string outcome, attempts, waited, not_before, retry_after, error, body;
+  std::size_t body_len = 0;
+  double start_s = 0, head_s = 0, end_s = 0;  // the client's own clock, from its start
+  double start_unix = 0;                      // wall clock when the request began
+  json chunks;  // [[t_s, text], ...]
+};
+
+std::string field(const json& j, const char* name) {
+  return j.contains(name) && j[name].is_string() ? j[name].get<std::string>() : std::string();
+}
+
+std::vector<Answer> parse_lines(const std::string& out) {
+  std::vector<Answer> answers;
+  std::stringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    const json j = json::parse(line, nullptr, false);
+    if (!j.is_object()) continue;
+    Answer a;
+    a.status = j.value("status", 0);
+    a.outcome = field(j, "outcome");
+    a.attempts = field(j, "attempts");
+    a.waited = field(j, "waited");
+    a.not_before = field(j, "not_before");
+    a.retry_after = field(j, "retry_after");
+    a.error = field(j, "error");
+    a.body = field(j, "body");
+    a.body_len = j.value("body_len", std::size_t{0});
+    a.start_s = j.value("start_s", 0.0);
+    a.start_unix = j.value("start_unix", 0.0);
+    a.head_s = j.value("head_s", 0.0);
+    a.end_s = j.value("end_s", 0.0);
+    if (j.contains("chunks")) a.chunks = j["chunks"];
+    answers.push_back(std::move(a));
+  }
+  return answers;
+}
+
+struct ClientRun {
+  RunResult raw;
+  std::vector<Answer> answers;
+};
+
+// client.py or client.mjs (`interpreter` is python3 or node) with these options.
+ClientRun run_client(const std::string& interpreter, const std::string& script, const std::vector<std::string>& args) {
+  ClientRun r;
+  r.raw = run(with({interpreter, kClients + "/" + script}, args));
+  r.answers = parse_lines(r.raw.out);
+  return r;
+}
+
+// `curl` (no --retry) fetching each URL in turn on one kept-alive connection;
+// one Answer per response head it printed.
+ClientRun run_curl(const std::string& curl, const std::vector<std::string>& urls,
+                   const std::vector<std::string>& headers) {
+  std::vector<std::string> argv{curl, "-sS", "-D", "-", "--max-time", "60"};
+  for (const auto& h : headers) argv.insert(argv.end(), {"-H", h});
+  for (const auto& u : urls) argv.insert(argv.end(), {u, "-o", "/dev/null"});
+  ClientRun r;
+  r.raw = run(argv);
+  std::stringstream in(r.raw.out);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.rfind("HTTP/", 0) == 0) {
+      Answer a;
+      const auto sp = line.find(' ');
+      a.status = sp == std::string::npos ? 0 : std::atoi(line.c_str() + sp + 1);
+      r.answers.push_back(a);
+      continue;
+    }
+    if (r.answers.empty()) continue;
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(0, colon);
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::string value = line.substr(colon + 1);
+    while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+    Answer& a = r.answers.back();
+    if (name == "abide-outcome") a.outcome = value;
+    if (name == "abide-attempts") a.attempts = value;
+    if (name == "abide-waited") a.waited = value;
+    if (name == "abide-not-before") a.not_before = value;
+    if (name == "retry-after") a.retry_after = value;
+  }
+  return r;
+}
+
+std::string describe(const ClientRun& r) { return "stdout:\n" + r.raw.out + "\nstderr:\n" + r.raw.err; }
+
+// ---- raw sockets -------------------------------------------------------------
+
+int connect_loopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool send_all(int fd, const std::string& bytes) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t k = send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    if (k <= 0) return false;
+    done += static_cast<std::size_t>(k);
+  }
+  return true;
+}
+
+// Reads until the peer closes, or until a whole answer (head and a
+// Content-Length body) is in, or `timeout`.
+std::string read_answer(int fd, std::chrono::milliseconds timeout) {
+  std::string got;
+  const auto end = Clock::now() + timeout;
+  for (;;) {
+    const auto head_end = got.find("\r\n\r\n");
+    if (head_end != std::string::npos) {
+      std::string lower = got.substr(0, head_end);
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      const auto cl = lower.find("\r\ncontent-length:");
+      if (cl != std::string::npos &&
+          got.size() >= head_end + 4 + std::strtoull(lower.c_str() + cl + 17, nullptr, 10))
+        return got;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+    if (left <= 0) return got;
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+    char buf[8192];
+    const ssize_t k = recv(fd, buf, sizeof buf, 0);
+    if (k <= 0) return got;
+    got.append(buf, static_cast<std::size_t>(k));
+  }
+}
+
+// One exchange on a new connection: `request` sent (as far as the peer
+// takes it), the answer read.
+std::string raw_exchange(int port, const std::string& request, std::chrono::milliseconds timeout = 20s) {
+  const int fd = connect_loopback(port);
+  if (fd < 0) return {};
+  send_all(fd, request);  // a peer that answers early and closes may refuse the rest
+  std::string got = read_answer(fd, timeout);
+  close(fd);
+  return got;
+}
+
+struct RawAnswer {
+  int status = 0;
+  std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
+  std::string body;
+  std::string header(const std::string& lower_name) const {
+    for (const auto& [n, v] : headers)
+      if (n == lower_name) return v;
+    return {};
+  }
+  bool has(const std::string& lower_name) const {
+    for (const auto& [n, v] : headers)
+      if (n == lower_name) return true;
+    return false;
+  }
+};
+
+RawAnswer parse_answer(const std::string& bytes) {
+  RawAnswer a;
+  const auto head_end = bytes.find("\r\n\r\n");
+  if (bytes.rfind("HTTP/1.", 0) != 0 || head_end == std::string::npos) return a;
+  a.status = std::atoi(bytes.c_str() + 9);
+  std::stringstream head(bytes.substr(0, head_end));
+  std::string line;
+  std::getline(head, line);
+  while (std::getline(head, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(0, colon);
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::string value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.erase(0, 1);
+    a.headers.emplace_back(name, value);
+  }
+  a.body = bytes.substr(head_end + 4);
+  return a;
+}
+
+// "2026-12-01T14:03:12.345Z" (RFC 3339 UTC) as Unix seconds; nullopt when not that form.
+std::optional<double> rfc3339_unix(const std::string& s) {
+  std::tm tm{};
+  int consumed = 0;
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                  &tm.tm_min, &tm.tm_sec, &consumed) != 6 ||
+      consumed != 19)
+    return std::nullopt;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  double frac = 0;
+  std::size_t i = 19;
+  if (i < s.size() && s[i] == '.') {
+    double scale = 0.1;
+    for (++i; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); ++i, scale /= 10) frac += (s[i] - '0') * scale;
+  }
+  if (i + 1 != s.size() || s[i] != 'Z') return std::nullopt;
+  return static_cast<double>(timegm(&tm)) + frac;
+}
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Whole non-negative seconds, as Retry-After must be; -1 otherwise.
+long long whole_seconds(const std::string& s) {
+  if (s.empty() || s.size() > 12) return -1;
+  for (char c : s)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return -1;
+  return std::stoll(s);
+}
+
+double number(const std::string& s) { return s.empty() ? -1 : std::strtod(s.c_str(), nullptr); }
+
+
+// ---- every style: paced and retried within the budget, never early ----------
+
+struct StyleCase {
+  std::string style;
+  std::string profile;  // the vendor profile its fields need ("" for none)
+  std::string client;   // python, curl or node
+};
+
+class ProxyStyle : public ::testing::TestWithParam<StyleCase> {};
+
+// Several callers through one proxy against a small window: every request
+// ends 200 within its Abide-Max-Wait, and the server saw no premature retry.
+TEST_P(ProxyStyle, EveryCallerGets200WithinItsBudgetAndNoRequestIsEarly) {
+  const StyleCase& c = GetParam();
+  REQUIRE_PROGRAM(program, c.client == "python" ? std::string("python3") : c.client);
+  Mock mock({"--style", c.style, "--limit", "5", "--window", "1", "--align", "first"});
+  ASSERT_GT(mock.port(), 0);
+  std::vector<std::string> args = with(upstream(mock), {"--max-wait", "30", "--max-attempts", "20"});
+  if (!c.profile.empty()) args.insert(args.end(), {"--profile", c.profile});
+  Proxy proxy(args);
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+
+  constexpr int kRequests = 15;
+  constexpr double kBudget = 20;
+  const std::string budget = "Abide-Max-Wait: 20";
+  std::vector<Answer> answers;
+  std::string detail;
+  if (c.client == "curl") {
+    // Three curl processes at once, five requests each on a kept-alive connection.
+    std::vector<ClientRun> runs(3);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 3; ++t)
+      threads.emplace_back([&, t] {
+        std::vector<std::string> urls;
+        for (int i = 0; i < kRequests / 3; ++i) urls.push_back(proxy.url("/items/" + std::to_string(t * 10 + i)));
+        runs[static_cast<std::size_t>(t)] = run_curl(program, urls, {budget});
+      });
+    for (auto& th : threads) th.join();
+    for (const auto& r : runs) {
+      EXPECT_EQ(r.raw.exit_code, 0) << describe(r);
+      answers.insert(answers.end(), r.answers.begin(), r.answers.end());
+      detail += describe(r);
+    }
+  } else {
+    const auto r = run_client(program, c.client == "node" ? "client.mjs" : "client.py",
+                              {"--url", proxy.url("/items/1"), "-H", budget, "--count", std::to_string(kRequests),
+                               "--parallel", "4", "--keep-alive"});
+    EXPECT_EQ(r.raw.exit_code, 0) << describe(r);
+    answers = r.answers;
+    detail = describe(r);
+  }
+  ASSERT_EQ(answers.size(), static_cast<std::size_t>(kRequests)) << detail;
+  for (const auto& a : answers) {
+    EXPECT_EQ(a.status, 200) << detail;
+    EXPECT_EQ(a.outcome, "done") << detail;
+    EXPECT_FALSE(a.attempts.empty()) << detail;
+    EXPECT_GE(number(a.waited), 0) << detail;
+    EXPECT_LE(number(a.waited), kBudget) << detail;
+  }
+  const json server = mock.stats();
+  ASSERT_TRUE(server.is_object());
+  EXPECT_EQ(server["totals"]["premature"], 0) << server["totals"].dump();
+  EXPECT_EQ(server["totals"]["accepted"], kRequests) << server["totals"].dump();
+  proxy.stop_cleanly();
+}
+
+INSTANTIATE_TEST_SUITE_P(Styles, ProxyStyle,
+                         ::testing::Values(StyleCase{"draft11", "", "python"}, StyleCase{"draft-legacy", "", "python"},
+                                           StyleCase{"github", "github", "python"},
+                                           StyleCase{"openai", "openai", "node"},
+                                           StyleCase{"retry-after-seconds", "", "curl"},
+                                           StyleCase{"retry-after-date", "", "python"},
+                                           StyleCase{"malformed", "", "python"}, StyleCase{"draft12", "", "python"}),
+                         [](const ::testing::TestParamInfo<StyleCase>& p) {
+                           std::string n = p.param.style;
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
+
+// No hint at all: the proxy's own backoff, still all 200 and none early
+// (nothing stated, so nothing can be premature; the count shows no storm).
+TEST(ProxyStyleNone, BacksOffWithoutHintsUntilEveryCallerGets200) {
+  REQUIRE_PROGRAM(python, "python3");
+  Mock mock({"--style", "none", "--limit", "4", "--window", "1", "--align", "first"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(with(upstream(mock), {"--max-wait", "30", "--max-attempts", "20"}));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  constexpr int kRequests = 8;
+  const auto r = run_client(python, "client.py",
+                            {"--url", proxy.url("/n"), "-H", "Abide-Max-Wait: 25", "--count",
+                             std::to_string(kRequests), "--parallel", "4", "--keep-alive"});
+  ASSERT_EQ(r.answers.size(), static_cast<std::size_t>(kRequests)) << describe(r);
+  for (const auto& a : r.answers) {
+    EXPECT_EQ(a.status, 200) << describe(r);
+    EXPECT_EQ(a.outcome, "done") << describe(r);
+  }
+  const json server = mock.stats();
+  EXPECT_EQ(server["totals"]["premature"], 0);
+  EXPECT_EQ(server["totals"]["accepted"], kRequests);
+  // Backoff, not a busy loop: far fewer limited answers than a retry-at-once client would cause.
+  EXPECT_LT(server["totals"]["limited"].get<int>(), 40) << server["totals"].dump();
+  proxy.stop_cleanly();
+}
+
+// ---- deferral -----------------------------------------------------------------
+
+// A server wait longer than the caller's Abide-Max-Wait: answered at once
+// with the server's 429, the outcome, a Retry-After not shorter than the
+// server's wait and the permitted time; the proxy does not retry for it, and
+// a later caller within the cooldown is answered without a request upstream.
+TEST(ProxyDeferral, AWaitBeyondTheCallersBudgetIsAnsweredAtOnceWithThePermittedTime) {
+  REQUIRE_PROGRAM(python, "python3");
+  Mock mock({"--style", "retry-after-seconds", "--limit", "1", "--window", "30", "--align", "first"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(with(upstream(mock), {"--max-wait", "60"}));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const double t0 = unix_now();  // the mock's window starts at the next request: ends at t0 + 30 or later
+  const auto first = run_client(python, "client.py", {"--url", proxy.url("/a")});
+  ASSERT_EQ(first.answers.size(), 1u) << describe(first);
+  EXPECT_EQ(first.answers[0].status, 200);
+
+  const auto second = run_client(python, "client.py", {"--url", proxy.url("/a"), "-H", "Abide-Max-Wait: 5"});
+  ASSERT_EQ(second.answers.size(), 1u) << describe(second);
+  const Answer& a = second.answers[0];
+  EXPECT_EQ(a.status, 429) << describe(second);
+  EXPECT_TRUE(a.outcome == "deadline_exceeded" || a.outcome == "deferred") << a.outcome;
+  EXPECT_LT(a.head_s - a.start_s, 4.0) << "held instead of answered at once";
+  // The server's wait ends at t0 + 30 at the earliest; asked after the first
+  // request, it is still ~30 s away. Retry-After never says less than what remains.
+  const long long ra = whole_seconds(a.retry_after);
+  EXPECT_GE(static_cast<double>(ra), t0 + 30 - unix_now() - 1) << a.retry_after;
+  EXPECT_LE(ra, 31) << a.retry_after;
+  const auto nb = rfc3339_unix(a.not_before);
+  ASSERT_TRUE(nb) << a.not_before;
+  EXPECT_GE(*nb, t0 + 29) << a.not_before;
+  EXPECT_LE(*nb, unix_now() + 31) << a.not_before;
+  EXPECT_EQ(a.attempts, "1");
+  EXPECT_EQ(mock.requests(), 2);
+
+  // Another caller within the cooldown: nothing goes upstream.
+  const auto third = run_client(python, "client.py", {"--url", proxy.url("/b"), "-H", "Abide-Max-Wait: 2"});
+  ASSERT_EQ(third.answers.size(), 1u) << describe(third);
+  EXPECT_EQ(third.answers[0].status, 429);
+  EXPECT_TRUE(third.answers[0].outcome == "deadline_exceeded" || third.answers[0].outcome == "deferred")
+      << third.answers[0].outcome;
+  EXPECT_GE(whole_seconds(third.answers[0].retry_after), 20) << third.answers[0].retry_after;
+  EXPECT_TRUE(rfc3339_unix(third.answers[0].not_before)) << third.answers[0].not_before;
+  std::this_thread::sleep_for(300ms);  // a retry the proxy might wrongly still send would show now
+  EXPECT_EQ(mock.requests(), 2);
+  EXPECT_EQ(mock.stats()["totals"]["premature"], 0);
+  proxy.stop_cleanly();
+}
+
+// ---- idempotency ------------------------------------------------------------
+
+// A POST without Idempotency-Key is sent once: its 429 comes back as
+// not_retryable. With a key, it is retried to 200 after the wait.
+TEST(ProxyIdempotency, PostIsSentOnceWithoutAKeyAndRetriedWithOne) {
+  REQUIRE_PROGRAM(python, "python3");
+  Mock mock({"--style", "retry-after-seconds", "--limit", "1", "--window", "1", "--align", "first"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(with(upstream(mock), {"--max-wait", "30"}));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const auto get = run_client(python, "client.py", {"--url", proxy.url("/orders")});
+  ASSERT_EQ(get.answers.size(), 1u) << describe(get);
+  ASSERT_EQ(get.answers[0].status, 200);
+
+  const auto post = run_client(python, "client.py",
+                               {"--url", proxy.url("/orders"), "--method", "POST", "--data", "{\"n\":1}", "-H",
+                                "Content-Type: application/json", "-H", "Abide-Max-Wait: 10"});
+  ASSERT_EQ(post.answers.size(), 1u) << describe(post);
+  EXPECT_EQ(post.answers[0].status, 429);
+  EXPECT_EQ(post.answers[0].outcome, "not_retryable");
+  EXPECT_EQ(post.answers[0].attempts, "1");
+  EXPECT_GE(whole_seconds(post.answers[0].retry_after), 0) << post.answers[0].retry_after;
+  EXPECT_EQ(mock.requests(), 2);  // the GET and the one POST
+
+  const auto keyed = run_client(python, "client.py",
+                                {"--url", proxy.url("/orders"), "--method", "POST", "--data", "{\"n\":2}", "-H",
+                                 "Idempotency-Key: order-2", "-H", "Abide-Max-Wait: 10"});
+  ASSERT_EQ(keyed.answers.size(), 1u) << describe(keyed);
+  EXPECT_EQ(keyed.answers[0].status, 200) << describe(keyed);
+  EXPECT_EQ(keyed.answers[0].outcome, "done");
+  EXPECT_EQ(mock.stats()["totals"]["premature"], 0);
+  proxy.stop_cleanly();
+}
+
+// A POST the upstream read and then dropped without answering may have been
+// applied: 502 ambiguous, sent once.
+TEST(ProxyIdempotency, PostWithoutAnAnswerIsAmbiguousAndNotRepeated) {
+  REQUIRE_PROGRAM(python, "python3");
+  Mock mock({"--limit", "100", "--window", "1"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(with(upstream(mock), {"--max-wait", "10", "-v"}));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const auto r = run_client(python, "client.py",
+                            {"--url", proxy.url("/__hang?ms=100"), "--method", "POST", "--data", "x", "-H",
+                             "Abide-Max-Wait: 10"});
+  ASSERT_EQ(r.answers.size(), 1u) << describe(r);
+  EXPECT_EQ(r.answers[0].status, 502) << describe(r);
+  EXPECT_EQ(r.answers[0].outcome, "ambiguous");
+  EXPECT_EQ(r.answers[0].attempts, "1");
+  proxy.stop_cleanly();
+}
+
+// ---- streaming ------------------------------------------------------------------
+
+// An event stream reaches the caller event by event, not at its end.
+TEST(ProxyStreaming, ServerSentEventsArriveAsTheyAreSent) {
+  REQUIRE_PROGRAM(python, "python3");
+  REQUIRE_PROGRAM(node, "node");
+  Mock mock({"--limit", "100", "--window", "1"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(upstream(mock));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  for (const auto& [interpreter, script] :
+       {std::pair{python, std::string("client.py")}, std::pair{node, std::string("client.mjs")}}) {
+    SCOPED_TRACE(script);
+    const auto r = run_client(interpreter, script, {"--url", proxy.url("/__stream?chunks=4&gap_ms=300"), "--chunks"});
+    ASSERT_EQ(r.answers.size(), 1u) << describe(r);
+    const Answer& a = r.answers[0];
+    EXPECT_EQ(a.status, 200);
+    EXPECT_EQ(a.outcome, "done");
+    ASSERT_TRUE(a.chunks.is_array() && !a.chunks.empty()) << describe(r);
+    std::string body;
+    for (const auto& c : a.chunks) body += c[1].get<std::string>();
+    EXPECT_EQ(body, "data: 0\n\ndata: 1\n\ndata: 2\n\ndata: 3\n\n");
+    const double first = a.chunks.front()[0].get<double>();
+    const double last = a.chunks.back()[0].get<double>();
+    EXPECT_NE(a.chunks.front()[1].get<std::string>().find("data: 0"), std::string::npos);
+    // The stream takes 900 ms after its head (three gaps); a buffered body
+    // would arrive all at once at its end.
+    EXPECT_LT(first - a.head_s, 0.9) << describe(r);
+    EXPECT_GE(last - first, 0.5) << describe(r);
+  }
+  proxy.stop_cleanly();
+}
+
+// ---- caller hang-up ----------------------------------------------------------------
+
+// A caller that hangs up during a cooldown is cancelled: the proxy sends
+// nothing more upstream for it, and its stats count it cancelled.
+TEST(ProxyHangup, ACallerThatHangsUpDuringACooldownIsNotRetried) {
+  Mock mock({"--style", "retry-after-seconds", "--limit", "1", "--window", "2", "--align", "first"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(with(upstream(mock), {"--max-wait", "30"}));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const auto ok = parse_answer(raw_exchange(proxy.port(), "GET /a HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n"));
+  ASSERT_EQ(ok.status, 200);
+  const int fd = connect_loopback(proxy.port());
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(send_all(fd, "GET /a HTTP/1.1\r\nHost: p\r\nAbide-Max-Wait: 20\r\n\r\n"));
+  ASSERT_TRUE(mock.wait_for_requests(2));  // its 429: the proxy now waits for it
+  const auto told = Clock::now();
+  std::this_thread::sleep_for(200ms);
+  close(fd);
+  // Past the server's wait (2 s at most) and a margin: a retry would have gone by now.
+  std::this_thread::sleep_until(told + 3500ms);
+  EXPECT_EQ(mock.requests(), 2);
+  const json s = proxy.stats();
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["outcomes"].value("cancelled", 0), 1) << s.dump();
+  EXPECT_EQ(mock.stats()["totals"]["premature"], 0);
+  proxy.stop_cleanly();
+}
+
+// ---- credentials -----------------------------------------------------------------
+
+// Different credentials never share a quota: with A in a cooldown, B goes
+// upstream at once. The same credential shares A's cooldown. (/__echo is
+// never limited by the mock: any wait there is the proxy's.)
+TEST(ProxyCredentials, SeparateCredentialsDoNotShareACooldownAndTheSameOneDoes) {
+  REQUIRE_PROGRAM(python, "python3");
+  Mock mock({"--style", "retry-after-seconds", "--limit", "1", "--window", "2", "--align", "first"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(with(upstream(mock), {"--max-wait", "30"}));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const std::string a_key = "Authorization: Bearer credential-a";
+  const auto first = run_client(python, "client.py", {"--url", proxy.url("/a"), "-H", a_key});
+  ASSERT_EQ(first.answers.size(), 1u) << describe(first);
+  ASSERT_EQ(first.answers[0].status, 200);
+  // A's second request meets the limit: A is in a cooldown of up to 2 s.
+  const auto limited = run_client(python, "client.py", {"--url", proxy.url("/a"), "-H", a_key, "-H", "Abide-Max-Wait: 0"});
+  ASSERT_EQ(limited.answers.size(), 1u) << describe(limited);
+  ASSERT_EQ(limited.answers[0].status, 429) << describe(limited);
+  const auto nb = rfc3339_unix(limited.answers[0].not_before);
+  ASSERT_TRUE(nb) << limited.answers[0].not_before;
+  ASSERT_GT(*nb - unix_now(), 0.5) << "the test needs the cooldown still running";
+
+  ClientRun a_run, b_run;
+  std::thread a([&] {
+    a_run = run_client(python, "client.py", {"--url", proxy.url("/__echo"), "-H", a_key, "-H", "Abide-Max-Wait: 10"});
+  });
+  b_run = run_client(python, "client.py",
+                     {"--url", proxy.url("/__echo"), "-H", "Authorization: Bearer credential-b", "-H",
+                      "Abide-Max-Wait: 10"});
+  a.join();
+  ASSERT_EQ(b_run.answers.size(), 1u) << describe(b_run);
+  ASSERT_EQ(a_run.answers.size(), 1u) << describe(a_run);
+  EXPECT_EQ(b_run.answers[0].status, 200);
+  EXPECT_LT(number(b_run.answers[0].waited), 0.3) << "B waited for A's cooldown";
+  EXPECT_EQ(a_run.answers[0].status, 200);
+  // A is held until its permitted time (a small allowance for clock reading).
+  EXPECT_GE(number(a_run.answers[0].waited), *nb - a_run.answers[0].start_unix - 0.1)
+      << "A did not share its own cooldown: " << describe(a_run);
+  EXPECT_EQ(mock.stats()["totals"]["premature"], 0);
+  proxy.stop_cleanly();
+}
+
+// ---- a fleet over Redis ---------------------------------------------------------------
+
+// Two proxies over one redis-server: a cooldown learned through the first
+// holds a request through the second.
+TEST(ProxyFleet, TwoProxiesShareACooldownThroughRedis) {
+#ifndef ABIDE_TEST_WITH_REDIS
+  GTEST_SKIP() << "abide was built without abide::redis";
+#else
+  REQUIRE_PROGRAM(python, "python3");
+  if (redis_server_binary().empty()) GTEST_SKIP() << "no redis-server installed";
+  RedisServer redis(RedisServer::Options{true, false, {}});
+  if (!redis.start()) GTEST_SKIP() << "redis-server did not start";
+  const std::string store = "redis://127.0.0.1:" + std::to_string(redis.port());
+  Mock mock({"--style", "retry-after-seconds", "--limit", "1", "--window", "2", "--align", "first"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy one(with(upstream(mock), {"--store", store, "--max-wait", "30"}));
+  Proxy two(with(upstream(mock), {"--store", store, "--max-wait", "30"}));
+  ASSERT_GT(one.port(), 0) << one.err_so_far();
+  ASSERT_GT(two.port(), 0) << two.err_so_far();
+  const auto ok = run_client(python, "client.py", {"--url", one.url("/x")});
+  ASSERT_EQ(ok.answers.size(), 1u) << describe(ok);
+  ASSERT_EQ(ok.answers[0].status, 200);
+  const auto limited = run_client(python, "client.py", {"--url", one.url("/x"), "-H", "Abide-Max-Wait: 0"});
+  ASSERT_EQ(limited.answers.size(), 1u) << describe(limited);
+  ASSERT_EQ(limited.answers[0].status, 429);
+  ASSERT_EQ(mock.requests(), 2);
+  // Through the second proxy, which has sent nothing yet.
+  const auto held = run_client(python, "client.py", {"--url", two.url("/x"), "-H", "Abide-Max-Wait: 10"});
+  ASSERT_EQ(held.answers.size(), 1u) << describe(held);
+  const Answer& a = held.answers[0];
+  EXPECT_TRUE((a.status == 200 && number(a.waited) > 0) || a.outcome == "deferred" ||
+              a.outcome == "deadline_exceeded")
+      << describe(held);
+  EXPECT_EQ(mock.stats()["totals"]["premature"], 0) << mock.stats()["totals"].dump();
+  one.stop_cleanly();
+  two.stop_cleanly();
+#endif
+}
+
+// ---- SIGTERM -------------------------------------------------------------------------
+
+// SIGTERM while a caller is held in a cooldown: it gets 503 with Retry-After
+// and its permitted time, and the proxy exits 0.
+TEST(ProxyStop, SigtermAnswersAHeldCaller503WithItsPermittedTime) {
+  Mock mock({"--style", "retry-after-seconds", "--limit", "1", "--window", "20", "--align", "first"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(with(upstream(mock), {"--max-wait", "60", "--grace", "2"}));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  ASSERT_EQ(parse_answer(raw_exchange(proxy.port(), "GET /s HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n")).status,
+            200);
+  const int fd = connect_loopback(proxy.port());
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(send_all(fd, "GET /s HTTP/1.1\r\nHost: p\r\nAbide-Max-Wait: 60\r\nConnection: close\r\n\r\n"));
+  ASSERT_TRUE(mock.wait_for_requests(2));
+  std::this_thread::sleep_for(200ms);  // into its wait
+  const double before = unix_now();
+  const auto r = proxy.stop(SIGTERM);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const RawAnswer a = parse_answer(read_answer(fd, 10s));
+  close(fd);
+  EXPECT_EQ(a.status, 503);
+  EXPECT_GE(whole_seconds(a.header("retry-after")), 1) << a.header("retry-after");
+  const auto nb = rfc3339_unix(a.header("abide-not-before"));
+  ASSERT_TRUE(nb) << a.header("abide-not-before");
+  EXPECT_GE(*nb, before + 10);  // the server's 20 s window is far from over
+  EXPECT_EQ(mock.requests(), 2);
+}
+
+// ---- garbage -------------------------------------------------------------------------
+
+// Bad input is answered and never forwarded; the proxy keeps serving.
+TEST(ProxyGarbage, BadInputIsAnsweredAndNeverForwarded) {
+  Mock mock({"--limit", "100", "--window", "1"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(with(upstream(mock), {"--max-body", "1024"}));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const int port = proxy.port();
+
+  static const char kJunk[] = "\x16\x03\x01\x02\x00 garbage\0\xff\r\n\r\n";  // a TLS hello's start, NULs
+  const auto junk = parse_answer(raw_exchange(port, std::string(kJunk, sizeof kJunk - 1)));
+  EXPECT_EQ(junk.status, 400);
+  const auto ok = parse_answer(raw_exchange(port, "GET /after HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(ok.status, 200);
+
+  const auto big_head = parse_answer(raw_exchange(
+      port, "GET /big HTTP/1.1\r\nHost: p\r\nX-Big: " + std::string(70 * 1024, 'a') + "\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(big_head.status, 431);
+
+  const auto big_body = parse_answer(raw_exchange(
+      port, "POST /body HTTP/1.1\r\nHost: p\r\nContent-Length: 2048\r\nConnection: close\r\n\r\n" +
+                std::string(2048, 'b')));
+  EXPECT_EQ(big_body.status, 413);
+
+  const auto bad_wait = parse_answer(
+      raw_exchange(port, "GET /w HTTP/1.1\r\nHost: p\r\nAbide-Max-Wait: abc\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(bad_wait.status, 400);
+  EXPECT_NE(bad_wait.body.find("Abide-Max-Wait"), std::string::npos) << bad_wait.body;
+
+  const auto no_host = parse_answer(raw_exchange(port, "GET /h HTTP/1.1\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(no_host.status, 400);
+
+  const auto still = parse_answer(raw_exchange(port, "GET /last HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(still.status, 200);
+  EXPECT_EQ(mock.requests(), 2);  // only the two good requests went upstream
+  proxy.stop_cleanly();
+}
+
+// ---- forwarding ------------------------------------------------------------------------
+
+// What goes upstream, as the upstream saw it: no hop-by-hop field and no
+// Abide-* field, the upstream's Host, the body and query intact, the route's
+// prefix stripped.
+TEST(ProxyForwarding, HopByHopAndAbideFieldsStayAndTheRestGoesUpstream) {
+  Mock mock({"--limit", "100", "--window", "1"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy({"--route", "/api=" + mock.url()});
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const std::string body = "{\"hello\": \"world\"}";
+  const auto raw = raw_exchange(proxy.port(),
+                                "POST /api/__echo?x=1&y=a%20b HTTP/1.1\r\n"
+                                "Host: 127.0.0.1:" +
+                                    std::to_string(proxy.port()) +
+                                    "\r\n"
+                                    "Connection: x-foo, close\r\n"
+                                    "X-Foo: named-by-connection\r\n"
+                                    "Keep-Alive: timeout=5\r\n"
+                                    "TE: trailers\r\n"
+                                    "Upgrade: h2c\r\n"
+                                    "Proxy-Authorization: Basic cHJveHk6c2VjcmV0\r\n"
+                                    "Abide-Max-Wait: 5\r\n"
+                                    "Abide-Anything: 1\r\n"
+                                    "X-Kept: yes\r\n"
+                                    "Authorization: Bearer passes-through\r\n"
+                                    "Content-Type: application/json\r\n"
+                                    "Content-Length: " +
+                                    std::to_string(body.size()) + "\r\n\r\n" + body);
+  const RawAnswer a = parse_answer(raw);
+  ASSERT_EQ(a.status, 200) << raw;
+  std::string json_body = a.body;
+  if (a.header("transfer-encoding") == "chunked") {  // de-chunk (small bodies: simple is enough)
+    std::string out;
+    std::size_t pos = 0;
+    while (pos < json_body.size()) {
+      const auto eol = json_body.find("\r\n", pos);
+      if (eol == std::string::npos) break;
+      const auto n = std::strtoul(json_body.c_str() + pos, nullptr, 16);
+      if (n == 0) break;
+      out += json_body.substr(eol + 2, n);
+      pos = eol + 2 + n + 2;
+    }
+    json_body = out;
+  }
+  const json e = json::parse(json_body, nullptr, false);
+  ASSERT_TRUE(e.is_object()) << raw;
+  EXPECT_EQ(e["method"], "POST");
+  EXPECT_EQ(e["path"], "/__echo");
+  EXPECT_EQ(e["query"], "x=1&y=a%20b");
+  EXPECT_EQ(e["body"], body);
+  std::map<std::string, std::string> seen;
+  for (const auto& h : e["headers"]) {
+    std::string n = h[0].get<std::string>();
+    for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    EXPECT_FALSE(seen.count(n) && n == "host") << "two Host fields";
+    seen[n] = h[1].get<std::string>();
+  }
+  for (const char* gone : {"connection", "x-foo", "keep-alive", "te", "upgrade", "proxy-authorization",
+                           "abide-max-wait", "abide-anything"})
+    EXPECT_FALSE(seen.count(gone)) << gone << " was forwarded: " << e["headers"].dump();
+  EXPECT_EQ(seen["host"], "127.0.0.1:" + std::to_string(mock.port()));
+  EXPECT_EQ(seen["x-kept"], "yes");
+  EXPECT_EQ(seen["authorization"], "Bearer passes-through");
+  EXPECT_EQ(seen["content-type"], "application/json");
+  EXPECT_EQ(a.header("abide-outcome"), "done");
+  EXPECT_FALSE(a.header("abide-attempts").empty());
+  EXPECT_FALSE(a.header("abide-waited").empty());
+  proxy.stop_cleanly();
+}
+
+// ---- its own pages ---------------------------------------------------------------------
+
+// The proxy's stats as soon as they count `done` answers (bounded): a caller
+// can read its answer a moment before the proxy has recorded it.
+json stats_once_done(const Proxy& proxy, int done) {
+  json s;
+  for (int i = 0; i < 250; ++i) {
+    s = proxy.stats();
+    if (s.is_object() && s["outcomes"].value("done", 0) >= done) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  return s;
+}
+
+TEST(ProxyPages, StatsIsJsonWithTheCountsAndMetricsIsPrometheusText) {
+  REQUIRE_PROGRAM(python, "python3");
+  Mock mock({"--limit", "100", "--window", "1"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(upstream(mock));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const auto r = run_client(python, "client.py", {"--url", proxy.url("/p"), "--count", "3", "--keep-alive"});
+  ASSERT_EQ(r.answers.size(), 3u) << describe(r);
+  for (const auto& a : r.answers) ASSERT_EQ(a.status, 200) << describe(r);
+  const json s = stats_once_done(proxy, 3);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_GE(s["requests"].get<int>(), 3) << s.dump();
+  EXPECT_EQ(s["answered"].value("200", 0), 3) << s.dump();
+  EXPECT_EQ(s["attempts"].get<int>(), 3) << s.dump();
+  EXPECT_EQ(s["outcomes"].value("done", 0), 3) << s.dump();
+  EXPECT_EQ(s["held"], 0) << s.dump();
+  EXPECT_EQ(s["transfers"], 0) << s.dump();
+  auto c = proxy.client();
+  const auto stats = c.Get("/__abide/stats");
+  ASSERT_TRUE(stats);
+  EXPECT_EQ(stats->status, 200);
+  EXPECT_NE(stats->get_header_value("Content-Type").find("json"), std::string::npos);
+  const auto metrics = c.Get("/__abide/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_NE(metrics->get_header_value("Content-Type").find("text/plain"), std::string::npos);
+  EXPECT_NE(metrics->body.find("abide_proxy_requests_total"), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find("# TYPE abide_proxy_requests_total counter"), std::string::npos) << metrics->body;
+  EXPECT_EQ(mock.requests(), 3);  // the pages are the proxy's own: never forwarded
+  proxy.stop_cleanly();
+}
+
+// A caller that closes its connection the moment its answer is complete
+// (Connection: close, as curl and Python's urllib do) got that answer: the
+// request counts as done, not cancelled.
+TEST(ProxyPages, AnAnswerReadInFullCountsAsDoneWhenTheCallerClosesAtOnce) {
+  Mock mock({"--limit", "100", "--window", "1"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(upstream(mock));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(parse_answer(raw_exchange(proxy.port(), "GET /p HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n")).status,
+              200);
+  const json s = stats_once_done(proxy, 3);
+  EXPECT_EQ(s["outcomes"].value("done", 0), 3) << s.dump();
+  EXPECT_EQ(s["outcomes"].value("cancelled", 0), 0) << s.dump();
+  proxy.stop_cleanly();
+}
+
+// ---- logs ---------------------------------------------------------------------------
+
+TEST(ProxyLogs, VerboseNeverLogsACredential) {
+  Mock mock({"--style", "retry-after-seconds", "--limit", "1", "--window", "1", "--align", "first"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(with(upstream(mock), {"--verbose", "--max-wait", "10"}));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  for (int i = 0; i < 2; ++i)  // the second meets the limit: a wait and a retry are logged too
+    EXPECT_EQ(parse_answer(raw_exchange(proxy.port(),
+                                        "GET /v?token=s3cr3t-token HTTP/1.1\r\nHost: p\r\n"
+                                        "Authorization: Bearer s3cr3t-token\r\nX-Api-Key: s3cr3t-token\r\n"
+                                        "Connection: close\r\n\r\n"))
+                  .status,
+              200);
+  const auto r = proxy.stop_cleanly();
+  EXPECT_FALSE(r.err.empty()) << "--verbose logged nothing";
+  EXPECT_EQ(r.err.find("s3cr3t-token"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("s3cr3t-token"), std::string::npos) << r.out;
+}
+
+// ---- usage -----------------------------------------------------------------------------
+
+TEST(ProxyUsage, NoUpstreamOrABadRouteIsAUsageError) {
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"proxy", "--port", "0"},
+                                              {"proxy", "--route", "no-slash=http://127.0.0.1:1"},
+                                              {"proxy", "--route", "/a"},
+                                              {"proxy", "--route", "/a=ftp://127.0.0.1/"},
+                                              {"proxy", "--upstream", "not a url"}}) {
+    const auto r = abide(bad);
+    EXPECT_EQ(r.exit_code, 2) << bad.back() << ": " << r.err;
+    EXPECT_EQ(r.out.find("listening"), std::string::npos) << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace abide::test
+
+#endif  // ABIDE_CLI_PATH
