@@ -29,6 +29,12 @@ std::vector<std::string> names(const HeaderList& h) {
 
 std::string field(const HeaderList& h, std::string_view name) { return std::string(h.first(name).value_or("<none>")); }
 
+struct Final {
+  engine::Response response;
+  engine::RequestOutcome outcome;
+  FinalHead head(OutcomeKind kind) const { return FinalHead{response, kind, outcome}; }
+};
+
 Route route(std::string_view spec) {
   auto r = spec.front() == '/' ? parse_route(spec) : parse_upstream(spec);
   EXPECT_TRUE(r.has_value()) << spec;
@@ -155,6 +161,25 @@ TEST(Forward, HopByHopAndFramingFieldsStay) {
 TEST(Forward, FieldsNamedByAnyConnectionFieldAreDropped) {
   const HeaderList caller = {{"Connection", "x-a"}, {"X-A", "1"}, {"Connection", "X-B"}, {"x-b", "2"}, {"X-C", "3"}};
   EXPECT_EQ(names(forward_headers(caller)), (std::vector<std::string>{"X-C"}));
+}
+
+TEST(Forward, ManyConnectionOptionsAndFields) {
+  // A hostile head: every other field is named by a long Connection list.
+  HeaderList caller;
+  std::string listed;
+  for (int i = 0; i < 20000; ++i) {
+    caller.add("X-F" + std::to_string(i), "v");
+    if (i % 2 == 0) listed += (listed.empty() ? "" : ", ") + std::string("x-f") + std::to_string(i);
+  }
+  caller.add("Connection", listed);
+  const HeaderList out = forward_headers(caller);
+  ASSERT_EQ(out.size(), 10000u);
+  for (const Header& h : out.lines()) EXPECT_EQ((std::stoi(h.name.substr(3)) % 2), 1) << h.name;
+  // The same rule for an upstream's answer.
+  Final f;
+  f.response.status = 200;
+  f.response.headers = caller;
+  EXPECT_EQ(answer_head(f.head(OutcomeKind::kDone), kNow).headers.size(), 10000u + 3);
 }
 
 TEST(Forward, AbideFieldsInAnyCaseAreDropped) {
@@ -297,12 +322,6 @@ TEST(UpstreamRequest, MethodUrlFieldsBodyAndKey) {
 }
 
 // ---- answers ----
-
-struct Final {
-  engine::Response response;
-  engine::RequestOutcome outcome;
-  FinalHead head(OutcomeKind kind) const { return FinalHead{response, kind, outcome}; }
-};
 
 Final final_answer(int status, HeaderList headers) {
   Final f;

@@ -5,7 +5,9 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "ascii.h"
 #include "proxy/sha256.h"
@@ -25,25 +27,38 @@ bool starts_with_ci(std::string_view s, std::string_view prefix) noexcept {
 bool is_abide_field(std::string_view name) noexcept { return starts_with_ci(name, "abide-"); }
 
 // The field names that every Connection field lists (RFC 9110 7.6.1): they
-// are this hop's and never go further.
-std::vector<std::string_view> connection_options(const HeaderList& headers) {
-  std::vector<std::string_view> out;
-  for (const std::string_view value : headers.all("Connection")) {
-    std::string_view rest = value;
-    while (!rest.empty()) {
-      const std::size_t comma = rest.find(',');
-      const std::string_view item = ascii::trim_ows(rest.substr(0, comma));
-      if (!item.empty()) out.push_back(item);
-      if (comma == std::string_view::npos) break;
-      rest.remove_prefix(comma + 1);
+// are this hop's and never go further. Kept lower-cased and sorted, so that a
+// head with many options and many fields (either side may send one) costs
+// n log n, not n times m.
+class ConnectionOptions {
+ public:
+  explicit ConnectionOptions(const HeaderList& headers) {
+    for (const std::string_view value : headers.all("Connection")) {
+      std::string_view rest = value;
+      while (!rest.empty()) {
+        const std::size_t comma = rest.find(',');
+        const std::string_view item = ascii::trim_ows(rest.substr(0, comma));
+        if (!item.empty()) names_.push_back(lower(item));
+        if (comma == std::string_view::npos) break;
+        rest.remove_prefix(comma + 1);
+      }
     }
+    std::sort(names_.begin(), names_.end());
+    names_.erase(std::unique(names_.begin(), names_.end()), names_.end());
   }
-  return out;
-}
 
-bool named_in(std::string_view name, const std::vector<std::string_view>& names) noexcept {
-  return std::any_of(names.begin(), names.end(), [&](std::string_view n) { return iequals(n, name); });
-}
+  bool lists(std::string_view field) const {
+    return !names_.empty() && std::binary_search(names_.begin(), names_.end(), lower(field));
+  }
+
+ private:
+  static std::string lower(std::string_view s) {
+    std::string out(s);
+    for (char& c : out) c = ascii::to_lower(c);
+    return out;
+  }
+  std::vector<std::string> names_;
+};
 
 bool one_of(std::string_view name, std::initializer_list<std::string_view> names) noexcept {
   return std::any_of(names.begin(), names.end(), [&](std::string_view n) { return iequals(n, name); });
@@ -110,10 +125,10 @@ bool representation_field(std::string_view name) noexcept {
 }
 
 void copy_answer_fields(const HeaderList& server, const AnswerFilter& filter, HeaderList& out) {
-  const std::vector<std::string_view> options = connection_options(server);
+  const ConnectionOptions options(server);
   out.reserve(server.size() + 5);
   for (const Header& h : server.lines()) {
-    if (hop_by_hop(h.name) || named_in(h.name, options) || is_abide_field(h.name)) continue;
+    if (hop_by_hop(h.name) || options.lists(h.name) || is_abide_field(h.name)) continue;
     if (filter.drop_content && representation_field(h.name)) continue;
     if (!filter.drop_content && iequals(h.name, "Content-Length") && !filter.keep_content_length) continue;
     if (filter.drop_retry_after && iequals(h.name, "Retry-After")) continue;
@@ -256,11 +271,11 @@ std::string upstream_url(const Route& route, std::string_view target) {
 
 HeaderList forward_headers(const HeaderList& caller) {
   using namespace proxy_rules_cpp;
-  const std::vector<std::string_view> options = connection_options(caller);
+  const ConnectionOptions options(caller);
   HeaderList out;
   out.reserve(caller.size());
   for (const Header& h : caller.lines()) {
-    if (hop_by_hop(h.name) || named_in(h.name, options) || is_abide_field(h.name)) continue;
+    if (hop_by_hop(h.name) || options.lists(h.name) || is_abide_field(h.name)) continue;
     if (one_of(h.name, {"Proxy-Authorization", "Host", "Content-Length", "Expect"})) continue;
     out.add(h.name, h.value);
   }
