@@ -23,6 +23,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace abide {
@@ -1188,6 +1189,31 @@ TEST(ClientStream, ASinkThatRefusesTheBodyStopsTheTransfer) {
   EXPECT_EQ(server.seen().size(), 1u);
 }
 
+// A caller that has the whole answer may go away at once (the proxy's caller
+// closes, its stop fires): the transfer had ended, so the request is done.
+TEST(ClientStream, AStopOnceTheWholeBodyIsInLeavesTheRequestDone) {
+  TestServer server;
+  server.svr().Get("/whole", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    res.set_content("complete", "text/plain");
+  });
+  Client client(fast_config());
+  Request r;
+  r.url = server.url("/whole");
+  std::stop_source stop;
+  std::string body;
+  ResponseSink sink;
+  sink.body = [&](std::string_view chunk) {
+    body.append(chunk);
+    if (body.size() == 8) stop.request_stop();
+    return true;
+  };
+  const RequestOutcome out = client.fetch(r, sink, stop.get_token());
+  EXPECT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
+  EXPECT_EQ(body, "complete");
+  EXPECT_EQ(out.body_bytes, 8u);
+}
+
 TEST(ClientStream, AHeadRefusedEndsTheRequestWithoutItsBody) {
   TestServer server;
   server.svr().Get("/h", [&](const httplib::Request& req, httplib::Response& res) {
@@ -1410,6 +1436,40 @@ TEST(Client, MaxTransfersBoundsConcurrentRequests) {
   EXPECT_EQ(most_inside, 2);
   EXPECT_FALSE(timed_out);
   EXPECT_EQ(server.seen().size(), kFetches);
+}
+
+TEST(Client, MaxTransfersBoundsABatchToo) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int inside = 0;
+  int most_inside = 0;
+  bool first = true;
+  TestServer server;
+  server.svr().Get(R"(/b/(\d+))", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    std::unique_lock lock(mu);
+    most_inside = std::max(most_inside, ++inside);
+    cv.notify_all();
+    // The first one gives a second transfer a while to show up (three
+    // workers would send at once without the bound); it never comes.
+    if (std::exchange(first, false)) cv.wait_for(lock, 300ms, [&] { return inside > 1; });
+    --inside;
+    res.set_content(req.matches[1].str(), "text/plain");
+  });
+  ClientConfig c = fast_config();
+  c.max_transfers = 1;
+  Client client(c);
+  std::vector<Request> batch(3);
+  for (std::size_t i = 0; i < batch.size(); ++i) batch[i].url = server.url("/b/" + std::to_string(i));
+  BatchOptions opts;
+  opts.jobs = 3;
+  const auto outcomes = client.fetch_all(batch, opts);
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    ASSERT_EQ(outcomes[i].kind, OutcomeKind::kDone) << i << ": " << outcomes[i].reason;
+    EXPECT_EQ(outcomes[i].response->body, std::to_string(i));
+  }
+  std::lock_guard lock(mu);
+  EXPECT_EQ(most_inside, 1);
 }
 
 // One transfer is held by the server; a second request, over fetch or over a

@@ -36,7 +36,6 @@ struct TransferState {
   const BodyTarget* body = nullptr;
   const MonotonicClock* mono = nullptr;
   const WallClock* wall = nullptr;
-  std::stop_token stop;
   HeadReader* head = nullptr;
   bool sent = false;        // request bytes went out
   bool reported = false;    // the machine has the final head
@@ -64,6 +63,9 @@ std::size_t header_line(TransferState& st, char* data, std::size_t total) {
 
 std::size_t body_bytes(TransferState& st, char* data, std::size_t total) {
   if (st.ended) return 0;
+  // An empty call (libcurl makes some) is no body byte: it must not make the
+  // head final before a byte or the end does.
+  if (total == 0) return 0;
   if (!st.wanted) {
     // A retried answer's body is dropped as it comes, so that its (short)
     // end keeps the connection for the retry; a long one is cut instead.
@@ -116,11 +118,6 @@ int on_debug(CURL*, curl_infotype type, char*, std::size_t, void* user) {
   // (Not SSL_DATA_OUT: TLS handshake bytes are not the request.)
   if (type == CURLINFO_HEADER_OUT || type == CURLINFO_DATA_OUT) st.sent = true;
   return 0;
-}
-
-int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  auto& st = *static_cast<TransferState*>(user);
-  return st.stop.stop_requested() ? 1 : 0;
 }
 
 struct SlistDeleter {
@@ -218,7 +215,6 @@ Transport::End Transport::perform(const Request& request, const TransferLimits& 
   st.head = &head;
   st.mono = &mono;
   st.wall = &wall;
-  st.stop = stop;
   char errbuf[CURL_ERROR_SIZE] = {};
   const std::string user_agent(limits.user_agent);
 
@@ -244,9 +240,10 @@ Transport::End Transport::perform(const Request& request, const TransferLimits& 
   opt(CURLOPT_DEBUGFUNCTION, &on_debug);
   opt(CURLOPT_DEBUGDATA, static_cast<void*>(&st));
   opt(CURLOPT_VERBOSE, 1L);  // routes what is sent to on_debug; nothing is printed
-  opt(CURLOPT_NOPROGRESS, 0L);
-  opt(CURLOPT_XFERINFOFUNCTION, &on_progress);
-  opt(CURLOPT_XFERINFODATA, static_cast<void*>(&st));
+  // A stop ends the transfer through run_transfer (its poll is woken), never
+  // from libcurl's progress callback: that one also runs once the last body
+  // byte is in, and would turn an answer the caller has whole into a cancel.
+  opt(CURLOPT_NOPROGRESS, 1L);
   opt(CURLOPT_HTTPHEADER, headers.get());
 
   const std::string& method = request.method;
