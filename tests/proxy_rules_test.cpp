@@ -6,6 +6,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "abide/testing/manual_clock.h"
@@ -667,6 +668,31 @@ TEST(Stats, JsonIsValidWhateverTheOrigin) {
   stats.cooldown(std::string("https://\xff\xfe") + '\0' + ".com", kNow + 1s);
   EXPECT_NO_THROW((void)stats.json(kNow).dump());
   EXPECT_NE(stats.json(kNow).dump().find("\\\\xff"), std::string::npos);
+}
+
+TEST(Stats, ConnectionThreadsRecordIntoOne) {
+  ManualClock clock(kNow);
+  Stats stats(&clock.wall());
+  RequestOutcome done = outcome_of(OutcomeKind::kDone, "");
+  done.attempts = {attempt(0s)};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 1000; ++i) {
+        stats.request_received();
+        stats.request_answered("https://api.x.com", 200, &done);
+        stats.cooldown("https://h" + std::to_string(t) + ".com", kNow + 1s);
+        if (i % 100 == 0) (void)stats.prometheus(kNow);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  const nlohmann::ordered_json j = stats.json(kNow);
+  EXPECT_EQ(j["requests"], 4000);
+  EXPECT_EQ(j["answered"]["200"], 4000);
+  EXPECT_EQ(j["attempts"], 4000);
+  EXPECT_EQ(j["outcomes"]["done"], 4000);
+  EXPECT_EQ(j["cooldowns"].size(), 4u);
 }
 
 TEST(Stats, PrometheusText) {
