@@ -10,6 +10,7 @@
 
 #include "ascii.h"
 #include "concat.h"
+#include "field_kind.h"
 
 namespace abide {
 namespace {
@@ -60,10 +61,13 @@ bool starts_with_part(std::string_view url, std::string_view part) noexcept {
 }
 
 // The last origin this thread looked up, per engine: most requests go where
-// the previous one went, and this skips the lock and the hash.
+// the previous one went, and this skips the lock and the hash. It points into
+// the engine's cache (entries are never erased), so it is trivially
+// destructible and each access is a plain thread-local load; an engine's id is
+// never reused, so an entry of a destroyed engine is never matched.
 struct LastOrigin {
   std::uint64_t engine = 0;
-  std::string part;
+  const std::string* part = nullptr;  // the cache's key
   const void* entry = nullptr;
 };
 thread_local LastOrigin last_origin;
@@ -211,24 +215,24 @@ ServerClock* Engine::server_clock(std::string_view origin) {
 const Engine::Origin* Engine::origin(std::string_view url, Origin& scratch) {
   if (url.empty() || url.size() > 65536) return nullptr;
   LastOrigin& last = last_origin;
-  if (last.engine == id_ && starts_with_part(url, last.part)) {
+  if (last.engine == id_ && starts_with_part(url, *last.part)) {
     // The part's bytes were checked when it was cached.
-    if (!no_bad_bytes(url.substr(last.part.size()))) return nullptr;
+    if (!no_bad_bytes(url.substr(last.part->size()))) return nullptr;
     return static_cast<const Origin*>(last.entry);
   }
   if (!no_bad_bytes(url)) return nullptr;
   const std::string_view part = origin_part(url);
   if (!part.empty()) {
-    const Origin* found = nullptr;
+    const std::pair<const std::string, Origin>* found = nullptr;
     {
       std::lock_guard lock(origins_mu_);
-      if (auto it = origins_.find(part); it != origins_.end()) found = &it->second;
+      if (auto it = origins_.find(part); it != origins_.end()) found = &*it;
     }
     if (found != nullptr) {
       last.engine = id_;
-      last.part.assign(part);
-      last.entry = found;
-      return found;
+      last.part = &found->first;
+      last.entry = &found->second;
+      return &found->second;
     }
   }
   auto parts = parse_origin(url);
@@ -241,11 +245,11 @@ const Engine::Origin* Engine::origin(std::string_view url, Origin& scratch) {
   // The cache holds pacer keys: it leaves the pacer at least half of its own bound.
   if (origins_.size() >= std::min(kMaxOrigins, pacer_->config().max_keys / 2)) return &scratch;
   // Entries are never erased, so the pointer stays good for the engine's life.
-  const Origin* entry = &origins_.try_emplace(std::string(part), std::move(scratch)).first->second;
+  const auto& entry = *origins_.try_emplace(std::string(part), std::move(scratch)).first;
   last.engine = id_;
-  last.part.assign(part);
-  last.entry = entry;
-  return entry;
+  last.part = &entry.first;
+  last.entry = &entry.second;
+  return &entry.second;
 }
 
 RequestOutcome Engine::run(const Request& request, Transport& transport, BodySink sink, std::stop_token stop,
@@ -275,13 +279,17 @@ RequestOutcome Engine::run(const Request& request, Transport& transport, BodySin
 // ---- Machine ----
 
 Machine::Machine(Engine& engine, const Request& request, BodySink sink, std::size_t index, EventHook hook)
-    : engine_(engine), req_(request), sink_(std::move(sink)), index_(index), hook_(std::move(hook)) {
-  if (!hook_) hook_ = engine_.config_.on_event;
+    : engine_(engine),
+      req_(request),
+      sink_(std::move(sink)),
+      index_(index),
+      own_hook_(std::move(hook)),
+      hook_(own_hook_ ? &own_hook_ : &engine_.config_.on_event) {
   send_deadline_ = req_.deadline;
   if (req_.send_by && (!send_deadline_ || *req_.send_by < *send_deadline_)) send_deadline_ = req_.send_by;
 }
 
-bool Machine::hooked() const noexcept { return static_cast<bool>(hook_); }
+bool Machine::hooked() const noexcept { return static_cast<bool>(*hook_); }
 
 Event Machine::event(Event::Kind kind) const {
   Event e;
@@ -294,9 +302,9 @@ Event Machine::event(Event::Kind kind) const {
 }
 
 void Machine::emit(const Event& e) const {
-  if (!hook_) return;
+  if (!hooked()) return;
   try {
-    hook_(e);
+    (*hook_)(e);
   } catch (...) {  // a hook must not lose a request
   }
 }
@@ -325,9 +333,9 @@ Step Machine::finish(OutcomeKind kind, std::string reason) {
 }
 
 Step Machine::end_here(OutcomeKind kind, std::string reason) {
-  current_.reason = reason;
-  out_.ambiguous = current_.sent && !idempotent_request();
-  out_.attempts.push_back(std::move(current_));
+  Attempt& a = current();
+  a.reason = reason;
+  out_.ambiguous = a.sent && !idempotent_request();
   return finish(kind, std::move(reason));
 }
 
@@ -370,11 +378,12 @@ void Machine::end_wait(Event::WaitKind kind, bool cancelled) {
 bool Machine::idempotent_request() const { return !req_.non_idempotent && engine_.planner_.idempotent(req_.method); }
 
 bool Machine::has_key() const {
-  return (req_.idempotency_key && !req_.idempotency_key->empty()) || req_.headers.count("Idempotency-Key") > 0;
+  return (req_.idempotency_key && !req_.idempotency_key->empty()) ||
+         (!req_.headers.empty() && req_.headers.count("Idempotency-Key") > 0);
 }
 
 void Machine::abandon_probe() {
-  if (probe_) engine_.pacer_->abandon_probe(key_);
+  if (probe_) engine_.pacer_->abandon_probe(*key_);
   probe_ = false;
 }
 
@@ -385,7 +394,13 @@ Step Machine::start() {
     return finish(OutcomeKind::kNotRetryable, cat({"invalid URL \"", printable(req_.url, 128), "\""}));
   if (!valid_method(req_.method))
     return finish(OutcomeKind::kNotRetryable, cat({"invalid method \"", printable(req_.method, 64), "\""}));
-  key_ = req_.pacer_key.empty() ? origin->key : engine_.pacer_->key(req_.pacer_key);
+  if (!req_.pacer_key.empty()) {
+    own_key_ = engine_.pacer_->key(req_.pacer_key);
+  } else if (origin == &scratch) {
+    own_key_ = std::move(scratch.key);
+  } else {
+    key_ = &origin->key;
+  }
   server_clock_ = origin->clock;
   if (origin == &scratch) {
     host_storage_ = std::move(scratch.host);
@@ -395,23 +410,27 @@ Step Machine::start() {
   }
 
   // A permitted time carried over from an earlier run (a resumed request).
-  const WallTime now = engine_.wall_.now();
-  if (req_.not_before && *req_.not_before > now) {
-    const Duration left = *req_.not_before - now;
-    const MonoTime until = saturating_add(engine_.mono_.now(), left);
-    if (send_deadline_ && until > *send_deadline_) {
-      set_not_before(until);
-      return finish(OutcomeKind::kDeadlineExceeded, "the request's permitted time is after its deadline");
-    }
-    if (left > engine_.planner_.config().max_wait) {
-      set_not_before(until);
-      return finish(OutcomeKind::kDeferred, "the request's permitted time is beyond the maximum acceptable wait");
-    }
-    begin_wait(Event::WaitKind::kNotBefore, until);
-    state_ = State::kNotBefore;
-    return wait_step(until, Event::WaitKind::kNotBefore, "the request's permitted time");
+  if (req_.not_before) {
+    const WallTime now = engine_.wall_.now();
+    if (*req_.not_before > now) return wait_not_before(now);
   }
   return enter_acquire();
+}
+
+Step Machine::wait_not_before(WallTime now) {
+  const Duration left = *req_.not_before - now;
+  const MonoTime until = saturating_add(engine_.mono_.now(), left);
+  if (send_deadline_ && until > *send_deadline_) {
+    set_not_before(until);
+    return finish(OutcomeKind::kDeadlineExceeded, "the request's permitted time is after its deadline");
+  }
+  if (left > engine_.planner_.config().max_wait) {
+    set_not_before(until);
+    return finish(OutcomeKind::kDeferred, "the request's permitted time is beyond the maximum acceptable wait");
+  }
+  begin_wait(Event::WaitKind::kNotBefore, until);
+  state_ = State::kNotBefore;
+  return wait_step(until, Event::WaitKind::kNotBefore, "the request's permitted time");
 }
 
 Step Machine::enter_acquire() {
@@ -427,11 +446,11 @@ Step Machine::enter_acquire() {
 
 Step Machine::try_acquire() {
   Pacer& pacer = *engine_.pacer_;
-  if (blocking_) return from_permit(pacer.acquire(key_, send_deadline_, stop_));
+  if (blocking_) return from_permit(pacer.acquire(*key_, send_deadline_, stop_));
 
   // Non-blocking: the pacer's answer, with the slot or the place in line
   // kept by the ticket until the next call.
-  const TryAcquireResult r = pacer.try_acquire(ticket_, key_, send_deadline_);
+  const TryAcquireResult r = pacer.try_acquire(ticket_, *key_, send_deadline_);
   const MonoTime now = engine_.mono_.now();
   AcquireResult a;
   a.probe = r.probe;
@@ -480,16 +499,19 @@ Step Machine::from_permit(const AcquireResult& permit) {
   }
   probe_ = permit.probe;
   ++attempt_;
-  // current_ is fresh here: decide() and the constructor leave it so.
-  current_.number = attempt_;
-  current_.paced = permit.waited;
-  current_.started_wall = engine_.wall_.now();
-  current_.started_mono = engine_.mono_.now();
-  if (send_deadline_ && *send_deadline_ - current_.started_mono <= Duration::zero()) {
+  const WallTime started_wall = engine_.wall_.now();
+  const MonoTime started_mono = engine_.mono_.now();
+  if (send_deadline_ && *send_deadline_ - started_mono <= Duration::zero()) {
     abandon_probe();
     --attempt_;
     return finish(OutcomeKind::kDeadlineExceeded, "the deadline passed before the request could be sent");
   }
+  // The attempt is built where it stays, in the outcome (see current()).
+  Attempt& a = out_.attempts.emplace_back();
+  a.number = attempt_;
+  a.paced = permit.waited;
+  a.started_wall = started_wall;
+  a.started_mono = started_mono;
   if (hooked()) emit(event(Event::Kind::kAttemptStarted));
   state_ = State::kSending;
   Step s;
@@ -524,12 +546,13 @@ Step Machine::next() {
   return Step{};
 }
 
-// Plans after the attempt in current_; true when the answer is final and its
+// Plans after the attempt in current(); true when the answer is final and its
 // body is wanted.
 bool Machine::decide(const Signals* signals, std::string_view error, bool sent) {
-  const MonoTime now_mono = engine_.mono_.now();
-  const TransportError terr{sent, engine_.wall_.now(), now_mono};
-  PlanInput input = signals != nullptr ? PlanInput(Outcome(*signals)) : PlanInput(Outcome(terr));
+  // A response's times are in its Signals; a transport error's are now.
+  PlanInput input = signals != nullptr
+                        ? PlanInput(Outcome(*signals))
+                        : PlanInput(Outcome(TransportError{sent, engine_.wall_.now(), engine_.mono_.now()}));
   input.method = req_.method;
   input.idempotency_key = has_key();
   input.declared_non_idempotent = req_.non_idempotent;
@@ -547,23 +570,21 @@ bool Machine::decide(const Signals* signals, std::string_view error, bool sent) 
   } else {
     emit_error(error);
   }
-  current_.plan = engine_.planner_.decide(input, *engine_.random_);
-  current_.reason = engine_.planner_.describe(current_.plan, input);
-  if (signals == nullptr) current_.reason = cat({error, ". ", current_.reason});
-  if (signals != nullptr) current_.warnings = signals->warnings;
-  if (!current_.plan.notes.empty()) {
-    for (std::string& n : notes_text(current_.plan.notes)) current_.warnings.push_back(std::move(n));
+  Attempt& a = current();
+  a.plan = engine_.planner_.decide(input, *engine_.random_);
+  a.reason = engine_.planner_.describe(a.plan, input);
+  if (signals == nullptr) a.reason = cat({error, ". ", a.reason});
+  if (signals != nullptr) a.warnings = signals->warnings;
+  if (!a.plan.notes.empty()) {
+    for (std::string& n : notes_text(a.plan.notes)) a.warnings.push_back(std::move(n));
   }
   if (hooked()) {
     Event e = event(Event::Kind::kDecision);
-    e.plan = &current_.plan;
-    e.reason = current_.reason;
+    e.plan = &a.plan;
+    e.reason = a.reason;
     emit(e);
   }
-  std::string reason = current_.reason;
-  out_.attempts.push_back(std::move(current_));
-  current_ = Attempt{};
-  const Plan& plan = out_.attempts.back().plan;
+  const Plan& plan = a.plan;
   if (plan.not_before_mono) {
     out_.not_before_mono = plan.not_before_mono;
     out_.not_before_wall = plan.not_before_wall;
@@ -572,7 +593,7 @@ bool Machine::decide(const Signals* signals, std::string_view error, bool sent) 
   switch (plan.decision) {
     case Decision::kRetry: {
       previous_backoff_ = saturating_add(plan.backoff, plan.jitter);
-      const MonoTime received = signals != nullptr ? signals->received_mono : now_mono;
+      const MonoTime received = signals != nullptr ? signals->received_mono : input.outcome.transport.at_mono;
       const MonoTime until = plan.not_before_mono.value_or(saturating_add(received, plan.wait));
       begin_wait(Event::WaitKind::kRetry, until);
       state_ = State::kRetryWait;
@@ -594,40 +615,43 @@ bool Machine::decide(const Signals* signals, std::string_view error, bool sent) 
     case Decision::kRetry: break;
   }
   if (signals == nullptr) {
-    finish(kind, std::move(reason));
+    finish(kind, out_.attempts.back().reason);
     return false;
   }
   // This answer ends the request: its body is the caller's, and the
-  // outcome is final once the body is in.
+  // outcome is final once the body is in (with this attempt's reason).
   pending_kind_ = kind;
-  pending_reason_ = std::move(reason);
   state_ = State::kBody;
   return true;
 }
 
 bool Machine::head(int status, HeaderList headers, WallTime received_wall, MonoTime received_mono) {
   if (state_ != State::kSending) return false;
-  current_.sent = true;
-  current_.status = status;
+  Attempt& a = current();
+  a.sent = true;
+  a.status = status;
   ObserveOptions options;
   options.host = host_;
   options.profile = engine_.config_.profile;
   options.registry = engine_.config_.registry;
   options.robust = engine_.config_.robust;
   options.heuristic = engine_.config_.heuristic;
-  if (server_clock_ != nullptr) options.server_time_floor = server_clock_->trusted_floor_at(received_mono);
+  // The floor is used only with the response's own Date: without a Date line
+  // the origin's clock (and its lock) is not consulted.
+  if (server_clock_ != nullptr && detail::HeaderKinds::has(headers, FieldKind::kDate)) {
+    options.server_time_floor = server_clock_->trusted_floor_at(received_mono);
+  }
   const Signals signals = observe(status, headers, received_wall, received_mono, options);
-  if (server_clock_ != nullptr) server_clock_->learn(signals, current_.started_mono);
+  if (server_clock_ != nullptr) server_clock_->learn(signals, a.started_mono);
   // Whatever the head said about quota is real: the pacer hears it (and the
   // probe, if this was one, has its answer).
-  engine_.pacer_->record(key_, signals);
+  engine_.pacer_->record(*key_, signals);
   probe_ = false;
-  Response r;
+  Response& r = out_.response.emplace();
   r.status = status;
   r.headers = std::move(headers);
   r.received_wall = received_wall;
   r.received_mono = received_mono;
-  out_.response = std::move(r);
   out_.body_bytes = 0;
   return decide(&signals, {}, true);
 }
@@ -644,7 +668,7 @@ bool Machine::body(std::string_view chunk) {
 }
 
 void Machine::complete() {
-  if (state_ == State::kBody) finish(pending_kind_, std::move(pending_reason_));
+  if (state_ == State::kBody) finish(pending_kind_, out_.attempts.back().reason);
 }
 
 void Machine::failed(std::string_view error_bytes, bool sent) {
@@ -653,8 +677,6 @@ void Machine::failed(std::string_view error_bytes, bool sent) {
     if (out_.body_bytes == 0) {
       // Nothing reached the sink yet: the attempt failed like any transfer
       // and is planned again as a transport error (a GET is retried).
-      current_ = std::move(out_.attempts.back());
-      out_.attempts.pop_back();
       out_.ambiguous = false;  // planned afresh below
       out_.not_before_mono.reset();
       out_.not_before_wall.reset();
@@ -672,8 +694,8 @@ void Machine::failed(std::string_view error_bytes, bool sent) {
     }
   }
   if (state_ != State::kSending) return;
-  current_.sent = sent;
-  current_.error = error;
+  current().sent = sent;
+  current().error = error;
   abandon_probe();
   if (blocking_ && stop_.stop_requested()) {
     emit_error(error);
@@ -693,8 +715,8 @@ void Machine::failed(std::string_view error_bytes, bool sent) {
 void Machine::refuse(std::string_view why_bytes) {
   if (state_ != State::kSending) return;
   const std::string why = printable(why_bytes, kMaxErrorText);
-  current_.sent = false;
-  current_.error = why;
+  current().sent = false;
+  current().error = why;
   abandon_probe();
   emit_error(why);
   end_here(OutcomeKind::kNotRetryable, cat({"the request cannot be sent: ", why}));
@@ -726,10 +748,10 @@ void Machine::cancel(bool sent) {
       return;
     }
     case State::kSending:
-      current_.sent = sent;
-      current_.error = "cancelled";
+      current().sent = sent;
+      current().error = "cancelled";
       abandon_probe();
-      emit_error(current_.error);
+      emit_error(current().error);
       end_here(OutcomeKind::kCancelled,
                sent ? "cancelled while the request was in flight" : "cancelled before the request was sent");
       return;

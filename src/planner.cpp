@@ -1,7 +1,6 @@
 #include "abide/planner.h"
 
 #include <algorithm>
-#include <charconv>
 
 #include "ascii.h"
 #include "duration_text.h"
@@ -144,9 +143,6 @@ Plan Planner::decide(const PlanInput& in, RandomSource& rng) const noexcept {
   const MonoTime mono = s ? s->received_mono : in.outcome.transport.at_mono;
   if (in.deadline) p.time_left = saturating_sub(in.deadline->time_since_epoch(), mono.time_since_epoch());
 
-  const bool idempotent_request = !in.declared_non_idempotent && idempotent(in.method);
-  bool may_repeat = idempotent_request || in.idempotency_key;
-
   if (s != nullptr) {
     p.status = s->status;
     p.clock_skew = s->clock_skew;
@@ -173,7 +169,12 @@ Plan Planner::decide(const PlanInput& in, RandomSource& rng) const noexcept {
       if (config_.budget) config_.budget->on_success();
       return p;
     }
-  } else {
+  }
+  // Whether the request may be repeated matters only from here on: a final
+  // answer above needs no method lookup.
+  const bool idempotent_request = !in.declared_non_idempotent && idempotent(in.method);
+  bool may_repeat = idempotent_request || in.idempotency_key;
+  if (s == nullptr) {
     // A connection that failed before sending can be repeated whatever the
     // method; after sending, a non-idempotent request may have been applied.
     if (!in.outcome.transport.sent) may_repeat = true;
@@ -248,8 +249,16 @@ constexpr std::size_t kSentenceReserve = 128;  // most sentences fit; longer one
 
 void add_int(std::string& s, std::int64_t n) {
   char buf[24];
-  const auto r = std::to_chars(buf, buf + sizeof buf, n);
-  s.append(buf, r.ptr);
+  char* const end = buf + sizeof buf;
+  char* p = end;
+  // Digits from the right; the magnitude in unsigned, so INT64_MIN has one.
+  std::uint64_t u = n < 0 ? 0 - static_cast<std::uint64_t>(n) : static_cast<std::uint64_t>(n);
+  do {
+    *--p = static_cast<char>('0' + u % 10);
+    u /= 10;
+  } while (u != 0);
+  if (n < 0) *--p = '-';
+  s.append(p, static_cast<std::size_t>(end - p));
 }
 
 void add_seconds(std::string& s, Duration d) { s.append(format_seconds(d)); }
@@ -315,8 +324,7 @@ std::string Planner::describe(const Plan& p, const PlanInput& in) const {
   const auto status = [&] { add_int(s.append("status "sv), p.status); };
   switch (p.reason) {
     case Reason::kSucceeded:
-      s.append("The request succeeded ("sv);
-      status();
+      add_int(s.append("The request succeeded (status "sv), p.status);
       s.append("); nothing to retry"sv);
       if (p.server_hint) {
         add_seconds(s.append(", but the server permits the next request only in "sv), *p.server_hint);

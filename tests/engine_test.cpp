@@ -422,6 +422,41 @@ TEST_P(EngineForms, BodyBrokenAfterBytesReachedTheSinkIsNotFetchedAgain) {
   EXPECT_FALSE(r.out.attempts[0].error.empty());
 }
 
+// Each attempt carries the planner's sentence for it (a transport error's
+// with the error in front), its warnings, status and error; the outcome's
+// reason is the last attempt's. Word for word: making these cheap to build
+// (issue 14) must not change one of them.
+TEST_P(EngineForms, AttemptsCarryTheirReasonsWordForWord) {
+  Answer reset;
+  reset.error = "connection reset";
+  Answer cut = ok({});
+  cut.body_error = "closed mid-body";
+  const Result r = run_form(blocking(), get(),
+                            {status(503, {{"Retry-After", "7"}, {"RateLimit", "garbage;;"}}), reset, cut, ok({"x"})});
+  ASSERT_EQ(r.out.kind, OutcomeKind::kDone) << r.out.reason;
+  ASSERT_EQ(r.out.attempts.size(), 4u);
+  std::vector<std::string> reasons;
+  for (const Attempt& a : r.out.attempts) reasons.push_back(a.reason);
+  const std::vector<std::string> want = {
+      "Retry in 7 s: the server's Retry-After asks for 7 s (local backoff 0.02 s).",
+      "connection reset. Retry in 0.04 s: the local backoff for attempt 2 is 0.04 s nominal with no jitter.",
+      "closed mid-body. Retry in 0.08 s: the local backoff for attempt 3 is 0.08 s nominal with no jitter.",
+      "The request succeeded (status 200); nothing to retry.",
+  };
+  EXPECT_EQ(reasons, want);
+  EXPECT_EQ(r.out.attempts[0].warnings,
+            (std::vector<std::string>{"RateLimit ignored: neither a draft-08 list (invalid key at byte 8 (RFC 9651)) "
+                                      "nor a draft-07 dictionary (invalid key at byte 8 (RFC 9651))"}));
+  EXPECT_EQ(r.out.reason, r.out.attempts.back().reason);
+  EXPECT_EQ(r.out.attempts[0].status, 503);
+  EXPECT_EQ(r.out.attempts[1].status, 0);
+  EXPECT_EQ(r.out.attempts[1].error, "connection reset");
+  EXPECT_EQ(r.out.attempts[2].status, 200);
+  EXPECT_EQ(r.out.attempts[2].error, "closed mid-body");
+  for (std::size_t i = 0; i < r.out.attempts.size(); ++i) EXPECT_EQ(r.out.attempts[i].number, static_cast<std::int64_t>(i + 1));
+  for (std::size_t i = 1; i < r.out.attempts.size(); ++i) EXPECT_TRUE(r.out.attempts[i].warnings.empty()) << i;
+}
+
 TEST_P(EngineForms, AttemptsRunOutAsExhausted) {
   Config c = quick_config();
   c.max_attempts = 3;
