@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -797,6 +798,33 @@ TEST(EngineDriven, AKnownOriginIsLookedUpWithoutChangingWhatAURLMeans) {
   const Step s = later.next();
   ASSERT_EQ(s.kind, Step::Kind::kWait);
   EXPECT_EQ(s.until, clock.mono_now() + 30s);
+}
+
+// The thread's last origin points into an engine's cache: after that engine
+// is gone, a new one (perhaps at the same address) must not use it.
+TEST(EngineDriven, ANewEngineNeverUsesADestroyedEnginesLastOrigin) {
+  InstantClock clock;
+  Config c = quick_config();
+  c.mono = &clock.monotonic();
+  c.wall = &clock.wall();
+  auto key_of = [](Engine& engine, const Request& r) {
+    Machine m(engine, r);
+    (void)m.next();
+    std::string name = m.finished() ? std::string("finished: ") + m.outcome().reason : m.pacer_key().name();
+    if (!m.finished()) m.cancel(false);
+    return name;
+  };
+  for (int i = 0; i < 3; ++i) {
+    auto engine = std::make_unique<Engine>(c);
+    EXPECT_EQ(key_of(*engine, get("https://api.example.com/a")), "https://api.example.com");
+    EXPECT_EQ(key_of(*engine, get("https://api.example.com/b")), "https://api.example.com");
+    engine.reset();
+    auto next = std::make_unique<Engine>(c);
+    // Each request is its engine's first: it reads the URL afresh.
+    EXPECT_EQ(key_of(*next, get("https://api.example.com/a b")).rfind("finished: invalid URL", 0), 0u);
+    EXPECT_EQ(key_of(*next, get("https://api.example.com:8443/c")), "https://api.example.com:8443");
+    EXPECT_EQ(key_of(*next, get("https://api.example.com/d")), "https://api.example.com");
+  }
 }
 
 TEST(EngineDriven, BeyondTheOriginCacheRequestsStillFindTheirKeys) {
