@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <initializer_list>
 #include <random>
 #include <utility>
@@ -41,15 +42,26 @@ std::string_view origin_part(std::string_view url) noexcept {
   return url;
 }
 
-// No byte that parse_origin rejects (without its length rule), without an
-// early exit so that the compiler may vectorize it.
+// No byte that parse_origin rejects (controls, space, DEL; without its length
+// rule). It runs over the rest of every request's URL, so eight bytes at a
+// time: (w - 0x21 in each byte) & ~w has a byte's high bit set exactly when
+// some byte is below 0x21 (no byte at or above it borrows), and the same with
+// w ^ 0x7f.. and 0x01.. finds a DEL.
 bool no_bad_bytes(std::string_view s) noexcept {
-  unsigned bad = 0;
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    bad |= static_cast<unsigned>(u <= 0x20) | static_cast<unsigned>(u == 0x7f);
+  constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr std::uint64_t kHigh = 0x8080808080808080ULL;
+  std::size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    std::uint64_t w = 0;
+    std::memcpy(&w, s.data() + i, 8);
+    const std::uint64_t del = w ^ (kOnes * 0x7f);
+    if ((((w - kOnes * 0x21) & ~w) | ((del - kOnes) & ~del)) & kHigh) return false;
   }
-  return bad == 0;
+  for (; i < s.size(); ++i) {
+    const auto u = static_cast<unsigned char>(s[i]);
+    if (u <= 0x20 || u == 0x7f) return false;
+  }
+  return true;
 }
 
 // `part` is origin_part(url): url starts with it, and the authority ends there.

@@ -1,6 +1,7 @@
 #include "abide/planner.h"
 
 #include <algorithm>
+#include <charconv>
 
 #include "ascii.h"
 #include "duration_text.h"
@@ -249,16 +250,8 @@ constexpr std::size_t kSentenceReserve = 128;  // most sentences fit; longer one
 
 void add_int(std::string& s, std::int64_t n) {
   char buf[24];
-  char* const end = buf + sizeof buf;
-  char* p = end;
-  // Digits from the right; the magnitude in unsigned, so INT64_MIN has one.
-  std::uint64_t u = n < 0 ? 0 - static_cast<std::uint64_t>(n) : static_cast<std::uint64_t>(n);
-  do {
-    *--p = static_cast<char>('0' + u % 10);
-    u /= 10;
-  } while (u != 0);
-  if (n < 0) *--p = '-';
-  s.append(p, static_cast<std::size_t>(end - p));
+  const auto r = std::to_chars(buf, buf + sizeof buf, n);
+  s.append(buf, r.ptr);
 }
 
 void add_seconds(std::string& s, Duration d) { s.append(format_seconds(d)); }
