@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <cstdio>
 #include <memory>
+#include <vector>
 
-#include "abide/redact.h"
+#include "abide/headers.h"
 #include "common.h"
 #include "proxy/answer_writer.h"
 #include "proxy/http1_request.h"
@@ -81,16 +83,50 @@ void ensure_field(MadeAnswer& a, std::string_view name, std::string_view value) 
   if (!a.head.headers.first(name)) a.head.headers.add(name, value);
 }
 
+// A made answer for a request that was forwarded carries that request's
+// attempts and waits, not the made answer's zeros.
+void set_counts(MadeAnswer& a, const RequestOutcome& out) {
+  std::vector<Header> lines;
+  lines.reserve(a.head.headers.size());
+  for (const Header& h : a.head.headers.lines())
+    if (!iequals(h.name, "Abide-Attempts") && !iequals(h.name, "Abide-Waited")) lines.push_back(h);
+  HeaderList headers(std::move(lines));
+  headers.add("Abide-Attempts", std::to_string(out.attempts.size()));
+  char waited[32];
+  std::snprintf(waited, sizeof waited, "%.3f", to_seconds(out.waited));
+  headers.add("Abide-Waited", waited);
+  a.head.headers = std::move(headers);
+}
+
+// After an error answer the caller may still be sending (a body the proxy
+// refused): its bytes are read and dropped for a moment, so that closing
+// does not reset the connection before the answer is read.
+void linger_close(int fd) {
+  ::shutdown(fd, SHUT_WR);
+  char sink[16384];
+  std::size_t dropped = 0;
+  for (int rounds = 0; rounds < 20 && dropped < (std::size_t{1} << 20); ++rounds) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) break;
+    const ssize_t n = ::recv(fd, sink, sizeof sink, 0);
+    if (n <= 0) break;
+    dropped += static_cast<std::size_t>(n);
+  }
+}
+
 class Session {
  public:
   Session(ProxyServer::Core& core, int fd) : core_(core), fd_(fd) { scratch_.reserve(1024); }
 
   void run();
+  // The last answer was an error after which the caller may still be sending.
+  bool lingers() const noexcept { return linger_; }
 
  private:
   // Answers with a made answer; false: the connection closes.
   bool answer(const MadeAnswer& a, int version_minor, bool head_request, bool keep_alive);
   bool error(int status, std::string_view reason, int version_minor = 1) {
+    linger_ = true;
     core_.stats.request_answered("", status, nullptr);
     log_caller(status, reason);
     static_cast<void>(answer(error_answer(status, reason, std::nullopt, std::nullopt, core_.wall.now()),
@@ -112,6 +148,8 @@ class Session {
   int fd_;
   Input in_;
   std::string scratch_;  // heads written
+  bool linger_ = false;
+  std::stop_source stop_;  // the current request's (see forward)
 };
 
 bool Session::answer(const MadeAnswer& a, int version_minor, bool head_request, bool keep_alive) {
@@ -120,7 +158,6 @@ bool Session::answer(const MadeAnswer& a, int version_minor, bool head_request, 
 }
 
 void Session::run() {
-  bool first = true;
   for (;;) {
     // --- the head ----------------------------------------------------------
     const MonoTime idle_deadline = saturating_add(core_.mono.now(), core_.opts.idle_timeout);
@@ -153,7 +190,6 @@ void Session::run() {
       }
       return;  // closed, idle too long, or the drain
     }
-    first = false;
     if (*end > kHeadLimit) {
       core_.stats.request_received();
       static_cast<void>(error(431, "the request head is larger than 64 KiB"));
@@ -203,7 +239,6 @@ void Session::run() {
     }
     if (!forward(head, *route, *budget, std::move(body), keep_alive)) return;
   }
-  static_cast<void>(first);
 }
 
 bool Session::read_body(const RequestHead& head, const BodyFraming& framing, std::string& body) {
@@ -302,6 +337,10 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
   core.publish_in_flight();
 
   InFlight f;
+  // One stop source per connection until it is used (a stop source costs an
+  // allocation; a triggered one cannot be reset).
+  if (stop_.stop_requested()) stop_ = std::stop_source();
+  f.stop = stop_;
   f.id = core.next_id.fetch_add(1);
   f.request = upstream_request(head, route, std::move(body));
   f.request.pacer_key = quota_key(route.origin, head.headers);
@@ -367,6 +406,10 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
     MadeAnswer a = error_answer(503, "the proxy is stopping", std::max<Duration>(left, std::chrono::seconds{1}),
                                 drain_not_before, now);
     ensure_field(a, "Abide-Outcome", "deferred");
+    set_counts(a, out);
+    // Counted as what the caller was told: deferred to its permitted time.
+    out.kind = OutcomeKind::kDeferred;
+    out.not_before_wall = drain_not_before;
     status = 503;
     static_cast<void>(answer(a, head.version_minor, head_request, false));
     keep = false;
@@ -394,6 +437,7 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
 void serve_connection(ProxyServer::Core& core, Connection& conn) {
   proxy_connection::Session session(core, conn.fd);
   session.run();
+  if (session.lingers()) proxy_connection::linger_close(conn.fd);
   std::lock_guard lock(conn.mu);
   ::close(conn.fd);
   conn.fd = -1;
