@@ -215,14 +215,15 @@ class Client {
 
   // Runs one request to its outcome on the calling thread, streaming the
   // final answer to `sink` as it arrives (no max_body_bytes cap; the
-  // outcome's response then has no body, and body_bytes counts what was
-  // handed to the sink). The engine decides on each answer's head: the body
-  // of an answer that will be retried is dropped (a short one read to keep
-  // the connection, a long one cut), and it and its head reach neither
-  // callback. A body that breaks off after some of
-  // it reached the sink ends the request not_retryable (it is not fetched
-  // again behind the caller's back); false from either callback ends it
-  // not_retryable and stops the transfer.
+  // outcome's response then has no body, and body_bytes counts the bytes
+  // read of it). The engine decides on each answer's head: the body of an
+  // answer that will be retried is dropped (a short one read to keep the
+  // connection, a long one cut), and neither it nor its head reaches the
+  // sink. A body that breaks off after some of it reached the sink ends the
+  // request not_retryable (it is not fetched again behind the caller's
+  // back); false from either callback ends it not_retryable and stops the
+  // transfer. A stop ends the transfer as cancelled, unless the body was
+  // all in already.
   RequestOutcome fetch(const Request& request, const ResponseSink& sink, std::stop_token stop = {});
 
   // Runs a batch on `options.jobs` workers; returns the outcomes in request
