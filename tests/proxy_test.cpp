@@ -725,6 +725,8 @@ TEST(ProxyFleet, TwoProxiesShareACooldownThroughRedis) {
               a.outcome == "deadline_exceeded")
       << describe(held);
   EXPECT_EQ(mock.stats()["totals"]["premature"], 0) << mock.stats()["totals"].dump();
+  // Held, then sent once after the cooldown (or not at all when deferred): never sent into it.
+  EXPECT_LE(mock.requests(), 3);
   one.stop_cleanly();
   two.stop_cleanly();
 #endif
@@ -752,11 +754,40 @@ TEST(ProxyStop, SigtermAnswersAHeldCaller503WithItsPermittedTime) {
   const RawAnswer a = parse_answer(read_answer(fd, 10s));
   close(fd);
   EXPECT_EQ(a.status, 503);
-  EXPECT_GE(whole_seconds(a.header("retry-after")), 1) << a.header("retry-after");
+  // Not before the permitted time: the server's 20 s window has most of its time left.
+  EXPECT_GE(whole_seconds(a.header("retry-after")), 10) << a.header("retry-after");
   const auto nb = rfc3339_unix(a.header("abide-not-before"));
   ASSERT_TRUE(nb) << a.header("abide-not-before");
   EXPECT_GE(*nb, before + 10);  // the server's 20 s window is far from over
   EXPECT_EQ(mock.requests(), 2);
+}
+
+// ---- a full queue ------------------------------------------------------------------
+
+// More callers than --jobs transfers and --queue waiting places: the one too
+// many is answered 503 with Retry-After at once; the others are served.
+TEST(ProxyQueue, ACallerBeyondJobsAndQueueGets503WithRetryAfter) {
+  REQUIRE_PROGRAM(python, "python3");
+  Mock mock({"--limit", "100", "--window", "1"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(with(upstream(mock), {"--jobs", "1", "--queue", "1"}));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  // Each transfer lasts 1.5 s: all three callers arrive while the first runs.
+  const auto r = run_client(python, "client.py",
+                            {"--url", proxy.url("/__stream?chunks=2&gap_ms=1500"), "--count", "3", "--parallel", "3"});
+  ASSERT_EQ(r.answers.size(), 3u) << describe(r);
+  int ok = 0, full = 0;
+  for (const auto& a : r.answers) {
+    if (a.status == 200) ++ok;
+    if (a.status == 503) {
+      ++full;
+      EXPECT_GE(whole_seconds(a.retry_after), 1) << describe(r);
+      EXPECT_LT(a.head_s - a.start_s, 1.4) << "held instead of refused: " << describe(r);
+    }
+  }
+  EXPECT_EQ(ok, 2) << describe(r);
+  EXPECT_EQ(full, 1) << describe(r);
+  proxy.stop_cleanly();
 }
 
 // ---- garbage -------------------------------------------------------------------------
