@@ -1,8 +1,10 @@
 // Engine benchmarks: what the engine costs per attempt on a scripted
 // transport that answers at once, with clocks that cost nothing to read, so
 // that the figure is the engine's own work plus the stages it drives (pacer
-// acquire and record, observe, decide). The stages alone are in pacer_bench,
-// signals_bench and planner_bench.
+// acquire and record, observe, decide, the reason sentence). The scripted
+// transports reuse the head they hand over; what building one costs a
+// transport is measured on its own (BM_ScriptedTransportBuildsHead). The
+// stages alone are in pacer_bench, signals_bench and planner_bench.
 //
 //   build/NAME/bench/engine_bench
 #include <benchmark/benchmark.h>
