@@ -1039,7 +1039,8 @@ TEST(MockServerCli, EchoAnswersTheRequestAsReceivedAndIsNotCounted) {
   EXPECT_FALSE(fields.count("REMOTE_ADDR"));  // httplib's own, not received
   for (const char* method : {"GET", "PUT", "PATCH", "DELETE", "OPTIONS"}) {
     const auto x = raw_exchange(m.port(),
-                                std::string(method) + " /__echo HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                                std::string(method) +
+                                    " /__echo HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
                                 10s);
     ASSERT_NE(x.received.find("\r\n\r\n"), std::string::npos) << method;
     EXPECT_EQ(x.received.rfind("HTTP/1.1 200", 0), 0u) << method << ": " << x.received;
@@ -1093,8 +1094,7 @@ TEST(MockServerCli, HangReadsTheRequestThenClosesWithoutAnAnswer) {
   MockProcess m({"--limit", "1", "--window", "600"});
   ASSERT_GT(m.port(), 0);
   const auto start = std::chrono::steady_clock::now();
-  const auto x = raw_exchange(
-      m.port(), "POST /__hang?ms=200 HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc", 20s);
+  const auto x = raw_exchange(m.port(), "POST /__hang?ms=200 HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc", 20s);
   EXPECT_TRUE(x.closed);
   EXPECT_EQ(x.received, "");  // not one byte of answer
   EXPECT_GE(std::chrono::steady_clock::now() - start, 200ms);

@@ -53,12 +53,12 @@ std::string on_path(const std::string& name) {
 
 // A test needs each client it runs: missing is a failure (CI installs them),
 // except node when ABIDE_TEST_NO_NODE is set (a machine without it).
-#define REQUIRE_PROGRAM(var, name)                                                                 \
-  const std::string var##_name = (name);                                                           \
-  const std::string var = on_path(var##_name);                                                     \
-  do {                                                                                             \
-    if (var.empty() && var##_name == "node" && std::getenv("ABIDE_TEST_NO_NODE"))                  \
-      GTEST_SKIP() << "node is not on PATH and ABIDE_TEST_NO_NODE is set";                         \
+#define REQUIRE_PROGRAM(var, name)                                                                     \
+  const std::string var##_name = (name);                                                               \
+  const std::string var = on_path(var##_name);                                                         \
+  do {                                                                                                 \
+    if (var.empty() && var##_name == "node" && std::getenv("ABIDE_TEST_NO_NODE"))                      \
+      GTEST_SKIP() << "node is not on PATH and ABIDE_TEST_NO_NODE is set";                             \
     ASSERT_FALSE(var.empty()) << var##_name << " is not on PATH (a test dependency: scripts/deps.sh)"; \
   } while (0)
 
@@ -76,9 +76,7 @@ class Listening {
   }
   int port() const { return port_; }
   const std::string& first_line() const { return first_line_; }
-  std::string url(const std::string& target = "") const {
-    return "http://127.0.0.1:" + std::to_string(port_) + target;
-  }
+  std::string url(const std::string& target = "") const { return "http://127.0.0.1:" + std::to_string(port_) + target; }
   std::string err_so_far() const { return proc_.err_so_far(); }
   RunResult stop(int sig = SIGTERM, std::chrono::milliseconds timeout = 20s) { return proc_.stop(sig, timeout); }
   bool running() const { return proc_.running(); }
@@ -161,7 +159,7 @@ struct Answer {
   std::size_t body_len = 0;
   double start_s = 0, head_s = 0, end_s = 0;  // the client's own clock, from its start
   double start_unix = 0;                      // wall clock when the request began
-  json chunks;  // [[t_s, text], ...]
+  json chunks;                                // [[t_s, text], ...]
 };
 
 std::string field(const json& j, const char* name) {
@@ -282,8 +280,7 @@ std::string read_answer(int fd, std::chrono::milliseconds timeout) {
       std::string lower = got.substr(0, head_end);
       for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       const auto cl = lower.find("\r\ncontent-length:");
-      if (cl != std::string::npos &&
-          got.size() >= head_end + 4 + std::strtoull(lower.c_str() + cl + 17, nullptr, 10))
+      if (cl != std::string::npos && got.size() >= head_end + 4 + std::strtoull(lower.c_str() + cl + 17, nullptr, 10))
         return got;
     }
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
@@ -350,8 +347,8 @@ RawAnswer parse_answer(const std::string& bytes) {
 std::optional<double> rfc3339_unix(const std::string& s) {
   std::tm tm{};
   int consumed = 0;
-  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
-                  &tm.tm_min, &tm.tm_sec, &consumed) != 6 ||
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+                  &tm.tm_sec, &consumed) != 6 ||
       consumed != 19)
     return std::nullopt;
   tm.tm_year -= 1900;
@@ -360,15 +357,14 @@ std::optional<double> rfc3339_unix(const std::string& s) {
   std::size_t i = 19;
   if (i < s.size() && s[i] == '.') {
     double scale = 0.1;
-    for (++i; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); ++i, scale /= 10) frac += (s[i] - '0') * scale;
+    for (++i; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); ++i, scale /= 10)
+      frac += (s[i] - '0') * scale;
   }
   if (i + 1 != s.size() || s[i] != 'Z') return std::nullopt;
   return static_cast<double>(timegm(&tm)) + frac;
 }
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 // Whole non-negative seconds, as Retry-After must be; -1 otherwise.
 long long whole_seconds(const std::string& s) {
@@ -471,8 +467,8 @@ TEST(ProxyStyleNone, BacksOffWithoutHintsUntilEveryCallerGets200) {
   ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
   constexpr int kRequests = 8;
   const auto r = run_client(python, "client.py",
-                            {"--url", proxy.url("/n"), "-H", "Abide-Max-Wait: 25", "--count",
-                             std::to_string(kRequests), "--parallel", "4", "--keep-alive"});
+                            {"--url", proxy.url("/n"), "-H", "Abide-Max-Wait: 25", "--count", std::to_string(kRequests),
+                             "--parallel", "4", "--keep-alive"});
   ASSERT_EQ(r.answers.size(), static_cast<std::size_t>(kRequests)) << describe(r);
   for (const auto& a : r.answers) {
     EXPECT_EQ(a.status, 200) << describe(r);
@@ -688,7 +684,8 @@ TEST(ProxyCredentials, SeparateCredentialsDoNotShareACooldownAndTheSameOneDoes) 
   ASSERT_EQ(first.answers.size(), 1u) << describe(first);
   ASSERT_EQ(first.answers[0].status, 200);
   // A's second request meets the limit: A is in a cooldown of up to 2 s.
-  const auto limited = run_client(python, "client.py", {"--url", proxy.url("/a"), "-H", a_key, "-H", "Abide-Max-Wait: 0"});
+  const auto limited = run_client(python, "client.py",
+                                  {"--url", proxy.url("/a"), "-H", a_key, "-H", "Abide-Max-Wait: 0"});
   ASSERT_EQ(limited.answers.size(), 1u) << describe(limited);
   ASSERT_EQ(limited.answers[0].status, 429) << describe(limited);
   const auto nb = rfc3339_unix(limited.answers[0].not_before);
@@ -745,8 +742,7 @@ TEST(ProxyFleet, TwoProxiesShareACooldownThroughRedis) {
   const auto held = run_client(python, "client.py", {"--url", two.url("/x"), "-H", "Abide-Max-Wait: 10"});
   ASSERT_EQ(held.answers.size(), 1u) << describe(held);
   const Answer& a = held.answers[0];
-  EXPECT_TRUE((a.status == 200 && number(a.waited) > 0) || a.outcome == "deferred" ||
-              a.outcome == "deadline_exceeded")
+  EXPECT_TRUE((a.status == 200 && number(a.waited) > 0) || a.outcome == "deferred" || a.outcome == "deadline_exceeded")
       << describe(held);
   EXPECT_EQ(mock.stats()["totals"]["premature"], 0) << mock.stats()["totals"].dump();
   // Held, then sent once after the cooldown (or not at all when deferred): never sent into it.
@@ -830,13 +826,14 @@ TEST(ProxyGarbage, BadInputIsAnsweredAndNeverForwarded) {
   const auto ok = parse_answer(raw_exchange(port, "GET /after HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n"));
   EXPECT_EQ(ok.status, 200);
 
-  const auto big_head = parse_answer(raw_exchange(
-      port, "GET /big HTTP/1.1\r\nHost: p\r\nX-Big: " + std::string(70 * 1024, 'a') + "\r\nConnection: close\r\n\r\n"));
+  const auto big_head = parse_answer(
+      raw_exchange(port, "GET /big HTTP/1.1\r\nHost: p\r\nX-Big: " + std::string(70 * 1024, 'a') +
+                             "\r\nConnection: close\r\n\r\n"));
   EXPECT_EQ(big_head.status, 431);
 
-  const auto big_body = parse_answer(raw_exchange(
-      port, "POST /body HTTP/1.1\r\nHost: p\r\nContent-Length: 2048\r\nConnection: close\r\n\r\n" +
-                std::string(2048, 'b')));
+  const auto big_body = parse_answer(
+      raw_exchange(port, "POST /body HTTP/1.1\r\nHost: p\r\nContent-Length: 2048\r\nConnection: close\r\n\r\n" +
+                             std::string(2048, 'b')));
   EXPECT_EQ(big_body.status, 413);
 
   const auto bad_wait = parse_answer(
@@ -864,24 +861,23 @@ TEST(ProxyForwarding, HopByHopAndAbideFieldsStayAndTheRestGoesUpstream) {
   Proxy proxy({"--route", "/api=" + mock.url()});
   ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
   const std::string body = "{\"hello\": \"world\"}";
-  const auto raw = raw_exchange(proxy.port(),
-                                "POST /api/__echo?x=1&y=a%20b HTTP/1.1\r\n"
-                                "Host: 127.0.0.1:" +
-                                    std::to_string(proxy.port()) +
-                                    "\r\n"
-                                    "Connection: x-foo, close\r\n"
-                                    "X-Foo: named-by-connection\r\n"
-                                    "Keep-Alive: timeout=5\r\n"
-                                    "TE: trailers\r\n"
-                                    "Upgrade: h2c\r\n"
-                                    "Proxy-Authorization: Basic cHJveHk6c2VjcmV0\r\n"
-                                    "Abide-Max-Wait: 5\r\n"
-                                    "Abide-Anything: 1\r\n"
-                                    "X-Kept: yes\r\n"
-                                    "Authorization: Bearer passes-through\r\n"
-                                    "Content-Type: application/json\r\n"
-                                    "Content-Length: " +
-                                    std::to_string(body.size()) + "\r\n\r\n" + body);
+  const auto raw = raw_exchange(proxy.port(), "POST /api/__echo?x=1&y=a%20b HTTP/1.1\r\n"
+                                              "Host: 127.0.0.1:" +
+                                                  std::to_string(proxy.port()) +
+                                                  "\r\n"
+                                                  "Connection: x-foo, close\r\n"
+                                                  "X-Foo: named-by-connection\r\n"
+                                                  "Keep-Alive: timeout=5\r\n"
+                                                  "TE: trailers\r\n"
+                                                  "Upgrade: h2c\r\n"
+                                                  "Proxy-Authorization: Basic cHJveHk6c2VjcmV0\r\n"
+                                                  "Abide-Max-Wait: 5\r\n"
+                                                  "Abide-Anything: 1\r\n"
+                                                  "X-Kept: yes\r\n"
+                                                  "Authorization: Bearer passes-through\r\n"
+                                                  "Content-Type: application/json\r\n"
+                                                  "Content-Length: " +
+                                                  std::to_string(body.size()) + "\r\n\r\n" + body);
   const RawAnswer a = parse_answer(raw);
   ASSERT_EQ(a.status, 200) << raw;
   std::string json_body = a.body;
@@ -979,8 +975,9 @@ TEST(ProxyPages, AnAnswerReadInFullCountsAsDoneWhenTheCallerClosesAtOnce) {
   Proxy proxy(upstream(mock));
   ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
   for (int i = 0; i < 3; ++i)
-    ASSERT_EQ(parse_answer(raw_exchange(proxy.port(), "GET /p HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n")).status,
-              200);
+    ASSERT_EQ(
+        parse_answer(raw_exchange(proxy.port(), "GET /p HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n")).status,
+        200);
   const json s = stats_once_done(proxy, 3);
   EXPECT_EQ(s["outcomes"].value("done", 0), 3) << s.dump();
   EXPECT_EQ(s["outcomes"].value("cancelled", 0), 0) << s.dump();

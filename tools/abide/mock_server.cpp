@@ -228,17 +228,17 @@ class MockServer::Impl {
     res.status = 200;
     res.set_header("Cache-Control", "no-cache");
     auto next = std::make_shared<std::uint64_t>(0);
-    res.set_chunked_content_provider(
-        "text/event-stream", [this, next, n = *chunks, gap_ms = *gap](std::size_t, httplib::DataSink& sink) {
-          if (*next > 0 && gap_ms > 0 && held_until_stop(std::chrono::milliseconds(gap_ms))) return false;
-          if (*next < n) {
-            const std::string event = "data: " + std::to_string(*next) + "\n\n";
-            if (!sink.write(event.data(), event.size())) return false;
-            ++*next;
-          }
-          if (*next >= n) sink.done();
-          return true;
-        });
+    res.set_chunked_content_provider("text/event-stream", [this, next, n = *chunks,
+                                                           gap_ms = *gap](std::size_t, httplib::DataSink& sink) {
+      if (*next > 0 && gap_ms > 0 && held_until_stop(std::chrono::milliseconds(gap_ms))) return false;
+      if (*next < n) {
+        const std::string event = "data: " + std::to_string(*next) + "\n\n";
+        if (!sink.write(event.data(), event.size())) return false;
+        ++*next;
+      }
+      if (*next >= n) sink.done();
+      return true;
+    });
   }
 
   // /__hang?ms=M: reads the request, holds it M ms (or until stop), then
