@@ -26,6 +26,7 @@ constexpr std::size_t kBufferSize = kHeadLimit + (std::size_t{16} << 10);
 // Abide-Max-Wait: 0 still lets a request go out at once when it is permitted
 // (send_by is "no send after it": a bound of exactly now would send nothing).
 constexpr Duration kMinBudget = std::chrono::milliseconds{10};
+constexpr int kClientClosed = 499;
 
 enum class Read : std::uint8_t { kData, kClosed, kTimeout, kWoken };
 
@@ -421,7 +422,9 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
     keep = answer(a, head.version_minor, head_request, keep_alive) && keep;
   }
   if (out.not_before_wall) core.stats.cooldown(route.origin.origin, *out.not_before_wall);
-  if (status != 0) core.stats.request_answered(route.origin.origin, status, &out);
+  // A caller that hung up was answered nothing: counted under 499, the
+  // status proxies log for "client closed request", with its outcome.
+  core.stats.request_answered(route.origin.origin, status != 0 ? status : kClientClosed, &out);
   if (core.opts.verbose) {
     core.log(status != 0 ? cat_line("[", f.id, "] answered ", status)
                          : cat_line("[", f.id, "] the caller hung up: nothing answered"));
