@@ -272,7 +272,8 @@ void add_basis(std::string& s, const Plan& p, const PlanInput& in, Jitter jitter
         const QuotaObservation& q = sig->quota[*p.quota_index];
         // The policy name is the server's: escaped here, where the text is made.
         if (!q.policy.empty()) s.append(" \""sv).append(printable(q.policy, 64)).append("\""sv);
-        if (p.basis == Basis::kVendor && !q.source_name().empty()) s.append(" ("sv).append(q.source_name()).append(")"sv);
+        if (p.basis == Basis::kVendor && !q.source_name().empty())
+          s.append(" ("sv).append(q.source_name()).append(")"sv);
         if (q.reset_is_full_refill) {
           s.append(" is exhausted; its reset counts to a full refill, and the next request's units refill in "sv);
           add_seconds(s, hint);
@@ -371,9 +372,8 @@ std::string Planner::describe(const Plan& p, const PlanInput& in) const {
     case Reason::kAmbiguous:
       s.append("The connection failed after the "sv)
           .append(in.method)
-          .append(
-              " request was sent, so it may have been applied: reconcile before repeating (a retry would be "
-              "permitted "sv);
+          .append(" request was sent, so it may have been applied: reconcile before repeating (a retry would be "
+                  "permitted "sv);
       when();
       s.append(")"sv);
       break;
@@ -386,9 +386,8 @@ std::string Planner::describe(const Plan& p, const PlanInput& in) const {
       s.append(")"sv);
       break;
     case Reason::kBudgetExhausted:
-      s.append(
-          "The client's retry budget is empty (too many recent retries), so this one is not retried; a retry "
-          "would be permitted "sv);
+      s.append("The client's retry budget is empty (too many recent retries), so this one is not retried; a retry "
+               "would be permitted "sv);
       when();
       break;
     case Reason::kHintTooLong:

@@ -454,7 +454,8 @@ TEST_P(EngineForms, AttemptsCarryTheirReasonsWordForWord) {
   EXPECT_EQ(r.out.attempts[1].error, "connection reset");
   EXPECT_EQ(r.out.attempts[2].status, 200);
   EXPECT_EQ(r.out.attempts[2].error, "closed mid-body");
-  for (std::size_t i = 0; i < r.out.attempts.size(); ++i) EXPECT_EQ(r.out.attempts[i].number, static_cast<std::int64_t>(i + 1));
+  for (std::size_t i = 0; i < r.out.attempts.size(); ++i)
+    EXPECT_EQ(r.out.attempts[i].number, static_cast<std::int64_t>(i + 1));
   for (std::size_t i = 1; i < r.out.attempts.size(); ++i) EXPECT_TRUE(r.out.attempts[i].warnings.empty()) << i;
 }
 

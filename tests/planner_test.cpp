@@ -1168,8 +1168,7 @@ TEST(Planner, DescribeSentencesWordForWord) {
       R"(The earliest permitted retry is in 90 s (the server's Retry-After asks for 90 s), after the deadline that had already passed; it is not cut short.)",
       R"(Retry in 2 s: the local backoff for attempt 3 is 4 s nominal with full jitter.)",
       R"(Retry in 1.75 s: the server's Retry-After asks for 1.5 s (local backoff 0.5 s), plus 0.25 s of jitter.)",
-      R"(The client's retry budget is empty (too many recent retries), so this one is not retried; a retry would be permitted in 1 s.)"
-  };
+      R"(The client's retry budget is empty (too many recent retries), so this one is not retried; a retry would be permitted in 1 s.)"};
   EXPECT_EQ(got, want);
 }
 

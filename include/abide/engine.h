@@ -71,8 +71,8 @@ struct Request {
   // attempt: with it a POST or PATCH may be repeated (rule 7). A header of that
   // name in `headers` counts too.
   std::optional<std::string> idempotency_key;
-  bool non_idempotent = false;         // never repeated, whatever the method
-  std::optional<MonoTime> deadline;    // no send (and no retry) after it; a transfer running at it is cut
+  bool non_idempotent = false;       // never repeated, whatever the method
+  std::optional<MonoTime> deadline;  // no send (and no retry) after it; a transfer running at it is cut
   // No send (and no retry) after it, like deadline, but a transfer started
   // before it runs on (a budget for waiting, not for the answer's length).
   std::optional<MonoTime> send_by;
@@ -319,7 +319,7 @@ class Machine {
   MonoTime wait_start_{};  // the current wait (pacer, retry, not-before)
   MonoTime wait_until_{};
   std::optional<Duration> previous_backoff_;
-  std::optional<MonoTime> send_deadline_;  // the earlier of the request's deadline and send_by
+  std::optional<MonoTime> send_deadline_;          // the earlier of the request's deadline and send_by
   OutcomeKind pending_kind_ = OutcomeKind::kDone;  // the outcome once the body is in (reason: the last attempt's)
   RequestOutcome out_;
 };
