@@ -385,6 +385,9 @@ struct StyleCase {
   std::string client;   // python, curl or node
 };
 
+// How gtest (and ctest's test list) names a case: by its style.
+void PrintTo(const StyleCase& c, std::ostream* os) { *os << c.style << " via " << c.client; }
+
 class ProxyStyle : public ::testing::TestWithParam<StyleCase> {};
 
 // Several callers through one proxy against a small window: every request
