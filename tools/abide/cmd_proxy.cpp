@@ -146,7 +146,8 @@ const Registration proxy_cmd{
       app.add_option("--port", o->port, "Port; 0 picks a free one (the first stdout line says which)")
           ->capture_default_str()
           ->check(CLI::Range(0, 65535));
-      app.add_option("--profile", o->profile, "Vendor profile for quota headers (default: by upstream host; none: off)");
+      app.add_option("--profile", o->profile,
+                     "Vendor profile for quota headers (default: by upstream host; none: off)");
       app.add_option("--profile-file", o->profile_files, "Load a profile from this JSON file first (repeatable)")
           ->allow_extra_args(false);
       app.add_option("--store", o->store,

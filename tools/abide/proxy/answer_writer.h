@@ -25,7 +25,10 @@ class AnswerWriter {
   // answer once it has grown). `head_request`: the caller's method was HEAD
   // (no body goes out, the framing fields stay as given).
   AnswerWriter(int fd, int version_minor, bool head_request, bool keep_alive, std::string& scratch) noexcept
-      : fd_(fd), version_minor_(version_minor), head_request_(head_request), keep_alive_(keep_alive),
+      : fd_(fd),
+        version_minor_(version_minor),
+        head_request_(head_request),
+        keep_alive_(keep_alive),
         scratch_(scratch) {}
 
   // Builds the head (sent with the first chunk or at finish()); false when

@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -130,8 +130,8 @@ class Session {
     linger_ = true;
     core_.stats.request_answered("", status, nullptr);
     log_caller(status, reason);
-    static_cast<void>(answer(error_answer(status, reason, std::nullopt, std::nullopt, core_.wall.now()),
-                             version_minor, false, false));
+    static_cast<void>(answer(error_answer(status, reason, std::nullopt, std::nullopt, core_.wall.now()), version_minor,
+                             false, false));
     return false;  // after bad input the stream cannot be trusted
   }
   void log_caller(int status, std::string_view reason) {
@@ -225,8 +225,7 @@ void Session::run() {
     if (route == nullptr) {
       core_.stats.request_answered("", 404, nullptr);
       log_caller(404, "no route for the target");
-      if (!answer(error_answer(404, "no route for this path"), head.version_minor, head.method == "HEAD",
-                  keep_alive))
+      if (!answer(error_answer(404, "no route for this path"), head.version_minor, head.method == "HEAD", keep_alive))
         return;
       continue;
     }
@@ -312,8 +311,7 @@ bool Session::own_page(const RequestHead& head, bool keep_alive) {
   return answer(a, head.version_minor, head.method == "HEAD", keep_alive);
 }
 
-bool Session::forward(const RequestHead& head, const Route& route, Duration budget, std::string body,
-                      bool keep_alive) {
+bool Session::forward(const RequestHead& head, const Route& route, Duration budget, std::string body, bool keep_alive) {
   ProxyServer::Core& core = core_;
   const bool head_request = head.method == "HEAD";
   const auto not_now = [&](std::string_view reason) {

@@ -36,7 +36,7 @@ struct InFlight {
 
   engine::Request request;
   std::stop_source stop{std::nostopstate};  // the connection's (see Session::forward)
-  std::uint64_t id = 0;  // for --verbose lines
+  std::uint64_t id = 0;                     // for --verbose lines
 
   std::mutex mu;  // guards what follows (the hook, the drain and the connection)
   Phase phase = Phase::kPreparing;

@@ -169,7 +169,8 @@ void ProxyServer::Core::on_event(const ClientEvent& e) {
           }
           break;
         case K::kDecision:
-          if (e.plan != nullptr && e.plan->not_before_wall) note_cooldown(f->request.pacer_key, *e.plan->not_before_wall);
+          if (e.plan != nullptr && e.plan->not_before_wall)
+            note_cooldown(f->request.pacer_key, *e.plan->not_before_wall);
           // An answer that will be retried ends its transfer here (its body is dropped).
           if (e.plan != nullptr && e.plan->decision == Decision::kRetry && f->transferring) {
             f->transferring = false;
@@ -220,8 +221,8 @@ void ProxyServer::Core::on_event(const ClientEvent& e) {
       break;
     case K::kWaitEnded:
       if (e.wait >= std::chrono::milliseconds{1})
-        log(cat_line("[", id, "] waited ", proxy_server::seconds_text(e.wait), " (", proxy_server::wait_name(e.wait_kind),
-                     e.cancelled ? ", cancelled)" : ")"));
+        log(cat_line("[", id, "] waited ", proxy_server::seconds_text(e.wait), " (",
+                     proxy_server::wait_name(e.wait_kind), e.cancelled ? ", cancelled)" : ")"));
       break;
     case K::kFinished:
       if (e.outcome != nullptr)
@@ -270,7 +271,8 @@ void ProxyServer::Core::accept_loop() {
     if (live_connections >= opts.max_connections) {
       lock.unlock();
       const WallTime now = wall.now();
-      MadeAnswer a = error_answer(503, "too many connections", std::chrono::seconds{1}, now + std::chrono::seconds{1}, now);
+      MadeAnswer a = error_answer(503, "too many connections", std::chrono::seconds{1}, now + std::chrono::seconds{1},
+                                  now);
       if (!a.head.headers.first("Abide-Outcome")) a.head.headers.add("Abide-Outcome", "deferred");
       std::string scratch;
       AnswerWriter w(fd, 1, false, false, scratch);
@@ -298,9 +300,11 @@ std::string ProxyServer::address() const { return core_->address; }
 
 Result<std::uint16_t, ErrorMessage> ProxyServer::start() {
   Core& c = *core_;
-  const std::string where = (c.opts.bind.find(':') != std::string::npos ? "[" + c.opts.bind + "]" : c.opts.bind) +
-                            ":" + std::to_string(c.opts.port);
-  const auto failed = [&](const std::string& why) { return fail(ErrorMessage("cannot listen on " + where + ": " + why)); };
+  const std::string where = (c.opts.bind.find(':') != std::string::npos ? "[" + c.opts.bind + "]" : c.opts.bind) + ":" +
+                            std::to_string(c.opts.port);
+  const auto failed = [&](const std::string& why) {
+    return fail(ErrorMessage("cannot listen on " + where + ": " + why));
+  };
   if (c.wake_fd < 0) return failed(std::strerror(errno));
   if (!c.watcher.ok()) return failed("cannot watch connections (epoll)");
   addrinfo hints{};
@@ -393,7 +397,8 @@ void ProxyServer::stop() {
   // Then what is left is cancelled: answered 503 unless its answer already began.
   cancel_where([&c](InFlight& f, WallTime now, MonoTime mono_now) {
     if (f.phase != InFlight::Phase::kStreaming && !f.drained) {
-      c.drain_locked(f, f.phase == InFlight::Phase::kWaiting ? c.drain_time(f, now, mono_now) : now + std::chrono::seconds{1});
+      c.drain_locked(f, f.phase == InFlight::Phase::kWaiting ? c.drain_time(f, now, mono_now)
+                                                             : now + std::chrono::seconds{1});
     }
     return true;
   });

@@ -22,7 +22,7 @@ namespace abide::proxy {
 struct ProxyOptions {
   std::vector<Route> routes;  // at least one
   std::string bind = "127.0.0.1";
-  std::uint16_t port = 8080;  // 0 picks a free one
+  std::uint16_t port = 8080;                           // 0 picks a free one
   Duration default_budget = std::chrono::seconds{60};  // a caller's wait without Abide-Max-Wait
   std::size_t jobs = 32;                               // concurrent upstream transfers
   std::size_t queue = 1024;                            // callers held beyond them
