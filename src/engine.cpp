@@ -390,8 +390,12 @@ void Machine::end_wait(Event::WaitKind kind, bool cancelled) {
 bool Machine::idempotent_request() const { return !req_.non_idempotent && engine_.planner_.idempotent(req_.method); }
 
 bool Machine::has_key() const {
-  return (req_.idempotency_key && !req_.idempotency_key->empty()) ||
-         (!req_.headers.empty() && req_.headers.count("Idempotency-Key") > 0);
+  if (req_.idempotency_key && !req_.idempotency_key->empty()) return true;
+  if (req_.headers.empty()) return false;
+  // An empty Idempotency-Key field names no key: the request is not safe to repeat.
+  for (const std::string_view v : req_.headers.all("Idempotency-Key"))
+    if (!v.empty()) return true;
+  return false;
 }
 
 void Machine::abandon_probe() {

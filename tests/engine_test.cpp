@@ -291,6 +291,20 @@ TEST_P(EngineForms, PostWithIdempotencyKeyIsRepeated) {
   EXPECT_EQ(r.sent.size(), 2u);
 }
 
+TEST_P(EngineForms, AnIdempotencyKeyFieldCountsOnlyWithAValue) {
+  Request empty = get();
+  empty.method = "POST";
+  empty.headers = HeaderList{{"Idempotency-Key", ""}};
+  const Result once = run_form(blocking(), empty, {status(503, {{"Retry-After", "1"}}), ok()});
+  EXPECT_EQ(once.out.kind, OutcomeKind::kNotRetryable);
+  EXPECT_EQ(once.sent.size(), 1u);
+  Request keyed = empty;
+  keyed.headers = HeaderList{{"Idempotency-Key", ""}, {"Idempotency-Key", "k-2"}};
+  const Result twice = run_form(blocking(), keyed, {status(503, {{"Retry-After", "1"}}), ok()});
+  EXPECT_EQ(twice.out.kind, OutcomeKind::kDone) << twice.out.reason;
+  EXPECT_EQ(twice.sent.size(), 2u);
+}
+
 TEST_P(EngineForms, PostWhoseConnectionFailsAfterSendingIsAmbiguous) {
   Request req = get();
   req.method = "POST";

@@ -65,7 +65,7 @@ struct ProxyServer::Core {
   const MonotonicClock& mono;
   const WallClock& wall;
   std::unique_ptr<Client> client;
-  Stats stats;
+  Stats stats{&wall};  // the injected clock tells which cooldowns have ended
   HangupWatcher watcher;
   int wake_fd = -1;  // an eventfd, readable once the drain starts: idle connections close
   std::atomic<bool> stopping{false};
