@@ -34,17 +34,18 @@ HangupWatcher::~HangupWatcher() {
   ::close(wake_);
 }
 
-std::uint64_t HangupWatcher::watch(int fd, std::stop_source stop) {
+std::uint64_t HangupWatcher::watch(int fd) {
   if (epoll_ < 0) return 0;
   std::uint64_t id = 0;
   {
     std::lock_guard lock(mu_);
     id = next_id_++;
-    watched_.emplace(id, std::move(stop));
+    watched_.emplace(id, Watch{});
   }
   epoll_event ev{};
-  // One-shot: a caller that half-closed stays in that state, and one trigger is enough.
-  ev.events = EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLONESHOT;
+  // Edge-triggered: a caller that half-closed stays in that state, and one
+  // report is enough (it is remembered until the connection ends).
+  ev.events = EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLET;
   ev.data.u64 = id;
   if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) {
     std::lock_guard lock(mu_);
@@ -52,6 +53,25 @@ std::uint64_t HangupWatcher::watch(int fd, std::stop_source stop) {
     return 0;
   }
   return id;
+}
+
+void HangupWatcher::arm(std::uint64_t id, std::stop_source stop) {
+  if (id == 0) return;
+  bool hung_up = false;
+  {
+    std::lock_guard lock(mu_);
+    auto it = watched_.find(id);
+    if (it == watched_.end()) return;
+    hung_up = it->second.hung_up;
+    if (!hung_up) it->second.stop = stop;
+  }
+  if (hung_up) stop.request_stop();  // outside the lock: the stop callbacks run here
+}
+
+void HangupWatcher::disarm(std::uint64_t id) {
+  if (id == 0) return;
+  std::lock_guard lock(mu_);
+  if (auto it = watched_.find(id); it != watched_.end()) it->second.stop = std::stop_source{std::nostopstate};
 }
 
 void HangupWatcher::unwatch(int fd, std::uint64_t id) {
@@ -76,7 +96,10 @@ void HangupWatcher::run() {
       {
         std::lock_guard lock(mu_);
         // A watch ended meanwhile is no longer here: its event is stale.
-        if (auto it = watched_.find(id); it != watched_.end()) stop = it->second;
+        if (auto it = watched_.find(id); it != watched_.end()) {
+          it->second.hung_up = true;
+          stop = it->second.stop;
+        }
       }
       // Outside the lock: the stop callbacks (the transfer's) run in here.
       stop.request_stop();

@@ -2,6 +2,12 @@
 // one thread watches their sockets (epoll: EPOLLRDHUP, EPOLLHUP, EPOLLERR,
 // never EPOLLIN, so pipelined bytes do not count) and triggers the request's
 // stop source, which cancels its wait and its upstream transfer.
+//
+// A socket is registered once per connection, edge-triggered (a hang-up is
+// reported once), and each request arms its stop source for its time in
+// flight: two system calls per connection instead of two per request. A
+// hang-up seen while nothing is armed is remembered, so a request armed
+// after it is stopped at once.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +28,12 @@ class HangupWatcher {
   // False when epoll could not be set up (then nothing is watched).
   bool ok() const noexcept { return epoll_ >= 0; }
 
-  // Watches `fd` until unwatch(): a hang-up triggers `stop` once. Returns the
-  // watch's id (0: not watched).
-  std::uint64_t watch(int fd, std::stop_source stop);
+  // Watches `fd` (a connection) until unwatch(). Returns the watch's id (0:
+  // not watched; arm and disarm then do nothing).
+  std::uint64_t watch(int fd);
+  // A hang-up from now until disarm(), or one already seen, triggers `stop`.
+  void arm(std::uint64_t id, std::stop_source stop);
+  void disarm(std::uint64_t id);
   // Ends the watch (before the socket is closed, so that a reused fd is never
   // taken for this one).
   void unwatch(int fd, std::uint64_t id);
@@ -36,7 +45,11 @@ class HangupWatcher {
   int wake_ = -1;  // an eventfd that ends run()
   std::mutex mu_;
   std::uint64_t next_id_ = 1;
-  std::unordered_map<std::uint64_t, std::stop_source> watched_;  // by id
+  struct Watch {
+    std::stop_source stop{std::nostopstate};  // armed: the request in flight
+    bool hung_up = false;
+  };
+  std::unordered_map<std::uint64_t, Watch> watched_;  // by id
   std::thread thread_;
 };
 

@@ -118,6 +118,9 @@ void linger_close(int fd) {
 class Session {
  public:
   Session(ProxyServer::Core& core, int fd) : core_(core), fd_(fd) { scratch_.reserve(1024); }
+  ~Session() { core_.watcher.unwatch(fd_, watch_); }  // before the socket is closed
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
   void run();
   // The last answer was an error after which the caller may still be sending.
@@ -151,6 +154,7 @@ class Session {
   std::string scratch_;  // heads written
   bool linger_ = false;
   std::stop_source stop_;  // the current request's (see forward)
+  std::uint64_t watch_ = 0;  // the hang-up watch, from the first forwarded request on
 };
 
 bool Session::answer(const MadeAnswer& a, int version_minor, bool head_request, bool keep_alive) {
@@ -365,11 +369,12 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
 
   RequestOutcome out;
   if (!core.stopping.load()) {
-    const std::uint64_t watch = core.watcher.watch(fd_, f.stop);
+    if (watch_ == 0) watch_ = core.watcher.watch(fd_);
+    core.watcher.arm(watch_, f.stop);
     current_flight() = &f;
     out = core.client->fetch(f.request, sink, f.stop.get_token());
     current_flight() = nullptr;
-    core.watcher.unwatch(fd_, watch);
+    core.watcher.disarm(watch_);
   } else {
     std::lock_guard lock(f.mu);
     f.drained = true;
@@ -435,9 +440,13 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
 }  // namespace proxy_connection
 
 void serve_connection(ProxyServer::Core& core, Connection& conn) {
-  proxy_connection::Session session(core, conn.fd);
-  session.run();
-  if (session.lingers()) proxy_connection::linger_close(conn.fd);
+  bool lingers = false;
+  {
+    proxy_connection::Session session(core, conn.fd);
+    session.run();
+    lingers = session.lingers();
+  }  // its hang-up watch ends here, before the socket is closed
+  if (lingers) proxy_connection::linger_close(conn.fd);
   std::lock_guard lock(conn.mu);
   ::close(conn.fd);
   conn.fd = -1;
