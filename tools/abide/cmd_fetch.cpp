@@ -165,12 +165,6 @@ std::string output_name(const FetchJob& job) {
   return std::string(num) + "-" + seg;
 }
 
-Duration seconds_option(double s) {
-  if (!(s > 0)) return Duration::zero();
-  if (s > 1e9) return kMaxDuration;
-  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
-}
-
 std::string fmt_seconds(Duration d) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f s", to_seconds(d));

@@ -91,6 +91,12 @@ Control paths (never counted as API requests):
                                windows: [...]}}}
   POST /__reset  clears counters, clients and windows; fail-rate draws restart
                  from the seed.
+  ANY /__echo    200 JSON of the request as received: {"method", "path", "query",
+                 "headers": [[name, value], ...], "body"}.
+  GET /__stream?chunks=N&gap_ms=M   200 text/event-stream, chunked: "data: i"
+                 events, M ms apart (N <= 1000, default 5; M <= 10000, default 100).
+  ANY /__hang?ms=M   reads the request, waits M ms (default 1000), then closes
+                 the connection without an answer.
 --record FILE writes one JSON line per API request: {"t", "client", "method",
 "path", "status", "outcome", "premature", "window"} (and {"t","event":"reset"}).
 

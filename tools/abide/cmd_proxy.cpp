@@ -13,6 +13,7 @@
 #include "abide/client.h"
 #include "abide/profiles.h"
 #include "command.h"
+#include "common.h"
 #include "fetch_store.h"
 #include "proxy/proxy_rules.h"
 #include "proxy/proxy_server.h"
@@ -39,13 +40,6 @@ struct ProxyFlags {
   double grace_s = 10;
   bool verbose = false;
 };
-
-// Seconds from a flag (checked to be in range by CLI11) as a Duration.
-Duration seconds_flag(double s) {
-  if (!(s > 0)) return Duration::zero();
-  if (s > 1e9) return kMaxDuration;
-  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
-}
 
 int usage(std::string_view why) {
   std::cerr << "abide proxy: " << why << "\n";
@@ -78,11 +72,11 @@ int run_proxy(const ProxyFlags& o) {
 
   opts.bind = o.bind;
   opts.port = static_cast<std::uint16_t>(o.port);
-  opts.default_budget = seconds_flag(o.max_wait_s);
+  opts.default_budget = seconds_option(o.max_wait_s);
   opts.jobs = o.jobs;
   opts.queue = o.queue;
   opts.max_body = o.max_body;
-  opts.grace = seconds_flag(o.grace_s);
+  opts.grace = seconds_option(o.grace_s);
   opts.verbose = o.verbose;
   if (!proxy::is_loopback(o.bind)) {
     std::cerr << "abide proxy: warning: " << o.bind
@@ -99,8 +93,8 @@ int run_proxy(const ProxyFlags& o) {
   config.max_attempts = o.max_attempts;
   config.profile = o.profile;  // "": chosen by each upstream's host
   config.registry = &registry;
-  config.connect_timeout = seconds_flag(o.connect_timeout_s);
-  config.attempt_timeout = seconds_flag(o.max_time_s);
+  config.connect_timeout = seconds_option(o.connect_timeout_s);
+  config.attempt_timeout = seconds_option(o.max_time_s);
   PacerConfig pacer_config;
   pacer_config.rules.pacing = o.pacing == "burst" ? Pacing::kBurst : Pacing::kSmooth;
   config.pacer = std::make_shared<Pacer>(pacer_config, std::move(*store));

@@ -1,5 +1,6 @@
 #include "common.h"
 
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -38,6 +39,12 @@ std::string safe_text(std::string_view text, std::size_t max_bytes) {
   std::string out(text.substr(0, max_bytes));
   out += "...";
   return out;
+}
+
+Duration seconds_option(double s) {
+  if (!(s > 0)) return Duration::zero();
+  if (s > 1e9) return kMaxDuration;
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
 }
 
 }  // namespace abide::cli

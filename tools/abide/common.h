@@ -3,6 +3,8 @@
 
 #include <cstddef>
 #include <optional>
+
+#include "abide/clock.h"
 #include <string>
 #include <string_view>
 
@@ -23,5 +25,9 @@ int reject(std::string_view what);
 // way no control byte reaches a terminal and the result is valid UTF-8 for
 // JSON. At most max_bytes are shown.
 std::string safe_text(std::string_view text, std::size_t max_bytes = 4096);
+
+// Seconds from a flag (its range checked by CLI11) as a Duration: zero for
+// zero or less (and NaN), kMaxDuration beyond 1e9 s.
+Duration seconds_option(double s);
 
 }  // namespace abide::cli
