@@ -104,7 +104,7 @@ print(f"  200: {ok}/{n}, attempts upstream {attempts}, the client's exit status 
 print(f"  took {took:.2f} s; the quota allows {quota_time:.2f} s at its long-run rate")
 print(f"  limited answers the proxy received (and kept from the program): {server['limited']}")
 print(f"  premature requests counted by the server: {server['premature']}")
-print(f"  the proxy's /__abide/stats: {proxy.get('requests')} requests, outcomes {proxy.get('outcomes')}")
+print(f"  the proxy's /__abide/stats: outcomes {proxy.get('outcomes')}, attempts {proxy.get('attempts')}")
 sys.exit(0 if server["premature"] == 0 and ok == n else 1)
 PY
   kill "$proxy_pid" 2>/dev/null || true
