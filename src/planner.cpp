@@ -249,9 +249,15 @@ namespace {
 constexpr std::size_t kSentenceReserve = 128;  // most sentences fit; longer ones grow once
 
 void add_int(std::string& s, std::int64_t n) {
+  if (n >= 100 && n <= 999) {  // a status, the usual number in a sentence: three digits
+    const char d[3] = {static_cast<char>('0' + n / 100), static_cast<char>('0' + n / 10 % 10),
+                       static_cast<char>('0' + n % 10)};
+    s.append(d, 3);
+    return;
+  }
   char buf[24];
   const auto r = std::to_chars(buf, buf + sizeof buf, n);
-  s.append(buf, r.ptr);
+  s.append(buf, static_cast<std::size_t>(r.ptr - buf));
 }
 
 void add_seconds(std::string& s, Duration d) { s.append(format_seconds(d)); }
