@@ -6,7 +6,9 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -22,6 +24,7 @@
 
 #include "abide/clock.h"
 #include "abide/http_date.h"
+#include "fetch_jobs.h"
 #include "shown_url.h"
 #include "support/process.h"
 #include "support/redis_store_server.h"
@@ -972,6 +975,293 @@ TEST(Fetch, ServerBytesNeverReachTheTerminalRaw) {
       EXPECT_TRUE(json::accept(e.out)) << where << e.out;
     }
   }
+}
+
+
+// --- streamed bodies, --max-filesize, pacer keys, --profile-file --------------
+
+// A cpp-httplib server inside the test, on 127.0.0.1, for answers the mock
+// server does not give (big or chunked bodies, a 503 then a 200).
+class LocalServer {
+ public:
+  explicit LocalServer(const std::function<void(httplib::Server&)>& routes) {
+    routes(server_);
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    if (port_ > 0) thread_ = std::thread([this] { server_.listen_after_bind(); });
+    for (int i = 0; i < 5000 && port_ > 0 && !server_.is_running(); ++i) std::this_thread::sleep_for(1ms);
+  }
+  ~LocalServer() {
+    server_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  int port() const { return port_; }
+  std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+
+ private:
+  httplib::Server server_;
+  int port_ = -1;
+  std::thread thread_;
+};
+
+// The byte at `offset` of the test bodies: a pattern that shows a lost, doubled
+// or reordered chunk.
+char pattern_byte(std::uint64_t offset) { return static_cast<char>('a' + (offset / 1000 + offset) % 26); }
+
+// Serves `total` pattern bytes, chunked (no Content-Length), 64 KiB at a time.
+void serve_pattern(httplib::Response& res, std::uint64_t total) {
+  res.set_chunked_content_provider("application/octet-stream", [total](std::size_t offset, httplib::DataSink& sink) {
+    if (offset >= total) {
+      sink.done();
+      return true;
+    }
+    std::string chunk(static_cast<std::size_t>(std::min<std::uint64_t>(64 * 1024, total - offset)), '\0');
+    for (std::size_t i = 0; i < chunk.size(); ++i) chunk[i] = pattern_byte(offset + i);
+    return sink.write(chunk.data(), chunk.size());
+  });
+}
+
+// True when the file holds exactly `total` pattern bytes.
+bool holds_pattern(const std::string& path, std::uint64_t total) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> buf(1 << 20);
+  std::uint64_t offset = 0;
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const auto n = static_cast<std::size_t>(in.gcount());
+    for (std::size_t i = 0; i < n; ++i)
+      if (buf[i] != pattern_byte(offset + i)) return false;
+    offset += n;
+  }
+  return offset == total;
+}
+
+// Runs the CLI with stdout and stderr to files; its exit status and peak
+// resident set (ru_maxrss, KiB) from wait4.
+struct Measured {
+  int exit_code = -1;
+  long max_rss_kib = -1;
+};
+Measured run_measured(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (o < 0 || e < 0) _exit(126);
+    dup2(o, 1);
+    dup2(e, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  Measured m;
+  int status = 0;
+  rusage usage{};
+  if (pid > 0 && wait4(pid, &status, 0, &usage) == pid) {
+    m.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    m.max_rss_kib = usage.ru_maxrss;
+  }
+  return m;
+}
+
+TEST(FetchStreaming, ALargeBodyStreamsToTheFileWithFlatMemory) {
+  // 128 MiB, twice the 64 MiB a kept body may have: reading it whole would
+  // both fail the request and take at least that much memory.
+  constexpr std::uint64_t kTotal = std::uint64_t{128} << 20;
+  LocalServer server([&](httplib::Server& s) {
+    s.Get("/big", [&](const httplib::Request&, httplib::Response& res) { serve_pattern(res, kTotal); });
+  });
+  ASSERT_GT(server.port(), 0);
+  TempDir dir;
+  const Measured m = run_measured(fetch_argv({"-s", "-o", dir / "big.bin", server.url("/big")}), dir / "out",
+                                  dir / "err");
+  ASSERT_EQ(m.exit_code, 0) << slurp(dir / "err");
+  EXPECT_EQ(fs::file_size(dir / "big.bin"), kTotal);
+  EXPECT_TRUE(holds_pattern(dir / "big.bin", kTotal));
+  EXPECT_GT(m.max_rss_kib, 0);
+  EXPECT_LT(m.max_rss_kib, 32 * 1024) << "peak RSS " << m.max_rss_kib << " KiB for a " << (kTotal >> 20) << " MiB body";
+}
+
+TEST(FetchStreaming, MaxFilesizeRefusesALargerBodyAndLeavesNoFile) {
+  LocalServer server([&](httplib::Server& s) {
+    s.Get("/chunked", [&](const httplib::Request&, httplib::Response& res) { serve_pattern(res, 1 << 20); });
+    s.Get("/sized", [&](const httplib::Request&, httplib::Response& res) {
+      res.set_content(std::string(5000, 'x'), "text/plain");
+    });
+  });
+  ASSERT_GT(server.port(), 0);
+  TempDir dir;
+  // Chunked: refused when the count passes the limit; what was written is removed.
+  RunResult r = run(fetch_argv({"-o", dir / "c.bin", "--max-filesize", "1000", server.url("/chunked")}));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--max-filesize 1000"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "c.bin"));
+  // A Content-Length over the limit: refused on the head; in --output-dir no file either.
+  r = run(fetch_argv({"--output-dir", dir / "out", "--max-filesize", "4999", server.url("/sized")}));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--max-filesize 4999"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::is_empty(dir / "out"));
+  // At the limit: written whole.
+  r = run(fetch_argv({"-o", dir / "s.txt", "--max-filesize", "5000", server.url("/sized")}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(slurp(dir / "s.txt"), std::string(5000, 'x'));
+  // Larger than a kept body may be (64 MiB) is fine with a larger limit.
+  r = run(fetch_argv({"-o", dir / "c.bin", "--max-filesize", "2000000", server.url("/chunked")}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(holds_pattern(dir / "c.bin", 1 << 20));
+}
+
+TEST(FetchStreaming, ARetriedAnswersBodyNeverReachesTheOutput) {
+  std::atomic<int> calls{0};
+  LocalServer server([&](httplib::Server& s) {
+    s.Get("/flaky", [&](const httplib::Request&, httplib::Response& res) {
+      if (calls.fetch_add(1) % 2 == 0) {
+        res.status = 503;
+        res.set_header("Retry-After", "0");
+        res.set_content("RETRIED-503-BODY", "text/plain");
+      } else {
+        res.set_content("final body", "text/plain");
+      }
+    });
+  });
+  ASSERT_GT(server.port(), 0);
+  TempDir dir;
+  RunResult r = run(fetch_argv({"-s", "-o", dir / "f.txt", server.url("/flaky")}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(slurp(dir / "f.txt"), "final body");
+  r = run(fetch_argv({"-s", server.url("/flaky")}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "final body");
+  EXPECT_EQ(calls.load(), 4);
+}
+
+TEST(FetchStreaming, BatchBodiesInOneOutputNeverInterleave) {
+  // Four slow-ish bodies at once into one file: each must land whole.
+  LocalServer server([&](httplib::Server& s) {
+    s.Get(R"(/letter/([a-z]))", [&](const httplib::Request& req, httplib::Response& res) {
+      const char c = req.matches[1].str()[0];
+      res.set_chunked_content_provider("text/plain", [c](std::size_t offset, httplib::DataSink& sink) {
+        if (offset >= 400 * 1024) {
+          sink.done();
+          return true;
+        }
+        std::this_thread::sleep_for(1ms);  // the server's pace, so that the transfers overlap
+        const std::string chunk(16 * 1024, c);
+        return sink.write(chunk.data(), chunk.size());
+      });
+    });
+  });
+  ASSERT_GT(server.port(), 0);
+  TempDir dir;
+  {
+    std::ofstream urls(dir / "urls.txt");
+    for (const char* l : {"a", "b", "c", "d"}) urls << server.url(std::string("/letter/") + l) << "\n";
+  }
+  const RunResult r = run(fetch_argv({"-s", "-j", "4", "--urls", dir / "urls.txt", "-o", dir / "all.txt"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string all = slurp(dir / "all.txt");
+  ASSERT_EQ(all.size(), std::size_t{4} * 400 * 1024);
+  std::string seen;
+  for (std::size_t i = 0; i < all.size(); i += 400 * 1024) {
+    EXPECT_EQ(all.find_first_not_of(all[i], i), i + 400 * 1024 == all.size() ? std::string::npos : i + 400 * 1024)
+        << "body " << i / (400 * 1024) << " is not whole";
+    seen += all[i];
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, "abcd");
+}
+
+TEST(FetchPacerKey, DifferentCredentialsGetDifferentKeys) {
+  const std::string url = "http://127.0.0.1:8080/items/1";
+  const HeaderList a{{"Authorization", "Bearer token-a"}};
+  const HeaderList b{{"Authorization", "Bearer token-b"}};
+  const HeaderList k{{"X-Api-Key", "token-a"}};
+  const std::string key_a = cli::request_pacer_key(url, a, "");
+  // Shared keys would make these equal: one credential's 429 would then stop the other's requests.
+  EXPECT_NE(key_a, cli::request_pacer_key(url, b, ""));
+  EXPECT_NE(key_a, cli::request_pacer_key(url, k, ""));
+  EXPECT_EQ(key_a, cli::request_pacer_key("http://127.0.0.1:8080/other", a, ""));
+  EXPECT_EQ(key_a.find("token-a"), std::string::npos) << key_a;
+  EXPECT_EQ(key_a.rfind("http://127.0.0.1:8080#", 0), 0u) << key_a;
+  // No credential: the origin, as the engine keys it by default.
+  EXPECT_EQ(cli::request_pacer_key(url, HeaderList{{"Accept", "x"}}, ""), "http://127.0.0.1:8080");
+  // --pacer-key: one key for all.
+  EXPECT_EQ(cli::request_pacer_key(url, a, "shared"), "shared");
+  EXPECT_EQ(cli::request_pacer_key(url, b, "shared"), "shared");
+  EXPECT_EQ(cli::request_pacer_key("not a url", a, ""), "");
+}
+
+std::string printed_pacer_key(const std::string& err) {
+  const auto at = err.find("pacer key ");
+  if (at == std::string::npos) return {};
+  const auto from = at + std::string("pacer key ").size();
+  return err.substr(from, err.find('\n', from) - from);
+}
+
+TEST(FetchPacerKey, EachRunIsPacedUnderItsCredentialsKey) {
+  Mock mock({"--limit", "100"});
+  ASSERT_GT(mock.port(), 0);
+  const auto run_with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"-v", "-o", "/dev/null", mock.url("/items/1")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(fetch_argv(args));
+  };
+  const RunResult a = run_with({"-H", "Authorization: Bearer secret-aaa"});
+  const RunResult b = run_with({"-H", "Authorization: Bearer secret-bbb"});
+  const RunResult none = run_with({});
+  const RunResult forced = run_with({"-H", "Authorization: Bearer secret-aaa", "--pacer-key", "team-quota"});
+  for (const RunResult* r : {&a, &b, &none, &forced}) EXPECT_EQ(r->exit_code, 0) << r->err;
+  const std::string key_a = printed_pacer_key(a.err);
+  const std::string key_b = printed_pacer_key(b.err);
+  EXPECT_NE(key_a, "");
+  EXPECT_NE(key_a, key_b);
+  EXPECT_EQ(printed_pacer_key(none.err), "http://127.0.0.1:" + std::to_string(mock.port()));
+  EXPECT_EQ(printed_pacer_key(forced.err), "team-quota");
+  for (const RunResult* r : {&a, &b, &forced}) {
+    EXPECT_EQ(r->err.find("secret-aaa"), std::string::npos) << r->err;
+    EXPECT_EQ(r->err.find("secret-bbb"), std::string::npos) << r->err;
+  }
+}
+
+TEST(FetchProfileFile, AProfileFromAFileReadsItsVendorsHeaders) {
+  // A 429 whose only wait signal is a made-up vendor's reset field: an hour.
+  LocalServer server([&](httplib::Server& s) {
+    s.Get("/limited", [&](const httplib::Request&, httplib::Response& res) {
+      res.status = 429;
+      res.set_header("X-Acme-Limit", "10");
+      res.set_header("X-Acme-Left", "0");
+      res.set_header("X-Acme-Reset", "1h");
+      res.set_content("{}", "application/json");
+    });
+  });
+  ASSERT_GT(server.port(), 0);
+  TempDir dir;
+  std::ofstream(dir / "acme.json") << R"({"name": "acme", "hosts": ["api.acme.test"],
+    "quotas": [{"limit": "x-acme-limit", "remaining": "x-acme-left", "reset": {"header": "x-acme-reset", "format": "go_duration"}}]})";
+  // --profile-file takes one value: the URL after it stays the URL.
+  RunResult r = run(fetch_argv({"-s", "--max-wait", "5", "--max-attempts", "3", "--stats", dir / "s.json", "--profile",
+                                "acme", "--profile-file", dir / "acme.json", server.url("/limited")}));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  json stats = read_json(dir / "s.json");
+  ASSERT_EQ(stats["unfinished"].size(), 1u) << stats.dump();
+  EXPECT_EQ(stats["unfinished"][0]["outcome"], "deferred");
+  EXPECT_EQ(stats["attempts"], 1);
+  const auto not_before = parse_rfc3339(stats["unfinished"][0]["not_before"].get<std::string>());
+  ASSERT_TRUE(not_before.has_value());
+  EXPECT_GT(*not_before, system_wall_clock().now() + 50min);
+  // Without the profile the same answers are only backed off and retried.
+  r = run(fetch_argv({"-s", "--max-wait", "5", "--max-attempts", "2", "--stats", dir / "s.json",
+                      "--profile", "none", server.url("/limited")}));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  stats = read_json(dir / "s.json");
+  EXPECT_EQ(stats["attempts"], 2) << stats.dump();
+  // The profile is unknown without its file; a bad file is an error naming it.
+  EXPECT_EQ(run(fetch_argv({"--profile", "acme", server.url("/limited")})).exit_code, 2);
+  std::ofstream(dir / "bad.json") << R"({"name": "acme", "quotas": [{"limit": 5}]})";
+  r = run(fetch_argv({"--profile-file", dir / "bad.json", server.url("/limited")}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("bad.json"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -3,15 +3,19 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -51,6 +55,9 @@ struct FetchOptions {
   double deadline_s = 0;
   std::int64_t max_attempts = 5;
   std::string profile;
+  std::vector<std::string> profile_files;
+  std::string pacer_key;
+  std::uint64_t max_filesize = 0;  // 0: no limit
   std::string store = "memory";
   std::string pacing = "smooth";
   std::string stats;
@@ -76,7 +83,14 @@ batch, --idempotency-key KEY sends KEY-N for the request on line N.
 Outputs: bodies of final answers go to stdout, to -o FILE (all of them, in
 the order they finish; -o /dev/null discards them), or with --output-dir DIR
 to one file per request, named NNNNNN-LAST_PATH_SEGMENT (N: the request's
-line). Failed attempts' bodies are never written.
+line). Failed attempts' bodies are never written. Bodies stream to their
+destination as they arrive, with no size cap; --max-filesize BYTES fails a
+request whose body is longer, and keeps no partial file of it.
+
+Requests are paced per origin and credential: different Authorization or
+API-key header values (X-Api-Key, Api-Key, ...) get separate pacer keys, which
+hold a hash of the value, never the value. --pacer-key NAME paces every
+request under NAME instead.
 
 --deadline S counts from the start of the run and applies to every request: a
 request that cannot finish by then ends deadline_exceeded, with the time the
@@ -215,55 +229,186 @@ class SignalWatcher {
   std::thread thread_;
 };
 
-// Where bodies go.
-class BodySink {
+// Where the final answers' bodies go, as they arrive (Client::fetch with a
+// ResponseSink): nothing is held in memory beyond a chunk. A shared output
+// (stdout, -o FILE) takes one body at a time, whole: the first final answer to
+// arrive writes straight to it, and bodies arriving meanwhile go to an
+// unnamed temporary file, copied over when they are complete, so that bodies
+// never interleave and each appears when it has finished.
+class BodyOutput {
  public:
+  // One request's body on its way out.
+  struct Body {
+    enum class Mode : std::uint8_t { kNone, kShared, kOwn, kSpool };
+    Mode mode = Mode::kNone;
+    std::FILE* file = nullptr;
+    std::string own_path;   // --output-dir: the request's file
+    long shared_start = -1;  // where the body started in a seekable shared output
+    std::uint64_t bytes = 0;
+    bool too_large = false;  // over --max-filesize: refused, and nothing of it kept
+    bool failed = false;     // a write failed
+  };
+
   // Opens -o FILE (or stdout); --output-dir is written per request.
-  std::optional<std::string> open(const FetchOptions& o) {
-    dir_ = o.output_dir;
-    if (!dir_.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(dir_, ec);
-      if (ec || !std::filesystem::is_directory(dir_)) return "cannot create --output-dir " + dir_;
-      return std::nullopt;
-    }
-    if (o.output.empty() || o.output == "-") {
-      file_ = stdout;
-      return std::nullopt;
-    }
-    file_ = std::fopen(o.output.c_str(), "wb");
-    owned_ = file_ != nullptr;
-    if (file_ == nullptr) return "cannot write " + o.output;
-    return std::nullopt;
-  }
-  ~BodySink() {
+  std::optional<std::string> open(const FetchOptions& o, std::size_t requests);
+  ~BodyOutput() {
     if (owned_) std::fclose(file_);
   }
-  // Writes one request's body; false on failure.
-  bool write(const FetchJob& job, const std::string& body) {
-    std::lock_guard lock(mu_);
-    if (!dir_.empty()) {
-      const auto path = std::filesystem::path(dir_) / output_name(job);
-      std::ofstream out(path, std::ios::binary | std::ios::trunc);
-      out.write(body.data(), static_cast<std::streamsize>(body.size()));
-      return static_cast<bool>(out);
-    }
-    if (body.empty()) return true;
-    const bool ok = std::fwrite(body.data(), 1, body.size(), file_) == body.size();
-    return std::fflush(file_) == 0 && ok;
-  }
-  bool close() {
-    if (!owned_) return std::fflush(stdout) == 0;
-    owned_ = false;
-    return std::fclose(file_) == 0;
-  }
+  BodyOutput() = default;
+  BodyOutput(const BodyOutput&) = delete;
+  BodyOutput& operator=(const BodyOutput&) = delete;
+
+  // The final answer's head: false refuses it (a Content-Length over the limit).
+  bool begin(Body& b, const FetchJob& job, const FinalHead& head);
+  // A chunk of it: false stops the transfer (over the limit, or a write failed).
+  bool chunk(Body& b, std::string_view data);
+  // After the request ended; false when the body could not be written.
+  bool end(Body& b);
+  // Closes the shared output; false on failure.
+  bool close();
 
  private:
-  std::mutex mu_;
+  bool over_limit(std::uint64_t bytes) const { return max_bytes_ > 0 && bytes > max_bytes_; }
+  bool copy_spool(std::FILE* spool);
+
+  std::mutex shared_;  // held by the body writing to file_
   std::string dir_;
+  std::string path_;   // -o FILE ("" for stdout)
   std::FILE* file_ = nullptr;
   bool owned_ = false;
+  bool seekable_ = false;       // a regular file: a refused body can be cut off again
+  bool single_ = false;         // one request: a refused body leaves no -o file at all
+  bool remove_output_ = false;  // that happened
+  std::uint64_t max_bytes_ = 0;
 };
+
+std::optional<std::string> BodyOutput::open(const FetchOptions& o, std::size_t requests) {
+  max_bytes_ = o.max_filesize;
+  single_ = requests == 1;
+  dir_ = o.output_dir;
+  if (!dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    if (ec || !std::filesystem::is_directory(dir_)) return "cannot create --output-dir " + dir_;
+    return std::nullopt;
+  }
+  if (o.output.empty() || o.output == "-") {
+    file_ = stdout;
+    return std::nullopt;
+  }
+  path_ = o.output;
+  file_ = std::fopen(o.output.c_str(), "wb");
+  owned_ = file_ != nullptr;
+  if (file_ == nullptr) return "cannot write " + o.output;
+  struct stat st {};
+  seekable_ = ::fstat(::fileno(file_), &st) == 0 && S_ISREG(st.st_mode);
+  return std::nullopt;
+}
+
+bool BodyOutput::begin(Body& b, const FetchJob& job, const FinalHead& head) {
+  // Only a final answer's body is written (done, or not to be repeated), as before streaming.
+  if (head.kind != OutcomeKind::kDone && head.kind != OutcomeKind::kNotRetryable) return true;
+  // A declared length over the limit is refused before any byte (as curl does).
+  if (max_bytes_ > 0) {
+    if (auto len = head.response.headers.first("Content-Length")) {
+      std::uint64_t n = 0;
+      const auto* end = len->data() + len->size();
+      if (std::from_chars(len->data(), end, n).ptr == end && !len->empty() && over_limit(n)) {
+        b.too_large = true;
+        return false;
+      }
+    }
+  }
+  if (!dir_.empty()) {
+    b.own_path = (std::filesystem::path(dir_) / output_name(job)).string();
+    b.file = std::fopen(b.own_path.c_str(), "wb");
+    b.mode = Body::Mode::kOwn;
+  } else if (shared_.try_lock()) {
+    b.file = file_;
+    b.mode = Body::Mode::kShared;
+    if (seekable_) b.shared_start = std::ftell(file_);
+  } else {
+    b.file = std::tmpfile();
+    b.mode = Body::Mode::kSpool;
+  }
+  if (b.file == nullptr) {
+    b.failed = true;
+    return false;
+  }
+  return true;
+}
+
+bool BodyOutput::chunk(Body& b, std::string_view data) {
+  if (b.mode == Body::Mode::kNone) return true;
+  b.bytes += data.size();
+  if (over_limit(b.bytes)) {
+    b.too_large = true;
+    return false;
+  }
+  if (std::fwrite(data.data(), 1, data.size(), b.file) != data.size()) {
+    b.failed = true;
+    return false;
+  }
+  return true;
+}
+
+bool BodyOutput::copy_spool(std::FILE* spool) {
+  std::rewind(spool);
+  std::vector<char> buf(std::size_t{64} << 10);
+  bool ok = true;
+  std::lock_guard lock(shared_);
+  while (ok) {
+    const std::size_t n = std::fread(buf.data(), 1, buf.size(), spool);
+    if (n == 0) break;
+    ok = std::fwrite(buf.data(), 1, n, file_) == n;
+  }
+  ok = std::ferror(spool) == 0 && ok;
+  return std::fflush(file_) == 0 && ok;
+}
+
+bool BodyOutput::end(Body& b) {
+  bool ok = !b.failed;
+  switch (b.mode) {
+    case Body::Mode::kNone: break;
+    case Body::Mode::kOwn:
+      ok = std::fclose(b.file) == 0 && ok;
+      // No partial file for a refused body, as curl --max-filesize.
+      if (b.too_large) {
+        std::error_code ec;
+        std::filesystem::remove(b.own_path, ec);
+      }
+      break;
+    case Body::Mode::kShared:
+      if (b.too_large) {
+        std::fflush(file_);
+        if (single_ && !path_.empty()) remove_output_ = true;
+        // Cut what was written of it off again (a pipe keeps what it got).
+        if (b.shared_start >= 0 && ::ftruncate(::fileno(file_), b.shared_start) == 0)
+          std::fseek(file_, b.shared_start, SEEK_SET);
+      }
+      ok = std::fflush(file_) == 0 && ok;
+      shared_.unlock();
+      break;
+    case Body::Mode::kSpool:
+      if (!b.too_large && ok) ok = copy_spool(b.file);
+      ok = std::fclose(b.file) == 0 && ok;
+      break;
+  }
+  b.mode = Body::Mode::kNone;
+  b.file = nullptr;
+  return ok;
+}
+
+bool BodyOutput::close() {
+  if (!owned_) return std::fflush(stdout) == 0;
+  owned_ = false;
+  const bool ok = std::fclose(file_) == 0;
+  if (remove_output_) {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+  return ok;
+}
 
 // --verbose: one line per thing that happened, credentials redacted. Server
 // bytes (header names and values) go through abide::printable() here; the
@@ -279,6 +424,8 @@ void verbose_event(Progress& progress, const std::vector<FetchJob>& jobs, const 
         for (const Header& h : e.request->headers.lines())
           s += "\n>   " + abide::printable(h.name) + ": " + printable_header_value(h.name, h.value);
         if (e.request->idempotency_key) s += "\n>   Idempotency-Key: " + *e.request->idempotency_key;
+        // The key holds a credential's hash only, never the credential.
+        if (!e.request->pacer_key.empty()) s += "\n" + tag + "pacer key " + abide::printable(e.request->pacer_key, 256);
       }
       progress.print_line(s);
       break;
@@ -341,7 +488,12 @@ int run_fetch(const FetchOptions& o) {
     std::cerr << "abide fetch: " << spec.error() << "\n";
     return kExitUsage;
   }
-  if (!o.profile.empty() && o.profile != "none" && ProfileRegistry::builtin().find(o.profile) == nullptr) {
+  ProfileRegistry registry = ProfileRegistry::with_builtins();
+  for (const std::string& f : o.profile_files) {
+    auto loaded = registry.load_file(f);
+    if (!loaded) return reject("--profile-file " + f + ": profile rejected: " + loaded.error().what());
+  }
+  if (!o.profile.empty() && o.profile != "none" && registry.find(o.profile) == nullptr) {
     std::cerr << "abide fetch: unknown --profile \"" << o.profile << "\"\n";
     return kExitUsage;
   }
@@ -377,8 +529,8 @@ int run_fetch(const FetchOptions& o) {
 
   for (FetchJob& job : jobs) job.shown_url = shown_url(job.url);
 
-  BodySink sink;
-  if (auto err = sink.open(o)) return reject(*err);
+  BodyOutput sink;
+  if (auto err = sink.open(o, jobs.size())) return reject(*err);
   auto store = open_store(*spec);
   if (!store) return reject(store.error());
 
@@ -391,6 +543,7 @@ int run_fetch(const FetchOptions& o) {
   ClientConfig config;
   config.max_attempts = o.max_attempts;
   config.profile = o.profile;
+  config.registry = &registry;
   config.connect_timeout = seconds_option(o.connect_timeout_s);
   config.attempt_timeout = seconds_option(o.max_time_s);
   PacerConfig pacer_config;
@@ -404,7 +557,14 @@ int run_fetch(const FetchOptions& o) {
     pacer_config.seed = o.seed;
   }
   config.pacer = std::make_shared<Pacer>(pacer_config, std::move(*store));
-  config.on_event = [&](const ClientEvent& e) {
+  std::vector<Request> requests(jobs.size());
+  // Client::fetch(request, sink) reports every request as index 0: the
+  // request's place in `requests` says which it is.
+  config.on_event = [&](const ClientEvent& event) {
+    ClientEvent e = event;
+    if (e.request != nullptr && e.request >= requests.data() && e.request < requests.data() + requests.size())
+      e.index = static_cast<std::size_t>(e.request - requests.data());
+    if (e.index >= jobs.size()) return;
     progress.on_event(e);
     if (o.verbose) verbose_event(progress, jobs, e);
   };
@@ -415,39 +575,56 @@ int run_fetch(const FetchOptions& o) {
   // A resumed run: what the server permitted holds for the whole origin, so the
   // pacer starts with that cooldown (a fresh process knows nothing else).
   std::map<std::string, WallTime> cooldowns;
-  for (const FetchJob& job : jobs) {
-    if (!job.not_before) continue;
-    if (auto origin = Client::origin_of(job.url)) {
-      auto [it, fresh] = cooldowns.emplace(*origin, *job.not_before);
-      if (!fresh && *job.not_before > it->second) it->second = *job.not_before;
-    }
-  }
-  for (const auto& [origin, until] : cooldowns) {
-    if (until > start_wall) client.pacer().block_until(pacer_key(origin), until);
-  }
-
-  std::vector<Request> requests(jobs.size());
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     Request& r = requests[i];
     r.method = jobs[i].method;
     r.url = jobs[i].url;
     r.headers = headers;
+    r.pacer_key = request_pacer_key(r.url, headers, o.pacer_key);
+    if (jobs[i].not_before && !r.pacer_key.empty()) {
+      auto [it, fresh] = cooldowns.emplace(r.pacer_key, *jobs[i].not_before);
+      if (!fresh && *jobs[i].not_before > it->second) it->second = *jobs[i].not_before;
+    }
     r.body = jobs[i].body;
     r.idempotency_key = jobs[i].idempotency_key;
     r.not_before = jobs[i].not_before;
     if (o.has_deadline) r.deadline = saturating_add(start, seconds_option(o.deadline_s));
   }
+  for (const auto& [key, until] : cooldowns) {
+    if (until > start_wall) client.pacer().block_until(key, until);
+  }
 
   std::atomic<bool> write_failed{false};
-  BatchOptions batch_options;
-  batch_options.jobs = o.jobs;
-  batch_options.on_done = [&](std::size_t i, const RequestOutcome& out) {
-    progress.on_done();
-    const bool final_answer = out.kind == OutcomeKind::kDone || out.kind == OutcomeKind::kNotRetryable;
-    if (final_answer && out.response && !sink.write(jobs[i], out.response->body)) write_failed.store(true);
+  std::vector<RequestOutcome> outcomes(requests.size());
+  std::atomic<std::size_t> next{0};
+  // Workers share the client (its pacer and connections); each streams the
+  // final answer of its request to the output as it arrives.
+  const auto worker = [&] {
+    for (std::size_t i = next.fetch_add(1); i < requests.size(); i = next.fetch_add(1)) {
+      BodyOutput::Body written;
+      ResponseSink to_output;
+      to_output.head = [&](const FinalHead& head) { return sink.begin(written, jobs[i], head); };
+      to_output.body = [&](std::string_view chunk) { return sink.chunk(written, chunk); };
+      RequestOutcome out = client.fetch(requests[i], to_output, signals.token());
+      if (!sink.end(written)) write_failed.store(true);
+      if (written.too_large) {
+        // Said in curl's terms, with the limit (the engine only knows the sink refused).
+        out.kind = OutcomeKind::kNotRetryable;
+        out.reason = "the body is larger than --max-filesize " + std::to_string(o.max_filesize) + " bytes";
+      }
+      outcomes[i] = std::move(out);
+      progress.on_done();
+    }
   };
   progress.start();
-  const std::vector<RequestOutcome> outcomes = client.fetch_all(requests, batch_options, signals.token());
+  {
+    const std::size_t workers = std::clamp<std::size_t>(o.jobs, 1, std::max<std::size_t>(1, requests.size()));
+    std::vector<std::thread> threads;
+    threads.reserve(workers - 1);
+    for (std::size_t w = 1; w < workers; ++w) threads.emplace_back(worker);
+    worker();  // this thread is one of them
+    for (auto& t : threads) t.join();
+  }
   progress.stop();
   const Duration elapsed = system_monotonic_clock().now() - start;
   if (!sink.close()) write_failed.store(true);
@@ -544,6 +721,13 @@ const Registration fetch_cmd{
           ->capture_default_str()
           ->check(CLI::Range(0.001, 1e6));
       app.add_option("--profile", o->profile, "Vendor profile for quota headers (default: by host; none: off)");
+      app.add_option("--profile-file", o->profile_files, "Load a profile from this JSON file first (repeatable)")
+          ->allow_extra_args(false);
+      app.add_option("--pacer-key", o->pacer_key,
+                     "Pace every request under this one key (default: per origin and credential)");
+      app.add_option("--max-filesize", o->max_filesize,
+                     "Refuse a body larger than BYTES (the request fails, and no partial file is kept)")
+          ->check(CLI::Range(std::uint64_t{1}, std::numeric_limits<std::uint64_t>::max()));
       app.add_option("--store", o->store,
                      redis_built_in() ? "Quota state: memory, or redis://[:PASSWORD@]HOST:PORT[/PREFIX] to share it "
                                         "(password also from $ABIDE_REDIS_PASSWORD)"

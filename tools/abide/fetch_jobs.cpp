@@ -11,8 +11,10 @@
 #include <map>
 #include <sstream>
 
+#include "abide/engine.h"
 #include "abide/http_date.h"
 #include "common.h"
+#include "proxy/proxy_rules.h"
 #include "shown_url.h"
 
 namespace abide::cli {
@@ -50,6 +52,13 @@ Result<std::vector<std::string>, std::string> read_url_list(const std::string& p
     urls.emplace_back(line);
   }
   return urls;
+}
+
+std::string request_pacer_key(std::string_view url, const HeaderList& headers, const std::string& override_key) {
+  if (!override_key.empty()) return override_key;
+  const auto origin = parse_origin(url);
+  if (!origin) return {};
+  return proxy::quota_key(*origin, headers);
 }
 
 bool resumable(const RequestOutcome& o) noexcept {

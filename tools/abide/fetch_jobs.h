@@ -12,6 +12,7 @@
 
 #include "abide/client.h"
 #include "abide/clock.h"
+#include "abide/headers.h"
 #include "abide/result.h"
 
 namespace abide::cli {
@@ -54,6 +55,14 @@ Result<std::vector<FetchJob>, std::string> read_resume(const std::string& path);
 // URLs are shown as shown_url() shows them: the summary is shared.
 nlohmann::ordered_json stats_json(const std::vector<FetchJob>& jobs, const std::vector<RequestOutcome>& outcomes,
                                   Duration elapsed, bool interrupted);
+
+// The pacer key of one request: `override_key` when given (--pacer-key: one
+// key for every request), else the URL's origin with a hash of its credential
+// headers (Authorization, X-Api-Key, ...; proxy::quota_key), so that requests
+// made with different credentials are paced apart, and the key never holds a
+// credential in clear. Empty for a URL without an http(s) origin: the engine
+// then keys it (and refuses it) itself.
+std::string request_pacer_key(std::string_view url, const HeaderList& headers, const std::string& override_key);
 
 // Who may read a file abide writes.
 enum class FileAccess : std::uint8_t {
