@@ -807,6 +807,28 @@ TEST(MockServerCli, ServesEveryMethodOnAnyPathAndControlPathsDoNotCount) {
   m.stop_cleanly();
 }
 
+// curl's `-X POST` sends no body and no Content-Length: the reset still works.
+TEST(MockServerCli, ResetWorksWithCurlsBodilessPost) {
+  if (!std::filesystem::exists("/usr/bin/curl")) GTEST_SKIP() << "no curl binary";
+  MockProcess m({"--style", "draft11", "--limit", "100", "--window", "60"});
+  ASSERT_GT(m.port(), 0);
+  auto c = m.client();
+  ASSERT_EQ(c.Get("/x")->status, 200);
+  ASSERT_EQ(m.stats()["totals"]["requests"], 1);
+  const std::string url = "http://127.0.0.1:" + std::to_string(m.port()) + "/__reset";
+  std::FILE* p = ::popen(("/usr/bin/curl -sS -o /dev/null -w '%{http_code}' -X POST " + url).c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[64] = {};
+  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, p);
+  EXPECT_EQ(::pclose(p), 0);
+  EXPECT_EQ(std::string(buf, n), "200");
+  EXPECT_EQ(m.stats()["totals"]["requests"], 0);
+  // Still a POST only, and the connection after a bodiless reset still works.
+  EXPECT_EQ(c.Get("/__reset")->status, 405);
+  EXPECT_EQ(c.Get("/y")->status, 200);
+  m.stop_cleanly();
+}
+
 TEST(MockServerCli, EveryStyleSendsItsFieldsAndItsWaitSignal) {
   struct Case {
     std::string style;
