@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -348,6 +349,46 @@ TEST(CliExplain, UsageErrorsExitTwo) {
     all.push_back(head);
     EXPECT_EQ(test::abide(all).exit_code, 2) << args[0] << " " << (args.size() > 1 ? args[1] : "");
   }
+}
+
+// --profile-file takes one value: the FILE after it is the head, not a second profile.
+TEST(CliExplain, ProfileFileTakesOneValueAndTheHeadFileFollows) {
+  const auto dir = std::filesystem::temp_directory_path() / "abide_cli_explain_profile_file";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "acme.json") << R"({"name": "acme", "hosts": ["api.acme.test"],
+    "quotas": [{"limit": "x-acme-limit", "remaining": "x-acme-left", "reset": {"header": "x-acme-reset", "format": "go_duration"}}]})";
+  std::ofstream(dir / "beta.json") << R"({"name": "beta", "quotas": [{"remaining": "x-beta-left"}]})";
+  std::ofstream(dir / "head.http") << "HTTP/1.1 429 Too Many Requests\r\nX-Acme-Limit: 10\r\nX-Acme-Left: 0\r\n"
+                                      "X-Acme-Reset: 1m30s\r\n\r\n";
+  const std::string acme = (dir / "acme.json").string();
+  const std::string head = (dir / "head.http").string();
+  // No standard input: the head can only come from head.http.
+  const json j = explain_json({"--jitter", "none", "--host", "api.acme.test", "--profile-file", acme, head});
+  ASSERT_EQ(j["quota"].size(), 1u) << j.dump();
+  EXPECT_EQ(j["quota"][0]["source"], "acme");
+  EXPECT_EQ(j["basis"], "vendor");
+  EXPECT_EQ(j["delay_s"], 90);
+  // The flag repeats for more files.
+  const json two = explain_json({"--jitter", "none", "--host", "api.acme.test", "--profile-file",
+                                 (dir / "beta.json").string(), "--profile-file", acme, head});
+  EXPECT_EQ(two["quota"][0]["source"], "acme");
+  const auto r = test::abide(
+      {"explain", "--profile", "beta", "--profile-file", (dir / "beta.json").string(), "--profile-file", acme, head});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+// Robust reading is the default, as in parse ratelimit and fetch; --strict opts out.
+TEST(CliExplain, RobustByDefaultStrictOnRequest) {
+  const std::string head = "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1.5\r\n\r\n";
+  const json robust = explain_head(head, {"--jitter", "none"});
+  EXPECT_EQ(robust["basis"], "retry-after");
+  EXPECT_EQ(robust["server_hint_s"], 2);
+  EXPECT_THAT(robust["warnings"].dump(), HasSubstr("read rounded up"));
+  const json strict = explain_head(head, {"--jitter", "none", "--strict"});
+  EXPECT_EQ(strict["basis"], "backoff");
+  EXPECT_TRUE(strict["retry_after"].is_null());
+  EXPECT_THAT(strict["warnings"].dump(), HasSubstr("rejected"));
 }
 
 TEST(CliExplain, NegativeDeadlineMeansAlreadyPassed) {

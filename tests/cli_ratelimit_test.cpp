@@ -208,6 +208,41 @@ TEST(CliParseRatelimit, UserProfileFile) {
   std::filesystem::remove_all(dir);
 }
 
+// --profile-file takes one value: the FILE after it is the head, not a second profile.
+TEST(CliParseRatelimit, ProfileFileTakesOneValueAndTheHeadFileFollows) {
+  const auto dir = std::filesystem::temp_directory_path() / "abide_cli_ratelimit_profile_file";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "acme.json") << R"({"name": "acme", "hosts": ["api.acme.test"],
+    "quotas": [{"limit": "x-acme-limit", "remaining": "x-acme-left", "reset": {"header": "x-acme-reset", "format": "go_duration"}}]})";
+  std::ofstream(dir / "beta.json") << R"({"name": "beta", "quotas": [{"remaining": "x-beta-left"}]})";
+  std::ofstream(dir / "head.http")
+      << "HTTP/1.1 200 OK\r\nX-Acme-Limit: 10\r\nX-Acme-Left: 3\r\nX-Acme-Reset: 1m30s\r\n\r\n";
+  const std::string acme = (dir / "acme.json").string();
+  const std::string head = (dir / "head.http").string();
+  // No standard input: the head can only come from head.http.
+  const json j = parse_ok(
+      abide({"parse", "ratelimit", "--now", kNow, "--host", "api.acme.test", "--profile-file", acme, head}));
+  ASSERT_EQ(j["quota"].size(), 1u) << j.dump();
+  EXPECT_EQ(j["quota"][0]["source"], "acme");
+  EXPECT_EQ(j["quota"][0]["remaining"], 3);
+  // The flag repeats for more files.
+  const json two = parse_ok(abide({"parse", "ratelimit", "--now", kNow, "--host", "api.acme.test", "--profile-file",
+                                   (dir / "beta.json").string(), "--profile-file", acme, head}));
+  EXPECT_EQ(two["quota"][0]["source"], "acme");
+  std::filesystem::remove_all(dir);
+}
+
+// Robust reading is the default, as in explain and fetch; --strict opts out.
+TEST(CliParseRatelimit, RobustByDefaultStrictOnRequest) {
+  const std::string head = "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1.5\r\n\r\n";
+  const json robust = parse_ok(abide({"parse", "ratelimit", "--now", kNow}, head));
+  EXPECT_EQ(robust["retry_after"]["seconds"], 2);
+  EXPECT_THAT(robust["warnings"].dump(), HasSubstr("read rounded up"));
+  const json strict = parse_ok(abide({"parse", "ratelimit", "--now", kNow, "--strict"}, head));
+  EXPECT_TRUE(strict["retry_after"].is_null());
+  EXPECT_THAT(strict["warnings"].dump(), HasSubstr("rejected"));
+}
+
 TEST(CliParseRatelimit, ExitStatuses) {
   const auto malformed = abide({"parse", "ratelimit", "--now", kNow}, "Retry-After: 5\r\n\r\n");
   EXPECT_EQ(malformed.exit_code, 1);

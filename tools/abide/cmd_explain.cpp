@@ -194,7 +194,11 @@ const Registration explain_cmd{
       app.add_option("--host", o->host,
                      "Host the response came from (or a URL); selects its vendor profile (exact or domain suffix)");
       app.add_option("--profile", o->profile, "Vendor profile by name (github, gitlab, ...), or none");
-      app.add_option("--profile-file", o->profile_files, "Load a profile from this JSON file first (repeatable)");
+      // One file per flag: a vector option would take every argument that follows,
+      // the head FILE included.
+      app.add_option("--profile-file", o->profile_files,
+                     "Load a profile from this JSON file first (repeat the flag for more)")
+          ->allow_extra_args(false);
       app.add_flag("--heuristic", o->heuristic,
                    "Interpret vendor-style headers from a host without a profile (low confidence; reported, not used)");
       app.add_flag("--strict", o->strict, "Strict Retry-After: reject fractional delays and date deviations");

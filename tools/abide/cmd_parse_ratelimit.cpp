@@ -86,7 +86,11 @@ const Registration parse_ratelimit_cmd{
       app.add_option("--host", opts->host,
                      "Host the response came from (or a URL); selects its vendor profile (exact or domain suffix)");
       app.add_option("--profile", opts->profile, "Vendor profile by name (github, gitlab, ...), or none");
-      app.add_option("--profile-file", opts->profile_files, "Load a profile from this JSON file first (repeatable)");
+      // One file per flag: a vector option would take every argument that follows,
+      // the head FILE included.
+      app.add_option("--profile-file", opts->profile_files,
+                     "Load a profile from this JSON file first (repeat the flag for more)")
+          ->allow_extra_args(false);
       app.add_flag("--heuristic", opts->heuristic,
                    "Interpret vendor-style headers from a host without a profile (low confidence)");
       app.add_flag("--strict", opts->strict,
