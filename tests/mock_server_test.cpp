@@ -1094,9 +1094,11 @@ TEST(MockServerCli, StreamSendsEachEventAsItsOwnChunkAfterTheGap) {
   EXPECT_EQ(body, "data: 0\n\ndata: 1\n\ndata: 2\n\ndata: 3\n\n");
   ASSERT_GE(arrivals.size(), 2u);
   // Three gaps of 150 ms lie between the first event and the last: the
-  // first is not held back until the end.
+  // first is not held back until the end. (The first may reach the client
+  // later after it was sent than the last does, so the span seen can fall a
+  // little short of 450 ms: a body held back whole would show almost none.)
   EXPECT_EQ(arrivals.front().second.rfind("data: 0", 0), 0u);
-  EXPECT_GE(arrivals.back().first - arrivals.front().first, 450ms);
+  EXPECT_GE(arrivals.back().first - arrivals.front().first, 300ms);
   EXPECT_GE(std::chrono::steady_clock::now() - start, 450ms);
   const auto empty = c.Get("/__stream?chunks=0");
   ASSERT_TRUE(empty);
