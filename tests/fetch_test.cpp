@@ -1080,7 +1080,14 @@ TEST(FetchStreaming, ALargeBodyStreamsToTheFileWithFlatMemory) {
   EXPECT_EQ(fs::file_size(dir / "big.bin"), kTotal);
   EXPECT_TRUE(holds_pattern(dir / "big.bin", kTotal));
   EXPECT_GT(m.max_rss_kib, 0);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // A sanitizer keeps freed memory aside (AddressSanitizer's quarantine
+  // alone holds up to 256 MB) and adds shadow memory: the bound is the plain
+  // build's, where freed buffers are reused.
+  RecordProperty("peak_rss_kib_under_sanitizer", static_cast<int>(m.max_rss_kib));
+#else
   EXPECT_LT(m.max_rss_kib, 32 * 1024) << "peak RSS " << m.max_rss_kib << " KiB for a " << (kTotal >> 20) << " MiB body";
+#endif
 }
 
 TEST(FetchStreaming, MaxFilesizeRefusesALargerBodyAndLeavesNoFile) {
