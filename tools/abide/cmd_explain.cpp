@@ -104,11 +104,9 @@ nlohmann::ordered_json plan_json(const ExplainContext& c) {
 }
 
 int run(const Options& o) {
-  ProfileRegistry registry = ProfileRegistry::with_builtins();
-  for (const auto& f : o.profile_files) {
-    auto loaded = registry.load_file(f);
-    if (!loaded) return reject("profile rejected: " + loaded.error().what());
-  }
+  auto profiles = load_profiles(o.profile_files);
+  if (!profiles) return reject("profile rejected: " + profiles.error().error.what());
+  ProfileRegistry& registry = *profiles;
   if (!o.profile.empty() && o.profile != "none" && registry.find(o.profile) == nullptr) {
     std::string names;
     for (const Profile* p : registry.all()) {

@@ -488,11 +488,12 @@ int run_fetch(const FetchOptions& o) {
     std::cerr << "abide fetch: " << spec.error() << "\n";
     return kExitUsage;
   }
-  ProfileRegistry registry = ProfileRegistry::with_builtins();
-  for (const std::string& f : o.profile_files) {
-    auto loaded = registry.load_file(f);
-    if (!loaded) return reject("--profile-file " + f + ": profile rejected: " + loaded.error().what());
+  auto profiles = load_profiles(o.profile_files);
+  if (!profiles) {
+    const RejectedProfileFile& r = profiles.error();
+    return reject("--profile-file " + r.file + ": profile rejected: " + r.error.what());
   }
+  ProfileRegistry& registry = *profiles;
   if (!o.profile.empty() && o.profile != "none" && registry.find(o.profile) == nullptr) {
     std::cerr << "abide fetch: unknown --profile \"" << o.profile << "\"\n";
     return kExitUsage;

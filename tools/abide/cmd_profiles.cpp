@@ -273,11 +273,9 @@ std::string detail_text(const Profile& p) {
 }
 
 int run(const Options& o) {
-  ProfileRegistry registry = ProfileRegistry::with_builtins();
-  for (const auto& f : o.profile_files) {
-    auto loaded = registry.load_file(f);
-    if (!loaded) return reject("profile rejected: " + safe_text(loaded.error().what()));
-  }
+  auto profiles = load_profiles(o.profile_files);
+  if (!profiles) return reject("profile rejected: " + safe_text(profiles.error().error.what()));
+  ProfileRegistry& registry = *profiles;
   // Strings are printable ASCII by now; the handler is the last guard against a
   // throw on invalid UTF-8.
   const auto dump = [](const ojson& j) { return j.dump(2, ' ', false, ojson::error_handler_t::replace) + "\n"; };

@@ -60,11 +60,9 @@ int run_proxy(const ProxyFlags& o) {
   }
   if (opts.routes.empty()) return usage("give --upstream URL or --route /PREFIX=URL");
 
-  ProfileRegistry registry = ProfileRegistry::with_builtins();
-  for (const std::string& f : o.profile_files) {
-    auto loaded = registry.load_file(f);
-    if (!loaded) return usage("--profile-file: " + loaded.error().what());
-  }
+  auto profiles = load_profiles(o.profile_files);
+  if (!profiles) return usage("--profile-file: " + profiles.error().error.what());
+  ProfileRegistry& registry = *profiles;
   if (!o.profile.empty() && o.profile != "none" && registry.find(o.profile) == nullptr)
     return usage("unknown --profile \"" + o.profile + "\"");
   auto spec = parse_store_spec(o.store);

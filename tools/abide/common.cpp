@@ -47,4 +47,13 @@ Duration seconds_option(double s) {
   return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
 }
 
+Result<ProfileRegistry, RejectedProfileFile> load_profiles(const std::vector<std::string>& files) {
+  ProfileRegistry registry = ProfileRegistry::with_builtins();
+  for (const std::string& f : files) {
+    auto loaded = registry.load_file(f);
+    if (!loaded) return fail(RejectedProfileFile{f, loaded.error()});
+  }
+  return registry;
+}
+
 }  // namespace abide::cli

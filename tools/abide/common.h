@@ -5,8 +5,11 @@
 #include <optional>
 
 #include "abide/clock.h"
+#include "abide/profiles.h"
+#include "abide/result.h"
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace abide::cli {
 
@@ -29,5 +32,16 @@ std::string safe_text(std::string_view text, std::size_t max_bytes = 4096);
 // Seconds from a flag (its range checked by CLI11) as a Duration: zero for
 // zero or less (and NaN), kMaxDuration beyond 1e9 s.
 Duration seconds_option(double s);
+
+// A --profile-file that the loader rejected, and why.
+struct RejectedProfileFile {
+  std::string file;
+  ProfileError error;
+};
+
+// The built-in profiles with those of `files` loaded over them, in order (the
+// --profile-file flags of every command that reads profiles); the first file
+// rejected ends it. Each command words the rejection itself.
+[[nodiscard]] Result<ProfileRegistry, RejectedProfileFile> load_profiles(const std::vector<std::string>& files);
 
 }  // namespace abide::cli
