@@ -261,6 +261,7 @@ struct Pacer::Ops {
   struct Asked {
     StoreGrant grant;
     std::uint64_t epoch = 0;
+    MonoTime at{};  // the `now` the store was given
   };
 
   static void notify(State& s) {
@@ -436,11 +437,13 @@ struct Pacer::Ops {
         }
         lock.unlock();
         const std::uint64_t epoch = local.epoch.load(std::memory_order_acquire);
-        pending = Asked{p.store_->acquire(*local.handle, {now, limit - now}, rules), epoch};
-        now = std::max(now, p.mono_.now());
+        pending = Asked{p.store_->acquire(*local.handle, {now, limit - now}, rules), epoch, now};
       }
       const Asked asked = *pending;
       pending.reset();
+      // The wait counts from the instant the store was asked. A shared store may
+      // answer on its own clock: counting from its answer is never early.
+      now = p.store_->shared() ? std::max(asked.at, p.mono_.now()) : asked.at;
       const StoreGrant& g = asked.grant;
       const MonoTime at = saturating_add(now, std::max(g.wait, Duration::zero()));
       switch (g.kind) {
@@ -488,7 +491,7 @@ struct Pacer::Ops {
       return std::nullopt;
     }
     const std::uint64_t epoch = local.epoch.load(std::memory_order_acquire);
-    return Asked{p.store_->acquire(*local.handle, {now, limit - now}, p.config_.rules), epoch};
+    return Asked{p.store_->acquire(*local.handle, {now, limit - now}, p.config_.rules), epoch, now};
   }
 
   static bool granted_now(const std::optional<Asked>& a) {

@@ -718,6 +718,50 @@ TEST_F(Fixture, ACancelledProbeIsHandedOn) {
   EXPECT_TRUE(r.probe);
 }
 
+// A store whose answer takes `latency` of the test's clock to come back.
+class SlowStore final : public QuotaStore {
+ public:
+  SlowStore(ManualClock& clock, Duration latency, bool shared) : clock_(clock), latency_(latency), shared_(shared) {}
+  std::shared_ptr<Handle> open(std::string_view key) override { return inner_.open(key); }
+  StoreGrant acquire(Handle& key, const StoreAcquire& request, const PacingRules& rules) override {
+    const StoreGrant g = inner_.acquire(key, request, rules);
+    clock_.advance(latency_);
+    return g;
+  }
+  RecordOutcome record(Handle& key, const StoreRecord& record, const PacingRules& rules) override {
+    return inner_.record(key, record, rules);
+  }
+  bool still_valid(Handle& key, std::uint64_t epoch, MonoTime now) override {
+    return inner_.still_valid(key, epoch, now);
+  }
+  void abandon_probe(Handle& key, MonoTime now) override { inner_.abandon_probe(key, now); }
+  bool shared() const noexcept override { return shared_; }
+
+ private:
+  ManualClock& clock_;
+  Duration latency_;
+  bool shared_;
+  MemoryStore inner_;
+};
+
+TEST_F(Fixture, ALocalStoresWaitCountsFromTheInstantItWasAsked) {
+  // Time that passes while the store answers must not push the slot later: a
+  // waiter woken at the slot's time would otherwise sleep past it, for good
+  // under a test clock that moves no further.
+  for (const bool shared : {false, true}) {
+    ManualClock c;
+    Pacer p(config(), std::make_shared<SlowStore>(c, seconds{1}, shared), c.monotonic(), c.wall());
+    const auto k = p.key("k");
+    const MonoTime t0 = c.mono_now();
+    Signals s = retry_after(c, seconds{10});
+    p.record(k, s);
+    const AcquireResult r = p.acquire(k, c.mono_now());
+    EXPECT_EQ(r.status, AcquireStatus::kDeadlineExceeded) << shared;
+    // A shared store's clock is its own: its wait counts from its answer, never early.
+    EXPECT_EQ(r.not_before, t0 + (shared ? seconds{11} : seconds{10})) << shared;
+  }
+}
+
 // ---- try_acquire: the same rules without blocking ----------------------------------------
 
 // A policy of 2 per 10 s: slots 5.25 s apart (the margin of 5%), the first now.

@@ -66,6 +66,8 @@ struct StoreGrant {
     kUnavailable,  // the store cannot answer (fail-closed); ask again after `wait`
   };
   Kind kind = Kind::kGranted;
+  // Counts from the request's `now`. The pacer counts a shared store's wait
+  // from when the answer came back instead, since that store's clock is its own.
   Duration wait{};
   // The key's blocking generation when the slot was reserved; a cooldown that
   // starts later changes it and invalidates the reservation (still_valid()).
