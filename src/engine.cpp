@@ -747,6 +747,28 @@ void Machine::reject_body(std::string_view error_bytes) {
   finish(OutcomeKind::kNotRetryable, cat({"the ", error}));
 }
 
+void Machine::head_too_large(int status, HeaderList lines_read, WallTime received_wall, MonoTime received_mono,
+                             std::string_view error_bytes) {
+  if (state_ != State::kSending) return;
+  const std::string error = printable(error_bytes, kMaxErrorText);
+  // What was read is real: the pacer and the planner hear it, which sets the
+  // permitted time when it carried one.
+  const bool final_answer = head(status, std::move(lines_read), received_wall, received_mono);
+  if (state_ == State::kFinished) return;
+  out_.attempts.back().error = error;
+  emit_error(error);
+  if (state_ == State::kRetryWait) {
+    end_wait(Event::WaitKind::kRetry, true);
+    if (!out_.not_before_mono) set_not_before(wait_until_);
+  }
+  // An answer that ends the request anyway (deferred, deadline_exceeded, ...)
+  // keeps its outcome: running it again later is still right.
+  const OutcomeKind kind =
+      final_answer && pending_kind_ != OutcomeKind::kDone ? pending_kind_ : OutcomeKind::kNotRetryable;
+  if (final_answer && kind == OutcomeKind::kNotRetryable) out_.ambiguous = !idempotent_request();
+  finish(kind, cat({"the ", error, "; the same head would come again"}));
+}
+
 void Machine::cancel(bool sent) {
   switch (state_) {
     case State::kStart: finish(OutcomeKind::kCancelled, "cancelled before the first attempt"); return;

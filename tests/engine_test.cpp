@@ -67,6 +67,7 @@ struct Answer {
   bool sent = true;                 // with error: was the request sent
   std::string body_error;           // non-empty: the body breaks off after the chunks
   bool cancel_in_flight = false;    // the caller cancels during this transfer
+  bool head_too_large = false;      // the head passes the transport's limit after `headers`
 };
 
 // What the transport saw of each send.
@@ -93,6 +94,10 @@ void play(const Answer& a, Machine& run, InstantClock& clock, std::stop_source* 
   }
   HeaderList h;
   for (const Header& x : a.headers) h.add(x.name, x.value);
+  if (a.head_too_large) {
+    run.head_too_large(a.status, std::move(h), clock.wall_now(), clock.mono_now(), "response head is over 1 MiB");
+    return;
+  }
   if (run.head(a.status, std::move(h), clock.wall_now(), clock.mono_now())) {
     for (const std::string& c : a.chunks) {
       if (!run.body(c)) return;
@@ -471,6 +476,41 @@ TEST_P(EngineForms, AttemptsCarryTheirReasonsWordForWord) {
   for (std::size_t i = 0; i < r.out.attempts.size(); ++i)
     EXPECT_EQ(r.out.attempts[i].number, static_cast<std::int64_t>(i + 1));
   for (std::size_t i = 1; i < r.out.attempts.size(); ++i) EXPECT_TRUE(r.out.attempts[i].warnings.empty()) << i;
+}
+
+Answer oversized(int code, std::vector<Header> headers = {}) {
+  Answer a = status(code, std::move(headers));
+  a.head_too_large = true;
+  return a;
+}
+
+TEST_P(EngineForms, AnOversizedHeadEndsTheRequestAtOnceWithAClearError) {
+  const Result r = run_form(blocking(), get(), {oversized(200)});
+  ASSERT_EQ(r.out.kind, OutcomeKind::kNotRetryable);
+  EXPECT_EQ(r.sent.size(), 1u);  // the same head would come again: not retried
+  EXPECT_EQ(r.out.reason, "the response head is over 1 MiB; the same head would come again");
+  EXPECT_EQ(r.out.attempts[0].error, "response head is over 1 MiB");
+  EXPECT_TRUE(r.body.empty());
+  EXPECT_FALSE(r.out.not_before_mono);
+}
+
+TEST_P(EngineForms, AnOversizedHeadsRetryAfterStillHoldsTheOriginAndGivesItsTime) {
+  const Result r = run_form(blocking(), get(), {oversized(429, {{"Retry-After", "30"}})});
+  ASSERT_EQ(r.out.kind, OutcomeKind::kNotRetryable);
+  EXPECT_EQ(r.sent.size(), 1u);
+  EXPECT_EQ(r.out.attempts[0].plan.basis, Basis::kRetryAfter);
+  ASSERT_TRUE(r.out.not_before_mono);
+  EXPECT_EQ(*r.out.not_before_mono, r.t0 + 10ms + 30s);  // received 10 ms after the send
+  EXPECT_EQ(r.out.waited, 0ns);  // nothing was waited for
+}
+
+TEST_P(EngineForms, AnOversizedHeadWhoseHintIsTooLongIsDeferredAsAnyAnswer) {
+  Config c = quick_config();
+  c.planner.max_wait = 10s;
+  const Result r = run_form(blocking(), get(), {oversized(503, {{"Retry-After", "3600"}})}, c);
+  EXPECT_EQ(r.out.kind, OutcomeKind::kDeferred);
+  ASSERT_TRUE(r.out.not_before_mono);
+  EXPECT_EQ(*r.out.not_before_mono, r.t0 + 10ms + 3600s);
 }
 
 TEST_P(EngineForms, AttemptsRunOutAsExhausted) {

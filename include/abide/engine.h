@@ -241,6 +241,13 @@ class Machine {
   // The transport will not take this answer's body (over its size limit,
   // say `error`): the request ends not_retryable.
   void reject_body(std::string_view error);
+  // The answer's head passed the transport's size limit (say `error`): the
+  // request ends not_retryable at once (the same head would come again). The
+  // status and the lines read before the limit are heard as head() hears
+  // them, so a Retry-After among them still holds the origin and gives the
+  // outcome its permitted time.
+  void head_too_large(int status, HeaderList lines_read, WallTime received_wall, MonoTime received_mono,
+                      std::string_view error);
 
   // `notify` is called, from whichever thread records on the pacer key, when
   // a wait for the pacer may end before its `until` (a probe's answer came,
