@@ -26,6 +26,7 @@
 #include "abide/http_date.h"
 #include "fetch_jobs.h"
 #include "shown_url.h"
+#include "support/fetch_cli.h"
 #include "support/process.h"
 #include "support/redis_store_server.h"
 #include "support/run.h"
@@ -36,93 +37,6 @@ namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-// `abide fetch --store redis://` exists only in a CLI built with abide::redis.
-#ifdef ABIDE_TEST_WITH_REDIS
-constexpr bool kRedisBuiltIn = true;
-#else
-constexpr bool kRedisBuiltIn = false;
-#endif
-
-const bool kNoProxy = [] {
-  for (const char* v : {"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"})
-    unsetenv(v);
-  return true;
-}();
-
-// A fresh folder for one test's files, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "abide-fetch-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-json read_json(const std::string& path) {
-  json j = json::parse(slurp(path), nullptr, false);
-  return j.is_discarded() ? json() : j;
-}
-
-// `abide mock-server --port 0 ...` in the background.
-class Mock {
- public:
-  explicit Mock(const std::vector<std::string>& args) : proc_(argv(args)) {
-    if (auto line = proc_.read_line(10s)) {
-      const auto colon = line->rfind(':');
-      if (line->starts_with("listening on 127.0.0.1:") && colon != std::string::npos)
-        port_ = std::atoi(line->c_str() + colon + 1);
-    }
-  }
-  ~Mock() { proc_.stop(SIGTERM, 10s); }
-
-  int port() const { return port_; }
-  std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port_) + path; }
-
-  json stats() const {
-    httplib::Client c("127.0.0.1", port_);
-    auto res = c.Get("/__stats");
-    if (!res || res->status != 200) return json();
-    return json::parse(res->body, nullptr, false);
-  }
-
-  // Writes n URLs /items/<first..first+n-1> to a file.
-  std::string url_file(const std::string& path, int n, int first = 1) const {
-    std::ofstream out(path);
-    out << "# a batch\n";
-    for (int i = first; i < first + n; ++i) out << url("/items/" + std::to_string(i)) << "\n";
-    return path;
-  }
-
- private:
-  static std::vector<std::string> argv(const std::vector<std::string>& args) {
-    std::vector<std::string> v{ABIDE_CLI_PATH, "mock-server", "--port", "0", "--quiet"};
-    v.insert(v.end(), args.begin(), args.end());
-    return v;
-  }
-  BackgroundProcess proc_;
-  int port_ = 0;
-};
-
-std::vector<std::string> fetch_argv(std::vector<std::string> args) {
-  args.insert(args.begin(), {ABIDE_CLI_PATH, "fetch"});
-  return args;
-}
 
 // Windows (of the server's fixed windows) after the first that saw a 429.
 int limited_after_first_window(const json& stats) {

@@ -105,6 +105,13 @@ using ClientEvent = engine::Event;
 // throws are swallowed.
 using EventHook = engine::EventHook;
 
+// Which HTTP version a Client speaks.
+enum class HttpVersion : std::uint8_t {
+  kDefault,  // libcurl's default: HTTP/2 over TLS when the server offers it, else HTTP/1.1
+  kHttp1_1,  // HTTP/1.1 only
+  kHttp2,    // HTTP/2 where the server offers it (over TLS, or prior knowledge on cleartext is not assumed)
+};
+
 // How a Client works.
 struct ClientConfig {
   PlannerConfig planner;          // statuses, backoff, max wait, idempotency, budget
@@ -128,6 +135,13 @@ struct ClientConfig {
   std::size_t max_header_bytes = std::size_t{1} << 20;  // a longer head is a transport error
   std::string user_agent = "abide/" ABIDE_VERSION_STRING;
   bool verify_tls = true;
+  // An HTTP proxy URL for every transfer; empty: libcurl's default, which
+  // honours the http_proxy, https_proxy and no_proxy environment variables.
+  std::string proxy;
+  // Ask for a compressed answer (Accept-Encoding, every coding libcurl can
+  // decode) and hand on the decoded body.
+  bool decompress = false;
+  HttpVersion http_version = HttpVersion::kDefault;
   // The most transfers this client runs at once, over every thread and over
   // fetch, fetch_all and perform alike (0: no limit). An attempt beyond it
   // waits, after its pacer permit and in arrival order, for a transfer to

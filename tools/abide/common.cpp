@@ -1,6 +1,8 @@
 #include "common.h"
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -11,18 +13,30 @@
 
 namespace abide::cli {
 
-std::optional<std::string> read_input(const std::string& path) {
+Result<std::string, ErrorMessage> read_text(const std::string& path) {
   if (path.empty() || path == "-") {
     std::ostringstream ss;
     ss << std::cin.rdbuf();
+    if (std::cin.bad()) return fail(ErrorMessage("cannot read standard input"));
     return ss.str();
   }
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::cerr << "abide: cannot read " << path << "\n";
+  const int open_error = errno;
+  if (!in) return fail(ErrorMessage("cannot read " + path + ": " + std::strerror(open_error != 0 ? open_error : EIO)));
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  // A folder opens but cannot be read.
+  if (in.bad()) return fail(ErrorMessage("cannot read " + path + ": " + std::strerror(errno != 0 ? errno : EIO)));
+  return text;
+}
+
+std::optional<std::string> read_input(const std::string& path) {
+  auto text = read_text(path);
+  if (!text) {
+    std::cerr << "abide: " << text.error().text << "\n";
     return std::nullopt;
   }
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return std::move(*text);
 }
 
 int reject(std::string_view what) {

@@ -13,8 +13,10 @@
 
 namespace abide::cli {
 
-// Reads a whole file, or standard input when path is empty or "-".
-// Returns nullopt (and prints a message) when it cannot be read.
+// Reads a whole file, or standard input when path is empty or "-". The
+// error says which file and why ("cannot read F: No such file or directory").
+[[nodiscard]] Result<std::string, ErrorMessage> read_text(const std::string& path);
+// read_text, printing "abide: <error>" on stderr when it cannot be read.
 std::optional<std::string> read_input(const std::string& path);
 
 // Prints "abide: <what>" on stderr and returns kExitRejected.

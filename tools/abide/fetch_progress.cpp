@@ -5,7 +5,8 @@
 
 namespace abide::cli {
 
-Progress::Progress(std::size_t total, bool enabled) : total_(total), enabled_(enabled) {}
+Progress::Progress(std::size_t total, const ProgressOptions& options)
+    : total_(total), options_(options), enabled_(options.terminal && !options.silent && !options.verbose) {}
 
 Progress::~Progress() { stop(); }
 

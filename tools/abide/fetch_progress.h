@@ -15,10 +15,18 @@
 
 namespace abide::cli {
 
+// Where fetch's stderr goes, and what the command line asked of it.
+struct ProgressOptions {
+  bool terminal = false;              // stderr is a terminal
+  bool stdout_same_terminal = false;  // stdout is that same terminal (bodies are written there)
+  bool silent = false;                // -s
+  bool verbose = false;               // -v
+};
+
 class Progress {
  public:
-  // enabled: draw at all (stderr is a terminal and not --silent/--verbose).
-  Progress(std::size_t total, bool enabled);
+  // Draws the line only on a terminal, and not with -s or -v.
+  Progress(std::size_t total, const ProgressOptions& options);
   ~Progress();
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
@@ -43,6 +51,7 @@ class Progress {
   void erase_locked();
 
   const std::size_t total_;
+  const ProgressOptions options_;
   const bool enabled_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::atomic<std::size_t> done_{0};

@@ -14,6 +14,8 @@ namespace abide::cli {
 struct StoreSpec {
   bool redis = false;
   std::string url;
+  bool fallback = false;     // --store-fallback: a Redis unusable at start is not an error
+  bool fail_closed = false;  // --fail-closed: while Redis is down, wait for it
 };
 
 // True when this abide was built with abide::redis (else --store is memory only).

@@ -1,0 +1,189 @@
+// `abide fetch`'s command line: every flag, its help, and the footer of
+// --help. What the flags mean is in fetch_options.h; run_fetch acts on them.
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "command.h"
+#include "fetch_options.h"
+#include "fetch_store.h"
+
+namespace abide::cli {
+namespace fetch_flags {  // private to this file (the CLI is compiled in unity batches)
+
+constexpr const char* kFooterStart = R"(Sources (exactly one): URL, --urls FILE (one URL per line; '#' comments), or
+--resume FILE. -X, -H, -d and --idempotency-key apply to every request; in a
+batch, --idempotency-key KEY sends KEY-N for the request on line N.
+
+Outputs: bodies of final answers go to stdout, to -o FILE (all of them, in
+the order they finish; -o /dev/null discards them), or with --output-dir DIR
+to one file per request, named NNNNNN-LAST_PATH_SEGMENT (N: the request's
+line). Failed attempts' bodies are never written. Bodies stream to their
+destination as they arrive, with no size cap; --max-filesize BYTES fails a
+request whose body is longer, and keeps no partial file of it.
+
+Requests are paced per origin and credential: different Authorization or
+API-key header values (X-Api-Key, Api-Key, ...) get separate pacer keys, which
+hold a hash of the value, never the value. --pacer-key NAME paces every
+request under NAME instead.
+
+--deadline S counts from the start of the run and applies to every request: a
+request that cannot finish by then ends deadline_exceeded, with the time the
+server permits another try.
+
+Interrupt (Ctrl-C, SIGINT; or SIGTERM): waits are cancelled and transfers in
+flight aborted at once; every request not done that is worth running again
+(cancelled, deferred, deadline_exceeded, exhausted; never an ambiguous one) is
+written to the resume file (--resume-file, default abide-resume.json), and the
+exit status is 130 (143 for SIGTERM). The resume file is also written when a
+run ends with such requests unfinished. `abide fetch --resume FILE` runs
+them again, never before each one's permitted time. Request headers are not
+stored in it (they may carry credentials): give -H again when resuming.
+A second Ctrl-C exits at once, without writing anything.
+
+)";
+
+// Only in an abide built with abide::redis.
+constexpr const char* kFooterRedis = R"(--store redis://[[USER]:PASSWORD@]HOST[:PORT][/PREFIX] (or unix:/PATH) shares
+the quota state with other processes. Without a password in the URL, the
+environment variable ABIDE_REDIS_PASSWORD gives it (so that it is not on the
+command line). If Redis goes down, one line on stderr says so and the run
+goes on with in-process quota state, reconnecting in the background; no
+request is lost. Passwords are never printed.
+
+)";
+
+constexpr const char* kFooterEnd = R"(--stats FILE writes a JSON summary: requests, done, attempts, retries,
+status_counts {"STATUS": count}, transport_errors, outcomes {kind: count},
+ambiguous, waited_s (summed over requests), elapsed_s, interrupted, and
+unfinished [{url, outcome, not_before (RFC 3339 or null), method, index,
+reason, ambiguous, resumable}].
+
+On a terminal, a progress line shows done/total, requests in flight and
+waiting, and an ETA. --verbose prints every attempt, response (with what was
+ignored or adjusted in it) and decision, with Authorization, Cookie,
+Proxy-Authorization and API-key-style headers (and credential query
+parameters) redacted; no output shows their values.
+URLs on stderr and in the stats file have credentials redacted, in the query
+and in the fragment; a URL that libcurl cannot parse is shown as a placeholder
+(the resume file keeps each URL as given, to run it again, and is readable by
+its owner alone). Bytes a server sent are shown escaped
+(\xNN): no control byte reaches the terminal.
+
+Exit status: 0 every request done, 1 some request not done (or an output
+could not be written), 2 usage error, 130 interrupted.)";
+
+const Registration fetch_cmd{
+    {"fetch"},
+    "Fetch URLs like curl, obeying Retry-After, RateLimit and vendor quotas",
+    [](CLI::App& app) -> Run {
+      auto o = std::make_shared<FetchOptions>();
+      app.add_option("url", o->urls, "The URLs (http or https; without a scheme, http://), fetched in order");
+      app.add_option("-X,--request", o->method, "Method (default GET, or POST with -d)");
+      app.add_option("-H,--header", o->headers, "A request header 'Name: value' (repeatable)")->allow_extra_args(false);
+      auto* data = app.add_option("-d,--data", o->data, "Request body (@FILE reads a file, @- standard input)")
+                       ->allow_extra_args(false);
+      auto* data_binary =
+          app.add_option("--data-binary", o->data_binary, "Request body, @FILE sent as it is")->allow_extra_args(false);
+      auto* data_raw =
+          app.add_option("--data-raw", o->data_raw, "Request body, with no special meaning for @")->allow_extra_args(false);
+      auto* data_urlencode = app.add_option("--data-urlencode", o->data_urlencode,
+                                            "Request body part, URL-encoded (content, name=content, name@FILE)")
+                                 ->allow_extra_args(false);
+      auto* json = app.add_option("--json", o->json, "JSON request body (@FILE), with JSON Content-Type and Accept")
+                       ->allow_extra_args(false);
+      auto* form = app.add_option("-F,--form", o->form, "A multipart form part name=value or name=@FILE")
+                       ->allow_extra_args(false);
+      app.add_flag("-G,--get", o->get, "Send the -d data in the URL's query of a GET");
+      app.add_flag("-I,--head", o->head, "Send HEAD and write the response head");
+      app.add_option("-u,--user", o->user, "USER[:PASSWORD] for Basic authentication");
+      app.add_option("-A,--user-agent", o->user_agent, "User-Agent to send");
+      app.add_option("-e,--referer", o->referer, "Referer to send");
+      app.add_option("--idempotency-key", o->idempotency_key,
+                     "Send Idempotency-Key: KEY (KEY-N in a batch), so POST/PATCH may be retried");
+      app.add_option("--urls", o->urls_file, "A batch: one URL per line (- for standard input)");
+      app.add_option("-j,--jobs", o->jobs, "Concurrent requests in a batch")
+          ->capture_default_str()
+          ->check(CLI::Range(std::size_t{1}, std::size_t{256}));
+      app.add_option("-x,--proxy", o->proxy, "Use this HTTP proxy (http_proxy and https_proxy are honoured without it)");
+      app.add_flag("-k,--insecure", o->insecure, "Do not verify the server's TLS certificate");
+      app.add_flag("--compressed", o->compressed, "Ask for a compressed answer and decompress it");
+      auto* http11 = app.add_flag("--http1.1")->description("Use HTTP/1.1");
+      auto* http2 = app.add_flag("--http2")->description("Use HTTP/2 when the server offers it");
+      app.add_flag("-L,--location", o->location, "Follow redirects (a 3xx Retry-After is obeyed)");
+      app.add_option("--max-redirs", o->max_redirs, "Most redirects followed with -L")
+          ->capture_default_str()
+          ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000}));
+      auto* deadline = app.add_option("--deadline", o->deadline_s,
+                                      "Seconds from the start by which every request must be done")
+                           ->check(CLI::Range(0.0, 1e9));
+      auto* max_attempts = app.add_option("--max-attempts", o->max_attempts, "Attempts per request, the first included")
+                               ->capture_default_str()
+                               ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000}));
+      auto* retry = app.add_option("--retry", "Retries per request: the same as --max-attempts N+1")
+                        ->check(CLI::Range(std::int64_t{0}, std::int64_t{999}));
+      auto* max_wait =
+          app.add_option("--max-wait", o->max_wait_s,
+                         "Longest acceptable wait in seconds; a longer server hint ends the request deferred")
+              ->check(CLI::Range(0.0, 1e9));
+      app.add_option("--max-time", o->max_time_s, "Longest time for one attempt's transfer, in seconds (0: none)")
+          ->check(CLI::Range(0.0, 1e9));
+      app.add_option("--connect-timeout", o->connect_timeout_s, "Connect timeout in seconds")
+          ->capture_default_str()
+          ->check(CLI::Range(0.001, 1e6));
+      app.add_option("--profile", o->profile, "Vendor profile for quota headers (default: by host; none: off)");
+      app.add_option("--profile-file", o->profile_files, "Load a profile from this JSON file first (repeatable)")
+          ->allow_extra_args(false);
+      app.add_option("--pacer-key", o->pacer_key,
+                     "Pace every request under this one key (default: per origin and credential)");
+      app.add_option("--max-filesize", o->max_filesize,
+                     "Refuse a body larger than BYTES (the request fails, and no partial file is kept)")
+          ->check(CLI::Range(std::uint64_t{1}, std::numeric_limits<std::uint64_t>::max()));
+      app.add_option("--store", o->store,
+                     redis_built_in() ? "Quota state: memory, or redis://[:PASSWORD@]HOST:PORT[/PREFIX] to share it "
+                                        "(password also from $ABIDE_REDIS_PASSWORD)"
+                                      : "Quota state: memory (this abide was built without Redis support)")
+          ->capture_default_str();
+      if (redis_built_in()) {
+        app.add_flag("--store-fallback", o->store_fallback,
+                     "Go on with in-process quota state when the Redis store cannot be used at start");
+        app.add_flag("--fail-closed", o->fail_closed, "While Redis is down, wait for it instead of going on without");
+      }
+      app.add_option("--pacing", o->pacing, "Spend known quota smoothly, or in a burst")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"smooth", "burst"}));
+      app.add_option("-o,--output", o->output, "Write bodies to FILE (/dev/null discards them)");
+      app.add_flag("-O,--remote-name", o->remote_name, "Write the body to a file named like the URL's last segment");
+      app.add_option("--output-dir", o->output_dir, "Write one file per request into DIR");
+      app.add_flag("-i,--include", o->include, "Write the response head before the body");
+      app.add_option("-D,--dump-header", o->dump_header, "Write the response heads to FILE");
+      app.add_flag("-f,--fail", o->fail, "Write no body for an HTTP error (400 and up); the request fails");
+      app.add_flag("--fail-with-body", o->fail_with_body, "As --fail, but write the body");
+      app.add_flag("-S,--show-error", o->show_error, "Say errors even with -s");
+      app.add_option("-w,--write-out", o->write_out, "After each request, write FORMAT (%{http_code}, ...) to stdout");
+      app.add_option("--stats", o->stats, "Write a JSON summary to FILE (- for standard output)");
+      app.add_option("--resume", o->resume, "Run the unfinished requests recorded in FILE");
+      app.add_option("--resume-file", o->resume_file, "Where unfinished requests are recorded")->capture_default_str();
+      auto* seed = app.add_option("--seed", o->seed, "Seed for the jitter (reproducible runs)");
+      app.add_flag("-v,--verbose", o->verbose, "Print every attempt and decision (credentials redacted)");
+      app.add_flag("-s,--silent", o->silent, "No progress line, no summary");
+      app.footer(std::string(kFooterStart) + (redis_built_in() ? kFooterRedis : "") + kFooterEnd);
+      return [o, data, data_binary, data_raw, data_urlencode, json, form, deadline, max_attempts, retry, max_wait,
+              http11, http2, seed] {
+        o->has_data = data->count() + data_binary->count() + data_raw->count() + data_urlencode->count() +
+                          json->count() + form->count() >
+                      0;
+        o->has_deadline = deadline->count() > 0;
+        o->has_max_wait = max_wait->count() > 0;
+        o->has_seed = seed->count() > 0;
+        if (http2->count() > 0) o->http_version = "2";
+        if (http11->count() > 0) o->http_version = "1.1";
+        if (retry->count() > 0 && max_attempts->count() == 0) o->max_attempts = retry->as<std::int64_t>() + 1;
+        return run_fetch(*o);
+      };
+    }};
+
+}  // namespace fetch_flags
+}  // namespace abide::cli

@@ -1,0 +1,1 @@
+#include "fetch_form.h"

@@ -1,0 +1,1 @@
+#include "fetch_write_out.h"
