@@ -473,6 +473,7 @@ Step Machine::try_acquire() {
   a.not_before = r.at;
   a.not_before_wall = r.not_before_wall;
   a.waited = now - wait_start_;
+  a.cause = r.cause;
   switch (r.status) {
     case TryStatus::kPermit: a.status = AcquireStatus::kPermit; return from_permit(a);
     case TryStatus::kDeferred: a.status = AcquireStatus::kDeferred; return from_permit(a);
@@ -503,11 +504,13 @@ Step Machine::from_permit(const AcquireResult& permit) {
     case AcquireStatus::kDeferred:
       out_.not_before_mono = permit.not_before;
       out_.not_before_wall = permit.not_before_wall;
-      return finish(OutcomeKind::kDeferred, "the quota permits the next send only after the maximum acceptable wait");
+      return finish(OutcomeKind::kDeferred, cat({"the pacer holds the send for ", describe(permit.cause),
+                                                 ", past the maximum acceptable wait"}));
     case AcquireStatus::kDeadlineExceeded:
       out_.not_before_mono = permit.not_before;
       out_.not_before_wall = permit.not_before_wall;
-      return finish(OutcomeKind::kDeadlineExceeded, "the quota permits the next send only after the deadline");
+      return finish(OutcomeKind::kDeadlineExceeded,
+                    cat({"the pacer holds the send for ", describe(permit.cause), ", past the deadline"}));
     case AcquireStatus::kUnavailable:
       out_.not_before_mono = permit.not_before;
       out_.not_before_wall = permit.not_before_wall;

@@ -32,6 +32,7 @@ struct KeyState final : QuotaStore::Handle {
   std::uint64_t epoch = 0;
   MonoTime tat{};         // the key's next free slot; slots are handed out in order
   MonoTime cool_end{};    // nothing before this
+  WaitCause cool_cause = WaitCause::kCooldown;  // what set cool_end
   MonoTime spread_end{};  // slots before this are spread
   double spread_seed = 0.0;
   std::uint64_t spread_n = 0;
@@ -93,18 +94,29 @@ void commit(KeyState& s, MonoTime slot, const PacingRules& rules) {
 
 StoreGrant acquire_locked(KeyState& s, MonoTime now, Duration max_wait, const PacingRules& rules) {
   s.seen = later(s.seen, now);
-  MonoTime slot = later(later(now, s.tat), s.cool_end);
+  // The slot is the latest of these bounds; the one that set it is the cause.
+  MonoTime slot = now;
+  WaitCause cause = WaitCause::kNone;
+  const auto bound = [&](MonoTime t, WaitCause c) {
+    if (t > slot) {
+      slot = t;
+      cause = c;
+    }
+  };
+  // Slots spread out after a cooldown are still the cooldown's doing.
+  bound(s.tat, s.tat <= s.spread_end ? s.cool_cause : WaitCause::kQueue);
+  bound(s.cool_end, s.cool_cause);
   const bool smooth = rules.pacing == Pacing::kSmooth;
   for (const auto& p : s.policies) {
     if (p.remaining >= 0) {
       if (p.remaining == 0) {
-        slot = later(slot, p.reset_at);
+        bound(p.reset_at, WaitCause::kQuota);
       } else if (smooth) {
         // A smooth slot past the reset means: the next send is the probe, at the reset.
-        slot = later(slot, p.next < p.reset_at ? p.next : p.reset_at);
+        bound(p.next < p.reset_at ? p.next : p.reset_at, WaitCause::kQuota);
       }
     } else if (p.limit > 0 && p.window > Duration::zero()) {
-      slot = later(slot, p.next);
+      bound(p.next, WaitCause::kQuota);
     }
   }
   bool ended = false;  // a known window ends before this slot: nothing fresh is known
@@ -114,18 +126,18 @@ StoreGrant acquire_locked(KeyState& s, MonoTime now, Duration max_wait, const Pa
   const Duration wait = slot - now;
   if (ended || s.probe_need) {
     if (s.probe_out && s.probe_until > now) {
-      return {StoreGrant::Kind::kAwaitProbe, s.probe_until - now, s.epoch};
+      return {StoreGrant::Kind::kAwaitProbe, s.probe_until - now, s.epoch, WaitCause::kProbe};
     }
-    if (wait > max_wait) return {StoreGrant::Kind::kTooLate, wait, s.epoch};
+    if (wait > max_wait) return {StoreGrant::Kind::kTooLate, wait, s.epoch, cause};
     s.probe_out = true;
     s.probe_start = slot;
     s.probe_until = saturating_add(slot, std::max(rules.probe_timeout, Duration::zero()));
     commit(s, slot, rules);
-    return {StoreGrant::Kind::kProbe, wait, s.epoch};
+    return {StoreGrant::Kind::kProbe, wait, s.epoch, cause};
   }
-  if (wait > max_wait) return {StoreGrant::Kind::kTooLate, wait, s.epoch};
+  if (wait > max_wait) return {StoreGrant::Kind::kTooLate, wait, s.epoch, cause};
   commit(s, slot, rules);
-  return {StoreGrant::Kind::kGranted, wait, s.epoch};
+  return {StoreGrant::Kind::kGranted, wait, s.epoch, cause};
 }
 
 void release(KeyState& s, MonoTime now, double seed, const PacingRules& rules) {
@@ -161,6 +173,7 @@ RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules
     const MonoTime end = saturating_add(now, *r.cooldown);
     if (end > s.cool_end) {
       s.cool_end = end;
+      s.cool_cause = r.cooldown_cause == WaitCause::kQuota ? WaitCause::kQuota : WaitCause::kCooldown;
       ++s.epoch;
       out.blocked = true;
       // Like every reservation, a probe handed out before the cooldown is void.

@@ -129,6 +129,7 @@ struct Pacer::Ticket::State {
   std::uint64_t epoch = 0;        // Local::epoch when it was reserved
   std::uint64_t store_epoch = 0;  // the store's, for still_valid()
   bool probe = false;
+  WaitCause cause = WaitCause::kNone;  // what set the slot
   // Guarded by Local::mu.
   bool queued = false;
   // Guarded by notify_mu (recursive: a callback may ask again at once).
@@ -160,6 +161,7 @@ struct Pacer::Local {
   std::vector<Returned> returned;  // by slot, at most kMaxReturned
   MonoTime blocked_until{};        // the head's latest estimate, for those behind it
   bool blocked_by_store = false;   // ... and whether the store was unavailable (fail-closed)
+  WaitCause blocked_cause = WaitCause::kProbe;  // ... and what holds the head
 };
 
 struct Pacer::Keys {
@@ -226,10 +228,12 @@ double Pacer::next_random() {
   return static_cast<double>(splitmix(x) >> 11) * 0x1.0p-53;
 }
 
-AcquireResult Pacer::finish(AcquireStatus status, MonoTime start, MonoTime not_before, bool probe) const {
+AcquireResult Pacer::finish(AcquireStatus status, MonoTime start, MonoTime not_before, bool probe,
+                            WaitCause cause) const {
   AcquireResult r;
   r.status = status;
   r.probe = probe;
+  r.cause = cause;
   r.not_before = not_before;
   const MonoTime now = mono_.now();
   r.waited = now - start;
@@ -238,6 +242,19 @@ AcquireResult Pacer::finish(AcquireStatus status, MonoTime start, MonoTime not_b
     r.not_before_wall = saturating_add(wall_.now(), not_before - now);
   }
   return r;
+}
+
+std::string_view describe(WaitCause cause) noexcept {
+  switch (cause) {
+    case WaitCause::kNone: return "nothing";
+    case WaitCause::kCooldown: return "a cooldown the server asked for";
+    case WaitCause::kQuota: return "the quota the server announced";
+    case WaitCause::kQueue: return "the requests ahead of it on the same key";
+    case WaitCause::kProbe: return "the answer to another request, which learns the quota afresh";
+    case WaitCause::kStore: return "the shared quota store, which cannot answer";
+    case WaitCause::kUnknown: return "the shared quota state of the key";
+  }
+  return "the pacer";
 }
 
 std::string_view to_string(TryStatus s) noexcept {
@@ -348,38 +365,42 @@ struct Pacer::Ops {
     notify_head(l);
   }
 
-  static TryAcquireResult pending_result(TryStatus status, MonoTime at, bool probe) {
+  static TryAcquireResult pending_result(TryStatus status, MonoTime at, bool probe,
+                                         WaitCause cause = WaitCause::kNone) {
     TryAcquireResult r;
     r.status = status;
     r.at = at;
     r.probe = probe;
+    r.cause = cause;
     return r;
   }
 
-  static TryAcquireResult final_result(Pacer& p, TryStatus status, MonoTime at) {
+  static TryAcquireResult final_result(Pacer& p, TryStatus status, MonoTime at, WaitCause cause) {
     TryAcquireResult r;
     r.status = status;
     r.at = at;
+    r.cause = cause;
     r.not_before_wall = saturating_add(p.wall_.now(), at - p.mono_.now());
     return r;
   }
 
   // The wait would pass the limit: which limit decides the status.
-  static TryAcquireResult too_late(Pacer& p, std::optional<MonoTime> deadline, MonoTime at) {
+  static TryAcquireResult too_late(Pacer& p, std::optional<MonoTime> deadline, MonoTime at, WaitCause cause) {
     const bool past_deadline = deadline && at >= *deadline;
-    return final_result(p, past_deadline ? TryStatus::kDeadlineExceeded : TryStatus::kDeferred, at);
+    return final_result(p, past_deadline ? TryStatus::kDeadlineExceeded : TryStatus::kDeferred, at, cause);
   }
 
   // Holds `slot` for the ticket.
   static TryAcquireResult reserve(State& s, MonoTime slot, MonoTime now, std::uint64_t epoch, std::uint64_t store_epoch,
-                                  bool probe) {
+                                  bool probe, WaitCause cause) {
+    s.cause = cause;
     s.reserved = true;
     s.slot = slot;
     s.reserved_wait = slot - now;
     s.epoch = epoch;
     s.store_epoch = store_epoch;
     s.probe = probe;
-    return pending_result(TryStatus::kReserved, slot, probe);
+    return pending_result(TryStatus::kReserved, slot, probe, cause);
   }
 
   // One look at the key, never blocking: the logic both acquire forms share.
@@ -394,7 +415,7 @@ struct Pacer::Ops {
     for (int round = 0; round < kMaxRounds; ++round) {
       MonoTime now = p.mono_.now();
       if (s.reserved) {
-        if (now < s.slot) return pending_result(TryStatus::kReserved, s.slot, s.probe);
+        if (now < s.slot) return pending_result(TryStatus::kReserved, s.slot, s.probe, s.cause);
         s.reserved = false;
         const bool valid = local.epoch.load(std::memory_order_acquire) == s.epoch &&
                            !(p.store_->shared() && s.reserved_wait >= p.config_.revalidate_after &&
@@ -414,21 +435,23 @@ struct Pacer::Ops {
           if (now >= limit) {
             const MonoTime estimate = std::max(local.blocked_until, limit);
             const bool unavailable = local.blocked_by_store;
+            const WaitCause cause = local.blocked_cause;
             lock.unlock();
             leave(local, s);
-            return unavailable ? final_result(p, TryStatus::kUnavailable, estimate) : too_late(p, deadline, estimate);
+            return unavailable ? final_result(p, TryStatus::kUnavailable, estimate, WaitCause::kStore)
+                               : too_late(p, deadline, estimate, cause);
           }
           // Without a notification, look again when the head will (or soon).
           const MonoTime at = local.blocked_until > now ? local.blocked_until
                                                         : saturating_add(now, p.config_.shared_poll);
-          return pending_result(TryStatus::kAskAgain, earlier(at, limit), false);
+          return pending_result(TryStatus::kAskAgain, earlier(at, limit), false, local.blocked_cause);
         }
         if (local.returned_count.load(std::memory_order_acquire) != 0) {
           if (const auto r = take_returned_locked(local, now)) {
             lock.unlock();
             leave(local, s);
             if (s.number == 0) s.number = p.next_ticket_.fetch_add(1, std::memory_order_relaxed);
-            TryAcquireResult res = reserve(s, r->slot, now, r->epoch, r->store_epoch, false);
+            TryAcquireResult res = reserve(s, r->slot, now, r->epoch, r->store_epoch, false, WaitCause::kQueue);
             // Checked against a shared store when due: it was reserved long ago.
             s.reserved_wait = kMaxDuration;
             if (r->slot <= now) continue;
@@ -455,9 +478,9 @@ struct Pacer::Ops {
           // A number now, so that if the slot is voided the ticket queues
           // ahead of those who came later.
           if (s.number == 0) s.number = p.next_ticket_.fetch_add(1, std::memory_order_relaxed);
-          return reserve(s, at, now, asked.epoch, g.epoch, probe);
+          return reserve(s, at, now, asked.epoch, g.epoch, probe, g.cause);
         }
-        case StoreGrant::Kind::kTooLate: leave(local, s); return too_late(p, deadline, at);
+        case StoreGrant::Kind::kTooLate: leave(local, s); return too_late(p, deadline, at, g.cause);
         case StoreGrant::Kind::kAwaitProbe:
         case StoreGrant::Kind::kUnavailable: {
           const bool unavailable = g.kind == StoreGrant::Kind::kUnavailable;
@@ -466,16 +489,18 @@ struct Pacer::Ops {
           if (local.queue.front() != sp) continue;  // someone came first: wait for our turn
           local.blocked_until = at;
           local.blocked_by_store = unavailable;
+          local.blocked_cause = unavailable ? WaitCause::kStore : WaitCause::kProbe;
           if (now >= limit || (unavailable && at > limit)) {
             lock.unlock();
             leave(local, s);
-            return unavailable ? final_result(p, TryStatus::kUnavailable, at) : too_late(p, deadline, at);
+            return unavailable ? final_result(p, TryStatus::kUnavailable, at, WaitCause::kStore)
+                               : too_late(p, deadline, at, WaitCause::kProbe);
           }
           MonoTime until = earlier(at, limit);
           if (p.store_->shared()) until = earlier(until, saturating_add(now, p.config_.shared_poll));
           // A record since we asked the store: ask again rather than wait.
           if (local.generation.load(std::memory_order_acquire) != generation) continue;
-          return pending_result(TryStatus::kAskAgain, until, false);
+          return pending_result(TryStatus::kAskAgain, until, false, local.blocked_cause);
         }
       }
     }
@@ -550,11 +575,13 @@ struct Pacer::Ops {
       pending.reset();
       switch (r.status) {
         case TryStatus::kPermit: done(t); return p.finish(AcquireStatus::kPermit, start, r.at, r.probe);
-        case TryStatus::kDeferred: done(t); return p.finish(AcquireStatus::kDeferred, start, r.at, false);
+        case TryStatus::kDeferred: done(t); return p.finish(AcquireStatus::kDeferred, start, r.at, false, r.cause);
         case TryStatus::kDeadlineExceeded:
           done(t);
-          return p.finish(AcquireStatus::kDeadlineExceeded, start, r.at, false);
-        case TryStatus::kUnavailable: done(t); return p.finish(AcquireStatus::kUnavailable, start, r.at, false);
+          return p.finish(AcquireStatus::kDeadlineExceeded, start, r.at, false, r.cause);
+        case TryStatus::kUnavailable:
+          done(t);
+          return p.finish(AcquireStatus::kUnavailable, start, r.at, false, r.cause);
         case TryStatus::kReserved:
           if (!sleep_to(p, r.at, stop)) {
             t.release();
@@ -633,7 +660,7 @@ bool Pacer::Ticket::held() const {
 
 TryAcquireResult Pacer::try_acquire(Ticket& t, const Key& key, std::optional<MonoTime> deadline) {
   const MonoTime now = mono_.now();
-  if (!key.local_) return Ops::final_result(*this, TryStatus::kUnavailable, now);
+  if (!key.local_) return Ops::final_result(*this, TryStatus::kUnavailable, now, WaitCause::kUnknown);
   Local& local = *key.local_;
   const bool bound = t.local_ == key.local_ && t.pacer_ == this;
   if (!bound && t.state_ && t.state_->started) t.release();  // what it holds on another key
@@ -695,8 +722,13 @@ void Pacer::record(const Key& key, const Signals& signals) {
     rec.age = rec.now - signals.received_mono;
   }
   // The cooldown is the answer's permitted time, computed as the planner computes it.
-  const std::optional<Duration> hold = permitted_wait(signals, config_.use_low_confidence_quota).wait;
+  const PermittedWait permitted = permitted_wait(signals, config_.use_low_confidence_quota);
+  const std::optional<Duration> hold = permitted.wait;
   if (hold && *hold > rec.age) rec.cooldown = *hold - rec.age;
+  // Which part set it, so that a wait it causes names it.
+  if (permitted.quota && (!permitted.retry_after || *permitted.quota > *permitted.retry_after)) {
+    rec.cooldown_cause = WaitCause::kQuota;
+  }
   for (const auto& o : signals.quota) {
     if (!is_requests(o.unit)) continue;  // the pacer counts requests, not bytes or tokens
     if (rec.policies.size() >= 2 * QuotaStore::kMaxPolicies) break;

@@ -522,6 +522,67 @@ TEST_P(EngineForms, AttemptsRunOutAsExhausted) {
   EXPECT_EQ(r.out.attempts.size(), 3u);
 }
 
+// Runs two requests one after the other on one engine with `config`: the
+// first gets `first_answer`; returns the second's outcome (it sends nothing).
+RequestOutcome second_after(bool blocking, const Answer& first_answer, Config c) {
+  InstantClock clock;
+  std::stop_source stop;
+  c.mono = &clock.monotonic();
+  c.wall = &clock.wall();
+  c.max_attempts = 1;
+  Engine engine(c);
+  const Request req = get();
+  ScriptTransport t({first_answer}, clock, stop);
+  RequestOutcome unused = engine.run(req, t, {});
+  if (blocking) return engine.run(req, t, {});
+  Machine run(engine, req);
+  for (Step s = run.next(); s.kind != Step::Kind::kFinished; s = run.next()) {
+    if (s.kind == Step::Kind::kSend) t.perform(req, s, run, {});
+    else clock.advance_to(s.until);
+  }
+  return run.take_outcome();
+}
+
+TEST_P(EngineForms, ADeferralByTheServersCooldownSaysSoNotTheQuota) {
+  Config c = quick_config();
+  c.planner.max_wait = 10s;
+  c.pacer_config.max_wait = 10s;
+  const RequestOutcome o = second_after(blocking(), status(429, {{"Retry-After", "60"}}), c);
+  EXPECT_EQ(o.kind, OutcomeKind::kDeferred);
+  EXPECT_EQ(o.reason, "the pacer holds the send for a cooldown the server asked for, past the maximum acceptable wait");
+  EXPECT_EQ(o.reason.find("quota"), std::string::npos);
+}
+
+TEST_P(EngineForms, ADeferralByAnAnnouncedQuotaNamesTheQuota) {
+  Config c = quick_config();
+  c.planner.max_wait = 10s;
+  c.pacer_config.max_wait = 10s;
+  // 200 with nothing left for 60 s: done, and the next send waits for the reset.
+  const RequestOutcome o = second_after(
+      blocking(), status(200, {{"RateLimit-Policy", "\"d\";q=10;w=60"}, {"RateLimit", "\"d\";r=0;t=60"}}), c);
+  EXPECT_EQ(o.kind, OutcomeKind::kDeferred);
+  EXPECT_EQ(o.reason, "the pacer holds the send for the quota the server announced, past the maximum acceptable wait");
+}
+
+TEST_P(EngineForms, ADeadlineByTheServersCooldownSaysSo) {
+  Config c = quick_config();
+  Request req = get();
+  const RequestOutcome o = [&] {
+    InstantClock clock;
+    std::stop_source stop;
+    c.mono = &clock.monotonic();
+    c.wall = &clock.wall();
+    c.max_attempts = 1;
+    Engine engine(c);
+    ScriptTransport t({status(503, {{"Retry-After", "60"}})}, clock, stop);
+    RequestOutcome unused = engine.run(req, t, {});
+    req.deadline = clock.mono_now() + 5s;
+    return engine.run(req, t, {});
+  }();
+  EXPECT_EQ(o.kind, OutcomeKind::kDeadlineExceeded);
+  EXPECT_EQ(o.reason, "the pacer holds the send for a cooldown the server asked for, past the deadline");
+}
+
 TEST_P(EngineForms, PacerCooldownFromAnotherRequestHoldsTheSend) {
   // Two requests on one engine, one after the other: the first answer's
   // Retry-After blocks the origin's key, so the second waits for it in the pacer.

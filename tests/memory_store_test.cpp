@@ -33,6 +33,57 @@ TEST(MemoryStore, SameKeySameState) {
   EXPECT_EQ(store.size(), 2u);
 }
 
+TEST(MemoryStore, EachGrantNamesWhatHoldsItBack) {
+  MemoryStore store;
+  const PacingRules rules;
+  auto fresh = store.open("fresh");
+  EXPECT_EQ(store.acquire(*fresh, {kT0, seconds{60}}, rules).cause, WaitCause::kNone);
+
+  // A server's Retry-After: a cooldown.
+  auto cooled = store.open("cooled");
+  StoreRecord r;
+  r.now = kT0;
+  r.cooldown = seconds{30};
+  (void)store.record(*cooled, r, rules);
+  const StoreGrant g = store.acquire(*cooled, {kT0, seconds{0}}, rules);
+  EXPECT_EQ(g.kind, StoreGrant::Kind::kTooLate);
+  EXPECT_EQ(g.cause, WaitCause::kCooldown);
+
+  // An exhausted quota's reset, recorded as the cooldown it sets.
+  auto exhausted = store.open("exhausted");
+  r.cooldown_cause = WaitCause::kQuota;
+  (void)store.record(*exhausted, r, rules);
+  EXPECT_EQ(store.acquire(*exhausted, {kT0, seconds{0}}, rules).cause, WaitCause::kQuota);
+
+  // An announced policy's spacing: 2 per 10 s, the second send waits.
+  auto spaced = store.open("spaced");
+  StoreRecord p;
+  p.now = kT0;
+  PolicyUpdate u;
+  u.id = "d";
+  u.limit = 2;
+  u.window = seconds{10};
+  p.policies.push_back(u);
+  (void)store.record(*spaced, p, rules);
+  EXPECT_EQ(store.acquire(*spaced, {kT0, seconds{60}}, rules).cause, WaitCause::kNone);
+  const StoreGrant second = store.acquire(*spaced, {kT0, seconds{60}}, rules);
+  EXPECT_GT(second.wait, seconds{4});
+  EXPECT_EQ(second.cause, WaitCause::kQuota);
+
+  // A probe out: the others wait for its answer.
+  PacingRules probing = rules;
+  probing.probe_after_cooldown = true;
+  auto probed = store.open("probed");
+  StoreRecord c;
+  c.now = kT0;
+  c.cooldown = seconds{1};
+  (void)store.record(*probed, c, probing);
+  EXPECT_EQ(store.acquire(*probed, {kT0, seconds{60}}, probing).kind, StoreGrant::Kind::kProbe);
+  const StoreGrant waiting = store.acquire(*probed, {kT0, seconds{60}}, probing);
+  EXPECT_EQ(waiting.kind, StoreGrant::Kind::kAwaitProbe);
+  EXPECT_EQ(waiting.cause, WaitCause::kProbe);
+}
+
 TEST(MemoryStore, KeyCountIsBoundedAndOverflowKeysShareOneState) {
   MemoryStore store(MemoryStoreOptions{4});
   std::vector<std::shared_ptr<QuotaStore::Handle>> held;

@@ -110,6 +110,7 @@ struct TryAcquireResult {
   MonoTime at{};
   // `at` on the wall clock, for deferred / deadline_exceeded / unavailable.
   std::optional<WallTime> not_before_wall;
+  WaitCause cause = WaitCause::kNone;  // what holds the send until `at`
 
   bool ok() const noexcept { return status == TryStatus::kPermit; }
   bool pending() const noexcept { return status == TryStatus::kReserved || status == TryStatus::kAskAgain; }
@@ -127,6 +128,9 @@ struct AcquireResult {
   // not_before on the wall clock, for deferred / deadline_exceeded / unavailable.
   std::optional<WallTime> not_before_wall;
   Duration waited{};  // time spent inside acquire
+  // What held the send (deferred, deadline_exceeded, unavailable: what would
+  // hold it until not_before).
+  WaitCause cause = WaitCause::kNone;
 
   bool ok() const noexcept { return status == AcquireStatus::kPermit; }
 };
@@ -261,7 +265,8 @@ class Pacer {
 
  private:
   friend struct Ops;
-  AcquireResult finish(AcquireStatus status, MonoTime start, MonoTime not_before, bool probe) const;
+  AcquireResult finish(AcquireStatus status, MonoTime start, MonoTime not_before, bool probe,
+                       WaitCause cause = WaitCause::kNone) const;
   double next_random();
 
   PacerConfig config_;

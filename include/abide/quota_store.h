@@ -56,6 +56,21 @@ struct StoreAcquire {
   Duration max_wait{};  // reserve a slot only if it starts within this (negative: only report)
 };
 
+// What holds a key's next send back: the reason behind a wait, a reserved
+// slot or a refusal, so that what is said names the real cause.
+enum class WaitCause : std::uint8_t {
+  kNone,      // nothing: the send may go now
+  kCooldown,  // a cooldown on the key (a server's Retry-After, or an exhausted quota's reset)
+  kQuota,     // an announced quota: its spacing, or its window's end
+  kQueue,     // the slots before it are held by requests ahead of it on the key
+  kProbe,     // another request's answer (the probe) is awaited, to learn the quota afresh
+  kStore,     // the shared store cannot answer (fail-closed)
+  kUnknown,   // the store does not say (a shared store's state)
+};
+
+// A few words for the cause ("a cooldown the server asked for", ...).
+std::string_view describe(WaitCause cause) noexcept;
+
 // A store's answer to one acquire.
 struct StoreGrant {
   enum class Kind : std::uint8_t {
@@ -72,6 +87,7 @@ struct StoreGrant {
   // The key's blocking generation when the slot was reserved; a cooldown that
   // starts later changes it and invalidates the reservation (still_valid()).
   std::uint64_t epoch = 0;
+  WaitCause cause = WaitCause::kUnknown;  // what set `wait` (kNone when it is zero)
 };
 
 // One quota policy of a response, with times relative to the record's `now`.
@@ -92,6 +108,7 @@ struct StoreRecord {
   MonoTime now{};                      // the caller's monotonic now
   Duration age{};                      // how long ago the response was received (>= 0)
   std::optional<Duration> cooldown;    // nothing may be sent before now + cooldown
+  WaitCause cooldown_cause = WaitCause::kCooldown;  // kQuota when an exhausted quota's reset set it
   std::vector<PolicyUpdate> policies;  // at most kMaxPolicies are kept per key
   double spread_seed = 0.0;            // in [0, 1), from the pacer's random source
 };
