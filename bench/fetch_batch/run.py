@@ -1,0 +1,172 @@
+#!/usr/bin/python3
+"""`abide fetch --urls` beside `curl --parallel` on one batch (a benchmark, not a test).
+
+A loopback nginx (bench/proxy/upstream.conf.in: 200 "ok\\n" at once) serves
+every request, so what is measured is the client. For each batch size N the
+same N URLs (/items/1 ... /items/N) are fetched
+  - by `abide fetch --urls FILE -j JOBS -o /dev/null -s`, and
+  - by `curl --parallel --parallel-max JOBS -s -K FILE` (one `url` and one
+    `output = /dev/null` per request in the config file),
+each REPEATS times in alternating order. The CPU time (user + system) of the client
+process comes from wait4's rusage, its peak resident memory from /proc
+(VmHWM); the medians are kept. The verdict (issue 16): abide's CPU per request at most
+1.25x curl's, and its memory flat in N (the peak at the largest N at most
+1.5x the peak at the smallest).
+
+Usage: bench/fetch_batch/run.py [--sizes 1000 10000 40000] [--jobs 32] [--repeats 3]
+       [--markdown bench/results/fetch_batch.md] [--abide PATH] [--curl PATH] [--no-build]
+"""
+import argparse
+import datetime
+import importlib.util
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+BUILD = os.path.join(ROOT, "build", "pbench")
+TARGET_CPU_RATIO = 1.25   # abide's CPU per request / curl's, at most
+TARGET_FLAT_MEMORY = 1.5  # peak RSS at the largest batch / at the smallest, at most
+
+# The nginx start-up and the templates are the proxy benchmark's.
+_spec = importlib.util.spec_from_file_location("proxy_bench", os.path.join(ROOT, "bench", "proxy", "run.py"))
+proxy_bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(proxy_bench)
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def build(args):
+    if not os.path.exists(os.path.join(BUILD, "build.ninja")):
+        subprocess.run(["cmake", "-S", ROOT, "-B", BUILD, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                        "-DABIDE_BUILD_BENCH=ON"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["cmake", "--build", BUILD, "-j", str(args.build_jobs), "--target", "abide_cli"], check=True)
+
+
+def vm_hwm_mb(pid):
+    """The process's peak resident memory so far (VmHWM), in MB, or None."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return None
+
+
+def measure(cmd):
+    """Runs cmd; returns (exit status, CPU seconds, peak RSS in MB, wall seconds).
+
+    The peak is read from /proc (VmHWM, a high-water mark) while it runs:
+    wait4's ru_maxrss would count the memory of this Python process, which
+    the child had before it exec'd."""
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = 0.0
+    while True:
+        hwm = vm_hwm_mb(proc.pid)
+        if hwm is None:
+            break
+        peak = max(peak, hwm)
+        time.sleep(0.005)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - start
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        log(f"fetch batch bench: {cmd[0]} exited {code}: {err[-500:]}")
+    return code, usage.ru_utime + usage.ru_stime, peak, wall
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 40000])
+    ap.add_argument("--jobs", type=int, default=32)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--markdown")
+    ap.add_argument("--abide", default=os.path.join(BUILD, "tools", "abide", "abide"))
+    ap.add_argument("--curl", default=shutil.which("curl") or "curl")
+    ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
+    ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--build-jobs", type=int, default=2)
+    args = ap.parse_args()
+    if not args.no_build:
+        build(args)
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="abide-fetch-batch-") as tmp:
+        # Its own temp dir: nginx may run as nobody, who cannot enter `tmp`.
+        nginx_dir = tempfile.mkdtemp(prefix="abide-fetch-batch-nginx-")
+        port = proxy_bench.free_port()
+        nginx = proxy_bench.start_nginx(args, nginx_dir, "upstream.conf.in", "upstream.conf", "upstream-tmp", PORT=port)
+        try:
+            for n in args.sizes:
+                urls = os.path.join(tmp, f"urls-{n}.txt")
+                config = os.path.join(tmp, f"curl-{n}.cfg")
+                with open(urls, "w") as u, open(config, "w") as c:
+                    for i in range(1, n + 1):
+                        url = f"http://127.0.0.1:{port}/items/{i}"
+                        u.write(url + "\n")
+                        c.write(f'url = "{url}"\noutput = "/dev/null"\n')
+                abide_cmd = [args.abide, "fetch", "--urls", urls, "-j", str(args.jobs), "-o", "/dev/null", "-s",
+                             "--resume-file", os.path.join(tmp, "resume.json")]
+                curl_cmd = [args.curl, "--noproxy", "*", "--parallel", "--parallel-max", str(args.jobs), "-s",
+                            "-K", config]
+                got = {"abide": [], "curl": []}
+                for r in range(args.repeats):
+                    order = [("abide", abide_cmd), ("curl", curl_cmd)]
+                    if r % 2 == 1:
+                        order.reverse()
+                    for name, cmd in order:
+                        code, cpu, rss, wall = measure(cmd)
+                        if code != 0:
+                            sys.exit(f"fetch batch bench: {name} failed on {n} URLs")
+                        got[name].append((cpu, rss, wall))
+                med = {k: tuple(statistics.median(x[i] for x in v) for i in range(3)) for k, v in got.items()}
+                rows.append((n, med["abide"], med["curl"]))
+                log(f"{n} URLs: abide {med['abide'][0]:.2f} s CPU, {med['abide'][1]:.1f} MB; "
+                    f"curl {med['curl'][0]:.2f} s CPU, {med['curl'][1]:.1f} MB")
+        finally:
+            proxy_bench.stop(nginx)
+            shutil.rmtree(nginx_dir, ignore_errors=True)
+
+    lines = [f"# `abide fetch --urls` beside `curl --parallel`", "",
+             f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
+             f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; {args.jobs} workers, nginx on loopback "
+             f"answering 200 at once; medians of {args.repeats}.", "",
+             "`bench/fetch_batch/run.py --sizes " + " ".join(map(str, args.sizes)) + f" --jobs {args.jobs}`", "",
+             "| URLs | abide CPU s | curl CPU s | CPU ratio | abide µs/request | abide peak MB | curl peak MB |"
+             " abide wall s | curl wall s |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    ok = True
+    for n, a, c in rows:
+        ratio = a[0] / c[0] if c[0] > 0 else float("inf")
+        ok = ok and ratio <= TARGET_CPU_RATIO
+        lines.append(f"| {n} | {a[0]:.2f} | {c[0]:.2f} | {ratio:.2f} | {a[0] / n * 1e6:.0f} | {a[1]:.1f} | "
+                     f"{c[1]:.1f} | {a[2]:.2f} | {c[2]:.2f} |")
+    flat = rows[-1][1][1] / rows[0][1][1] if rows and rows[0][1][1] > 0 else float("inf")
+    ok = ok and flat <= TARGET_FLAT_MEMORY
+    lines += ["", f"CPU per request at most {TARGET_CPU_RATIO}x curl's at every size: "
+              f"{'met' if all(a[0] / c[0] <= TARGET_CPU_RATIO for _, a, c in rows) else 'not met'}. "
+              f"Peak memory at {rows[-1][0]} URLs / at {rows[0][0]}: {flat:.2f} "
+              f"(at most {TARGET_FLAT_MEMORY}: {'met' if flat <= TARGET_FLAT_MEMORY else 'not met'})."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
