@@ -166,6 +166,55 @@ TEST(RedisUrl, Forms) {
   EXPECT_TRUE(e->password.empty());
 }
 
+TEST(RedisUrl, ASocketInsideARedisUrl) {
+  // redis://unix:/path is the socket, with or without credentials; its
+  // prefix goes in ?prefix= (a /PREFIX would be part of the path).
+  auto e = parse_redis_url("redis://unix:/tmp/r.sock");
+  ASSERT_TRUE(e) << e.error();
+  EXPECT_EQ(e->unix_socket, "/tmp/r.sock");
+  EXPECT_EQ(e->prefix, "abide:");
+  EXPECT_TRUE(e->password.empty());
+  EXPECT_EQ(e->describe(), "unix:/tmp/r.sock");
+
+  e = parse_redis_url("redis://:pw%40rd@unix:/tmp/r.sock?prefix=app%3A");
+  ASSERT_TRUE(e) << e.error();
+  EXPECT_EQ(e->unix_socket, "/tmp/r.sock");
+  EXPECT_EQ(e->user, "");
+  EXPECT_EQ(e->password, "pw@rd");
+  EXPECT_EQ(e->prefix, "app:");
+
+  e = parse_redis_url("REDIS://bob:pw@UNIX:/var/run/redis/redis.sock");
+  ASSERT_TRUE(e) << e.error();
+  EXPECT_EQ(e->user, "bob");
+  EXPECT_EQ(e->unix_socket, "/var/run/redis/redis.sock");
+
+  e = parse_redis_url("redis://unix:/tmp/r.sock/app");  // all of it is the path
+  ASSERT_TRUE(e) << e.error();
+  EXPECT_EQ(e->unix_socket, "/tmp/r.sock/app");
+  EXPECT_EQ(e->prefix, "abide:");
+
+  // A host named unix with a port, or without a port and a path, stays a host.
+  e = parse_redis_url("redis://unix:6380/app");
+  ASSERT_TRUE(e) << e.error();
+  EXPECT_EQ(e->host, "unix");
+  EXPECT_EQ(e->port, 6380);
+  EXPECT_TRUE(e->unix_socket.empty());
+  e = parse_redis_url("redis://unix/app");
+  ASSERT_TRUE(e) << e.error();
+  EXPECT_EQ(e->host, "unix");
+  EXPECT_EQ(e->prefix, "app");
+
+  for (const auto& [url, message] : std::vector<std::pair<std::string, std::string>>{
+           {"redis://unix:/", "missing unix socket path"},
+           {"redis://:secretpw@unix:/" + std::string(200, 's'), "unix socket path longer than 107 bytes"},
+           {"redis://:secretpw@unix:/tmp/r.sock?db=1", "unknown parameter \"db\""}}) {
+    const auto bad = parse_redis_url(url);
+    ASSERT_FALSE(bad) << url;
+    EXPECT_NE(bad.error().find(message), std::string::npos) << bad.error();
+    EXPECT_EQ(bad.error().find("secretpw"), std::string::npos) << bad.error();
+  }
+}
+
 TEST(RedisUrl, Rejects) {
   for (const char* bad : {"", "http://x", "rediss://h", "redis://", "redis://:pw@", "redis://h:0", "redis://h:99999",
                           "redis://h:12ab", "redis://h/%zz", "redis://h/%4", "unix://host/tmp/x", "unix://",
@@ -575,6 +624,170 @@ TEST(RedisStore, AuthAsAnAclUserFromAUrl) {
   EXPECT_TRUE(store->up());
   EXPECT_EQ(store->stats().fallbacks, 0u);
   EXPECT_EQ(server.command({"EXISTS", "acl:k"}, {"AUTH", "alice", "wonder%land"}).integer, 1);
+}
+
+// ---- the check at start --------------------------------------------------------------------
+
+TEST(RedisStore, CheckPassesLoadsTheScriptAndLeavesAConnection) {
+  REQUIRE_REDIS();
+  Events events;
+  RedisStoreOptions o = options_for(*shared_server);
+  o.on_event = events.hook();
+  auto store = std::make_shared<RedisStore>(o);
+  const auto problem = store->check(system_monotonic_clock().now());
+  EXPECT_FALSE(problem) << problem->message;
+  EXPECT_TRUE(store->up());
+  EXPECT_EQ(store->stats().round_trips, 3u);  // PING, SCRIPT LOAD, then the read-only check
+  EXPECT_EQ(store->stats().failures, 0u);
+  EXPECT_EQ(shared_server->command({"EXISTS", o.endpoint.prefix}).integer, 0);  // it wrote nothing
+  // The first operation is then one round trip: the script is loaded.
+  Pacer p(PacerConfig{}, store);
+  EXPECT_TRUE(p.acquire("k").ok());
+  EXPECT_EQ(store->stats().round_trips, 4u);
+  EXPECT_EQ(events.seen.size(), 0u) << events.all();
+}
+
+TEST(RedisStore, CheckNamesAWrongPasswordAndAMissingOneWithoutEvents) {
+  RedisServer server({true, false, {"--requirepass", "hunter2-secret"}});
+  if (!server.start()) GTEST_SKIP() << "redis-server is not available";
+  auto url = parse_redis_url(server.tcp_url("pw:"));
+  ASSERT_TRUE(url);
+  for (const std::string password : {"wrong-secret-words", ""}) {
+    SCOPED_TRACE(password.empty() ? "no password" : "a wrong password");
+    RedisStoreOptions o;
+    o.endpoint = *url;
+    o.endpoint.password = password;
+    Events events;
+    o.on_event = events.hook();
+    auto store = std::make_shared<RedisStore>(o);
+    const auto problem = store->check(system_monotonic_clock().now());
+    ASSERT_TRUE(problem);
+    EXPECT_EQ(problem->problem, RedisProblem::kAuthentication);
+    EXPECT_EQ(to_string(problem->problem), "authentication");
+    EXPECT_NE(problem->message.find(server.tcp_url()), std::string::npos) << problem->message;
+    EXPECT_NE(problem->message.find(password.empty() ? "requires a password and none was given"
+                                                     : "refused the credentials"),
+              std::string::npos)
+        << problem->message;
+    EXPECT_EQ(problem->message.find("secret"), std::string::npos) << problem->message;
+    // Down from now on, as after an outage, but the caller reports it: no event.
+    EXPECT_FALSE(store->up());
+    Pacer p(PacerConfig{}, store);
+    EXPECT_TRUE(p.acquire("k").ok());  // the in-process store answers
+    EXPECT_GT(store->stats().fallbacks, 0u);
+    EXPECT_EQ(events.count(RedisEvent::kDown), 0) << events.all();
+  }
+  RedisStoreOptions good;
+  good.endpoint = *url;
+  good.endpoint.password = "hunter2-secret";
+  const auto ok = std::make_shared<RedisStore>(good)->check(system_monotonic_clock().now());
+  EXPECT_FALSE(ok) << ok->message;
+}
+
+TEST(RedisStore, AMissingPasswordIsAnOutageNotAScriptError) {
+  // Without check(): Redis answers the script's load with a protocol error
+  // (not NOAUTH) when the client has not logged in. That is the server
+  // refusing everyone, not this script.
+  RedisServer server({true, false, {"--requirepass", "hunter2-secret"}});
+  if (!server.start()) GTEST_SKIP() << "redis-server is not available";
+  auto url = parse_redis_url(server.tcp_url("nopw:"));
+  ASSERT_TRUE(url);
+  RedisStoreOptions o;
+  o.endpoint = *url;
+  Events events;
+  o.on_event = events.hook();
+  auto store = std::make_shared<RedisStore>(o);
+  Pacer p(PacerConfig{}, store);
+  EXPECT_TRUE(p.acquire("k").ok());
+  EXPECT_FALSE(store->up());
+  EXPECT_EQ(events.count(RedisEvent::kDown), 1) << events.all();
+  EXPECT_EQ(events.count(RedisEvent::kScriptError), 0) << events.all();
+}
+
+TEST(RedisStore, CheckNamesAPortOrSocketWhereNothingListens) {
+  const DeadPort dead;
+  ASSERT_GT(dead.port(), 0);
+  RedisStoreOptions o;
+  o.endpoint.port = static_cast<std::uint16_t>(dead.port());
+  auto problem = std::make_shared<RedisStore>(o)->check(system_monotonic_clock().now());
+  ASSERT_TRUE(problem);
+  EXPECT_EQ(problem->problem, RedisProblem::kUnreachable);
+  EXPECT_NE(problem->message.find("cannot connect to redis redis://127.0.0.1:" + std::to_string(dead.port())),
+            std::string::npos)
+      << problem->message;
+
+  RedisStoreOptions u;
+  u.endpoint.unix_socket = "/nonexistent-abide-dir/redis.sock";
+  problem = std::make_shared<RedisStore>(u)->check(system_monotonic_clock().now());
+  ASSERT_TRUE(problem);
+  EXPECT_EQ(problem->problem, RedisProblem::kUnreachable);
+  EXPECT_NE(problem->message.find("unix:/nonexistent-abide-dir/redis.sock"), std::string::npos) << problem->message;
+}
+
+TEST(RedisStore, CheckNamesAPrefixTheAclForbids) {
+  RedisServer server(
+      {true,
+       false,
+       {"--user", "carol", "on", ">c-secret-pw", "~allowed:*", "&*", "+@all", "--user", "default", "off"}});
+  if (!server.start()) GTEST_SKIP() << "redis-server is not available";
+  for (const auto& [prefix, usable] : {std::pair<std::string, bool>{"other:", false}, {"allowed:", true}}) {
+    SCOPED_TRACE(prefix);
+    const auto url = parse_redis_url("redis://carol:c-secret-pw@127.0.0.1:" + std::to_string(server.port()) + "/" +
+                                     prefix);
+    ASSERT_TRUE(url);
+    RedisStoreOptions o;
+    o.endpoint = *url;
+    auto store = std::make_shared<RedisStore>(o);
+    const auto problem = store->check(system_monotonic_clock().now());
+    EXPECT_EQ(problem.has_value(), !usable);
+    if (!problem) continue;
+    EXPECT_EQ(problem->problem, RedisProblem::kPermission);
+    EXPECT_NE(problem->message.find("prefix \"other:\" (NOPERM)"), std::string::npos) << problem->message;
+    EXPECT_EQ(problem->message.find("secret"), std::string::npos) << problem->message;
+    EXPECT_FALSE(store->up());
+  }
+}
+
+TEST(RedisStore, AfterAFailedCheckTheStoreReconnectsWithBackoffAndSaysSo) {
+  RedisServer server({false, true, {}});  // its socket path is known before it starts
+  ManualClock clock;
+  RedisStoreOptions o = options_for(server);
+  o.reconnect_min = milliseconds{100};
+  o.reconnect_max = milliseconds{100};
+  Events events;
+  o.on_event = events.hook();
+  auto store = std::make_shared<RedisStore>(o);
+  const auto problem = store->check(clock.mono_now());
+  ASSERT_TRUE(problem);
+  EXPECT_EQ(problem->problem, RedisProblem::kUnreachable);
+  if (!server.start()) GTEST_SKIP() << "redis-server is not available";
+  Pacer p(PacerConfig{}, store, clock.monotonic(), clock.wall());
+  const auto k = p.key("api");
+  ASSERT_TRUE(p.acquire(k, clock.mono_now()).ok());
+  EXPECT_FALSE(store->up()) << "tried again before the backoff passed";
+  EXPECT_EQ(store->stats().failures, 1u);
+  clock.advance(milliseconds{100});
+  ASSERT_TRUE(p.acquire(k, clock.mono_now()).ok());
+  EXPECT_TRUE(store->up());
+  EXPECT_EQ(events.count(RedisEvent::kRecovered), 1) << events.all();
+  EXPECT_EQ(events.count(RedisEvent::kDown), 0) << events.all();
+}
+
+TEST(RedisStore, AfterAFailedCheckAFailClosedStoreReportsUnavailable) {
+  const DeadPort dead;
+  ASSERT_GT(dead.port(), 0);
+  ManualClock clock;
+  RedisStoreOptions o;
+  o.endpoint.port = static_cast<std::uint16_t>(dead.port());
+  o.on_down = RedisDownPolicy::kFailClosed;
+  o.time_base = RedisTimeBase::kClient;
+  auto store = std::make_shared<RedisStore>(o);
+  ASSERT_TRUE(store->check(clock.mono_now()));
+  Pacer p(PacerConfig{}, store, clock.monotonic(), clock.wall());
+  // No time to wait: unavailable at once, never a permit from nowhere.
+  const AcquireResult r = p.acquire(p.key("api"), clock.mono_now());
+  EXPECT_EQ(r.status, AcquireStatus::kUnavailable);
+  EXPECT_EQ(store->stats().fallbacks, 0u);
 }
 
 // ---- outages -------------------------------------------------------------------------------

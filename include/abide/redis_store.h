@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -43,11 +44,14 @@ struct RedisEndpoint {
 
 // Parses a Redis location:
 //   redis://[[user]:password@]host[:port][/prefix]
-//   unix://[[user]:password@]/path/to/socket[?prefix=P]   (also unix:/path)
+//   redis://[[user]:password@]unix:/path/to/socket[?prefix=P]
+//   unix://[[user]:password@]/path/to/socket[?prefix=P]
+//   unix:/path/to/socket[?prefix=P]
 //   /path/to/socket
-// User, password and prefix are percent-decoded. An empty prefix keeps the
-// default. A rejection says what is wrong and where; its message never repeats
-// the credentials.
+// A socket path runs to the end (or to '?'), so a socket's prefix goes in
+// ?prefix=P (any form takes it). User, password and prefix are
+// percent-decoded. An empty prefix keeps the default. A rejection says what
+// is wrong and where; its message never repeats the credentials.
 Result<RedisEndpoint, std::string> parse_redis_url(std::string_view url);
 
 // What the store does while Redis cannot be reached.
@@ -89,6 +93,24 @@ struct RedisStoreOptions {
   MemoryStoreOptions fallback;
 };
 
+// Why RedisStore::check found Redis unusable.
+enum class RedisProblem : std::uint8_t {
+  kUnreachable,     // nothing answers there (refused, no such socket, timed out)
+  kAuthentication,  // the credentials were refused, or Redis wants some and none were given
+  kPermission,      // the Redis user may not run the pacer's script on keys under the prefix (ACL)
+  kRefused,         // Redis answered with another error (loading, misconfigured, the script refused)
+};
+
+// "unreachable", "authentication", "permission", "refused".
+std::string_view to_string(RedisProblem p) noexcept;
+
+struct RedisCheckError {
+  RedisProblem problem = RedisProblem::kUnreachable;
+  // One sentence, safe to print: the location without credentials, server
+  // words bounded and escaped.
+  std::string message;
+};
+
 // Counters, for tests and monitoring.
 struct RedisStoreStats {
   std::uint64_t round_trips = 0;  // commands sent (SCRIPT LOAD included: a NOSCRIPT costs two more)
@@ -98,13 +120,24 @@ struct RedisStoreStats {
 };
 
 // QuotaStore over Redis. Thread-safe. Constructing it does not connect; the
-// first operation does.
+// first operation does, or check() when the caller wants to know at start.
 class RedisStore final : public QuotaStore {
  public:
   explicit RedisStore(RedisStoreOptions options);
   ~RedisStore() override;
   RedisStore(const RedisStore&) = delete;
   RedisStore& operator=(const RedisStore&) = delete;
+
+  // Connects once, logs in, loads the script and runs its read-only check on
+  // a key under the prefix (the prefix itself), so that a Redis this store
+  // cannot use (nothing listens, credentials refused, an ACL that forbids the
+  // prefix) is known before the first request instead of being found by it.
+  // Takes at most the connect timeout plus three command timeouts. On failure
+  // the store counts as down from `now`, as after an outage (operations go to
+  // the fallback or wait, by on_down, and Redis is tried again with backoff),
+  // and on_event does not report it: the caller holds the error. On success a
+  // connection is left in the pool and the script is loaded.
+  [[nodiscard]] std::optional<RedisCheckError> check(MonoTime now);
 
   std::shared_ptr<Handle> open(std::string_view key) override;
   StoreGrant acquire(Handle& key, const StoreAcquire& request, const PacingRules& rules) override;

@@ -117,7 +117,7 @@ ConnectionPool::~ConnectionPool() {
   for (redisContext* c : idle_) redisFree(c);
 }
 
-redisContext* ConnectionPool::connect(std::string& why) const {
+redisContext* ConnectionPool::connect(std::string& why, bool& login_refused) const {
   const RedisEndpoint& ep = options_.endpoint;
   const timeval tv = to_timeval(options_.connect_timeout);
   redisContext* c = ep.unix_socket.empty() ? redisConnectWithTimeout(ep.host.c_str(), ep.port, tv)
@@ -140,6 +140,7 @@ redisContext* ConnectionPool::connect(std::string& why) const {
     if (!r || r->type == REDIS_REPLY_ERROR) {
       // Never the server's words here: they could echo what was sent.
       why = r ? "authentication failed" : c->errstr;
+      login_refused = static_cast<bool>(r);
       redisFree(c);
       return nullptr;
     }
@@ -160,7 +161,7 @@ ConnectionPool::Taken ConnectionPool::take() {
     if (open_ < options_.size) {
       ++open_;
       lock.unlock();  // connecting can take the whole connect timeout
-      redisContext* c = connect(out.why);
+      redisContext* c = connect(out.why, out.login_refused);
       if (c == nullptr) {
         lock.lock();
         --open_;

@@ -79,6 +79,8 @@ class ConnectionPool {
     // command timeout (busy), or none could be opened (down, with why).
     bool busy = false;
     std::string why;
+    // It connected, but the server refused the AUTH (a wrong password or user).
+    bool login_refused = false;
   };
   // An idle connection, else a new one while fewer than `size` are open, else
   // waits up to the command timeout for one to come back.
@@ -88,7 +90,7 @@ class ConnectionPool {
 
  private:
   friend class Connection;
-  redisContext* connect(std::string& why) const;
+  redisContext* connect(std::string& why, bool& login_refused) const;
   void give_back(redisContext* c);
   void close(redisContext* c);
 

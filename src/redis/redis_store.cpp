@@ -4,6 +4,8 @@
 // MemoryStore answers and Redis is tried again with exponential backoff.
 #include "abide/redis_store.h"
 
+#include <hiredis/hiredis.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -69,14 +71,31 @@ enum class Outcome { kOk, kDown, kBusy, kRefused };
 // Errors that say the server cannot serve anyone now, rather than that it
 // refused this script: they count as an outage.
 bool server_unusable(std::string_view error) {
+  // The last: what Redis answers a client that has not logged in and sends a
+  // command as large as the script, instead of NOAUTH.
   for (const std::string_view p : {"LOADING", "BUSY", "MASTERDOWN", "NOAUTH", "WRONGPASS", "READONLY", "NOPERM",
-                                   "CLUSTERDOWN", "TRYAGAIN", "MISCONF"}) {
+                                   "CLUSTERDOWN", "TRYAGAIN", "MISCONF", "ERR Protocol error: unauthenticated"}) {
     if (error.substr(0, p.size()) == p) return true;
   }
   return false;
 }
 
+// The first word of a Redis error (its code), escaped: what a message may quote.
+std::string error_code(std::string_view error) { return printable(error.substr(0, error.find(' ')), 32); }
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
 }  // namespace
+
+std::string_view to_string(RedisProblem p) noexcept {
+  switch (p) {
+    case RedisProblem::kUnreachable: return "unreachable";
+    case RedisProblem::kAuthentication: return "authentication";
+    case RedisProblem::kPermission: return "permission";
+    case RedisProblem::kRefused: return "refused";
+  }
+  return "unknown";
+}
 
 std::string_view to_string(RedisEvent e) noexcept {
   switch (e) {
@@ -140,7 +159,8 @@ struct RedisStore::Impl {
     return true;
   }
 
-  void mark_down(MonoTime now, const std::string& why) {
+  // `report`: false when the caller (check) reports the outage itself.
+  void mark_down(MonoTime now, const std::string& why, bool report = true) {
     bool first = false;
     {
       std::lock_guard lock(health_mu);
@@ -156,7 +176,7 @@ struct RedisStore::Impl {
     }
     pool.drop_idle();  // pooled connections to a server that went away are useless now
     failures.fetch_add(1, std::memory_order_relaxed);
-    if (first) {
+    if (first && report) {
       const bool closed = options.on_down == RedisDownPolicy::kFailClosed;
       event(RedisEvent::kDown,
             "redis " + options.endpoint.describe() + " unreachable (" + why + "); " +
@@ -220,8 +240,7 @@ struct RedisStore::Impl {
       taken.connection.reset();  // back to the pool before any callback runs
       if (r.kind == ScriptReply::Kind::kError) {
         if (server_unusable(r.error)) {
-          mark_down(now,
-                    "server refuses commands: " + printable(std::string_view(r.error).substr(0, r.error.find(' '))));
+          mark_down(now, "server refuses commands: " + error_code(r.error));
           return Outcome::kDown;
         }
         if (retrying) mark_up();
@@ -237,6 +256,83 @@ struct RedisStore::Impl {
     }
     mark_down(now, "no reply");
     return Outcome::kDown;
+  }
+
+  ScriptReply ping(redis_detail::Connection& c) {
+    const std::string_view argv[] = {"PING"};
+    round_trips.fetch_add(1, std::memory_order_relaxed);
+    const redis_detail::Reply r = c.command(argv);
+    if (!r) return ScriptReply{ScriptReply::Kind::kNoReply, {}, {}};
+    if (r->type == REDIS_REPLY_ERROR) {
+      return ScriptReply{ScriptReply::Kind::kError, {}, std::string(r->str, std::min<std::size_t>(r->len, 200))};
+    }
+    return ScriptReply{ScriptReply::Kind::kOk, {}, {}};
+  }
+
+  // RedisStore::check: one connection and one script call, tried like run()
+  // (a stale pooled connection is replaced once), each failure classified.
+  std::optional<RedisCheckError> check(MonoTime now, const std::string& key) {
+    const std::string where = "redis " + options.endpoint.describe();
+    const std::array<std::string, redis_detail::kCheckArgs> args{num(redis_detail::kOpCheck), "0"};
+    auto failed = [&](RedisProblem problem, std::string message, const std::string& why) {
+      mark_down(now, why, false);
+      return std::optional<RedisCheckError>(RedisCheckError{problem, std::move(message)});
+    };
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      redis_detail::ConnectionPool::Taken taken = pool.take();
+      if (!taken.connection) {
+        if (taken.login_refused) {
+          return failed(RedisProblem::kAuthentication, where + " refused the credentials (authentication failed)",
+                        taken.why);
+        }
+        if (taken.busy) {
+          return failed(RedisProblem::kUnreachable, where + ": every connection stayed busy past the command timeout",
+                        "busy");
+        }
+        return failed(RedisProblem::kUnreachable, "cannot connect to " + where + " (" + printable(taken.why, 200) + ")",
+                      taken.why);
+      }
+      redis_detail::Connection& c = *taken.connection;
+      // PING first: a server that wants a password refuses a client that has
+      // not logged in with a protocol error on a command as large as the
+      // script, and says NOAUTH only to a small one.
+      ScriptReply r = ping(c);
+      if (r.kind == ScriptReply::Kind::kOk) r = script.run(c, key, args, round_trips);
+      if (r.kind == ScriptReply::Kind::kNoReply) {
+        const std::string why = c.failure();
+        const bool fresh = c.fresh();
+        c.discard();
+        if (!fresh && attempt == 0) {
+          pool.drop_idle();
+          continue;
+        }
+        return failed(RedisProblem::kUnreachable, where + " did not answer (" + printable(why, 200) + ")", why);
+      }
+      taken.connection.reset();
+      if (r.kind == ScriptReply::Kind::kError) {
+        const std::string code = error_code(r.error);
+        if (starts_with(r.error, "NOAUTH") || starts_with(r.error, "ERR Protocol error: unauthenticated")) {
+          return failed(RedisProblem::kAuthentication, where + " requires a password and none was given (NOAUTH)",
+                        code);
+        }
+        if (starts_with(r.error, "WRONGPASS")) {
+          return failed(RedisProblem::kAuthentication, where + " refused the credentials (WRONGPASS)", code);
+        }
+        if (starts_with(r.error, "NOPERM")) {
+          return failed(RedisProblem::kPermission,
+                        where + ": the Redis user may not run the pacer's script on keys under the prefix \"" +
+                            printable(options.endpoint.prefix, 64) + "\" (NOPERM)",
+                        code);
+        }
+        // The store will not get further with a server in this state, nor
+        // with a script it refuses: both are for the caller to fix or accept.
+        const std::string said = server_unusable(r.error) ? code : printable(r.error, 200);
+        return failed(RedisProblem::kRefused, where + " refused the pacer's script: " + said, code);
+      }
+      mark_up();
+      return std::nullopt;
+    }
+    return failed(RedisProblem::kUnreachable, where + " did not answer", "no reply");
   }
 
   // How long until Redis is tried again (for fail-closed waits).
@@ -256,6 +352,8 @@ RedisStore::~RedisStore() = default;
 std::string RedisStore::redis_key(std::string_view key) const {
   return impl_->options.endpoint.prefix + std::string(key);
 }
+
+std::optional<RedisCheckError> RedisStore::check(MonoTime now) { return impl_->check(now, redis_key("")); }
 
 std::shared_ptr<QuotaStore::Handle> RedisStore::open(std::string_view key) {
   auto h = std::make_shared<RedisHandle>();

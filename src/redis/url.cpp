@@ -1,6 +1,8 @@
 // parse_redis_url and RedisEndpoint::describe: where Redis listens, from the
 // forms users write, and back to a form safe to print.
 //
+// Forms: see abide/redis_store.h.
+//
 // Messages name the part that is wrong and may quote the host, port, path or
 // parameter name, never what comes before the '@' (the credentials).
 #include <sys/un.h>
@@ -190,6 +192,13 @@ UrlResult parse_redis_url(std::string_view url) {
     if (!user || !pass) return failure("bad percent-encoding in the Redis user or password");
     e.user = std::move(*user);
     e.password = std::move(*pass);
+  }
+  // redis://[[user]:password@]unix:/path is a socket too: read as a host
+  // named "unix" with an empty port and a prefix, it would silently connect
+  // somewhere else than meant.
+  if (!unix_scheme && authority.size() == 5 && starts_with_ci(authority, "unix:") && !path.empty()) {
+    unix_scheme = true;
+    authority = {};
   }
   if (unix_scheme) {
     if (!authority.empty() && authority != "localhost") {
