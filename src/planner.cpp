@@ -249,10 +249,10 @@ namespace {
 constexpr std::size_t kSentenceReserve = 128;  // most sentences fit; longer ones grow once
 
 void add_int(std::string& s, std::int64_t n) {
-  if (n >= 100 && n <= 999) {  // a status, the usual number in a sentence: three digits
-    const char d[3] = {static_cast<char>('0' + n / 100), static_cast<char>('0' + n / 10 % 10),
-                       static_cast<char>('0' + n % 10)};
-    s.append(d, 3);
+  if (n >= 100 && n <= 999) {  // a status, the usual number in a sentence: three digits, in place
+    s.push_back(static_cast<char>('0' + n / 100));
+    s.push_back(static_cast<char>('0' + n / 10 % 10));
+    s.push_back(static_cast<char>('0' + n % 10));
     return;
   }
   char buf[24];
@@ -314,6 +314,17 @@ void add_verdict_source(std::string& s, const Signals& sig) {
 }  // namespace
 
 std::string Planner::describe(const Plan& p, const PlanInput& in) const {
+  if (p.reason == Reason::kSucceeded && !p.server_hint && p.status >= 100 && p.status <= 999) {
+    // The sentence of most attempts, made in one piece: the general path
+    // below gives the same words.
+    static constexpr std::string_view kText = "The request succeeded (status 000); nothing to retry.";
+    static constexpr std::size_t kAt = kText.find("000");
+    std::string s(kText);
+    s[kAt] = static_cast<char>('0' + p.status / 100);
+    s[kAt + 1] = static_cast<char>('0' + p.status / 10 % 10);
+    s[kAt + 2] = static_cast<char>('0' + p.status % 10);
+    return s;
+  }
   std::string s;
   s.reserve(kSentenceReserve);
   const Jitter jitter = config_.backoff.jitter();
