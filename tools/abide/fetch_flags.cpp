@@ -2,10 +2,15 @@
 // --help. What the flags mean is in fetch_options.h; run_fetch acts on them.
 
 #include <cstdint>
+#include <initializer_list>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "abide/headers.h"
 #include "command.h"
 #include "fetch_options.h"
 #include "fetch_store.h"
@@ -13,9 +18,39 @@
 namespace abide::cli {
 namespace fetch_flags {  // private to this file (the CLI is compiled in unity batches)
 
-constexpr const char* kFooterStart = R"(Sources (exactly one): URL, --urls FILE (one URL per line; '#' comments), or
---resume FILE. -X, -H, -d and --idempotency-key apply to every request; in a
-batch, --idempotency-key KEY sends KEY-N for the request on line N.
+// fetch's --max-wait when none is given: a batch user expects a run to end
+// (with what is left recorded for --resume) rather than sleep for hours
+// unseen; a quarter of an hour still covers the usual minute-scale windows.
+constexpr double kDefaultMaxWaitS = 900;
+
+constexpr const char* kFooterStart = R"(Sources (exactly one): URL... (fetched in order; without a scheme, http://),
+--urls FILE, or --resume FILE. -X, -H, -d and --idempotency-key apply to
+every request; in a batch, --idempotency-key KEY sends KEY-N for request N.
+
+A --urls FILE ('-': standard input) has one request per line; blank lines and
+lines starting with '#' are skipped:
+  URL                  -X, -d (and -G) of the command line apply
+  METHOD URL           this method, no body
+  METHOD URL @FILE     this method, FILE's bytes as the body (a relative FILE
+                       is found in the folder of the --urls file)
+  METHOD URL TEXT      this method, the rest of the line as the body
+A line's method and body are for that request only; -H applies to all.
+
+Request bodies as in curl: -d/--data (@FILE: CR and LF removed; @-: standard
+input), --data-binary (@FILE as it is), --data-raw (no @), --data-urlencode
+(content, =content, name=content, @FILE, name@FILE), joined with '&' and sent
+as application/x-www-form-urlencoded unless -H gives a Content-Type; --json
+(joined as they are; JSON Content-Type and Accept); -F name=value,
+name=@FILE[;type=T][;filename=N], name=<FILE (multipart/form-data). They make
+a POST (-X changes the method; -G puts the data into the URL's query of a
+GET; -G -I of a HEAD). -u USER:PASSWORD sends Basic credentials (there is no
+password prompt). curl flags that abide does not have are refused, with a
+hint where there is one.
+
+--max-wait defaults to 900 s (15 minutes): a server hint longer than that
+(Retry-After: 86400, a quota that resets tomorrow) ends the request deferred,
+with its permitted time in the resume file, rather than a silent sleep of
+hours. A larger --max-wait accepts such waits.
 
 Outputs: bodies of final answers go to stdout, to -o FILE (all of them, in
 the order they finish; -o /dev/null discards them), or with --output-dir DIR
@@ -75,20 +110,80 @@ its owner alone). Bytes a server sent are shown escaped
 Exit status: 0 every request done, 1 some request not done (or an output
 could not be written), 2 usage error, 130 interrupted.)";
 
+// curl flags that abide fetch does not have, with what to do instead.
+struct Unsupported {
+  std::initializer_list<std::string_view> names;
+  std::string_view hint;  // empty: none
+};
+
+constexpr std::string_view kNotAnOption = "not a fetch option; see abide fetch --help";
+
+const std::initializer_list<Unsupported>& unsupported_flags() {
+  static const std::initializer_list<Unsupported> kFlags{
+      {{"-b", "--cookie"}, "use -H 'Cookie: NAME=VALUE'"},
+      {{"-c", "--cookie-jar", "-j", "--junk-session-cookies"},
+       "abide keeps no cookies (-D FILE writes the heads, Set-Cookie included)"},
+      {{"-T", "--upload-file"}, "use -X PUT --data-binary @FILE"},
+      {{"-C", "--continue-at"}, "use -H 'Range: bytes=N-' to ask for the rest of a body"},
+      {{"-r", "--range"}, "use -H 'Range: bytes=START-END'"},
+      {{"-z", "--time-cond"}, "use -H 'If-Modified-Since: DATE'"},
+      {{"--limit-rate", "--speed-limit", "-Y", "--speed-time", "-y"},
+       "abide paces requests by the server's quota (--pacing), not bytes; --max-time bounds a transfer"},
+      {{"-Z", "--parallel", "--parallel-max", "--parallel-immediate"}, "use --urls FILE -j N"},
+      {{"-K", "--config"}, "put the requests in a file for --urls FILE"},
+      {{"--cacert", "--capath", "-E", "--cert", "--cert-type", "--key", "--key-type", "--pass", "--crlfile",
+        "--pinnedpubkey"},
+       "abide verifies TLS with the system's CA certificates; client certificates are not supported"},
+      {{"--negotiate", "--ntlm", "--digest", "--anyauth", "--basic", "--oauth2-bearer", "--aws-sigv4"},
+       "Basic is built in (-u USER:PASSWORD); for another scheme use -H 'Authorization: ...'"},
+      {{"-n", "--netrc", "--netrc-file", "--netrc-optional"}, "give -u USER:PASSWORD"},
+      {{"-#", "--progress-bar"}, "abide shows its own progress line on a terminal (-s hides it)"},
+      {{"--create-dirs"}, "create the folder first (mkdir -p)"},
+      {{"-N", "--no-buffer"}, "abide writes bodies as they arrive; leave -N out"},
+      {{"--url-query"}, "use -G --data-urlencode NAME=VALUE"},
+      {{"--retry-delay", "--retry-max-time", "--retry-all-errors", "--retry-connrefused"},
+       "abide waits what the server says, else its own backoff: see --max-attempts, --max-wait, --deadline"},
+      {{"--trace", "--trace-ascii", "--trace-time", "--stderr"}, "use -v (credentials redacted)"},
+      {{"--http1.0", "--http2-prior-knowledge", "--http3", "--http3-only"}, "give --http1.1 or --http2"},
+      {{"-J", "--remote-header-name"}, "use -O (the name from the URL) or -o FILE"},
+  };
+  return kFlags;
+}
+
+// The flag of an argument CLI11 did not know ("--name=value": "--name";
+// "-bVALUE": "-b"), and what to say about it.
+std::string unsupported_message(std::string_view arg) {
+  std::string_view flag = arg;
+  if (arg.starts_with("--")) flag = arg.substr(0, arg.find('='));
+  else if (arg.size() > 2) flag = arg.substr(0, 2);
+  for (const Unsupported& u : unsupported_flags())
+    for (std::string_view n : u.names)
+      if (n == flag) return printable(flag, 64) + ": not supported by abide fetch; " + std::string(u.hint);
+  return printable(flag, 64) + ": " + std::string(kNotAnOption);
+}
+
 const Registration fetch_cmd{
     {"fetch"},
     "Fetch URLs like curl, obeying Retry-After, RateLimit and vendor quotas",
     [](CLI::App& app) -> Run {
       auto o = std::make_shared<FetchOptions>();
-      app.add_option("url", o->urls, "The URLs (http or https; without a scheme, http://), fetched in order");
+      // Unknown flags are kept (not an error of CLI11's, which would blame the
+      // URL after them) and refused by name when the command runs.
+      app.allow_extras();
+      auto* url_args = app.add_option("url", o->urls,
+                                      "The URLs (http or https; without a scheme, http://), fetched in order");
+      auto url_flags = std::make_shared<std::vector<std::string>>();
+      auto* url_flag = app.add_option("--url", *url_flags, "A URL to fetch, in order with the others (repeatable)")
+                           ->allow_extra_args(false);
       app.add_option("-X,--request", o->method, "Method (default GET, or POST with -d)");
       app.add_option("-H,--header", o->headers, "A request header 'Name: value' (repeatable)")->allow_extra_args(false);
       auto* data = app.add_option("-d,--data", o->data, "Request body (@FILE reads a file, @- standard input)")
                        ->allow_extra_args(false);
+      auto* data_ascii = app.add_option("--data-ascii", o->data, "The same as -d")->allow_extra_args(false);
       auto* data_binary =
           app.add_option("--data-binary", o->data_binary, "Request body, @FILE sent as it is")->allow_extra_args(false);
-      auto* data_raw =
-          app.add_option("--data-raw", o->data_raw, "Request body, with no special meaning for @")->allow_extra_args(false);
+      auto* data_raw = app.add_option("--data-raw", o->data_raw, "Request body, with no special meaning for @")
+                           ->allow_extra_args(false);
       auto* data_urlencode = app.add_option("--data-urlencode", o->data_urlencode,
                                             "Request body part, URL-encoded (content, name=content, name@FILE)")
                                  ->allow_extra_args(false);
@@ -107,7 +202,8 @@ const Registration fetch_cmd{
       app.add_option("-j,--jobs", o->jobs, "Concurrent requests in a batch")
           ->capture_default_str()
           ->check(CLI::Range(std::size_t{1}, std::size_t{256}));
-      app.add_option("-x,--proxy", o->proxy, "Use this HTTP proxy (http_proxy and https_proxy are honoured without it)");
+      app.add_option("-x,--proxy", o->proxy,
+                     "Use this HTTP proxy (http_proxy and https_proxy are honoured without it)");
       app.add_flag("-k,--insecure", o->insecure, "Do not verify the server's TLS certificate");
       app.add_flag("--compressed", o->compressed, "Ask for a compressed answer and decompress it");
       auto* http11 = app.add_flag("--http1.1")->description("Use HTTP/1.1");
@@ -124,11 +220,11 @@ const Registration fetch_cmd{
                                ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000}));
       auto* retry = app.add_option("--retry", "Retries per request: the same as --max-attempts N+1")
                         ->check(CLI::Range(std::int64_t{0}, std::int64_t{999}));
-      auto* max_wait =
-          app.add_option("--max-wait", o->max_wait_s,
-                         "Longest acceptable wait in seconds; a longer server hint ends the request deferred")
-              ->check(CLI::Range(0.0, 1e9));
-      app.add_option("--max-time", o->max_time_s, "Longest time for one attempt's transfer, in seconds (0: none)")
+      auto* max_wait = app.add_option("--max-wait", o->max_wait_s,
+                                      "Longest acceptable wait in seconds (default 900); a longer server hint ends "
+                                      "the request deferred, recorded for --resume")
+                           ->check(CLI::Range(0.0, 1e9));
+      app.add_option("-m,--max-time", o->max_time_s, "Longest time for one attempt's transfer, in seconds (0: none)")
           ->check(CLI::Range(0.0, 1e9));
       app.add_option("--connect-timeout", o->connect_timeout_s, "Connect timeout in seconds")
           ->capture_default_str()
@@ -170,17 +266,39 @@ const Registration fetch_cmd{
       app.add_flag("-v,--verbose", o->verbose, "Print every attempt and decision (credentials redacted)");
       app.add_flag("-s,--silent", o->silent, "No progress line, no summary");
       app.footer(std::string(kFooterStart) + (redis_built_in() ? kFooterRedis : "") + kFooterEnd);
-      return [o, data, data_binary, data_raw, data_urlencode, json, form, deadline, max_attempts, retry, max_wait,
-              http11, http2, seed] {
-        o->has_data = data->count() + data_binary->count() + data_raw->count() + data_urlencode->count() +
-                          json->count() + form->count() >
+      return [&app, o, url_args, url_flags, url_flag, data, data_ascii, data_binary, data_raw, data_urlencode, json,
+              form, deadline, max_attempts, retry, max_wait, http11, http2, seed] {
+        for (const std::string& arg : app.remaining()) {
+          std::cerr << "abide fetch: "
+                    << (arg.starts_with('-') && arg.size() > 1 ? unsupported_message(arg)
+                                                               : "unexpected argument " + printable(arg, 64))
+                    << "\n";
+          return kExitUsage;
+        }
+        if (url_flag->count() > 0) {
+          // --url and URL arguments, in the order given (as curl takes them).
+          std::vector<std::string> urls;
+          std::size_t arg = 0, flag = 0;
+          for (const CLI::Option* opt : app.parse_order()) {
+            if (opt == url_args && arg < o->urls.size()) urls.push_back(o->urls[arg++]);
+            if (opt == url_flag && flag < url_flags->size()) urls.push_back((*url_flags)[flag++]);
+          }
+          o->urls = std::move(urls);
+        }
+        if (retry->count() > 0 && max_attempts->count() > 0) {
+          std::cerr << "abide fetch: give --retry N or --max-attempts N+1, not both\n";
+          return kExitUsage;
+        }
+        o->has_data = data->count() + data_ascii->count() + data_binary->count() + data_raw->count() +
+                          data_urlencode->count() + json->count() + form->count() >
                       0;
         o->has_deadline = deadline->count() > 0;
-        o->has_max_wait = max_wait->count() > 0;
+        if (max_wait->count() == 0) o->max_wait_s = kDefaultMaxWaitS;
+        o->has_max_wait = true;  // given, or fetch's default
         o->has_seed = seed->count() > 0;
         if (http2->count() > 0) o->http_version = "2";
         if (http11->count() > 0) o->http_version = "1.1";
-        if (retry->count() > 0 && max_attempts->count() == 0) o->max_attempts = retry->as<std::int64_t>() + 1;
+        if (retry->count() > 0) o->max_attempts = retry->as<std::int64_t>() + 1;
         return run_fetch(*o);
       };
     }};

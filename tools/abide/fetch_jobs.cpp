@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -28,30 +30,71 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// The next space-separated field of a line, taken off its front.
+std::string_view url_line_field(std::string_view& line) {
+  const auto end = line.find_first_of(" \t");
+  const std::string_view field = line.substr(0, end);
+  line = trim(end == std::string_view::npos ? std::string_view() : line.substr(end));
+  return field;
+}
+
+// A method of a --urls line: letters, digits, '-' and '_', a letter first
+// (no URL or host name is one: they hold ':', '/' or '.').
+bool is_line_method(std::string_view s) {
+  if (s.empty() || !std::isalpha(static_cast<unsigned char>(s.front()))) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
+  return true;
+}
+
 nlohmann::ordered_json time_or_null(const std::optional<WallTime>& t) {
   return t ? nlohmann::ordered_json(format_rfc3339(*t)) : nlohmann::ordered_json();
 }
 
 }  // namespace
 
-Result<std::vector<std::string>, std::string> read_url_list(const std::string& path) {
-  auto text = read_input(path);
-  if (!text) return fail("cannot read " + path);
+Result<std::vector<UrlLine>, std::string> read_url_list(const std::string& path) {
+  auto text = read_text(path);
+  if (!text) return fail(std::move(text.error().text));
   if (text->size() > kMaxListBytes) return fail(path + ": larger than 256 MiB");
-  std::vector<std::string> urls;
+  // A body file is found beside the list, so that a list and its bodies can
+  // move together and be run from anywhere.
+  const std::filesystem::path folder = path == "-" ? std::filesystem::path()
+                                                   : std::filesystem::path(path).parent_path();
+  std::vector<UrlLine> lines;
   std::size_t line_no = 0;
   std::string_view rest = *text;
   while (!rest.empty()) {
     ++line_no;
     const std::size_t nl = rest.find('\n');
-    const std::string_view line = trim(rest.substr(0, nl));
+    std::string_view line = trim(rest.substr(0, nl));
     rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
     if (line.empty() || line.front() == '#') continue;
-    if (line.find_first_of(" \t") != std::string_view::npos)
-      return fail(path + ":" + std::to_string(line_no) + ": one URL per line, without spaces");
-    urls.emplace_back(line);
+    const std::string where = path + ":" + std::to_string(line_no) + ": ";
+    UrlLine entry;
+    entry.line = line_no;
+    const std::string_view first = url_line_field(line);
+    if (line.empty()) {
+      entry.url = std::string(first);
+    } else {
+      if (!is_line_method(first)) return fail(where + "expected URL, METHOD URL or METHOD URL BODY");
+      entry.method = std::string(first);
+      entry.url = std::string(url_line_field(line));
+      if (!line.empty()) {
+        if (line.front() == '@') {
+          const std::filesystem::path file(std::string(line.substr(1)));
+          const std::string full = (file.is_absolute() ? file : folder / file).string();
+          auto body = read_text(full);
+          if (!body) return fail(where + body.error().text);
+          entry.body = std::move(*body);
+        } else {
+          entry.body = std::string(line);
+        }
+      }
+    }
+    lines.push_back(std::move(entry));
   }
-  return urls;
+  return lines;
 }
 
 std::string request_pacer_key(std::string_view url, const HeaderList& headers, const std::string& override_key) {
@@ -102,8 +145,8 @@ nlohmann::ordered_json resume_json(const std::vector<FetchJob>& jobs, const std:
 }
 
 Result<std::vector<FetchJob>, std::string> read_resume(const std::string& path) {
-  auto text = read_input(path);
-  if (!text) return fail("cannot read " + path);
+  auto text = read_text(path);
+  if (!text) return fail(std::move(text.error().text));
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return fail(path + ": not a JSON object");
   if (!j.contains("version") || j["version"] != 1) return fail(path + ": not an abide resume file (version 1)");

@@ -28,10 +28,23 @@ struct FetchJob {
   std::string shown_url;               // the URL as shown (shown_url()), worked out once for every line that shows it
 };
 
-// The URLs of a --urls file ("-" for standard input): one per line; blank
-// lines and lines starting with '#' are skipped; surrounding whitespace is
-// trimmed. An error names the file and line.
-Result<std::vector<std::string>, std::string> read_url_list(const std::string& path);
+// One line of a --urls file: `URL`, `METHOD URL`, or `METHOD URL BODY`, where
+// BODY is `@FILE` (the file as it is; a relative FILE is taken from the folder
+// of the --urls file, or from the working directory for standard input) or
+// the rest of the line as it is. A line with a METHOD describes its request
+// whole: its method and its body (none without BODY) replace -X and -d for
+// that request; a bare `URL` takes them from the command line.
+struct UrlLine {
+  std::size_t line = 0;  // 1-based, in the file
+  std::optional<std::string> method;
+  std::string url;
+  std::optional<std::string> body;
+};
+
+// The lines of a --urls file ("-" for standard input): blank lines and lines
+// starting with '#' are skipped; surrounding whitespace is trimmed. An error
+// names the file and line.
+Result<std::vector<UrlLine>, std::string> read_url_list(const std::string& path);
 
 // True when running the request again may finish it: cancelled, deferred,
 // deadline_exceeded, exhausted. not_retryable requests are not (repeating them

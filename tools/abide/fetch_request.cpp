@@ -1,5 +1,7 @@
 #include "fetch_request.h"
 
+#include <cctype>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -29,50 +31,187 @@ Result<Header, std::string> parse_header_option(const std::string& text) {
   return h;
 }
 
+bool has_header(const std::vector<Header>& headers, std::string_view name) {
+  for (const Header& h : headers)
+    if (iequals(h.name, name)) return true;
+  return false;
+}
+
+// -u USER:PASSWORD as a Basic credential. Without ':' curl prompts for the
+// password; a batch tool cannot, and an empty password would be a guess.
+Result<std::string, FetchError> basic_credential(const std::string& user) {
+  if (user.find(':') == std::string::npos)
+    return fail(FetchError{kExitUsage, "-u: give USER:PASSWORD (abide fetch does not prompt for a password)"});
+  return "Basic " + base64(user);
+}
+
+// The body that -d, --data-*, --json or -F make, and the headers it implies
+// (added only where -H gives none of that name, as curl does).
+Result<std::string, FetchError> command_line_body(const FetchOptions& o, std::vector<Header>& headers,
+                                                  InputFiles& files) {
+  if (!o.form.empty()) {
+    std::vector<FormPart> parts;
+    parts.reserve(o.form.size());
+    for (const std::string& f : o.form) {
+      auto part = parse_form_part(f, files);
+      if (!part) return fail(part.error());
+      parts.push_back(std::move(*part));
+    }
+    auto m = multipart_body(parts);
+    if (!m) return fail(m.error());
+    bool typed = false;
+    for (Header& h : headers) {
+      if (!iequals(h.name, "Content-Type")) continue;
+      // A type of the caller's own still needs the boundary that splits the parts.
+      if (h.value.find("boundary=") == std::string::npos) h.value += "; boundary=" + m->boundary;
+      typed = true;
+    }
+    if (!typed) headers.push_back({"Content-Type", "multipart/form-data; boundary=" + m->boundary});
+    return std::move(m->body);
+  }
+  if (!o.json.empty()) {
+    auto body = json_body(o.json, files);
+    if (!body) return fail(body.error());
+    if (!has_header(headers, "Content-Type")) headers.push_back({"Content-Type", "application/json"});
+    if (!has_header(headers, "Accept")) headers.push_back({"Accept", "application/json"});
+    return std::move(*body);
+  }
+  auto body = data_body({o.data, o.data_binary, o.data_raw, o.data_urlencode}, files);
+  if (!body) return fail(body.error());
+  const bool any = !o.data.empty() || !o.data_binary.empty() || !o.data_raw.empty() || !o.data_urlencode.empty();
+  if (any && !o.get && !has_header(headers, "Content-Type"))
+    headers.push_back({"Content-Type", "application/x-www-form-urlencoded"});
+  return std::move(*body);
+}
+
+// Flags that contradict each other, refused as curl refuses them.
+std::optional<std::string> conflict(const FetchOptions& o) {
+  const bool data = !o.data.empty() || !o.data_binary.empty() || !o.data_raw.empty() || !o.data_urlencode.empty();
+  const bool json = !o.json.empty();
+  const bool form = !o.form.empty();
+  if (form && (data || json)) return "-F cannot be combined with -d, --data-* or --json (a body is a form or data)";
+  // curl joins a --json after -d without a separator and a -d after --json with
+  // one: a body that depends on the flags' order is refused, not guessed.
+  if (json && data) return "--json cannot be combined with -d or --data-* (give the whole JSON body with --json)";
+  if (form && o.get) return "-G cannot be combined with -F (-G puts -d data into the URL's query)";
+  if (o.head && !o.get && (data || json || form))
+    return "-I cannot be combined with -d, --data-*, --json or -F (HEAD sends no body; with -G the data goes into "
+           "the query)";
+  if (o.referer.ends_with(";auto"))
+    return "-e ';auto' is not supported (abide sets no Referer on redirects): give the Referer URL alone";
+  return std::nullopt;
+}
+
 }  // namespace fetch_request
+
+std::string with_default_scheme(std::string_view url) {
+  const auto sep = url.find("://");
+  bool scheme = sep != std::string_view::npos && sep > 0 && std::isalpha(static_cast<unsigned char>(url[0]));
+  for (std::size_t i = 0; scheme && i < sep; ++i) {
+    const char c = url[i];
+    scheme = std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '-' || c == '.';
+  }
+  return scheme ? std::string(url) : "http://" + std::string(url);
+}
+
+std::string with_query(std::string_view url, std::string_view data) {
+  const auto hash = url.find('#');
+  const std::string_view base = url.substr(0, hash);
+  const std::string_view fragment = hash == std::string_view::npos ? std::string_view() : url.substr(hash);
+  std::string out(base);
+  const auto q = base.find('?');
+  if (q == std::string_view::npos) out += '?';
+  else if (q + 1 < base.size() && base.back() != '&') out += '&';
+  out += data;
+  out += fragment;
+  return out;
+}
 
 Result<RequestPlan, FetchError> plan_requests(const FetchOptions& o) {
   RequestPlan plan;
   const int sources = (o.urls.empty() ? 0 : 1) + (o.urls_file.empty() ? 0 : 1) + (o.resume.empty() ? 0 : 1);
   if (sources != 1) return fail(FetchError{kExitUsage, "give exactly one of URL, --urls FILE, --resume FILE"});
+  if (auto why = fetch_request::conflict(o)) return fail(FetchError{kExitUsage, std::move(*why)});
+  std::vector<Header> headers;
   for (const std::string& h : o.headers) {
     auto parsed = fetch_request::parse_header_option(h);
     if (!parsed) return fail(FetchError{kExitUsage, parsed.error()});
-    plan.headers.add(parsed->name, parsed->value);
+    headers.push_back(std::move(*parsed));
   }
-  std::string body = o.data.empty() ? std::string() : o.data.back();
-  if (o.has_data && !body.empty() && body.front() == '@') {
-    auto text = read_text(body.substr(1));
-    if (!text) return fail(FetchError{kExitRejected, text.error().text});
-    body = std::move(*text);
+  if (!o.user.empty()) {
+    auto credential = fetch_request::basic_credential(o.user);
+    if (!credential) return fail(credential.error());
+    if (!fetch_request::has_header(headers, "Authorization"))
+      headers.push_back({"Authorization", std::move(*credential)});
   }
-  const std::string method = !o.method.empty() ? o.method : o.has_data ? "POST" : "GET";
+  for (const auto& [name, value] : {std::pair<const char*, const std::string&>{"User-Agent", o.user_agent},
+                                    std::pair<const char*, const std::string&>{"Referer", o.referer}}) {
+    if (value.empty() || fetch_request::has_header(headers, name)) continue;
+    for (char c : value)
+      if (c == '\r' || c == '\n' || c == '\0')
+        return fail(FetchError{kExitUsage, std::string(name) + ": the value contains CR, LF or NUL"});
+    headers.push_back({name, value});
+  }
+  InputFiles files;
+  auto command_body = fetch_request::command_line_body(o, headers, files);
+  if (!command_body) return fail(command_body.error());
+  std::string body = std::move(*command_body);
+  // -G: the data goes into every URL's query; the request has no body.
+  std::string query;
+  if (o.get) query = std::exchange(body, std::string());
+  const bool has_body = o.has_data && !o.get;
+  const std::string method = !o.method.empty() ? o.method : o.head ? "HEAD" : has_body ? "POST" : "GET";
+  for (Header& h : headers) plan.headers.add(h.name, h.value);
 
+  const auto url_of = [&](std::string_view given) {
+    std::string url = with_default_scheme(given);
+    return query.empty() ? url : with_query(url, query);
+  };
   if (!o.resume.empty()) {
     auto read = read_resume(o.resume);
     if (!read) return fail(FetchError{kExitRejected, read.error()});
     plan.jobs = std::move(*read);
     plan.batch = true;
-  } else {
-    std::vector<std::string> urls;
-    if (!o.urls_file.empty()) {
-      auto list = read_url_list(o.urls_file);
-      if (!list) return fail(FetchError{kExitRejected, list.error()});
-      urls = std::move(*list);
-      plan.batch = true;
-    } else {
-      urls = o.urls;
-    }
-    for (std::size_t i = 0; i < urls.size(); ++i) {
+    return plan;
+  }
+  const auto key_of = [&](std::size_t i) -> std::optional<std::string> {
+    if (o.idempotency_key.empty()) return std::nullopt;
+    return plan.batch ? o.idempotency_key + "-" + std::to_string(i + 1) : o.idempotency_key;
+  };
+  if (!o.urls_file.empty()) {
+    if (o.urls_file == "-" && files.stdin_read())
+      return fail(FetchError{kExitUsage, "--urls -: standard input is already read by " + files.stdin_reader()});
+    auto list = read_url_list(o.urls_file);
+    if (!list) return fail(FetchError{kExitRejected, list.error()});
+    plan.batch = true;
+    plan.jobs.reserve(list->size());
+    for (UrlLine& line : *list) {
       FetchJob job;
-      job.index = i;
-      job.method = method;
-      job.url = std::move(urls[i]);
-      job.body = body;
-      if (!o.idempotency_key.empty())
-        job.idempotency_key = plan.batch ? o.idempotency_key + "-" + std::to_string(i + 1) : o.idempotency_key;
+      job.index = plan.jobs.size();
+      // A line with its own method is its own request: -X, -d and -G do not apply to it.
+      if (line.method) {
+        job.method = std::move(*line.method);
+        job.url = with_default_scheme(line.url);
+        job.body = line.body.value_or(std::string());
+      } else {
+        job.method = method;
+        job.url = url_of(line.url);
+        job.body = body;
+      }
+      job.idempotency_key = key_of(job.index);
       plan.jobs.push_back(std::move(job));
     }
+    return plan;
+  }
+  plan.jobs.reserve(o.urls.size());
+  for (const std::string& url : o.urls) {
+    FetchJob job;
+    job.index = plan.jobs.size();
+    job.method = method;
+    job.url = url_of(url);
+    job.body = body;
+    job.idempotency_key = key_of(job.index);
+    plan.jobs.push_back(std::move(job));
   }
   return plan;
 }
