@@ -47,17 +47,27 @@ void verbose_event(Progress& progress, const std::vector<FetchJob>& jobs, const 
       break;
     }
     case K::kTransportError: progress.print_line(tag + "error: " + safe_text(e.error)); break;
-    case K::kDecision:
-      progress.print_line(tag + std::string(to_string(e.plan->decision)) + ": " + safe_text(e.reason));
+    case K::kDecision: {
+      // Once per attempt; the planner's notes (what it adjusted, and why) with it.
+      std::string s = tag + std::string(to_string(e.plan->decision)) + ": " + safe_text(e.reason);
+      for (const std::string& n : notes_text(e.plan->notes)) s += "\n" + tag + "note: " + safe_text(n, 1024);
+      progress.print_line(s);
+      progress.decision_said(e.index, e.reason);
       break;
+    }
     case K::kWaitEnded:
       if (e.wait_kind == ClientEvent::WaitKind::kPacer && e.wait >= 1ms)
         progress.print_line(tag + "paced " + fmt_seconds(e.wait));
       break;
-    case K::kFinished:
-      progress.print_line(tag + "outcome " + std::string(to_string(e.outcome->kind)) +
-                          (e.outcome->ambiguous ? " (ambiguous)" : "") + ": " + safe_text(e.outcome->reason));
+    case K::kFinished: {
+      // An outcome that the last decision gave has had its reason printed with
+      // that decision; one that came otherwise (the pacer, a cancel) says why.
+      const engine::RequestOutcome& out = *e.outcome;
+      const bool said = progress.outcome_said(e.index, out.reason);
+      progress.print_line(tag + "outcome " + std::string(to_string(out.kind)) + (out.ambiguous ? " (ambiguous)" : "") +
+                          (said ? std::string() : ": " + safe_text(out.reason)));
       break;
+    }
     case K::kWaitStarted: break;
   }
 }
