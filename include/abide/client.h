@@ -16,6 +16,16 @@
 //   exhausted          no attempts (or retry budget) left
 //   cancelled          the stop token was triggered
 //
+// An attempt that fails in a way no retry can change ends the request at once,
+// not_retryable, with nothing sent: a scheme or URL libcurl will not take, a
+// feature it was built without, an option it refuses, a proxy URL it cannot
+// read, a certificate that is not accepted (the server's, or the client's),
+// and a TLS handshake the server answered by refusing the version or cipher.
+// Transient failures are retried as the planner says: a refused or reset
+// connection, a timeout, a handshake cut short, and a failed name lookup (a
+// resolver's hiccup looks like a mistyped host, and costs only the
+// attempts' backoff).
+//
 // Every request ends with exactly one outcome, which carries every attempt and
 // the decision taken after it. A batch runs on a pool of workers, each with its
 // own connection (reused from request to request), all sharing one pacer. Each
@@ -105,11 +115,13 @@ using ClientEvent = engine::Event;
 // throws are swallowed.
 using EventHook = engine::EventHook;
 
-// Which HTTP version a Client speaks.
+// Which HTTP version a Client's own transfers speak (CURLOPT_HTTP_VERSION).
 enum class HttpVersion : std::uint8_t {
-  kDefault,  // libcurl's default: HTTP/2 over TLS when the server offers it, else HTTP/1.1
-  kHttp1_1,  // HTTP/1.1 only
-  kHttp2,    // HTTP/2 where the server offers it (over TLS, or prior knowledge on cleartext is not assumed)
+  kDefault,  // libcurl's default (since 7.62: as kHttp2)
+  kHttp1_1,  // HTTP/1.1 only, over TLS too
+  // HTTP/2 over TLS when the server offers it in ALPN, else HTTP/1.1; on
+  // cleartext (http://) HTTP/1.1, with no h2c upgrade and no prior knowledge.
+  kHttp2,
 };
 
 // How a Client works.
@@ -132,16 +144,34 @@ struct ClientConfig {
   // A kept body longer than this ends the request (not_retryable); a body
   // streamed to a ResponseSink or a caller's write callback has no cap.
   std::size_t max_body_bytes = std::size_t{64} << 20;
-  std::size_t max_header_bytes = std::size_t{1} << 20;  // a longer head is a transport error
+  // The most bytes of response head read per attempt (status line to empty
+  // line, 1xx heads included). libcurl bounds a head too, whatever this says:
+  // one header line may not pass 100 KiB (CURL_MAX_HTTP_HEADER), and since
+  // libcurl 8.3 (and in distributions' patched 7.88) all heads of a transfer
+  // may not pass 300 KiB, so a larger value here changes nothing beyond that.
+  // A head over any of these ends the request at once, not retried (the same
+  // head would come again): not_retryable with the limit it passed in the
+  // reason, or the outcome the lines read before it give (a Retry-After among
+  // them still holds the origin and sets not_before_wall).
+  std::size_t max_header_bytes = std::size_t{256} << 10;
   std::string user_agent = "abide/" ABIDE_VERSION_STRING;
   bool verify_tls = true;
-  // An HTTP proxy URL for every transfer; empty: libcurl's default, which
-  // honours the http_proxy, https_proxy and no_proxy environment variables.
+  // The proxy URL for every transfer (CURLOPT_PROXY: "http://host:port",
+  // https://, socks5h://...); hosts in no_proxy still bypass it, as in curl.
+  // Empty: libcurl's default, which honours the http_proxy, https_proxy,
+  // all_proxy and no_proxy environment variables. A proxy URL libcurl cannot
+  // read ends each request at once, not_retryable, nothing sent.
   std::string proxy;
-  // Ask for a compressed answer (Accept-Encoding, every coding libcurl can
-  // decode) and hand on the decoded body.
+  // Ask for a compressed answer (Accept-Encoding with every coding this
+  // libcurl decodes: gzip, deflate, and br and zstd where built in) and hand
+  // on the decoded body: the body kept, a ResponseSink, max_body_bytes and
+  // the outcome's body_bytes all see decoded bytes (not the bytes on the
+  // wire). The head keeps the server's Content-Encoding and Content-Length.
+  // Off: no Accept-Encoding is added, and a coded body is handed on as sent.
   bool decompress = false;
   HttpVersion http_version = HttpVersion::kDefault;
+  // (connect_timeout to http_version apply to the client's own transfers;
+  // perform() leaves a caller's handle as the caller configured it.)
   // The most transfers this client runs at once, over every thread and over
   // fetch, fetch_all and perform alike (0: no limit). An attempt beyond it
   // waits, after its pacer permit and in arrival order, for a transfer to
@@ -271,8 +301,12 @@ class Client {
   // without abide; the answers that are retried reach neither. With neither
   // set, the body is kept in outcome.response->body (up to max_body_bytes).
   // Of the ClientConfig, the transfer settings (connect_timeout,
-  // attempt_timeout, user_agent, verify_tls) are the handle's own business;
-  // max_header_bytes applies. Redirects the handle follows itself
+  // attempt_timeout, user_agent, verify_tls, proxy, decompress,
+  // http_version) are the handle's own business: none is set on it;
+  // max_header_bytes applies. Errors that would come again end the request
+  // at once as for fetch(), judged on libcurl's code alone (the handle's
+  // CURLOPT_ERRORBUFFER is the caller's): a TLS handshake failure, which
+  // only the error text tells apart from a transient one, is retried here. Redirects the handle follows itself
   // (CURLOPT_FOLLOWLOCATION) are its business: the rules read the last
   // answer, paced under request.url's origin. `stop` aborts a transfer at
   // once. The handle must not be in use elsewhere during the call (nor in a

@@ -114,6 +114,9 @@ class CurlAttempt final : public engine::Transport {
     limits.max_header_bytes = config_.max_header_bytes;
     limits.user_agent = config_.user_agent;
     limits.verify_tls = config_.verify_tls;
+    limits.proxy = config_.proxy;
+    limits.decompress = config_.decompress;
+    limits.http_version = config_.http_version;
     if (step.deadline) {
       // The engine sends nothing at or after the deadline; the transfer ends at it.
       const Duration left = *step.deadline - mono_.now();

@@ -180,8 +180,7 @@ void HandleTransport::perform(const engine::Request& request, const engine::Step
     case TransferEnd::Kind::kBroken: error = "libcurl's transfer loop failed"; break;
     case TransferEnd::Kind::kFinished:
       if (code == CURLE_OK) break;
-      if (head_.overflow()) error = "response head larger than " + std::to_string(max_header_bytes_) + " bytes";
-      else error = curl_easy_strerror(code);
+      error = curl_easy_strerror(code);
       break;
   }
   const bool ok = end.kind == TransferEnd::Kind::kFinished && code == CURLE_OK;
@@ -207,6 +206,20 @@ void HandleTransport::perform(const engine::Request& request, const engine::Step
   bool was_sent = true;
   if (end.kind == TransferEnd::Kind::kFinished) was_sent = sent(code);
   else if (end.kind != TransferEnd::Kind::kBroken) was_sent = sent(CURLE_OPERATION_TIMEDOUT);
+  if (end.kind == TransferEnd::Kind::kFinished) {
+    // The caller's error buffer (CURLOPT_ERRORBUFFER) is theirs and cannot be
+    // read: the code alone judges, so an ambiguous TLS failure stays retryable.
+    if (auto too_large = head_limit_error(code, head_, was_sent, {}, max_header_bytes_)) {
+      machine.head_too_large(head_.status(), head_.headers(), wall_.now(), mono_.now(), *too_large);
+      return;
+    }
+    if (!was_sent) {
+      if (auto lasting = lasting_error(code, {})) {
+        machine.refuse(error + " (" + std::string(*lasting) + ")");
+        return;
+      }
+    }
+  }
   machine.failed(error, was_sent);
 }
 

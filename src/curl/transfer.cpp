@@ -2,6 +2,7 @@
 #include "transfer.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "ascii.h"
 #include "transport.h"
@@ -137,6 +138,83 @@ bool certain_before_send(CURLcode c) noexcept {
     case CURLE_PROXY:
     case CURLE_OUT_OF_MEMORY: return true;
     default: return false;
+  }
+}
+
+std::optional<std::string> head_limit_error(CURLcode code, const HeadReader& head, bool sent, std::string_view detail,
+                                            std::size_t max_header_bytes) {
+  if (head.complete()) return std::nullopt;
+  if (head.overflow()) return "response head is larger than " + std::to_string(max_header_bytes) + " bytes";
+  // libcurl says no more than "Out of memory" when one line outgrows its
+  // buffer; once the request is out, that is what it means.
+  if (code == CURLE_OUT_OF_MEMORY && sent)
+    return "response head has a line longer than libcurl's " + std::to_string(kCurlMaxHeaderLine >> 10) + " KiB limit";
+  if (code == CURLE_RECV_ERROR &&
+      (detail.starts_with("Too large response headers") || head.bytes() > kCurlMaxHeadBytes)) {
+    std::string error = "response head is larger than libcurl's limit";
+    if (!detail.empty()) error += " (" + printable(detail, 120) + ")";
+    return error;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// `s` holds `word`, ignoring ASCII case.
+bool contains_nocase(std::string_view s, std::string_view word) noexcept {
+  if (word.size() > s.size()) return false;
+  for (std::size_t i = 0; i + word.size() <= s.size(); ++i) {
+    bool same = true;
+    for (std::size_t j = 0; j < word.size() && same; ++j) same = ascii::to_lower(s[i + j]) == ascii::to_lower(word[j]);
+    if (same) return true;
+  }
+  return false;
+}
+
+// What OpenSSL (and the other TLS libraries) say when the two ends share no
+// protocol version or cipher, or a certificate is refused: the handshake got
+// an answer, and it would be the same again. A handshake cut short (reset,
+// end of file, SSL_ERROR_SYSCALL) is not among them: an overloaded server
+// does that.
+constexpr std::string_view kLastingTlsFailures[] = {
+    "alert protocol version",  "unsupported protocol", "no protocols available", "wrong version number",
+    "version too low",         "handshake failure",    "no shared cipher",       "no ciphers available",
+    "insufficient security",   "certificate required", "bad certificate",        "certificate unknown",
+    "unsupported certificate", "certificate revoked",  "certificate expired",    "unknown ca",
+};
+
+}  // namespace
+
+std::optional<std::string_view> lasting_error(CURLcode code, std::string_view detail) noexcept {
+  switch (code) {
+    case CURLE_UNSUPPORTED_PROTOCOL: return "libcurl does not speak this URL's scheme";
+    case CURLE_URL_MALFORMAT: return "libcurl cannot parse the URL";
+    case CURLE_NOT_BUILT_IN: return "this libcurl was built without a feature the request needs";
+    case CURLE_BAD_FUNCTION_ARGUMENT:
+    case CURLE_UNKNOWN_OPTION: return "libcurl refused an option";
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ENGINE_SETFAILED:
+    case CURLE_SSL_ENGINE_INITFAILED: return "the TLS engine cannot be used";
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CLIENTCERT: return "the client certificate cannot be used";
+    case CURLE_SSL_CIPHER: return "the TLS cipher setting cannot be used";
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CRL_BADFILE: return "the CA or CRL file cannot be read";
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH: return "the server's certificate is not accepted";
+    case CURLE_SSL_CONNECT_ERROR:
+      for (std::string_view word : kLastingTlsFailures)
+        if (contains_nocase(detail, word))
+          return "the server and client share no TLS version or cipher, or refuse a certificate";
+      return std::nullopt;
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_CONNECT:
+      // A proxy URL libcurl cannot read comes out as a lookup or connect error.
+      if (detail.starts_with("Unsupported proxy")) return "libcurl cannot use the proxy URL";
+      return std::nullopt;
+    default: return std::nullopt;
   }
 }
 

@@ -38,6 +38,8 @@ class HeadReader {
   // A head with a final status (>= 200) has ended with its empty line.
   bool complete() const noexcept { return complete_; }
   bool overflow() const noexcept { return overflow_; }
+  // Bytes of every line read so far (1xx heads included), as libcurl counts them.
+  std::size_t bytes() const noexcept { return bytes_; }
   int status() const noexcept { return status_; }
   WallTime received_wall() const noexcept { return received_wall_; }
   MonoTime received_mono() const noexcept { return received_mono_; }
@@ -75,6 +77,31 @@ struct TransferEnd {
 // removes the handle from the multi handle afterwards.
 TransferEnd run_transfer(CURLM* multi, CURL* easy, std::stop_token stop,
                          std::optional<std::chrono::steady_clock::time_point> until);
+
+// libcurl's own bounds on a response head, besides ClientConfig's
+// max_header_bytes: one header line (CURL_MAX_HTTP_HEADER; beyond it libcurl
+// fails with CURLE_OUT_OF_MEMORY), and every head of one transfer (since
+// libcurl 8.3, and in distributions' patched 7.88: CURLE_RECV_ERROR, "Too
+// large response headers").
+inline constexpr std::size_t kCurlMaxHeaderLine = std::size_t{100} << 10;
+inline constexpr std::size_t kCurlMaxHeadBytes = std::size_t{300} << 10;
+
+// When a transfer ended before its final head was complete because the head
+// passed a size limit (`head`'s own max_bytes, or one of libcurl's): what to
+// tell Machine::head_too_large; else nullopt. `sent`: the request went out
+// (before that, libcurl's out-of-memory is real); `detail`: libcurl's error
+// buffer, when there is one.
+[[nodiscard]] std::optional<std::string> head_limit_error(CURLcode code, const HeadReader& head, bool sent,
+                                                          std::string_view detail, std::size_t max_header_bytes);
+
+// When a transfer that failed with `code` (and libcurl's error buffer
+// `detail`, possibly empty) would fail the same way on every attempt: why, in
+// a few words; else nullopt. Such an error comes before anything is sent (a
+// scheme or URL libcurl will not take, a feature not built in, a bad option, a
+// proxy URL it cannot read, a TLS version, cipher or certificate that does
+// not match); a transient one (a refused or reset connection, a timeout, a
+// failed name lookup, a TLS handshake cut short) is not.
+[[nodiscard]] std::optional<std::string_view> lasting_error(CURLcode code, std::string_view detail) noexcept;
 
 // True when an error with this code leaves no doubt whether the request went
 // out: it cannot have been sent unless libcurl reported sending it. Every

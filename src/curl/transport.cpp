@@ -7,6 +7,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -245,6 +246,17 @@ Transport::End Transport::perform(const Request& request, const TransferLimits& 
   // byte is in, and would turn an answer the caller has whole into a cancel.
   opt(CURLOPT_NOPROGRESS, 1L);
   opt(CURLOPT_HTTPHEADER, headers.get());
+  // Empty: no option, so libcurl's own choice (http_proxy, https_proxy and
+  // no_proxy from the environment) stands.
+  const std::string proxy(limits.proxy);
+  if (!proxy.empty()) opt(CURLOPT_PROXY, proxy.c_str());
+  // "": every coding this libcurl can decode; the callbacks see decoded bytes.
+  if (limits.decompress) opt(CURLOPT_ACCEPT_ENCODING, "");
+  switch (limits.http_version) {
+    case HttpVersion::kDefault: break;
+    case HttpVersion::kHttp1_1: opt(CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1)); break;
+    case HttpVersion::kHttp2: opt(CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS)); break;
+  }
 
   const std::string& method = request.method;
   if (method == "GET" && request.body.empty()) {
@@ -303,17 +315,30 @@ Transport::End Transport::perform(const Request& request, const TransferLimits& 
     else machine.failed("cancelled", st.sent);
     return End::kReported;
   }
-  std::string error;
-  if (head.overflow()) {
-    error = "response head larger than " + std::to_string(limits.max_header_bytes) + " bytes";
-  } else {
-    error = curl_easy_strerror(code);
-    // libcurl's detail may quote what the server sent ("Weird server reply").
-    if (errbuf[0] != '\0') error += ": " + printable(errbuf, CURL_ERROR_SIZE);
+  const std::string_view detail(errbuf, ::strnlen(errbuf, CURL_ERROR_SIZE));
+  if (end.kind == TransferEnd::Kind::kFinished && !st.reported) {
+    // The same head would come again: what of it was read is heard, and the
+    // request ends here.
+    if (auto too_large = head_limit_error(code, head, st.sent, detail, limits.max_header_bytes)) {
+      machine.head_too_large(head.status(), head.headers(), wall.now(), mono.now(), *too_large);
+      return End::kReported;
+    }
+    // Nothing went out, and nothing would differ on the next attempt.
+    if (!st.sent) {
+      if (auto lasting = lasting_error(code, detail)) {
+        std::string why = curl_easy_strerror(code);
+        if (!detail.empty()) why += ": " + printable(detail, CURL_ERROR_SIZE);
+        machine.refuse(why + " (" + std::string(*lasting) + ")");
+        return End::kReported;
+      }
+    }
   }
+  std::string error = curl_easy_strerror(code);
+  // libcurl's detail may quote what the server sent ("Weird server reply").
+  if (!detail.empty()) error += ": " + printable(detail, CURL_ERROR_SIZE);
   // A head whose body then failed: the head's quota is real (the machine has
   // recorded it); the attempt failed like any transfer.
-  machine.failed(error, st.reported || st.sent || head.overflow() || !certain_before_send(code));
+  machine.failed(error, st.reported || st.sent || !certain_before_send(code));
   return End::kReported;
 }
 

@@ -35,6 +35,9 @@ struct TransferLimits {
   std::size_t max_header_bytes = 0;
   std::string_view user_agent;
   bool verify_tls = true;
+  std::string_view proxy;  // empty: libcurl's default (the *_proxy environment variables)
+  bool decompress = false;
+  HttpVersion http_version = HttpVersion::kDefault;
 };
 
 // Where the final answer's body goes.
