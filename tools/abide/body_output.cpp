@@ -4,19 +4,37 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <vector>
 
+#include "proxy/proxy_rules.h"
+
 namespace abide::cli {
+namespace body_output {  // private to this file (the CLI is compiled in unity batches)
+
+std::string cannot(std::string_view what, const std::string& path, int error) {
+  return "cannot write " + std::string(what) + " " + path + ": " + std::strerror(error);
+}
+
+// The path part of a URL (after scheme and authority), without query and fragment.
+std::string_view url_path(std::string_view url) {
+  if (const auto q = url.find_first_of("?#"); q != std::string_view::npos) url = url.substr(0, q);
+  if (const auto s = url.find("://"); s != std::string_view::npos) url = url.substr(s + 3);
+  const auto slash = url.find('/');
+  return slash == std::string_view::npos ? std::string_view() : url.substr(slash);
+}
+
+}  // namespace body_output
 
 // A file name for request `index` in --output-dir.
 std::string output_name(const FetchJob& job) {
   char num[32];
   std::snprintf(num, sizeof num, "%06zu", job.index + 1);
-  std::string_view path = job.url;
-  if (const auto q = path.find_first_of("?#"); q != std::string_view::npos) path = path.substr(0, q);
-  if (const auto s = path.find("://"); s != std::string_view::npos) path = path.substr(s + 3);
+  std::string_view path = body_output::url_path(job.url);
   while (!path.empty() && path.back() == '/') path.remove_suffix(1);
   const auto slash = path.rfind('/');
   std::string seg;
@@ -31,45 +49,109 @@ std::string output_name(const FetchJob& job) {
   return std::string(num) + "-" + seg;
 }
 
-std::optional<std::string> BodyOutput::open(const FetchOptions& o, std::size_t requests) {
+std::optional<std::string> remote_file_name(std::string_view url) {
+  const std::string_view path = body_output::url_path(url);
+  const auto slash = path.rfind('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  const std::string_view seg = path.substr(slash + 1);
+  if (seg.empty() || seg == "." || seg == "..") return std::nullopt;
+  return std::string(seg);
+}
+
+std::string head_text(const engine::Response& response) {
+  std::string t = "HTTP/1.1 " + std::to_string(response.status);
+  if (const std::string_view phrase = proxy::reason_phrase(response.status); !phrase.empty()) {
+    t += ' ';
+    t += phrase;
+  }
+  t += "\r\n";
+  for (const Header& h : response.headers.lines()) {
+    t += h.name;
+    t += ": ";
+    t += h.value;
+    t += "\r\n";
+  }
+  t += "\r\n";
+  return t;
+}
+
+std::optional<std::string> unwritable(const std::string& path, std::string_view what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return body_output::cannot(what, path, EISDIR);
+  if (fs::exists(path, ec)) {
+    if (::access(path.c_str(), W_OK) != 0) return body_output::cannot(what, path, errno);
+    return std::nullopt;
+  }
+  // A probe file in the folder it would go to, removed at once.
+  const fs::path parent = fs::path(path).parent_path();
+  std::string probe = ((parent.empty() ? fs::path(".") : parent) / ".abide-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) return body_output::cannot(what, path, errno);
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return std::nullopt;
+}
+
+std::optional<std::string> BodyOutput::open(const FetchOptions& o, const std::vector<FetchJob>& jobs) {
   max_bytes_ = o.max_filesize;
-  single_ = requests == 1;
+  single_ = jobs.size() == 1;
+  include_ = o.include || o.head;
+  fail_ = o.fail;
+  fail_with_body_ = o.fail_with_body;
+  remote_name_ = o.remote_name;
   dir_ = o.output_dir;
   if (!dir_.empty()) {
     std::error_code ec;
+    if (std::filesystem::exists(dir_, ec) && !std::filesystem::is_directory(dir_, ec))
+      return "cannot create --output-dir " + dir_ + ": " + std::strerror(ENOTDIR);
     std::filesystem::create_directories(dir_, ec);
-    if (ec || !std::filesystem::is_directory(dir_)) return "cannot create --output-dir " + dir_;
-    return std::nullopt;
+    if (ec) return "cannot create --output-dir " + dir_ + ": " + ec.message();
   }
+  if (remote_name_) {
+    for (const FetchJob& job : jobs) {
+      if (!remote_file_name(job.url))
+        return "-O: the URL " + job.shown_url + " has no file name (its path ends without a last segment)";
+    }
+    const std::string where = ((dir_.empty() ? std::filesystem::path(".") : std::filesystem::path(dir_)) /
+                               *remote_file_name(jobs.empty() ? std::string_view() : jobs.front().url))
+                                  .string();
+    if (!jobs.empty()) {
+      if (auto err = unwritable(where, "-O file")) return err;
+    }
+  }
+  if (!o.dump_header.empty()) {
+    if (o.dump_header == "-") {
+      dump_stdout_ = true;
+    } else {
+      dump_file_ = std::fopen(o.dump_header.c_str(), "wb");
+      if (dump_file_ == nullptr) return body_output::cannot("-D file", o.dump_header, errno);
+    }
+  }
+  if (!dir_.empty() || remote_name_) return std::nullopt;
   if (o.output.empty() || o.output == "-") {
     file_ = stdout;
     return std::nullopt;
   }
   path_ = o.output;
   file_ = std::fopen(o.output.c_str(), "wb");
-  owned_ = file_ != nullptr;
-  if (file_ == nullptr) return "cannot write " + o.output;
+  if (file_ == nullptr) return body_output::cannot("-o file", o.output, errno);
+  owned_ = true;
   struct stat st {};
   seekable_ = ::fstat(::fileno(file_), &st) == 0 && S_ISREG(st.st_mode);
   return std::nullopt;
 }
 
-bool BodyOutput::begin(Body& b, const FetchJob& job, const FinalHead& head) {
-  // Only a final answer's body is written (done, or not to be repeated), as before streaming.
-  if (head.kind != OutcomeKind::kDone && head.kind != OutcomeKind::kNotRetryable) return true;
-  // A declared length over the limit is refused before any byte (as curl does).
-  if (max_bytes_ > 0) {
-    if (auto len = head.response.headers.first("Content-Length")) {
-      std::uint64_t n = 0;
-      const auto* end = len->data() + len->size();
-      if (std::from_chars(len->data(), end, n).ptr == end && !len->empty() && over_limit(n)) {
-        b.too_large = true;
-        return false;
-      }
-    }
-  }
-  if (!dir_.empty()) {
-    b.own_path = (std::filesystem::path(dir_) / output_name(job)).string();
+BodyOutput::~BodyOutput() {
+  if (owned_) std::fclose(file_);
+  if (dump_file_ != nullptr) std::fclose(dump_file_);
+}
+
+bool BodyOutput::open_unit(Body& b, const FetchJob& job) {
+  if (b.mode != Body::Mode::kNone) return b.file != nullptr;
+  if (!dir_.empty() || remote_name_) {
+    const std::string name = remote_name_ ? remote_file_name(job.url).value_or(output_name(job)) : output_name(job);
+    b.own_path = ((dir_.empty() ? std::filesystem::path(".") : std::filesystem::path(dir_)) / name).string();
     b.file = std::fopen(b.own_path.c_str(), "wb");
     b.mode = Body::Mode::kOwn;
   } else if (shared_.try_lock()) {
@@ -80,25 +162,79 @@ bool BodyOutput::begin(Body& b, const FetchJob& job, const FinalHead& head) {
     b.file = std::tmpfile();
     b.mode = Body::Mode::kSpool;
   }
-  if (b.file == nullptr) {
+  if (b.file == nullptr) b.failed = true;
+  return b.file != nullptr;
+}
+
+bool BodyOutput::write_unit(Body& b, std::string_view text) {
+  if (text.empty()) return true;
+  if (std::fwrite(text.data(), 1, text.size(), b.file) != text.size()) {
     b.failed = true;
     return false;
   }
   return true;
 }
 
+// Text for stdout that belongs to a request (-D -, -w): when stdout is the
+// shared output, it goes with the request's body, so that requests do not
+// interleave; else straight to stdout.
+bool BodyOutput::write_stdout(Body& b, const FetchJob& job, std::string_view text) {
+  if (text.empty()) return true;
+  if (file_ == stdout) return open_unit(b, job) && write_unit(b, text);
+  std::lock_guard lock(stdout_);
+  const bool ok = std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0;
+  if (!ok) b.failed = true;
+  return ok;
+}
+
+bool BodyOutput::head(Body& b, const FetchJob& job, const FinalHead& head, bool hop) {
+  b.body_open = false;
+  // Only a final answer is written (done, or not to be repeated), or a
+  // redirect being followed: never an answer that is retried.
+  if (!hop && head.kind != OutcomeKind::kDone && head.kind != OutcomeKind::kNotRetryable) return true;
+  const int status = head.response.status;
+  const bool http_error = !hop && status >= 400;
+  if (http_error && (fail_ || fail_with_body_)) {
+    b.http_failed = true;
+    b.failed_status = status;
+  }
+  // A declared length over the limit is refused before any byte (as curl does).
+  if (!hop && max_bytes_ > 0) {
+    if (auto len = head.response.headers.first("Content-Length")) {
+      std::uint64_t n = 0;
+      const auto* end = len->data() + len->size();
+      if (std::from_chars(len->data(), end, n).ptr == end && !len->empty() && over_limit(n)) {
+        b.too_large = true;
+        return false;
+      }
+    }
+  }
+  if (dump_file_ != nullptr || dump_stdout_ || include_) {
+    const std::string text = head_text(head.response);
+    if (dump_file_ != nullptr) {
+      std::lock_guard lock(dump_);
+      if (std::fwrite(text.data(), 1, text.size(), dump_file_) != text.size() || std::fflush(dump_file_) != 0)
+        dump_failed_ = true;
+    }
+    if (dump_stdout_ && !write_stdout(b, job, text)) return false;
+    if (include_ && !(open_unit(b, job) && write_unit(b, text))) return false;
+  }
+  if (hop) return true;
+  // -f: the head is said (with -i), the body is not; the transfer stops, as curl's.
+  if (b.http_failed && !fail_with_body_) return false;
+  if (!open_unit(b, job)) return false;
+  b.body_open = true;
+  return true;
+}
+
 bool BodyOutput::chunk(Body& b, std::string_view data) {
-  if (b.mode == Body::Mode::kNone) return true;
+  if (!b.body_open) return true;
   b.bytes += data.size();
   if (over_limit(b.bytes)) {
     b.too_large = true;
     return false;
   }
-  if (std::fwrite(data.data(), 1, data.size(), b.file) != data.size()) {
-    b.failed = true;
-    return false;
-  }
-  return true;
+  return write_unit(b, data);
 }
 
 bool BodyOutput::copy_spool(std::FILE* spool) {
@@ -115,12 +251,16 @@ bool BodyOutput::copy_spool(std::FILE* spool) {
   return std::fflush(file_) == 0 && ok;
 }
 
-bool BodyOutput::end(Body& b) {
+bool BodyOutput::end(Body& b, std::string_view stdout_text) {
+  // The -w text of a request whose body went to a file of its own goes to
+  // stdout after the file is complete.
+  const bool own = b.mode == Body::Mode::kOwn;
+  if (!own && !write_stdout(b, FetchJob{}, stdout_text)) b.failed = true;
   bool ok = !b.failed;
   switch (b.mode) {
     case Body::Mode::kNone: break;
     case Body::Mode::kOwn:
-      ok = std::fclose(b.file) == 0 && ok;
+      ok = b.file != nullptr && std::fclose(b.file) == 0 && ok;
       // No partial file for a refused body, as curl --max-filesize.
       if (b.too_large) {
         std::error_code ec;
@@ -139,19 +279,34 @@ bool BodyOutput::end(Body& b) {
       shared_.unlock();
       break;
     case Body::Mode::kSpool:
-      if (!b.too_large && ok) ok = copy_spool(b.file);
-      ok = std::fclose(b.file) == 0 && ok;
+      if (b.file != nullptr) {
+        if (!b.too_large && ok) ok = copy_spool(b.file);
+        ok = std::fclose(b.file) == 0 && ok;
+      }
       break;
   }
   b.mode = Body::Mode::kNone;
   b.file = nullptr;
+  b.body_open = false;
+  if (own && !stdout_text.empty()) {
+    Body after;
+    ok = write_stdout(after, FetchJob{}, stdout_text) && ok;
+    if (after.mode != Body::Mode::kNone) ok = end(after) && ok;
+  }
   return ok;
 }
 
 bool BodyOutput::close() {
-  if (!owned_) return std::fflush(stdout) == 0;
+  bool ok = true;
+  if (dump_file_ != nullptr) {
+    ok = std::fclose(dump_file_) == 0 && !dump_failed_;
+    dump_file_ = nullptr;
+  } else if (dump_failed_) {
+    ok = false;
+  }
+  if (!owned_) return std::fflush(stdout) == 0 && ok;
   owned_ = false;
-  const bool ok = std::fclose(file_) == 0;
+  ok = std::fclose(file_) == 0 && ok;
   if (remove_output_) {
     std::error_code ec;
     std::filesystem::remove(path_, ec);

@@ -1,5 +1,5 @@
-// `abide fetch`: where the final answers' bodies go (stdout, -o FILE,
-// --output-dir DIR), streamed as they arrive.
+// `abide fetch`: where the final answers go (stdout, -o FILE, --output-dir DIR,
+// -O), with their heads where -i, -I and -D put them, streamed as they arrive.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "abide/client.h"
 #include "fetch_jobs.h"
@@ -19,57 +20,91 @@ namespace abide::cli {
 // request's line), the segment reduced to [A-Za-z0-9._-].
 std::string output_name(const FetchJob& job);
 
-// Where the final answers' bodies go, as they arrive (Client::fetch with a
+// The file name -O gives a URL, as curl: its path's last segment as it stands
+// (query and fragment left out); nullopt when there is none (no path, a path
+// ending in '/', "." or "..").
+std::optional<std::string> remote_file_name(std::string_view url);
+
+// A response head as curl -i writes it: the status line (HTTP/1.1 and the
+// standard reason phrase: the line as received is not kept), each field line
+// as received, and an empty line, all ending in CRLF.
+std::string head_text(const engine::Response& response);
+
+// Why a file cannot be written there ("cannot write DIR/F: No such file or
+// directory"), found without leaving anything behind, or nullopt. `what` names
+// the flag in the message ("--stats").
+std::optional<std::string> unwritable(const std::string& path, std::string_view what);
+
+// Where the final answers go, as they arrive (Client::fetch with a
 // ResponseSink): nothing is held in memory beyond a chunk. A shared output
-// (stdout, -o FILE) takes one body at a time, whole: the first final answer to
-// arrive writes straight to it, and bodies arriving meanwhile go to an
-// unnamed temporary file, copied over when they are complete, so that bodies
-// never interleave and each appears when it has finished.
+// (stdout, -o FILE) takes one request at a time, whole: the first request to
+// write writes straight to it, and requests writing meanwhile go to an
+// unnamed temporary file, copied over when they are complete, so that what
+// belongs to a request (heads with -i or -D -, the body, the -w text) never
+// interleaves with another's and each appears when it has finished.
 class BodyOutput {
  public:
-  // One request's body on its way out.
+  // One request's output on its way (over every redirect it follows).
   struct Body {
     enum class Mode : std::uint8_t { kNone, kShared, kOwn, kSpool };
     Mode mode = Mode::kNone;
     std::FILE* file = nullptr;
-    std::string own_path;   // --output-dir: the request's file
-    long shared_start = -1;  // where the body started in a seekable shared output
+    std::string own_path;    // --output-dir, -O: the request's file
+    long shared_start = -1;  // where the request started in a seekable shared output
+    bool body_open = false;  // this answer's body is written (else its bytes are dropped)
     std::uint64_t bytes = 0;
-    bool too_large = false;  // over --max-filesize: refused, and nothing of it kept
-    bool failed = false;     // a write failed
+    bool too_large = false;    // over --max-filesize: refused, and nothing of it kept
+    bool http_failed = false;  // -f or --fail-with-body, and an answer of 400 or more
+    int failed_status = 0;
+    bool failed = false;  // a write failed
   };
 
-  // Opens -o FILE (or stdout); --output-dir is written per request.
-  std::optional<std::string> open(const FetchOptions& o, std::size_t requests);
-  ~BodyOutput() {
-    if (owned_) std::fclose(file_);
-  }
+  // Opens every output and checks that each can be written, before anything
+  // is sent: -o FILE (or stdout), --output-dir DIR, -O (each URL's file name,
+  // in DIR or the working folder), -D FILE. The error names the output and why.
+  std::optional<std::string> open(const FetchOptions& o, const std::vector<FetchJob>& jobs);
+  ~BodyOutput();
   BodyOutput() = default;
   BodyOutput(const BodyOutput&) = delete;
   BodyOutput& operator=(const BodyOutput&) = delete;
 
-  // The final answer's head: false refuses it (a Content-Length over the limit).
-  bool begin(Body& b, const FetchJob& job, const FinalHead& head);
-  // A chunk of it: false stops the transfer (over the limit, or a write failed).
+  // An answer's head, final or a redirect that -L follows (`hop`: its head is
+  // written, its body is not). False refuses it (a Content-Length over the
+  // limit; -f and an HTTP error): the transfer stops.
+  bool head(Body& b, const FetchJob& job, const FinalHead& head, bool hop);
+  // A chunk of the body: false stops the transfer (over the limit, or a write failed).
   bool chunk(Body& b, std::string_view data);
-  // After the request ended; false when the body could not be written.
-  bool end(Body& b);
-  // Closes the shared output; false on failure.
+  // After the request ended: `stdout_text` (the -w text) goes to stdout after
+  // everything else of the request. False when something could not be written.
+  bool end(Body& b, std::string_view stdout_text = {});
+  // Closes the outputs; false on failure.
   bool close();
 
  private:
   bool over_limit(std::uint64_t bytes) const { return max_bytes_ > 0 && bytes > max_bytes_; }
+  bool open_unit(Body& b, const FetchJob& job);
+  bool write_unit(Body& b, std::string_view text);
+  bool write_stdout(Body& b, const FetchJob& job, std::string_view text);
   bool copy_spool(std::FILE* spool);
 
-  std::mutex shared_;  // held by the body writing to file_
-  std::string dir_;
-  std::string path_;   // -o FILE ("" for stdout)
+  std::mutex shared_;  // held by the request writing to file_
+  std::mutex stdout_;  // stdout when it is not the shared output
+  std::mutex dump_;    // the -D file
+  std::string dir_;    // --output-dir
+  bool remote_name_ = false;
+  std::string path_;  // -o FILE ("" for stdout)
   std::FILE* file_ = nullptr;
   bool owned_ = false;
   bool seekable_ = false;       // a regular file: a refused body can be cut off again
   bool single_ = false;         // one request: a refused body leaves no -o file at all
   bool remove_output_ = false;  // that happened
   std::uint64_t max_bytes_ = 0;
+  bool include_ = false;  // -i or -I: the head goes before the body
+  bool fail_ = false;     // -f: no body for an answer of 400 or more
+  bool fail_with_body_ = false;
+  std::FILE* dump_file_ = nullptr;  // -D FILE
+  bool dump_stdout_ = false;        // -D -
+  bool dump_failed_ = false;
 };
 
 }  // namespace abide::cli

@@ -1,6 +1,7 @@
 // abide fetch: a curl-like client that obeys the server (abide::Client), for
 // one URL or a batch: the run itself. Its flags are in fetch_flags.cpp, its
-// requests are made by fetch_request.h, its bodies written by body_output.h.
+// requests are made by fetch_request.h, its answers written by body_output.h
+// (-w by fetch_write_out.h), and -L follows redirects by fetch_redirect.h.
 // Built only with abide::curl (see CMakeLists.txt).
 
 #include <pthread.h>
@@ -9,7 +10,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -29,9 +32,11 @@
 #include "fetch_jobs.h"
 #include "fetch_options.h"
 #include "fetch_progress.h"
+#include "fetch_redirect.h"
 #include "fetch_request.h"
 #include "fetch_store.h"
 #include "fetch_verbose.h"
+#include "fetch_write_out.h"
 #include "shown_url.h"
 
 namespace abide::cli {
@@ -83,12 +88,42 @@ class SignalWatcher {
   std::thread thread_;
 };
 
+// What a request's redirects add up to, for -w.
+struct Hops {
+  std::int64_t followed = 0;
+  std::int64_t retries = 0;  // attempts beyond the first, over every hop
+};
+
+// The HTTP version -http1.1/--http2 ask for.
+HttpVersion http_version(const std::string& v) {
+  if (v == "1.1") return HttpVersion::kHttp1_1;
+  if (v == "2") return HttpVersion::kHttp2;
+  return HttpVersion::kDefault;
+}
+
+// Where the unfinished requests are recorded: with --resume FILE and no
+// --resume-file, FILE itself, so that a finished request is not sent again.
+std::string resume_target(const FetchOptions& o) {
+  static const std::string kDefault = FetchOptions{}.resume_file;
+  if (!o.resume.empty() && o.resume != "-" && o.resume_file == kDefault) return o.resume;
+  return o.resume_file;
+}
+
+// Writes all of text to stdout; false when it could not.
+bool to_stdout(std::string_view text) {
+  return std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0;
+}
+
 }  // namespace cmd_fetch
 
 int run_fetch(const FetchOptions& o) {
   // --- the requests -------------------------------------------------------
   if (!o.output.empty() && !o.output_dir.empty()) {
     std::cerr << "abide fetch: -o and --output-dir cannot be combined\n";
+    return kExitUsage;
+  }
+  if (o.remote_name && !o.output.empty()) {
+    std::cerr << "abide fetch: -o and -O cannot be combined\n";
     return kExitUsage;
   }
   auto spec = parse_store_spec(o.store);
@@ -119,8 +154,32 @@ int run_fetch(const FetchOptions& o) {
 
   for (FetchJob& job : jobs) job.shown_url = shown_url(job.url);
 
+  // --- the outputs, checked before anything is sent --------------------------
+  std::optional<WriteOutFormat> write_out;
+  if (!o.write_out.empty()) {
+    auto text = write_out_argument(o.write_out);
+    if (!text) {
+      std::cerr << "abide fetch: -w: " << text.error().text << "\n";
+      return kExitRejected;
+    }
+    write_out = parse_write_out(*text);
+    // As curl: said, and written as nothing.
+    if (!o.silent || o.show_error) {
+      for (const std::string& name : write_out->unknown)
+        std::cerr << "abide fetch: unknown --write-out variable: '" << printable(name, 100) << "'\n";
+    }
+  }
+  if (!o.stats.empty() && o.stats != "-") {
+    if (auto err = unwritable(o.stats, "--stats file")) {
+      std::cerr << "abide fetch: " << *err << "\n";
+      return kExitRejected;
+    }
+  }
   BodyOutput sink;
-  if (auto err = sink.open(o, jobs.size())) return reject(*err);
+  if (auto err = sink.open(o, jobs)) {
+    std::cerr << "abide fetch: " << *err << "\n";
+    return kExitRejected;
+  }
   auto store = open_store(*spec);
   if (!store) return reject(store.error());
 
@@ -129,8 +188,8 @@ int run_fetch(const FetchOptions& o) {
   cmd_fetch::SignalWatcher signals;
   ProgressOptions progress_options;
   progress_options.terminal = isatty(STDERR_FILENO) == 1;
-  progress_options.stdout_same_terminal = progress_options.terminal && isatty(STDOUT_FILENO) == 1 &&
-                                          o.output.empty() && o.output_dir.empty();
+  progress_options.stdout_same_terminal = progress_options.terminal && isatty(STDOUT_FILENO) == 1 && o.output.empty() &&
+                                          o.output_dir.empty() && !o.remote_name;
   progress_options.silent = o.silent;
   progress_options.verbose = o.verbose;
   Progress progress(jobs.size(), progress_options);
@@ -141,6 +200,10 @@ int run_fetch(const FetchOptions& o) {
   config.registry = &registry;
   config.connect_timeout = seconds_option(o.connect_timeout_s);
   config.attempt_timeout = seconds_option(o.max_time_s);
+  config.proxy = o.proxy;
+  config.verify_tls = !o.insecure;
+  config.decompress = o.compressed;
+  config.http_version = cmd_fetch::http_version(o.http_version);
   PacerConfig pacer_config;
   pacer_config.rules.pacing = o.pacing == "burst" ? Pacing::kBurst : Pacing::kSmooth;
   if (o.has_max_wait) {
@@ -154,7 +217,8 @@ int run_fetch(const FetchOptions& o) {
   config.pacer = std::make_shared<Pacer>(pacer_config, std::move(*store));
   std::vector<Request> requests(jobs.size());
   // Client::fetch(request, sink) reports every request as index 0: the
-  // request's place in `requests` says which it is.
+  // request's place in `requests` says which it is (a redirect's next request
+  // takes its place there).
   config.on_event = [&](const ClientEvent& event) {
     ClientEvent e = event;
     if (e.request != nullptr && e.request >= requests.data() && e.request < requests.data() + requests.size())
@@ -191,29 +255,109 @@ int run_fetch(const FetchOptions& o) {
 
   std::atomic<bool> write_failed{false};
   std::vector<RequestOutcome> outcomes(requests.size());
+  std::vector<char> http_failed(requests.size(), 0);  // -f / --fail-with-body and an HTTP error
+  std::mutex stderr_mu;
   std::atomic<std::size_t> next{0};
+
+  // One request to its final answer: with -L, one request through the
+  // engine per redirect, so that each hop is paced, retried and waited for
+  // (a redirect's Retry-After holds back the next hop) like any request.
+  const auto run_one = [&](std::size_t i, BodyOutput::Body& written, cmd_fetch::Hops& hops) {
+    const HeaderList first_headers = requests[i].headers;
+    RequestOutcome total;
+    for (;;) {
+      bool hop = false;
+      ResponseSink to_output;
+      to_output.head = [&](const FinalHead& head) {
+        hop = o.location && head.kind == OutcomeKind::kDone && is_followed_redirect(head.response.status) &&
+              head.response.headers.first("Location").has_value();
+        return sink.head(written, jobs[i], head, hop);
+      };
+      to_output.body = [&](std::string_view chunk) { return sink.chunk(written, chunk); };
+      RequestOutcome out = client.fetch(requests[i], to_output, signals.token());
+      if (!out.attempts.empty()) hops.retries += static_cast<std::int64_t>(out.attempts.size()) - 1;
+      // The request's record covers every hop: attempts and waits add up.
+      total.attempts.insert(total.attempts.end(), std::make_move_iterator(out.attempts.begin()),
+                            std::make_move_iterator(out.attempts.end()));
+      total.waited += out.waited;
+      out.attempts = std::move(total.attempts);
+      out.waited = total.waited;
+      total = std::move(out);
+      if (!hop || !total.done() || !total.response) return total;
+      const Response& answer = *total.response;
+      if (hops.followed >= o.max_redirs) {
+        total.kind = OutcomeKind::kNotRetryable;
+        total.reason = "Maximum (" + std::to_string(o.max_redirs) + ") redirects followed";
+        return total;
+      }
+      auto target = resolve_location(requests[i].url, answer.headers.first("Location").value_or(""));
+      if (!target) {
+        total.kind = OutcomeKind::kNotRetryable;
+        total.reason = target.error().text;
+        return total;
+      }
+      ++hops.followed;
+      Request r = redirected_request(requests[i], answer.status, *target, jobs[i].url, first_headers,
+                                     total.not_before_wall);
+      r.pacer_key = request_pacer_key(r.url, r.headers, o.pacer_key);
+      requests[i] = std::move(r);
+    }
+  };
+
   // Workers share the client (its pacer and connections); each streams the
   // final answer of its request to the output as it arrives.
   const auto worker = [&] {
     for (std::size_t i = next.fetch_add(1); i < requests.size(); i = next.fetch_add(1)) {
+      const MonoTime began = system_monotonic_clock().now();
       BodyOutput::Body written;
-      ResponseSink to_output;
-      to_output.head = [&](const FinalHead& head) { return sink.begin(written, jobs[i], head); };
-      to_output.body = [&](std::string_view chunk) { return sink.chunk(written, chunk); };
-      RequestOutcome out = client.fetch(requests[i], to_output, signals.token());
-      if (!sink.end(written)) write_failed.store(true);
+      cmd_fetch::Hops hops;
+      RequestOutcome out = run_one(i, written, hops);
       if (written.too_large) {
         // Said in curl's terms, with the limit (the engine only knows the sink refused).
         out.kind = OutcomeKind::kNotRetryable;
         out.reason = "the body is larger than --max-filesize " + std::to_string(o.max_filesize) + " bytes";
+      } else if (written.http_failed) {
+        http_failed[i] = 1;
+        out.kind = OutcomeKind::kNotRetryable;
+        out.reason = "The requested URL returned error: " + std::to_string(written.failed_status);
       }
+      std::string after;
+      if (write_out) {
+        WriteOutValues v;
+        v.http_code = out.response ? out.response->status : 0;
+        v.url = jobs[i].url;
+        v.url_effective = hops.followed > 0 ? printable(requests[i].url, 8192) : jobs[i].url;
+        v.method = requests[i].method;
+        v.time_total = system_monotonic_clock().now() - began;
+        v.num_retries = hops.retries;
+        v.num_redirects = hops.followed;
+        v.size_download = out.body_bytes;
+        v.exitcode = out.done() ? 0 : 1;
+        v.errormsg = out.done() ? std::string() : safe_text(out.reason);
+        v.outcome = std::string(to_string(out.kind));
+        v.waited = out.waited;
+        v.attempts = static_cast<std::int64_t>(out.attempts.size());
+        v.not_before = out.not_before_wall;
+        v.headers = out.response ? &out.response->headers : nullptr;
+        WriteOutText text = expand_write_out(*write_out, v);
+        after = std::move(text.out);
+        if (!text.err.empty()) {
+          std::lock_guard lock(stderr_mu);
+          std::cerr << text.err << std::flush;
+        }
+      }
+      if (!sink.end(written, after)) write_failed.store(true);
       outcomes[i] = std::move(out);
       progress.on_done();
     }
   };
   progress.start();
   {
-    const std::size_t workers = std::clamp<std::size_t>(o.jobs, 1, std::max<std::size_t>(1, requests.size()));
+    // URL arguments run one after the other, as curl's (sequential) default
+    // does, so that their outputs come in argument order; a --urls or --resume
+    // batch runs on --jobs workers.
+    const std::size_t wanted = batch ? o.jobs : 1;
+    const std::size_t workers = std::clamp<std::size_t>(wanted, 1, std::max<std::size_t>(1, requests.size()));
     std::vector<std::thread> threads;
     threads.reserve(workers - 1);
     for (std::size_t w = 1; w < workers; ++w) threads.emplace_back(worker);
@@ -234,54 +378,65 @@ int run_fetch(const FetchOptions& o) {
   }
   int status = done == outcomes.size() ? kExitOk : kExitRejected;
   if (write_failed.load()) {
-    std::cerr << "abide fetch: could not write every body\n";
+    std::cerr << "abide fetch: could not write every output\n";
     status = kExitRejected;
   }
   if (!o.stats.empty()) {
     const auto j = stats_json(jobs, outcomes, elapsed, signo != 0);
-    if (auto err = write_file_atomically(o.stats,
-                                         j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
-                                             "\n")) {
-      std::cerr << "abide fetch: " << *err << "\n";
+    const std::string text = j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+    if (o.stats == "-") {
+      if (!cmd_fetch::to_stdout(text)) {
+        std::cerr << "abide fetch: cannot write --stats to standard output: " << std::strerror(errno) << "\n";
+        status = kExitRejected;
+      }
+    } else if (auto err = write_file_atomically(o.stats, text)) {
+      std::cerr << "abide fetch: --stats: " << *err << "\n";
       status = kExitRejected;
     }
   }
+  const std::string resume_file = cmd_fetch::resume_target(o);
   if (resumable_left > 0) {
     const auto j = resume_json(jobs, outcomes, system_wall_clock().now());
     // Owner only: the resume file keeps URLs and bodies as given (to send them again).
-    if (auto err = write_file_atomically(o.resume_file,
+    if (auto err = write_file_atomically(resume_file,
                                          j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n",
                                          FileAccess::kOwnerOnly)) {
-      std::cerr << "abide fetch: " << *err << "\n";
+      std::cerr << "abide fetch: the resume file: " << *err << "\n";
       status = kExitRejected;
     } else if (!o.silent || signo != 0) {
       std::cerr << "abide fetch: " << resumable_left << " unfinished request" << (resumable_left == 1 ? "" : "s")
-                << " written to " << o.resume_file << " (run again with: abide fetch --resume " << o.resume_file
-                << ")\n";
+                << " written to " << resume_file << " (run again with: abide fetch --resume " << resume_file << ")\n";
     }
-  } else if (!o.resume.empty() && o.resume == o.resume_file) {
-    std::filesystem::remove(o.resume_file);  // nothing left to resume
+  } else if (!o.resume.empty() && o.resume == resume_file) {
+    // Nothing left to resume.
+    std::error_code ec;
+    std::filesystem::remove(resume_file, ec);
+    if (ec) {
+      std::cerr << "abide fetch: cannot remove " << resume_file << ": " << ec.message() << "\n";
+      status = kExitRejected;
+    }
   }
-  if (!o.silent) {
+  // Errors are said unless -s (and -S says them even then); the summary is -s's alone.
+  if (!o.silent || o.show_error) {
     std::size_t shown = 0;
     for (std::size_t i = 0; i < outcomes.size(); ++i) {
       const auto& out = outcomes[i];
       // Cancelled requests are summed up by the resume message, unless they need reconciling.
       if (out.done() || (out.kind == OutcomeKind::kCancelled && !out.ambiguous)) continue;
       if (++shown > 20) continue;
-      std::cerr << "abide fetch: " << jobs[i].method << " " << jobs[i].shown_url << ": " << to_string(out.kind)
-                << (out.ambiguous ? " (ambiguous: may have been applied)" : "") << ": " << safe_text(out.reason)
-                << "\n";
+      std::cerr << "abide fetch: " << jobs[i].method << " " << jobs[i].shown_url << ": ";
+      if (http_failed[i] == 0)
+        std::cerr << to_string(out.kind) << (out.ambiguous ? " (ambiguous: may have been applied)" : "") << ": ";
+      std::cerr << safe_text(out.reason) << "\n";
     }
     if (shown > 20) std::cerr << "abide fetch: ... and " << shown - 20 << " more\n";
-    if (batch || o.verbose) {
-      std::cerr << "abide fetch: " << outcomes.size() << " requests, " << done << " done, " << unfinished
-                << " not done; elapsed " << fmt_seconds(elapsed) << "\n";
-    }
+  }
+  if (!o.silent && (batch || o.verbose)) {
+    std::cerr << "abide fetch: " << outcomes.size() << " requests, " << done << " done, " << unfinished
+              << " not done; elapsed " << fmt_seconds(elapsed) << "\n";
   }
   if (signo != 0) return signo == SIGTERM ? 143 : 130;
   return status;
 }
-
 
 }  // namespace abide::cli
