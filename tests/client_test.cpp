@@ -1572,6 +1572,41 @@ TEST(Client, AWaitForATransferEndsAtTheDeadline) {
 }
 
 
+TEST(Client, EveryEventCarriesTheIndexTheCallerGave) {
+  TestServer server;
+  server.svr().Get("/i", [&](const httplib::Request& req, httplib::Response& res) {
+    if (server.log(req) == 0) {
+      res.status = 503;
+      res.set_header("Retry-After", "0");
+      return;
+    }
+    res.set_content("ok", "text/plain");
+  });
+  std::mutex mu;
+  std::vector<std::size_t> indexes;
+  ClientConfig c = fast_config();
+  c.on_event = [&](const ClientEvent& e) {
+    std::lock_guard lock(mu);
+    indexes.push_back(e.index);
+  };
+  Client client(c);
+  Request r;
+  r.url = server.url("/i");
+  SinkLog log;
+  ASSERT_EQ(client.fetch(r, log.sink(), {}, 7).kind, OutcomeKind::kDone);  // a retry, then the answer
+  ASSERT_EQ(client.fetch(r, {}, 3).kind, OutcomeKind::kDone);
+  Request bad;
+  bad.url = "ftp://127.0.0.1/";  // ended before the engine: its one event too
+  ASSERT_EQ(client.fetch(bad, log.sink(), {}, 9).kind, OutcomeKind::kNotRetryable);
+  std::lock_guard lock(mu);
+  const auto first_three = std::find(indexes.begin(), indexes.end(), 3u);
+  ASSERT_NE(first_three, indexes.end());
+  ASSERT_GT(first_three - indexes.begin(), 5);  // two attempts' events
+  EXPECT_TRUE(std::all_of(indexes.begin(), first_three, [](std::size_t i) { return i == 7; }));
+  ASSERT_EQ(indexes.back(), 9u);
+  EXPECT_TRUE(std::all_of(first_three, indexes.end() - 1, [](std::size_t i) { return i == 3; }));
+}
+
 // ---- Transfer settings, head limits and errors that last ----
 
 // A loopback server that answers each connection with what `reply` makes of

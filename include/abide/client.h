@@ -254,8 +254,10 @@ class Client {
   // answer's body is kept in the outcome (up to max_body_bytes; a longer one
   // ends the request not_retryable). It is the final answer's only once it is
   // all in: a body that breaks off is an attempt that failed (a GET is
-  // retried).
-  RequestOutcome fetch(const Request& request, std::stop_token stop = {});
+  // retried). `index` is the ClientEvent::index of this request's events, so
+  // that a caller running its own batch can tell them apart (fetch_all gives
+  // each request its place).
+  RequestOutcome fetch(const Request& request, std::stop_token stop = {}, std::size_t index = 0);
 
   // Runs one request to its outcome on the calling thread, streaming the
   // final answer to `sink` as it arrives (no max_body_bytes cap; the
@@ -267,8 +269,9 @@ class Client {
   // request not_retryable (it is not fetched again behind the caller's
   // back); false from either callback ends it not_retryable and stops the
   // transfer. A stop ends the transfer as cancelled, unless the body was
-  // all in already.
-  RequestOutcome fetch(const Request& request, const ResponseSink& sink, std::stop_token stop = {});
+  // all in already. `index` as for fetch() above.
+  RequestOutcome fetch(const Request& request, const ResponseSink& sink, std::stop_token stop = {},
+                       std::size_t index = 0);
 
   // Runs a batch on `options.jobs` workers; returns the outcomes in request
   // order. After a stop, requests not yet started end as cancelled at once.

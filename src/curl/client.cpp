@@ -255,16 +255,17 @@ RequestOutcome Client::Impl::run(const Request& req, std::size_t index, Transpor
 Client::Client(ClientConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
 Client::~Client() = default;
 
-RequestOutcome Client::fetch(const Request& request, std::stop_token stop) {
+RequestOutcome Client::fetch(const Request& request, std::stop_token stop, std::size_t index) {
   auto transport = impl_->checkout();
-  RequestOutcome out = impl_->run(request, 0, *transport, stop);
+  RequestOutcome out = impl_->run(request, index, *transport, stop);
   impl_->checkin(std::move(transport));
   return out;
 }
 
-RequestOutcome Client::fetch(const Request& request, const ResponseSink& sink, std::stop_token stop) {
+RequestOutcome Client::fetch(const Request& request, const ResponseSink& sink, std::stop_token stop,
+                             std::size_t index) {
   auto transport = impl_->checkout();
-  RequestOutcome out = impl_->run(request, 0, *transport, stop, &sink);
+  RequestOutcome out = impl_->run(request, index, *transport, stop, &sink);
   impl_->checkin(std::move(transport));
   return out;
 }
