@@ -1912,9 +1912,9 @@ TEST(ClientHead, AHeadOverMaxHeaderBytesIsOneClearError) {
 }
 
 TEST(ClientHead, AMaxHeaderBytesOverLibcurlsOwnTotalMeetsLibcurlsFirst) {
-  ScriptedServer server([](const std::string&) { return ok_with_a_long_head(2000); });
+  ScriptedServer server([](const std::string&) { return ok_with_a_long_head(2000); });  // 2 MB
   ClientConfig c = fast_config();
-  c.max_header_bytes = std::size_t{4} << 20;
+  c.max_header_bytes = std::size_t{1} << 20;  // above libcurl's 300 KiB, below the head
   Client client(c);
   Request r;
   r.url = server.url("http", "/big");
@@ -1922,11 +1922,16 @@ TEST(ClientHead, AMaxHeaderBytesOverLibcurlsOwnTotalMeetsLibcurlsFirst) {
   ASSERT_EQ(out.kind, OutcomeKind::kNotRetryable) << out.reason;
   ASSERT_EQ(out.attempts.size(), 1u);
   EXPECT_EQ(server.received().size(), 1u);
-  // libcurl 8.3 and later (and patched 7.88) stop at 300 KiB of heads.
-  if (curl_version_info(CURLVERSION_NOW)->version_num >= 0x080300 || out.reason.find("libcurl") != std::string::npos) {
-    EXPECT_NE(out.reason.find("larger than libcurl's limit"), std::string::npos) << out.reason;
+  // libcurl 8.3 and later (and patched 7.88 builds, as Debian's) stop at
+  // 300 KiB of heads; an older one reads on to this client's own limit.
+  const bool libcurl_bounds_heads = curl_version_info(CURLVERSION_NOW)->version_num >= 0x080300 ||
+                                    out.reason.find("libcurl") != std::string::npos;
+  if (libcurl_bounds_heads) {
+    EXPECT_NE(out.reason.find("the response head is larger than libcurl's limit (Too large response headers"),
+              std::string::npos)
+        << out.reason;
   } else {
-    EXPECT_NE(out.reason.find("larger than 4194304 bytes"), std::string::npos) << out.reason;
+    EXPECT_NE(out.reason.find("larger than 1048576 bytes"), std::string::npos) << out.reason;
   }
 }
 

@@ -92,7 +92,7 @@ struct RequestOutcome {
   OutcomeKind kind = OutcomeKind::kCancelled;
   std::string reason;                // one sentence
   std::optional<Response> response;  // the last response received (the final one when done)
-  std::uint64_t body_bytes = 0;      // bytes of the final answer's body read
+  std::uint64_t body_bytes = 0;      // bytes of the final answer's body read (decoded, with decompress)
   // The earliest permitted time for another attempt, whenever known.
   std::optional<WallTime> not_before_wall;
   std::optional<MonoTime> not_before_mono;
