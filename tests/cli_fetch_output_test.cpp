@@ -284,6 +284,11 @@ class TestServer {
     if (p == "/ok" || p == "/files/data.txt" || p == "/a" || p == "/b" || p == "/c") {
       res.set_header("X-Thing", "one");
       res.set_content(p == "/ok" ? "ok\n" : "body of " + p + "\n", "text/plain");
+    } else if (p == "/text") {
+      // Long and repetitive: worth compressing, when asked.
+      std::string body = "accept-encoding=" + req.get_header_value("Accept-Encoding") + "\n";
+      for (int i = 0; i < 200; ++i) body += "the same line again and again\n";
+      res.set_content(body, "text/plain");
     } else if (p == "/404") {
       res.status = 404;
       res.set_content("not here\n", "text/plain");
@@ -449,6 +454,27 @@ TEST(FetchOutput, FailWritesNoBodyForAnHttpError) {
   const RunResult ci = curl({"-f", "-i", s.url("/404")});
   EXPECT_EQ(head_lines(ai.out), head_lines(ci.out));
   EXPECT_EQ(ai.out.find("not here"), std::string::npos);
+}
+
+TEST(FetchOutput, FailLeavesNoOutputFileAsCurl) {
+  TestServer s;
+  TempDir dir;
+  const RunResult a = run(fetch_argv({"-s", "-f", "-o", dir / "a.out", s.url("/404")}));
+  const RunResult c = curl({"-f", "-o", dir / "c.out", s.url("/404")});
+  EXPECT_EQ(a.exit_code, 1);
+  EXPECT_FALSE(std::filesystem::exists(dir / "c.out"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "a.out"));
+}
+
+TEST(FetchOutput, CompressedAsksForACodingAndWritesTheDecodedBody) {
+  TestServer s;
+  const RunResult a = run(fetch_argv({"-s", "--compressed", s.url("/text")}));
+  const RunResult c = curl({"--compressed", s.url("/text")});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, c.out);
+  EXPECT_NE(a.out.find("gzip"), std::string::npos) << a.out.substr(0, 80);
+  const RunResult plain = run(fetch_argv({"-s", s.url("/text")}));
+  EXPECT_TRUE(plain.out.starts_with("accept-encoding=\n")) << plain.out.substr(0, 80);
 }
 
 TEST(FetchOutput, FailMessageFollowsSilentAndShowError) {

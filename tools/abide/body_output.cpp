@@ -252,6 +252,10 @@ bool BodyOutput::copy_spool(std::FILE* spool) {
 }
 
 bool BodyOutput::end(Body& b, std::string_view stdout_text) {
+  // -f and one request: no -o file for an answer that wrote nothing, as curl
+  // (which creates it at the first byte) leaves none.
+  if (b.http_failed && !fail_with_body_ && single_ && !path_.empty() && b.mode == Body::Mode::kNone)
+    remove_output_ = true;
   // The -w text of a request whose body went to a file of its own goes to
   // stdout after the file is complete.
   const bool own = b.mode == Body::Mode::kOwn;

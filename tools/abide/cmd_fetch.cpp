@@ -390,7 +390,7 @@ int run_fetch(const FetchOptions& o) {
         status = kExitRejected;
       }
     } else if (auto err = write_file_atomically(o.stats, text)) {
-      std::cerr << "abide fetch: --stats: " << *err << "\n";
+      std::cerr << "abide fetch: " << unwritable(o.stats, "--stats file").value_or(*err) << "\n";
       status = kExitRejected;
     }
   }
@@ -401,7 +401,8 @@ int run_fetch(const FetchOptions& o) {
     if (auto err = write_file_atomically(resume_file,
                                          j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n",
                                          FileAccess::kOwnerOnly)) {
-      std::cerr << "abide fetch: the resume file: " << *err << "\n";
+      // The reason, found again: the writer's message does not say it.
+      std::cerr << "abide fetch: " << unwritable(resume_file, "the resume file").value_or(*err) << "\n";
       status = kExitRejected;
     } else if (!o.silent || signo != 0) {
       std::cerr << "abide fetch: " << resumable_left << " unfinished request" << (resumable_left == 1 ? "" : "s")
