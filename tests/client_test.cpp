@@ -35,9 +35,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Nothing may leave the machine: no proxy from the environment.
+// Nothing may leave the machine: no proxy from the environment. (no_proxy
+// too: it would bypass the proxy a test configures.)
 const bool kNoProxy = [] {
-  for (const char* v : {"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy"})
+  for (const char* v :
+       {"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy", "no_proxy", "NO_PROXY"})
     unsetenv(v);
   return true;
 }();

@@ -308,11 +308,12 @@ class Client {
   // http_version) are the handle's own business: none is set on it;
   // max_header_bytes applies. Errors that would come again end the request
   // at once as for fetch(), judged on libcurl's code alone (the handle's
-  // CURLOPT_ERRORBUFFER is the caller's): a TLS handshake failure, which
-  // only the error text tells apart from a transient one, is retried here. Redirects the handle follows itself
-  // (CURLOPT_FOLLOWLOCATION) are its business: the rules read the last
-  // answer, paced under request.url's origin. `stop` aborts a transfer at
-  // once. The handle must not be in use elsewhere during the call (nor in a
+  // CURLOPT_ERRORBUFFER is the caller's and stays so): a TLS handshake
+  // failure or a proxy URL libcurl cannot read, which only libcurl's error
+  // text tells apart from a transient failure, is retried here. Redirects
+  // the handle follows itself (CURLOPT_FOLLOWLOCATION) are its business: the
+  // rules read the last answer, paced under request.url's origin. `stop`
+  // aborts a transfer at once. The handle must not be in use elsewhere during the call (nor in a
   // multi handle).
   RequestOutcome perform(CurlEasy* handle, const Request& request, const HandleCallbacks& callbacks = {},
                          std::stop_token stop = {});
