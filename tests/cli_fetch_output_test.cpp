@@ -551,6 +551,46 @@ TEST(FetchOutput, WriteOutStreamsFileAndUnknownVariables) {
   EXPECT_EQ(s.hits("/ok"), 2) << "abide's first run and curl's, and no more";
 }
 
+TEST(FetchOutput, UnknownWriteOutVariableIsSaidEvenWhenSilentAsCurl) {
+  TestServer s;
+  const RunResult a = run(fetch_argv({"-s", "-o", "/dev/null", "-w", "x%{nope}y", s.url("/ok")}));
+  const RunResult c = curl({"-o", "/dev/null", "-w", "x%{nope}y", s.url("/ok")});
+  EXPECT_EQ(a.out, c.out);
+  EXPECT_NE(c.err.find("unknown --write-out variable: 'nope'"), std::string::npos) << c.err;
+  EXPECT_NE(a.err.find("unknown --write-out variable: 'nope'"), std::string::npos) << a.err;
+}
+
+TEST(FetchOutput, BatchOutputsNeverInterleave) {
+  // Concurrent requests to stdout: each body is followed by its own -w text,
+  // whole, whatever order they finish in.
+  TestServer s;
+  TempDir dir;
+  const std::vector<std::string> paths{"/a", "/b", "/c", "/a", "/b", "/c", "/a", "/b", "/c", "/a", "/b", "/c"};
+  {
+    std::ofstream list(dir / "urls.txt");
+    for (const auto& p : paths) list << s.url(p) << "\n";
+  }
+  const RunResult a = run(
+      fetch_argv({"-s", "-j", "4", "-i", "-w", "[%{url_effective}]\\n", "--urls", dir / "urls.txt"}));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  std::size_t at = 0, seen = 0;
+  while (at < a.out.size()) {
+    const std::size_t body = a.out.find("\r\n\r\n", at);
+    ASSERT_NE(body, std::string::npos) << a.out.substr(at);
+    ASSERT_TRUE(a.out.compare(at, 17, "HTTP/1.1 200 OK\r\n") == 0) << a.out.substr(at);
+    const std::size_t line_end = a.out.find('\n', body + 4);
+    ASSERT_NE(line_end, std::string::npos);
+    const std::string line = a.out.substr(body + 4, line_end - body - 4);  // "body of /X"
+    ASSERT_TRUE(line.starts_with("body of /")) << line;
+    const std::string path = line.substr(8);
+    const std::string tail = "[" + s.url(path) + "]\n";
+    ASSERT_EQ(a.out.compare(line_end + 1, tail.size(), tail), 0) << a.out.substr(line_end + 1, 80);
+    at = line_end + 1 + tail.size();
+    ++seen;
+  }
+  EXPECT_EQ(seen, paths.size());
+}
+
 TEST(FetchOutput, LocationFollowsRedirectsAsCurl) {
   TestServer s;
   const RunResult a = run(fetch_argv({"-s", "-L", "-i", s.url("/r302")}));

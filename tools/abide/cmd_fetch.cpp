@@ -163,11 +163,9 @@ int run_fetch(const FetchOptions& o) {
       return kExitRejected;
     }
     write_out = parse_write_out(*text);
-    // As curl: said, and written as nothing.
-    if (!o.silent || o.show_error) {
-      for (const std::string& name : write_out->unknown)
-        std::cerr << "abide fetch: unknown --write-out variable: '" << printable(name, 100) << "'\n";
-    }
+    // As curl: said (even with -s), and written as nothing.
+    for (const std::string& name : write_out->unknown)
+      std::cerr << "abide fetch: unknown --write-out variable: '" << printable(name, 100) << "'\n";
   }
   if (!o.stats.empty() && o.stats != "-") {
     if (auto err = unwritable(o.stats, "--stats file")) {
