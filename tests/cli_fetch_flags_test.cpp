@@ -161,8 +161,6 @@ TEST_F(FetchFlags, DataRawHasNoFileMeaningAsCurl) {
   EXPECT_EQ(seen(run(fetch_argv({"-s", "--data-raw", "@not-a-file", echo()})).out).body, "@not-a-file");
 }
 
-TEST_F(FetchFlags, DataAsciiIsData) { compare_with_curl({"--data-ascii", "k=v"}, echo()); }
-
 TEST_F(FetchFlags, DataUrlencodeFiveFormsAsCurl) {
   TempDir dir;
   const std::string f = write_file(dir, "u.txt", "l1 x\r\nl2+&\n");
@@ -468,7 +466,7 @@ TEST_F(FetchFlags, RefererAutoIsRefused) {
 // --- URLs --------------------------------------------------------------------------------
 
 TEST_F(FetchFlags, SeveralUrlsAreFetchedInOrder) {
-  const RunResult r = run(fetch_argv({"-s", "-j", "1", echo("?n=1"), echo("?n=2"), "--url", echo("?n=3")}));
+  const RunResult r = run(fetch_argv({"-s", "-m", "30", "-j", "1", echo("?n=1"), echo("?n=2"), echo("?n=3")}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto all = seen_all(r.out);
   ASSERT_EQ(all.size(), 3u) << r.out;
@@ -608,6 +606,16 @@ TEST(FetchFlagsUnits, UrlLinesParsed) {
   EXPECT_EQ((*lines)[2].line, 3u);
 }
 
+TEST(FetchFlagsUnits, UrlListBodiesAreBounded) {
+  TempDir dir;
+  write_file(dir, "b.txt", std::string(600, 'x'));
+  const std::string list = write_file(dir, "l.txt", "POST http://h/1 @b.txt\nPOST http://h/2 @b.txt\n");
+  ASSERT_TRUE(cli::read_url_list(list, 1200));
+  auto over = cli::read_url_list(list, 1000);
+  ASSERT_FALSE(over);
+  EXPECT_EQ(over.error(), list + ":2: the bodies of the list add up to more than 1000 bytes");
+}
+
 // --- flags abide does not have ------------------------------------------------------------------
 
 TEST_F(FetchFlags, UnsupportedFlagsAreNamedWithAHintAndNothingIsSent) {
@@ -637,6 +645,8 @@ TEST_F(FetchFlags, UnsupportedFlagsAreNamedWithAHintAndNothingIsSent) {
       {{"-z", "yesterday"}, "-z", "If-Modified-Since"},
       {{"--frobnicate"}, "--frobnicate", "not a fetch option; see abide fetch --help"},
       {{"-sb", "k=v"}, "-b", "Cookie"},
+      {{"--data-ascii", "a=1"}, "--data-ascii", "use -d"},
+      {{"-j", "4", "-c", "jar"}, "-c", "no cookies"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> a = c.args;

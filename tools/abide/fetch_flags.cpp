@@ -121,7 +121,7 @@ constexpr std::string_view kNotAnOption = "not a fetch option; see abide fetch -
 const std::initializer_list<Unsupported>& unsupported_flags() {
   static const std::initializer_list<Unsupported> kFlags{
       {{"-b", "--cookie"}, "use -H 'Cookie: NAME=VALUE'"},
-      {{"-c", "--cookie-jar", "-j", "--junk-session-cookies"},
+      {{"-c", "--cookie-jar", "--junk-session-cookies"},
        "abide keeps no cookies (-D FILE writes the heads, Set-Cookie included)"},
       {{"-T", "--upload-file"}, "use -X PUT --data-binary @FILE"},
       {{"-C", "--continue-at"}, "use -H 'Range: bytes=N-' to ask for the rest of a body"},
@@ -146,6 +146,8 @@ const std::initializer_list<Unsupported>& unsupported_flags() {
       {{"--trace", "--trace-ascii", "--trace-time", "--stderr"}, "use -v (credentials redacted)"},
       {{"--http1.0", "--http2-prior-knowledge", "--http3", "--http3-only"}, "give --http1.1 or --http2"},
       {{"-J", "--remote-header-name"}, "use -O (the name from the URL) or -o FILE"},
+      {{"--data-ascii"}, "use -d (the same)"},
+      {{"--url"}, "give the URLs as arguments (several are fetched in order), or --urls FILE"},
   };
   return kFlags;
 }
@@ -170,16 +172,11 @@ const Registration fetch_cmd{
       // Unknown flags are kept (not an error of CLI11's, which would blame the
       // URL after them) and refused by name when the command runs.
       app.allow_extras();
-      auto* url_args = app.add_option("url", o->urls,
-                                      "The URLs (http or https; without a scheme, http://), fetched in order");
-      auto url_flags = std::make_shared<std::vector<std::string>>();
-      auto* url_flag = app.add_option("--url", *url_flags, "A URL to fetch, in order with the others (repeatable)")
-                           ->allow_extra_args(false);
+      app.add_option("url", o->urls, "The URLs (http or https; without a scheme, http://), fetched in order");
       app.add_option("-X,--request", o->method, "Method (default GET, or POST with -d)");
       app.add_option("-H,--header", o->headers, "A request header 'Name: value' (repeatable)")->allow_extra_args(false);
       auto* data = app.add_option("-d,--data", o->data, "Request body (@FILE reads a file, @- standard input)")
                        ->allow_extra_args(false);
-      auto* data_ascii = app.add_option("--data-ascii", o->data, "The same as -d")->allow_extra_args(false);
       auto* data_binary =
           app.add_option("--data-binary", o->data_binary, "Request body, @FILE sent as it is")->allow_extra_args(false);
       auto* data_raw = app.add_option("--data-raw", o->data_raw, "Request body, with no special meaning for @")
@@ -266,8 +263,8 @@ const Registration fetch_cmd{
       app.add_flag("-v,--verbose", o->verbose, "Print every attempt and decision (credentials redacted)");
       app.add_flag("-s,--silent", o->silent, "No progress line, no summary");
       app.footer(std::string(kFooterStart) + (redis_built_in() ? kFooterRedis : "") + kFooterEnd);
-      return [&app, o, url_args, url_flags, url_flag, data, data_ascii, data_binary, data_raw, data_urlencode, json,
-              form, deadline, max_attempts, retry, max_wait, http11, http2, seed] {
+      return [&app, o, data, data_binary, data_raw, data_urlencode, json, form, deadline, max_attempts, retry, max_wait,
+              http11, http2, seed] {
         for (const std::string& arg : app.remaining()) {
           std::cerr << "abide fetch: "
                     << (arg.starts_with('-') && arg.size() > 1 ? unsupported_message(arg)
@@ -275,22 +272,12 @@ const Registration fetch_cmd{
                     << "\n";
           return kExitUsage;
         }
-        if (url_flag->count() > 0) {
-          // --url and URL arguments, in the order given (as curl takes them).
-          std::vector<std::string> urls;
-          std::size_t arg = 0, flag = 0;
-          for (const CLI::Option* opt : app.parse_order()) {
-            if (opt == url_args && arg < o->urls.size()) urls.push_back(o->urls[arg++]);
-            if (opt == url_flag && flag < url_flags->size()) urls.push_back((*url_flags)[flag++]);
-          }
-          o->urls = std::move(urls);
-        }
         if (retry->count() > 0 && max_attempts->count() > 0) {
           std::cerr << "abide fetch: give --retry N or --max-attempts N+1, not both\n";
           return kExitUsage;
         }
-        o->has_data = data->count() + data_ascii->count() + data_binary->count() + data_raw->count() +
-                          data_urlencode->count() + json->count() + form->count() >
+        o->has_data = data->count() + data_binary->count() + data_raw->count() + data_urlencode->count() +
+                          json->count() + form->count() >
                       0;
         o->has_deadline = deadline->count() > 0;
         if (max_wait->count() == 0) o->max_wait_s = kDefaultMaxWaitS;

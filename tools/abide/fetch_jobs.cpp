@@ -53,7 +53,7 @@ nlohmann::ordered_json time_or_null(const std::optional<WallTime>& t) {
 
 }  // namespace
 
-Result<std::vector<UrlLine>, std::string> read_url_list(const std::string& path) {
+Result<std::vector<UrlLine>, std::string> read_url_list(const std::string& path, std::size_t max_body_bytes) {
   auto text = read_text(path);
   if (!text) return fail(std::move(text.error().text));
   if (text->size() > kMaxListBytes) return fail(path + ": larger than 256 MiB");
@@ -62,7 +62,7 @@ Result<std::vector<UrlLine>, std::string> read_url_list(const std::string& path)
   const std::filesystem::path folder = path == "-" ? std::filesystem::path()
                                                    : std::filesystem::path(path).parent_path();
   std::vector<UrlLine> lines;
-  std::size_t line_no = 0;
+  std::size_t line_no = 0, body_bytes = 0;
   std::string_view rest = *text;
   while (!rest.empty()) {
     ++line_no;
@@ -70,14 +70,14 @@ Result<std::vector<UrlLine>, std::string> read_url_list(const std::string& path)
     std::string_view line = trim(rest.substr(0, nl));
     rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
     if (line.empty() || line.front() == '#') continue;
-    const std::string where = path + ":" + std::to_string(line_no) + ": ";
+    const auto where = [&] { return path + ":" + std::to_string(line_no) + ": "; };
     UrlLine entry;
     entry.line = line_no;
     const std::string_view first = url_line_field(line);
     if (line.empty()) {
       entry.url = std::string(first);
     } else {
-      if (!is_line_method(first)) return fail(where + "expected URL, METHOD URL or METHOD URL BODY");
+      if (!is_line_method(first)) return fail(where() + "expected URL, METHOD URL or METHOD URL BODY");
       entry.method = std::string(first);
       entry.url = std::string(url_line_field(line));
       if (!line.empty()) {
@@ -85,11 +85,15 @@ Result<std::vector<UrlLine>, std::string> read_url_list(const std::string& path)
           const std::filesystem::path file(std::string(line.substr(1)));
           const std::string full = (file.is_absolute() ? file : folder / file).string();
           auto body = read_text(full);
-          if (!body) return fail(where + body.error().text);
+          if (!body) return fail(where() + body.error().text);
           entry.body = std::move(*body);
         } else {
           entry.body = std::string(line);
         }
+        body_bytes += entry.body->size();
+        if (body_bytes > max_body_bytes)
+          return fail(where() + "the bodies of the list add up to more than " + std::to_string(max_body_bytes) +
+                      " bytes");
       }
     }
     lines.push_back(std::move(entry));

@@ -41,10 +41,14 @@ struct UrlLine {
   std::optional<std::string> body;
 };
 
+// Every body of a list is held until its request is made: their sum is bounded.
+inline constexpr std::size_t kMaxUrlListBodyBytes = std::size_t{1} << 30;
+
 // The lines of a --urls file ("-" for standard input): blank lines and lines
 // starting with '#' are skipped; surrounding whitespace is trimmed. An error
 // names the file and line.
-Result<std::vector<UrlLine>, std::string> read_url_list(const std::string& path);
+Result<std::vector<UrlLine>, std::string> read_url_list(const std::string& path,
+                                                        std::size_t max_body_bytes = kMaxUrlListBodyBytes);
 
 // True when running the request again may finish it: cancelled, deferred,
 // deadline_exceeded, exhausted. not_retryable requests are not (repeating them
