@@ -29,6 +29,8 @@ struct ProxyFlags {
   std::string profile;
   std::vector<std::string> profile_files;
   std::string store = "memory";
+  bool store_fallback = false;
+  bool fail_closed = false;
   std::string pacing = "smooth";
   std::int64_t max_attempts = 5;
   double max_wait_s = 60;
@@ -67,6 +69,8 @@ int run_proxy(const ProxyFlags& o) {
     return usage("unknown --profile \"" + o.profile + "\"");
   auto spec = parse_store_spec(o.store);
   if (!spec) return usage(spec.error());
+  spec->fallback = o.store_fallback;
+  spec->fail_closed = o.fail_closed;
 
   opts.bind = o.bind;
   opts.port = static_cast<std::uint16_t>(o.port);
@@ -82,7 +86,7 @@ int run_proxy(const ProxyFlags& o) {
                  "keys) to its upstreams, for anyone who can reach it\n";
   }
 
-  auto store = open_store(*spec);
+  auto store = open_store(*spec, "abide proxy");
   if (!store) {
     std::cerr << "abide proxy: " << store.error() << "\n";
     return kExitRejected;
@@ -125,6 +129,35 @@ int run_proxy(const ProxyFlags& o) {
   return kExitOk;
 }
 
+constexpr const char* kFooterStart =
+    R"(Callers point their base URL at the proxy. Abide-Max-Wait: SECONDS on a request bounds how
+long the proxy may hold it for pacing and retries (default --max-wait); every answer carries
+Abide-Outcome, Abide-Attempts and Abide-Waited, and one that is not done also Retry-After and
+Abide-Not-Before. /__abide/stats (JSON) and /__abide/metrics (Prometheus) are the proxy's own.
+
+SIGTERM or SIGINT: stop accepting, answer callers still waiting with 503 and their permitted
+time, give transfers in flight --grace seconds, then exit 0.
+
+)";
+
+// Only in an abide built with abide::redis.
+constexpr const char* kFooterRedis =
+    R"(--store redis://[[USER]:PASSWORD@]HOST[:PORT][/PREFIX], redis://[[USER]:PASSWORD@]unix:/PATH or
+unix:/PATH (a socket's prefix: ?prefix=P) shares quota and cooldowns with other proxies and
+fetches. Without a password in the URL, ABIDE_REDIS_PASSWORD gives it. Redis is checked once at
+start, before the proxy listens: if nothing answers there, the credentials are refused or the
+user may not use the prefix, the proxy exits 1 with the reason (never the password), unless
+--store-fallback: then one line on stderr, and it starts as in an outage. During an outage the
+proxy goes on with in-process quota state and reconnects in the background; with --fail-closed
+requests wait for Redis instead, each up to its Abide-Max-Wait (or --max-wait), and are then
+answered Abide-Outcome: deferred, unsent. --store-fallback with --fail-closed: the proxy starts
+without Redis and holds requests until it answers or their budget runs out.
+
+)";
+
+constexpr const char* kFooterEnd =
+    "Exit status: 0 after a signal, 1 when it cannot listen or cannot use its --store, 2 usage error.";
+
 const Registration proxy_cmd{
     {"proxy"},
     "A local reverse proxy that obeys Retry-After, RateLimit and vendor quotas for any client",
@@ -147,6 +180,12 @@ const Registration proxy_cmd{
                                         "with other proxies (password also from $ABIDE_REDIS_PASSWORD)"
                                       : "Quota state: memory (this abide was built without Redis support)")
           ->capture_default_str();
+      if (redis_built_in()) {
+        app.add_flag("--store-fallback", o->store_fallback,
+                     "Start even when the Redis store cannot be used (as during an outage)");
+        app.add_flag("--fail-closed", o->fail_closed,
+                     "While Redis is down, hold requests until it is back (up to their wait budget)");
+      }
       app.add_option("--pacing", o->pacing, "Spend known quota smoothly, or in a burst")
           ->capture_default_str()
           ->check(CLI::IsMember({"smooth", "burst"}));
@@ -176,15 +215,7 @@ const Registration proxy_cmd{
           ->capture_default_str()
           ->check(CLI::Range(0.0, 86400.0));
       app.add_flag("-v,--verbose", o->verbose, "One line per attempt, decision and outcome on stderr (redacted)");
-      app.footer(R"(Callers point their base URL at the proxy. Abide-Max-Wait: SECONDS on a request bounds how
-long the proxy may hold it for pacing and retries (default --max-wait); every answer carries
-Abide-Outcome, Abide-Attempts and Abide-Waited, and one that is not done also Retry-After and
-Abide-Not-Before. /__abide/stats (JSON) and /__abide/metrics (Prometheus) are the proxy's own.
-
-SIGTERM or SIGINT: stop accepting, answer callers still waiting with 503 and their permitted
-time, give transfers in flight --grace seconds, then exit 0.
-
-Exit status: 0 after a signal, 1 when it cannot listen, 2 usage error.)");
+      app.footer(std::string(kFooterStart) + (redis_built_in() ? kFooterRedis : "") + kFooterEnd);
       return [o] { return run_proxy(*o); };
     }};
 

@@ -3,14 +3,22 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "abide/quota_store.h"
 #include "abide/result.h"
 
 namespace abide::cli {
 
-// A checked --store value: "memory", or a Redis URL
-// (redis://[[user]:password@]HOST[:PORT][/PREFIX], see abide/redis_store.h).
+// A checked --store value: "memory", or a Redis location
+// (redis://[[user]:password@]HOST[:PORT][/PREFIX], redis://[[user]:password@]unix:/PATH[?prefix=P],
+// unix:/PATH[?prefix=P]; see abide/redis_store.h).
+//
+// The two flags are independent: `fallback` decides what a Redis unusable at
+// start means (an error, or an outage from the first second), `fail_closed`
+// what an outage means (in-process quota state, or requests that wait for
+// Redis). Both together: the run starts without Redis and its requests wait
+// for it, each up to its --max-wait or deadline, then end deferred.
 struct StoreSpec {
   bool redis = false;
   std::string url;
@@ -29,8 +37,15 @@ Result<StoreSpec, std::string> parse_store_spec(const std::string& text);
 // carries none (keeps it out of the command line, which other users may see).
 inline constexpr const char* kRedisPasswordEnv = "ABIDE_REDIS_PASSWORD";
 
-// Opens the store. Redis outages are reported on stderr; the store then goes
-// on in-process (abide::RedisDownPolicy::kFallback) and reconnects.
-Result<std::shared_ptr<QuotaStore>, std::string> open_store(const StoreSpec& spec);
+// Opens the store. A Redis store is checked once, before anything is sent
+// (connect, AUTH, the script on a key under the prefix, within the connect
+// and command timeouts): when Redis cannot be used the result is an error
+// that says why (never the password), unless spec.fallback, which writes one
+// line on stderr instead and goes on as in an outage. Outages later are
+// reported on stderr as one line each; the store then goes on in-process
+// (RedisDownPolicy::kFallback) or makes requests wait (kFailClosed), and
+// reconnects. `who` starts every line ("abide fetch", "abide proxy").
+Result<std::shared_ptr<QuotaStore>, std::string> open_store(const StoreSpec& spec,
+                                                            std::string_view who = "abide fetch");
 
 }  // namespace abide::cli
