@@ -220,6 +220,46 @@ TEST(ProgressAnnounce, BackoffAndTheDateOfALaterDay) {
       << t.said();
 }
 
+TEST(ProgressAnnounce, PacerSpacingIsSaidOncePerQuotaWindow) {
+  const HeaderList quota{{"RateLimit-Policy", "\"d\";q=100;w=120"}, {"RateLimit", "\"d\";r=12;t=120"}};
+  {
+    Talk t(4);
+    const Request a = get("http://api.example.com/1"), b = get("http://api.example.com/2"),
+                  c = get("http://api.example.com/3"), d = get("http://api.example.com/4");
+    t.answer(0, a, 200, quota, Basis::kNone, Decision::kDone, {});
+    t.finished(0, a);
+    t.wait_starts(1, b, WaitKind::kPacer);
+    t.wait_starts(2, c, WaitKind::kPacer);
+    const std::string s = t.said();
+    EXPECT_EQ(count(s, "\n"), 1u) << s;
+    EXPECT_NE(s.find("abide fetch: spacing requests to http://api.example.com about 10 s apart, so that its quota "
+                     "(12 left, resets in 2 min) lasts; Ctrl-C stops and saves what is left for --resume"),
+              std::string::npos)
+        << s;
+    // The quota's next window is said again.
+    t.clock.advance(std::chrono::seconds{121});
+    t.answer(1, b, 200, quota, Basis::kNone, Decision::kDone, {});
+    t.wait_starts(3, d, WaitKind::kPacer);
+    EXPECT_EQ(count(t.said(), "spacing requests"), 2u) << t.said();
+  }
+  {
+    ProgressOptions o;
+    o.burst = true;  // nothing is spaced
+    Talk t(2, o);
+    const Request a = get("http://api.example.com/1"), b = get("http://api.example.com/2");
+    t.answer(0, a, 200, quota, Basis::kNone, Decision::kDone, {});
+    t.wait_starts(1, b, WaitKind::kPacer);
+    EXPECT_EQ(t.said(), "");
+  }
+  {
+    Talk t(2);  // 1 s apart: not worth a line
+    const Request a = get("http://api.example.com/1"), b = get("http://api.example.com/2");
+    t.answer(0, a, 200, {{"RateLimit", "\"d\";r=100;t=100"}}, Basis::kNone, Decision::kDone, {});
+    t.wait_starts(1, b, WaitKind::kPacer);
+    EXPECT_EQ(t.said(), "");
+  }
+}
+
 TEST(ProgressLine, ShowsTheLongestWaitAndItsReason) {
   Talk t(3);
   const Request a = get("http://api.example.com/1"), b = get("http://b.example.com/1"), c = get("http://c.example/1");
@@ -236,6 +276,7 @@ TEST(ProgressLine, ShowsTheLongestWaitAndItsReason) {
   t.finished(0, a);
   const std::string after = t.progress->line(t.clock.mono_now());
   EXPECT_EQ(after.find("longest wait"), std::string::npos) << after;  // b's 8 s are over too
+  EXPECT_NE(after.find("held by the pacer's spacing of requests to http://c.example"), std::string::npos) << after;
 }
 
 TEST(ProgressLine, EtaIsNeverBeforeAKnownWaitEnds) {

@@ -235,7 +235,60 @@ void Progress::observe_locked(Active& a, const ClientEvent& e) {
                                      a.origin, by_retry_after ? std::string() : a.quota_source};
     }
   }
+  if (!options_.burst && !s.quota.empty()) {
+    if (KeyState* k = key_locked(a.key, e.at)) spacing_locked(*k, s, e.at);
+  }
   if (!s.uninterpreted.empty() && s.profile.empty()) report_vendor_locked(a, s);
+}
+
+void Progress::spacing_locked(KeyState& k, const Signals& s, MonoTime now) {
+  // As the smooth pacer spaces sends (pacer.h): what remains spread over the
+  // time to its reset, or a policy alone as its window over its limit. An
+  // estimate for people (the pacer adds a small margin); it decides nothing.
+  Duration spacing{};
+  Duration span{};
+  std::string quota;
+  for (const QuotaObservation& q : s.quota) {
+    if (q.confidence != Confidence::kHigh || q.reset_is_full_refill) continue;
+    if (q.remaining && *q.remaining > 0 && q.reset && *q.reset > Duration::zero()) {
+      const Duration d = *q.reset / *q.remaining;
+      if (d <= spacing) continue;
+      spacing = d;
+      span = *q.reset;
+      quota = std::to_string(*q.remaining) + " left, resets in " + human_duration(*q.reset);
+    } else if (!q.remaining && q.limit && *q.limit > 0 && q.window && *q.window > Duration::zero()) {
+      const Duration d = *q.window / *q.limit;
+      if (d <= spacing) continue;
+      spacing = d;
+      span = *q.window;
+      quota = std::to_string(*q.limit) + " per " + human_duration(*q.window);
+    }
+  }
+  if (spacing <= Duration::zero()) return;
+  // A new window of the quota is said anew; within one, once, and the widest
+  // spacing holds (the pacer keeps the lowest remaining count of a window).
+  if (k.spacing_until <= now) {
+    k.spacing_announced = false;
+  } else if (spacing < k.spacing) {
+    return;
+  }
+  k.spacing = spacing;
+  k.spacing_quota = std::move(quota);
+  k.spacing_until = saturating_add(s.received_mono, span);
+}
+
+void Progress::announce_spacing_locked(const Active& a, KeyState& k, MonoTime now) {
+  if (options_.silent || options_.burst || k.spacing_announced || k.spacing_until <= now) return;
+  if (k.spacing < options_.announce_after || k.spacing > options_.max_wait) return;
+  k.spacing_announced = true;
+  emit_locked("abide fetch: spacing requests to " + a.origin + " about " + human_duration(k.spacing) +
+              " apart, so that its quota (" + k.spacing_quota + ") lasts" + resume_hint());
+}
+
+std::string Progress::resume_hint() const {
+  std::string s = "; Ctrl-C stops and saves what is left";
+  if (!options_.resume_file.empty()) s += " to " + abide::printable(options_.resume_file, 256);
+  return s + " for --resume";
 }
 
 void Progress::decision_locked(Active& a, const ClientEvent& e) {
@@ -283,7 +336,12 @@ void Progress::wait_started_locked(Active& a, const ClientEvent& e) {
       // within the longest acceptable wait and before the request's deadline
       // (else the request ends at once, deferred or past its deadline).
       auto it = keys_.find(a.key);
-      if (it == keys_.end() || it->second.cooldown_until <= now) break;
+      if (it == keys_.end()) break;
+      if (it->second.cooldown_until <= now) {
+        // No cooldown: what holds it is the pacer's spacing (its length unknown here).
+        announce_spacing_locked(a, it->second, now);
+        break;
+      }
       const MonoTime until = it->second.cooldown_until;
       if (until - now > options_.max_wait) break;
       if (e.request != nullptr && e.request->deadline && *e.request->deadline < until) break;
@@ -312,10 +370,7 @@ void Progress::announce_locked(const Active& a, MonoTime now, MonoTime until, co
   const WallTime wall_now = wall_.now();
   const WallTime wall_until = saturating_add(wall_now, until - now);
   std::string s = "abide fetch: waiting " + human_duration(until - now) + " (until " +
-                  local_time_text(wall_until, wall_now) + ") for " + reason_text(cause) +
-                  "; Ctrl-C stops and saves what is left";
-  if (!options_.resume_file.empty()) s += " to " + abide::printable(options_.resume_file, 256);
-  s += " for --resume";
+                  local_time_text(wall_until, wall_now) + ") for " + reason_text(cause) + resume_hint();
   emit_locked(s);
 }
 
@@ -370,8 +425,10 @@ std::string Progress::line_locked(MonoTime now) const {
   // The longest current wait, and the latest end of a wait that what remains
   // must sit out: the request waiting, or its key's cooldown.
   const Active* longest = nullptr;
+  const Active* held = nullptr;  // a wait of unknown end (the pacer's spacing)
   std::optional<MonoTime> latest;
   for (const auto& [index, a] : active_) {
+    if (a.waiting && !a.until && held == nullptr) held = &a;
     if (a.waiting && a.until && *a.until > now) {
       if (longest == nullptr || *a.until > *longest->until) longest = &a;
       if (!latest || *a.until > *latest) latest = a.until;
@@ -383,6 +440,7 @@ std::string Progress::line_locked(MonoTime now) const {
   }
   if (longest != nullptr)
     s += ", longest wait " + human_duration(*longest->until - now) + ": " + reason_text(longest->cause);
+  else if (held != nullptr) s += ", held by " + reason_text(held->cause);
 
   if (done < total_) {
     std::optional<Duration> eta;

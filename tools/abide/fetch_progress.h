@@ -47,6 +47,9 @@ struct ProgressOptions {
   // defers the requests it holds instead of making them wait, so it is not
   // announced as a wait.
   Duration max_wait = kMaxDuration;
+  // --pacing burst: the pacer spaces nothing, it only waits out exhausted
+  // quotas (announced as cooldowns).
+  bool burst = false;
   std::string resume_file;                    // named in the Ctrl-C hint, when given
   const ProfileRegistry* registry = nullptr;  // the profiles to suggest (nullptr: the built-in ones)
   // Injected time (nullptr: the system clocks) and the stream lines go to.
@@ -125,6 +128,12 @@ class Progress {
     bool announced = false;
     WaitReason::Kind announced_kind = WaitReason::Kind::kPacer;
     MonoTime announced_until{};
+    // The smooth pacer's spacing of sends, from the latest quota seen: its
+    // length, the quota in words, until when it holds, and whether it was said.
+    Duration spacing{};
+    std::string spacing_quota;
+    MonoTime spacing_until{};
+    bool spacing_announced = false;
   };
 
   Active& active_locked(const ClientEvent& e);
@@ -133,6 +142,9 @@ class Progress {
   void decision_locked(Active& a, const ClientEvent& e);
   void wait_started_locked(Active& a, const ClientEvent& e);
   void announce_locked(const Active& a, MonoTime now, MonoTime until, const WaitReason& cause);
+  void spacing_locked(KeyState& k, const Signals& s, MonoTime now);
+  void announce_spacing_locked(const Active& a, KeyState& k, MonoTime now);
+  std::string resume_hint() const;
   void report_vendor_locked(const Active& a, const Signals& s);
   void emit_locked(const std::string& line);
   std::string line_locked(MonoTime now) const;
