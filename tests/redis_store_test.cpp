@@ -724,6 +724,25 @@ TEST(RedisStore, CheckNamesAPortOrSocketWhereNothingListens) {
   EXPECT_NE(problem->message.find("unix:/nonexistent-abide-dir/redis.sock"), std::string::npos) << problem->message;
 }
 
+TEST(RedisStore, CheckNamesAServerThatAcceptsButNeverAnswers) {
+  RedisServer server({false, true, {}});
+  if (!server.start()) GTEST_SKIP() << "redis-server is not available";
+  RedisStoreOptions o = options_for(server);
+  o.command_timeout = milliseconds{100};
+  Events events;
+  o.on_event = events.hook();
+  auto store = std::make_shared<RedisStore>(o);
+  server.pause();  // the kernel still accepts the connection
+  const auto problem = store->check(system_monotonic_clock().now());
+  server.resume();
+  ASSERT_TRUE(problem);
+  EXPECT_EQ(problem->problem, RedisProblem::kUnreachable);
+  EXPECT_NE(problem->message.find("unix:" + server.socket_path() + " did not answer"), std::string::npos)
+      << problem->message;
+  EXPECT_FALSE(store->up());
+  EXPECT_EQ(events.count(RedisEvent::kDown), 0) << events.all();
+}
+
 TEST(RedisStore, CheckNamesAPrefixTheAclForbids) {
   RedisServer server(
       {true,
