@@ -743,6 +743,21 @@ void permit_now(const std::string& resume) {
   std::ofstream(resume) << r.dump();
 }
 
+TEST(FetchOutput, AWriteThatFailsIsSaidOnceWithItsReason) {
+  TestServer s;
+  for (const std::vector<std::string>& out :
+       {std::vector<std::string>{"-o", "/dev/full"}, std::vector<std::string>{"-D", "/dev/full", "-o", "/dev/null"}}) {
+    std::vector<std::string> args{"--max-attempts", "1"};
+    args.insert(args.end(), out.begin(), out.end());
+    args.push_back(s.url("/text"));
+    const RunResult a = run(fetch_argv(args));
+    EXPECT_EQ(a.exit_code, 1) << out[0];
+    EXPECT_NE(a.err.find("cannot write " + out[0] + " file /dev/full: No space left on device"), std::string::npos)
+        << a.err;
+    EXPECT_EQ(std::count(a.err.begin(), a.err.end(), '\n'), 1) << "said once: " << a.err;
+  }
+}
+
 TEST(FetchOutput, ResumeRewritesItsFileWithWhatIsLeft) {
   TestServer s;
   TempDir dir;

@@ -124,6 +124,7 @@ std::optional<std::string> BodyOutput::open(const FetchOptions& o, const std::ve
     if (o.dump_header == "-") {
       dump_stdout_ = true;
     } else {
+      dump_path_ = o.dump_header;
       dump_file_ = std::fopen(o.dump_header.c_str(), "wb");
       if (dump_file_ == nullptr) return body_output::cannot("-D file", o.dump_header, errno);
     }
@@ -147,6 +148,29 @@ BodyOutput::~BodyOutput() {
   if (dump_file_ != nullptr) std::fclose(dump_file_);
 }
 
+void BodyOutput::note_failure(Body* b, std::string_view where) {
+  const int error = errno != 0 ? errno : EIO;
+  std::string text = "cannot write " + std::string(where) + ": " + std::strerror(error);
+  if (b != nullptr && b->error.empty()) b->error = text;
+  std::lock_guard lock(error_mu_);
+  if (first_error_.empty()) first_error_ = std::move(text);
+}
+
+std::string BodyOutput::first_error() const {
+  std::lock_guard lock(error_mu_);
+  return first_error_;
+}
+
+std::string BodyOutput::where(const Body& b) const {
+  switch (b.mode) {
+    case Body::Mode::kOwn: return "file " + b.own_path;
+    case Body::Mode::kSpool: return "a temporary file";
+    case Body::Mode::kShared:
+    case Body::Mode::kNone: break;
+  }
+  return path_.empty() ? "standard output" : "-o file " + path_;
+}
+
 bool BodyOutput::open_unit(Body& b, const FetchJob& job) {
   if (b.mode != Body::Mode::kNone) return b.file != nullptr;
   if (!dir_.empty() || remote_name_) {
@@ -162,7 +186,10 @@ bool BodyOutput::open_unit(Body& b, const FetchJob& job) {
     b.file = std::tmpfile();
     b.mode = Body::Mode::kSpool;
   }
-  if (b.file == nullptr) b.failed = true;
+  if (b.file == nullptr) {
+    b.failed = true;
+    note_failure(&b, where(b));
+  }
   return b.file != nullptr;
 }
 
@@ -170,6 +197,7 @@ bool BodyOutput::write_unit(Body& b, std::string_view text) {
   if (text.empty()) return true;
   if (std::fwrite(text.data(), 1, text.size(), b.file) != text.size()) {
     b.failed = true;
+    note_failure(&b, where(b));
     return false;
   }
   return true;
@@ -183,7 +211,10 @@ bool BodyOutput::write_stdout(Body& b, const FetchJob& job, std::string_view tex
   if (file_ == stdout) return open_unit(b, job) && write_unit(b, text);
   std::lock_guard lock(stdout_);
   const bool ok = std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0;
-  if (!ok) b.failed = true;
+  if (!ok) {
+    b.failed = true;
+    note_failure(&b, "standard output");
+  }
   return ok;
 }
 
@@ -213,8 +244,10 @@ bool BodyOutput::head(Body& b, const FetchJob& job, const FinalHead& head, bool 
     const std::string text = head_text(head.response);
     if (dump_file_ != nullptr) {
       std::lock_guard lock(dump_);
-      if (std::fwrite(text.data(), 1, text.size(), dump_file_) != text.size() || std::fflush(dump_file_) != 0)
+      if (std::fwrite(text.data(), 1, text.size(), dump_file_) != text.size() || std::fflush(dump_file_) != 0) {
         dump_failed_ = true;
+        note_failure(&b, "-D file " + dump_path_);
+      }
     }
     if (dump_stdout_ && !write_stdout(b, job, text)) return false;
     if (include_ && !(open_unit(b, job) && write_unit(b, text))) return false;
@@ -264,7 +297,10 @@ bool BodyOutput::end(Body& b, std::string_view stdout_text) {
   switch (b.mode) {
     case Body::Mode::kNone: break;
     case Body::Mode::kOwn:
-      ok = b.file != nullptr && std::fclose(b.file) == 0 && ok;
+      if (b.file == nullptr || std::fclose(b.file) != 0) {
+        if (ok) note_failure(&b, where(b));
+        ok = false;
+      }
       // No partial file for a refused body, as curl --max-filesize.
       if (b.too_large) {
         std::error_code ec;
@@ -279,12 +315,18 @@ bool BodyOutput::end(Body& b, std::string_view stdout_text) {
         if (b.shared_start >= 0 && ::ftruncate(::fileno(file_), b.shared_start) == 0)
           std::fseek(file_, b.shared_start, SEEK_SET);
       }
-      ok = std::fflush(file_) == 0 && ok;
+      if (std::fflush(file_) != 0) {
+        if (ok) note_failure(&b, where(b));
+        ok = false;
+      }
       shared_.unlock();
       break;
     case Body::Mode::kSpool:
       if (b.file != nullptr) {
-        if (!b.too_large && ok) ok = copy_spool(b.file);
+        if (!b.too_large && ok && !copy_spool(b.file)) {
+          note_failure(&b, path_.empty() ? "standard output" : "-o file " + path_);
+          ok = false;
+        }
         ok = std::fclose(b.file) == 0 && ok;
       }
       break;
@@ -303,14 +345,25 @@ bool BodyOutput::end(Body& b, std::string_view stdout_text) {
 bool BodyOutput::close() {
   bool ok = true;
   if (dump_file_ != nullptr) {
-    ok = std::fclose(dump_file_) == 0 && !dump_failed_;
+    const bool closed = std::fclose(dump_file_) == 0;
+    if (!closed && !dump_failed_) note_failure(nullptr, "-D file " + dump_path_);
+    ok = closed && !dump_failed_;
     dump_file_ = nullptr;
   } else if (dump_failed_) {
     ok = false;
   }
-  if (!owned_) return std::fflush(stdout) == 0 && ok;
+  if (!owned_) {
+    if (std::fflush(stdout) != 0) {
+      note_failure(nullptr, "standard output");
+      ok = false;
+    }
+    return ok;
+  }
   owned_ = false;
-  ok = std::fclose(file_) == 0 && ok;
+  if (std::fclose(file_) != 0) {
+    note_failure(nullptr, "-o file " + path_);
+    ok = false;
+  }
   if (remove_output_) {
     std::error_code ec;
     std::filesystem::remove(path_, ec);

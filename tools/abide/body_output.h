@@ -57,6 +57,7 @@ class BodyOutput {
     bool http_failed = false;  // -f or --fail-with-body, and an answer of 400 or more
     int failed_status = 0;
     bool failed = false;  // a write failed
+    std::string error;    // the first failure's reason, when one did
   };
 
   // Opens every output and checks that each can be written, before anything
@@ -79,6 +80,9 @@ class BodyOutput {
   bool end(Body& b, std::string_view stdout_text = {});
   // Closes the outputs; false on failure.
   bool close();
+  // The first write that failed, and why ("cannot write -o file F: No space
+  // left on device"); empty when none did.
+  std::string first_error() const;
 
  private:
   bool over_limit(std::uint64_t bytes) const { return max_bytes_ > 0 && bytes > max_bytes_; }
@@ -86,6 +90,10 @@ class BodyOutput {
   bool write_unit(Body& b, std::string_view text);
   bool write_stdout(Body& b, const FetchJob& job, std::string_view text);
   bool copy_spool(std::FILE* spool);
+  // Keeps the first failure's reason (errno, as the failed call left it),
+  // for the request's Body too when there is one.
+  void note_failure(Body* b, std::string_view where);
+  std::string where(const Body& b) const;
 
   std::mutex shared_;  // held by the request writing to file_
   std::mutex stdout_;  // stdout when it is not the shared output
@@ -105,6 +113,9 @@ class BodyOutput {
   std::FILE* dump_file_ = nullptr;  // -D FILE
   bool dump_stdout_ = false;        // -D -
   bool dump_failed_ = false;
+  std::string dump_path_;
+  mutable std::mutex error_mu_;
+  std::string first_error_;
 };
 
 }  // namespace abide::cli

@@ -252,6 +252,8 @@ int run_fetch(const FetchOptions& o) {
   }
 
   std::atomic<bool> write_failed{false};
+  std::atomic<bool> unsaid_failure{false};  // a write failure no request's message says
+  std::atomic<bool> said_failure{false};    // one that a request's message says
   std::vector<RequestOutcome> outcomes(requests.size());
   std::vector<char> http_failed(requests.size(), 0);  // -f / --fail-with-body and an HTTP error
   std::mutex stderr_mu;
@@ -344,7 +346,17 @@ int run_fetch(const FetchOptions& o) {
           std::cerr << text.err << std::flush;
         }
       }
-      if (!sink.end(written, after)) write_failed.store(true);
+      if (!sink.end(written, after)) {
+        write_failed.store(true);
+        // Said with the request, once: the body did not reach its destination.
+        if (!written.error.empty()) {
+          out.kind = OutcomeKind::kNotRetryable;
+          out.reason = written.error;
+          said_failure.store(true);
+        } else {
+          unsaid_failure.store(true);
+        }
+      }
       outcomes[i] = std::move(out);
       progress.on_done();
     }
@@ -364,7 +376,11 @@ int run_fetch(const FetchOptions& o) {
   }
   progress.stop();
   const Duration elapsed = system_monotonic_clock().now() - start;
-  if (!sink.close()) write_failed.store(true);
+  if (!sink.close()) {
+    write_failed.store(true);
+    // Closing an output that failed before fails again: that is said already.
+    if (!said_failure.load()) unsaid_failure.store(true);
+  }
   const int signo = signals.signal_number();
 
   // --- records ---------------------------------------------------------------
@@ -375,8 +391,10 @@ int run_fetch(const FetchOptions& o) {
     if (resumable(out)) ++resumable_left;
   }
   int status = done == outcomes.size() ? kExitOk : kExitRejected;
-  if (write_failed.load()) {
-    std::cerr << "abide fetch: could not write every output\n";
+  if (write_failed.load()) status = kExitRejected;
+  if (unsaid_failure.load()) {
+    const std::string why = sink.first_error();
+    std::cerr << "abide fetch: " << (why.empty() ? std::string("could not write every output") : why) << "\n";
     status = kExitRejected;
   }
   if (!o.stats.empty()) {
