@@ -296,14 +296,15 @@ class TestServer {
       res.set_content(req.method + " body=" + req.body + " auth=" + req.get_header_value("Authorization") +
                           " cookie=" + req.get_header_value("Cookie") + "\n",
                       "text/plain");
-    } else if (p == "/r302" || p == "/r303" || p == "/r307" || p == "/loop" || p == "/ra" || p == "/away") {
+    } else if (p == "/r302" || p == "/r303" || p == "/r307" || p == "/loop" || p == "/ra" || p == "/away" ||
+               p == "/ra-away") {
       res.status = p == "/r303" ? 303 : p == "/r307" ? 307 : 302;
-      const std::string to = p == "/r302" || p == "/ra" ? "/ok"
-                             : p == "/loop"             ? "/loop"
-                             : p == "/away"             ? away
-                                                        : "/echo";
+      const std::string to = p == "/r302" || p == "/ra"        ? "/ok"
+                             : p == "/loop"                    ? "/loop"
+                             : p == "/away" || p == "/ra-away" ? away
+                                                               : "/echo";
       res.set_header("Location", to);
-      if (p == "/ra") res.set_header("Retry-After", "3600");
+      if (p == "/ra" || p == "/ra-away") res.set_header("Retry-After", "3600");
       res.set_content("moved\n", "text/plain");
     } else if (p == "/later" || p == "/later2") {
       if (ready) {
@@ -659,6 +660,18 @@ TEST(FetchOutput, ARedirectsRetryAfterHoldsBackTheNextRequest) {
   const json r = read_json(dir / "r.json");
   ASSERT_EQ(r["requests"].size(), 1u) << r.dump();
   EXPECT_FALSE(r["requests"][0]["not_before"].is_null());
+}
+
+TEST(FetchOutput, ARedirectsRetryAfterHoldsBackARequestToAnotherOrigin) {
+  // Another origin is another pacer key: only the redirect's own permitted
+  // time, carried to the next request, holds it back.
+  TestServer first, other;
+  first.set_away(other.url("/ok"));
+  const RunResult a = run(
+      fetch_argv({"-s", "-L", "--max-wait", "5", "-w", "%{abide_outcome} %{abide_not_before}", first.url("/ra-away")}));
+  EXPECT_EQ(a.exit_code, 1);
+  EXPECT_TRUE(a.out.starts_with("deferred 20")) << a.out << a.err;
+  EXPECT_EQ(other.total_hits(), 0) << "the redirected request was sent before its time";
 }
 
 TEST(FetchOutput, ProxyToAClosedPortIsAConnectionError) {

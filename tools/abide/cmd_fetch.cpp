@@ -267,10 +267,14 @@ int run_fetch(const FetchOptions& o) {
     RequestOutcome total;
     for (;;) {
       bool hop = false;
+      // The redirect's own permitted time (its Retry-After): a done outcome
+      // no longer carries it, the head does.
+      std::optional<WallTime> hop_not_before;
       ResponseSink to_output;
       to_output.head = [&](const FinalHead& head) {
         hop = o.location && head.kind == OutcomeKind::kDone && is_followed_redirect(head.response.status) &&
               head.response.headers.first("Location").has_value();
+        if (hop) hop_not_before = head.outcome.not_before_wall;
         return sink.head(written, jobs[i], head, hop);
       };
       to_output.body = [&](std::string_view chunk) { return sink.chunk(written, chunk); };
@@ -297,8 +301,7 @@ int run_fetch(const FetchOptions& o) {
         return total;
       }
       ++hops.followed;
-      Request r = redirected_request(requests[i], answer.status, *target, jobs[i].url, first_headers,
-                                     total.not_before_wall);
+      Request r = redirected_request(requests[i], answer.status, *target, jobs[i].url, first_headers, hop_not_before);
       r.pacer_key = request_pacer_key(r.url, r.headers, o.pacer_key);
       requests[i] = std::move(r);
     }
