@@ -490,10 +490,11 @@ TEST(FetchOutput, FailMessageFollowsSilentAndShowError) {
 
 TEST(FetchOutput, ShowErrorSaysATransportErrorEvenWhenSilent) {
   const std::string dead = "http://127.0.0.1:1/x";
-  const RunResult quiet = run(fetch_argv({"-s", "--max-attempts", "1", dead}));
+  TempDir dir;  // the resume file of the unfinished request
+  const RunResult quiet = run(fetch_argv({"-s", "--max-attempts", "1", "--resume-file", dir / "r.json", dead}));
   EXPECT_EQ(quiet.exit_code, 1);
   EXPECT_EQ(quiet.err, "");
-  const RunResult shown = run(fetch_argv({"-sS", "--max-attempts", "1", dead}));
+  const RunResult shown = run(fetch_argv({"-sS", "--max-attempts", "1", "--resume-file", dir / "r.json", dead}));
   EXPECT_EQ(shown.exit_code, 1);
   EXPECT_NE(shown.err.find(dead), std::string::npos) << shown.err;
 }
@@ -519,6 +520,7 @@ TEST(FetchOutput, WriteOutMatchesCurl) {
 
 TEST(FetchOutput, WriteOutAbideVariables) {
   TestServer s;
+  TempDir dir;
   const RunResult a = run(fetch_argv({"-s", "-o", "/dev/null", "-w",
                                       "%{abide_outcome} %{abide_attempts} %{num_retries} %{exitcode} "
                                       "[%{abide_not_before}]\\n",
@@ -526,8 +528,8 @@ TEST(FetchOutput, WriteOutAbideVariables) {
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, "done 1 0 0 []\n");
   // A hint beyond --max-wait: deferred, with the permitted time.
-  const RunResult d = run(fetch_argv(
-      {"-s", "--max-wait", "5", "-w", "%{abide_outcome} %{http_code} %{abide_not_before}", s.url("/later")}));
+  const RunResult d = run(fetch_argv({"-s", "--max-wait", "5", "--resume-file", dir / "r.json", "-w",
+                                      "%{abide_outcome} %{http_code} %{abide_not_before}", s.url("/later")}));
   EXPECT_EQ(d.exit_code, 1);
   EXPECT_TRUE(d.out.starts_with("deferred 503 20")) << d.out;
   EXPECT_TRUE(d.out.ends_with("Z")) << d.out;
@@ -666,9 +668,10 @@ TEST(FetchOutput, ARedirectsRetryAfterHoldsBackARequestToAnotherOrigin) {
   // Another origin is another pacer key: only the redirect's own permitted
   // time, carried to the next request, holds it back.
   TestServer first, other;
+  TempDir dir;
   first.set_away(other.url("/ok"));
-  const RunResult a = run(
-      fetch_argv({"-s", "-L", "--max-wait", "5", "-w", "%{abide_outcome} %{abide_not_before}", first.url("/ra-away")}));
+  const RunResult a = run(fetch_argv({"-s", "-L", "--max-wait", "5", "--resume-file", dir / "r.json", "-w",
+                                      "%{abide_outcome} %{abide_not_before}", first.url("/ra-away")}));
   EXPECT_EQ(a.exit_code, 1);
   EXPECT_TRUE(a.out.starts_with("deferred 20")) << a.out << a.err;
   EXPECT_EQ(other.total_hits(), 0) << "the redirected request was sent before its time";
@@ -676,7 +679,9 @@ TEST(FetchOutput, ARedirectsRetryAfterHoldsBackARequestToAnotherOrigin) {
 
 TEST(FetchOutput, ProxyToAClosedPortIsAConnectionError) {
   TestServer s;
-  const RunResult a = run(fetch_argv({"-sS", "--max-attempts", "1", "-x", "http://127.0.0.1:1", s.url("/ok")}));
+  TempDir dir;
+  const RunResult a = run(fetch_argv(
+      {"-sS", "--max-attempts", "1", "--resume-file", dir / "r.json", "-x", "http://127.0.0.1:1", s.url("/ok")}));
   EXPECT_EQ(a.exit_code, 1);
   EXPECT_EQ(s.total_hits(), 0);
   EXPECT_NE(a.err.find("onnect"), std::string::npos) << a.err;
