@@ -372,8 +372,9 @@ TEST(FetchTalk, RetryAfterWaitAnnouncedOnceForABatchWithTheResumeHint) {
   const RunResult r = p.stop(SIGINT);
   EXPECT_EQ(count(r.err, "abide fetch: waiting"), 1u) << r.err;
   const std::regex line("abide fetch: waiting [0-9]+ s \\(until [0-9]{2}:[0-9]{2}:[0-9]{2}\\) for the Retry-After of " +
-                        mock.url("") + "; Ctrl-C stops and saves what is left for --resume\n");
+                        mock.url("") + "; Ctrl-C stops and saves what is left to ");
   EXPECT_TRUE(std::regex_search(r.err, line)) << r.err;
+  EXPECT_NE(r.err.find("saves what is left to " + dir / "left.json" + " for --resume\n"), std::string::npos) << r.err;
   // And it does: Ctrl-C kept the unfinished requests.
   EXPECT_EQ(r.exit_code, 130) << r.err;
   EXPECT_EQ(read_json(dir / "left.json")["requests"].size(), 3u) << r.err;

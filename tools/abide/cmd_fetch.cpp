@@ -104,8 +104,7 @@ HttpVersion http_version(const std::string& v) {
 // Where the unfinished requests are recorded: with --resume FILE and no
 // --resume-file, FILE itself, so that a finished request is not sent again.
 std::string resume_target(const FetchOptions& o) {
-  static const std::string kDefault = FetchOptions{}.resume_file;
-  if (!o.resume.empty() && o.resume != "-" && o.resume_file == kDefault) return o.resume;
+  if (!o.resume.empty() && o.resume != "-" && !o.has_resume_file) return o.resume;
   return o.resume_file;
 }
 
@@ -173,13 +172,14 @@ int run_fetch(const FetchOptions& o) {
       return kExitRejected;
     }
   }
+  // The store first: a store that cannot be used leaves no empty -o file.
+  auto store = open_store(*spec);
+  if (!store) return reject(store.error());
   BodyOutput sink;
   if (auto err = sink.open(o, jobs)) {
     std::cerr << "abide fetch: " << *err << "\n";
     return kExitRejected;
   }
-  auto store = open_store(*spec);
-  if (!store) return reject(store.error());
 
   // --- the client -----------------------------------------------------------
   // Signals first: every thread started from here on inherits the mask.
@@ -190,6 +190,11 @@ int run_fetch(const FetchOptions& o) {
                                           o.output_dir.empty() && !o.remote_name;
   progress_options.silent = o.silent;
   progress_options.verbose = o.verbose;
+  // A cooldown past --max-wait defers at once: it is not announced as a wait.
+  if (o.has_max_wait) progress_options.max_wait = seconds_option(o.max_wait_s);
+  progress_options.burst = o.pacing == "burst";
+  progress_options.resume_file = cmd_fetch::resume_target(o);
+  progress_options.registry = &registry;
   Progress progress(jobs.size(), progress_options);
 
   ClientConfig config;
@@ -214,13 +219,8 @@ int run_fetch(const FetchOptions& o) {
   }
   config.pacer = std::make_shared<Pacer>(pacer_config, std::move(*store));
   std::vector<Request> requests(jobs.size());
-  // Client::fetch(request, sink) reports every request as index 0: the
-  // request's place in `requests` says which it is (a redirect's next request
-  // takes its place there).
-  config.on_event = [&](const ClientEvent& event) {
-    ClientEvent e = event;
-    if (e.request != nullptr && e.request >= requests.data() && e.request < requests.data() + requests.size())
-      e.index = static_cast<std::size_t>(e.request - requests.data());
+  // Every event carries its request's index in `jobs` (Client::fetch's index).
+  config.on_event = [&](const ClientEvent& e) {
     if (e.index >= jobs.size()) return;
     progress.on_event(e);
     if (o.verbose) verbose_event(progress, jobs, e);
@@ -278,7 +278,7 @@ int run_fetch(const FetchOptions& o) {
         return sink.head(written, jobs[i], head, hop);
       };
       to_output.body = [&](std::string_view chunk) { return sink.chunk(written, chunk); };
-      RequestOutcome out = client.fetch(requests[i], to_output, signals.token());
+      RequestOutcome out = client.fetch(requests[i], to_output, signals.token(), i);
       if (!out.attempts.empty()) hops.retries += static_cast<std::int64_t>(out.attempts.size()) - 1;
       // The request's record covers every hop: attempts and waits add up.
       total.attempts.insert(total.attempts.end(), std::make_move_iterator(out.attempts.begin()),

@@ -52,10 +52,13 @@ hint where there is one.
 with its permitted time in the resume file, rather than a silent sleep of
 hours. A larger --max-wait accepts such waits.
 
-Outputs: bodies of final answers go to stdout, to -o FILE (all of them, in
-the order they finish; -o /dev/null discards them), or with --output-dir DIR
-to one file per request, named NNNNNN-LAST_PATH_SEGMENT (N: the request's
-line). Failed attempts' bodies are never written. Bodies stream to their
+Outputs: bodies of final answers go to stdout, to -o FILE (all of them: URL
+arguments run one at a time and are written in their order, a --urls batch in
+the order its requests finish; -o /dev/null discards them), with -O to a file
+named like the URL's last path segment, or with --output-dir DIR to one file per
+request, named NNNNNN-LAST_PATH_SEGMENT (N: the request's line). -i writes
+each final head before its body, -D FILE the heads alone, and -w FORMAT a line
+of curl's write-out variables after each request. Failed attempts' bodies are never written. Bodies stream to their
 destination as they arrive, with no size cap; --max-filesize BYTES fails a
 request whose body is longer, and keeps no partial file of it.
 
@@ -81,12 +84,19 @@ A second Ctrl-C exits at once, without writing anything.
 )";
 
 // Only in an abide built with abide::redis.
-constexpr const char* kFooterRedis = R"(--store redis://[[USER]:PASSWORD@]HOST[:PORT][/PREFIX] (or unix:/PATH) shares
-the quota state with other processes. Without a password in the URL, the
-environment variable ABIDE_REDIS_PASSWORD gives it (so that it is not on the
-command line). If Redis goes down, one line on stderr says so and the run
-goes on with in-process quota state, reconnecting in the background; no
-request is lost. Passwords are never printed.
+constexpr const char* kFooterRedis = R"(--store redis://[[USER]:PASSWORD@]HOST[:PORT][/PREFIX],
+redis://[[USER]:PASSWORD@]unix:/PATH or unix:/PATH (a socket's prefix:
+?prefix=P) shares the quota state with other processes. Without a password in the URL, the environment variable
+ABIDE_REDIS_PASSWORD gives it (so that it is not on the command line). Redis is
+checked once at start, before anything is sent: if nothing answers there, the
+credentials are refused or the Redis user may not use the prefix, fetch exits 1
+with the reason, unless --store-fallback: then one line on stderr, and the run
+starts as in an outage. If Redis goes down, one line on stderr says so and the
+run goes on with in-process quota state, reconnecting in the background; no
+request is lost. With --fail-closed, requests wait for Redis instead, each up to
+its --max-wait (or --deadline), and then end deferred (kept in the resume file);
+with --store-fallback too, the run starts without Redis and its requests wait
+for it. Passwords are never printed.
 
 )";
 
@@ -235,13 +245,13 @@ const Registration fetch_cmd{
                      "Refuse a body larger than BYTES (the request fails, and no partial file is kept)")
           ->check(CLI::Range(std::uint64_t{1}, std::numeric_limits<std::uint64_t>::max()));
       app.add_option("--store", o->store,
-                     redis_built_in() ? "Quota state: memory, or redis://[:PASSWORD@]HOST:PORT[/PREFIX] to share it "
-                                        "(password also from $ABIDE_REDIS_PASSWORD)"
+                     redis_built_in() ? "Quota state: memory, or redis://[:PASSWORD@]HOST:PORT[/PREFIX] (or unix:/PATH) to "
+                                        "share it (password also from $ABIDE_REDIS_PASSWORD)"
                                       : "Quota state: memory (this abide was built without Redis support)")
           ->capture_default_str();
       if (redis_built_in()) {
         app.add_flag("--store-fallback", o->store_fallback,
-                     "Go on with in-process quota state when the Redis store cannot be used at start");
+                     "Start even when the Redis store cannot be used (as during an outage)");
         app.add_flag("--fail-closed", o->fail_closed, "While Redis is down, wait for it instead of going on without");
       }
       app.add_option("--pacing", o->pacing, "Spend known quota smoothly, or in a burst")
@@ -258,13 +268,16 @@ const Registration fetch_cmd{
       app.add_option("-w,--write-out", o->write_out, "After each request, write FORMAT (%{http_code}, ...) to stdout");
       app.add_option("--stats", o->stats, "Write a JSON summary to FILE (- for standard output)");
       app.add_option("--resume", o->resume, "Run the unfinished requests recorded in FILE");
-      app.add_option("--resume-file", o->resume_file, "Where unfinished requests are recorded")->capture_default_str();
+      auto* resume_file = app.add_option("--resume-file", o->resume_file,
+                                         "Where unfinished requests are recorded (with --resume FILE: FILE)")
+                              ->capture_default_str();
       auto* seed = app.add_option("--seed", o->seed, "Seed for the jitter (reproducible runs)");
       app.add_flag("-v,--verbose", o->verbose, "Print every attempt and decision (credentials redacted)");
       app.add_flag("-s,--silent", o->silent, "No progress line, no summary");
       app.footer(std::string(kFooterStart) + (redis_built_in() ? kFooterRedis : "") + kFooterEnd);
       return [&app, o, data, data_binary, data_raw, data_urlencode, json, form, deadline, max_attempts, retry, max_wait,
-              http11, http2, seed] {
+              http11, http2, seed, resume_file] {
+        o->has_resume_file = resume_file->count() > 0;
         for (const std::string& arg : app.remaining()) {
           std::cerr << "abide fetch: "
                     << (arg.starts_with('-') && arg.size() > 1 ? unsupported_message(arg)

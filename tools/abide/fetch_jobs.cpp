@@ -204,10 +204,11 @@ nlohmann::ordered_json stats_json(const std::vector<FetchJob>& jobs, const std::
     if (o.done()) ++done;
     ++kinds[std::string(to_string(o.kind))];
     attempts += o.attempts.size();
-    if (o.attempts.size() > 1) retries += o.attempts.size() - 1;
     waited += o.waited;
     if (o.ambiguous) ++ambiguous;
     for (const Attempt& a : o.attempts) {
+      // With -L each hop starts at attempt 1 again: a hop is not a retry.
+      if (a.number > 1) ++retries;
       if (a.status != 0) ++statuses[a.status];
       else ++transport_errors;
     }

@@ -79,6 +79,7 @@ struct FetchOptions {
   bool has_deadline = false;
   bool has_max_wait = false;
   bool has_seed = false;
+  bool has_resume_file = false;
 };
 
 // Runs `abide fetch` with these options; returns the exit status.
