@@ -36,18 +36,6 @@ std::uint64_t requests(const Mock& mock) {
   return s.is_object() ? s["totals"]["requests"].get<std::uint64_t>() : 999;
 }
 
-// Sets an environment variable for one scope (the CLI inherits it).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
-
 std::string tcp_store(const RedisServer& redis, const std::string& password, const std::string& prefix = "cli") {
   return "redis://" + (password.empty() ? std::string() : ":" + password + "@") +
          "127.0.0.1:" + std::to_string(redis.port()) + "/" + prefix;

@@ -493,18 +493,6 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
   return a;
 }
 
-// The environment of the processes started while it lives.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
-
 TEST(Fetch, SecretsAppearInNoOutputInAnyMode) {
   if (!kRedisBuiltIn) GTEST_SKIP() << "abide was built without abide::redis";
   RedisServer redis(RedisServer::Options{true, false, {"--requirepass", kRedisSecret}});

@@ -40,17 +40,6 @@ proxy_bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(proxy_bench)
 
 
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
-
-
-def build(args):
-    if not os.path.exists(os.path.join(BUILD, "build.ninja")):
-        subprocess.run(["cmake", "-S", ROOT, "-B", BUILD, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-                        "-DABIDE_BUILD_BENCH=ON"], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["cmake", "--build", BUILD, "-j", str(args.build_jobs), "--target", "abide_cli"], check=True)
-
-
 def vm_hwm_mb(pid):
     """The process's peak resident memory so far (VmHWM), in MB, or None."""
     try:
@@ -84,7 +73,7 @@ def measure(cmd):
     proc.stderr.close()
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
-        log(f"fetch batch bench: {cmd[0]} exited {code}: {err[-500:]}")
+        proxy_bench.log(f"fetch batch bench: {cmd[0]} exited {code}: {err[-500:]}")
     return code, usage.ru_utime + usage.ru_stime, peak, wall
 
 
@@ -101,7 +90,7 @@ def main():
     ap.add_argument("--build-jobs", type=int, default=2)
     args = ap.parse_args()
     if not args.no_build:
-        build(args)
+        proxy_bench.build(args)  # build/pbench: abide_cli (and the proxy's load generator)
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="abide-fetch-batch-") as tmp:
@@ -134,7 +123,7 @@ def main():
                         got[name].append((cpu, rss, wall))
                 med = {k: tuple(statistics.median(x[i] for x in v) for i in range(3)) for k, v in got.items()}
                 rows.append((n, med["abide"], med["curl"]))
-                log(f"{n} URLs: abide {med['abide'][0]:.2f} s CPU, {med['abide'][1]:.1f} MB; "
+                proxy_bench.log(f"{n} URLs: abide {med['abide'][0]:.2f} s CPU, {med['abide'][1]:.1f} MB; "
                     f"curl {med['curl'][0]:.2f} s CPU, {med['curl'][1]:.1f} MB")
         finally:
             proxy_bench.stop(nginx)
