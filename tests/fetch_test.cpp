@@ -25,6 +25,7 @@
 #include "abide/clock.h"
 #include "abide/http_date.h"
 #include "fetch_jobs.h"
+#include "fetch_progress.h"
 #include "shown_url.h"
 #include "support/fetch_cli.h"
 #include "support/process.h"
@@ -1175,4 +1176,128 @@ TEST(FetchProfileFile, AProfileFromAFileReadsItsVendorsHeaders) {
 }
 
 }  // namespace
+
+namespace {
+
+// The --stats of a batch of n URLs run with 32 workers, and its peak RSS.
+Measured run_batch(const Mock& mock, const TempDir& dir, int n, json& stats) {
+  const std::string list = mock.url_file(dir / ("list" + std::to_string(n)), n);
+  const std::string stats_file = dir / ("stats" + std::to_string(n) + ".json");
+  const Measured m = run_measured(
+      fetch_argv({"-s", "-o", "/dev/null", "-j", "32", "--stats", stats_file, "--urls", list}), dir / "out",
+      dir / "err");
+  stats = read_json(stats_file);
+  return m;
+}
+
+}  // namespace
+
+TEST(FetchBatchMemory, PeakMemoryDoesNotGrowWithTheBatchsLength) {
+  Mock mock({"--limit", "1000000000", "--style", "none"});
+  ASSERT_GT(mock.port(), 0);
+  TempDir dir;
+  json small, large;
+  const Measured a = run_batch(mock, dir, 4000, small);
+  ASSERT_EQ(a.exit_code, 0) << slurp(dir / "err");
+  const Measured b = run_batch(mock, dir, 40000, large);
+  ASSERT_EQ(b.exit_code, 0) << slurp(dir / "err");
+  EXPECT_EQ(small.value("requests", 0), 4000);
+  EXPECT_EQ(large.value("requests", 0), 40000);
+  EXPECT_EQ(large.value("done", 0), 40000);
+  EXPECT_TRUE(large["unfinished"].empty());
+  RecordProperty("peak_rss_kib_4000", static_cast<int>(a.max_rss_kib));
+  RecordProperty("peak_rss_kib_40000", static_cast<int>(b.max_rss_kib));
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  // Keeping even 200 bytes per finished request would add 7 MB here.
+  EXPECT_LT(b.max_rss_kib, a.max_rss_kib + 4 * 1024)
+      << "peak RSS " << a.max_rss_kib << " KiB for 4,000 URLs, " << b.max_rss_kib << " KiB for 40,000";
+#endif
+}
+
+TEST(FetchBatchMemory, AStandardInputListIsTakenAsItGoesAndStopsAtABadLine) {
+  Mock mock({"--limit", "1000000000", "--style", "none"});
+  ASSERT_GT(mock.port(), 0);
+  TempDir dir;
+  std::string input;
+  for (int i = 1; i <= 3; ++i) input += mock.url("/items/" + std::to_string(i)) + "\n";
+  input += "# a comment\n";
+  input += "\"bad line\" " + mock.url("/items/9") + "\n";
+  input += mock.url("/items/4") + "\n";
+  const std::string stats_file = dir / "stats.json";
+  const RunResult r = run(fetch_argv({"-s", "-S", "-o", "/dev/null", "--stats", stats_file, "--urls", "-"}), input);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("-:5: expected URL, METHOD URL or METHOD URL BODY"), std::string::npos) << r.err;
+  const json stats = read_json(stats_file);
+  // The lines before the bad one are run; the one after it is not taken.
+  EXPECT_EQ(stats.value("requests", 0), 3) << stats.dump();
+  EXPECT_EQ(stats.value("done", 0), 3) << stats.dump();
+}
+
+TEST(FetchBatchMemory, ARegularListIsCheckedWholeBeforeAnythingIsSent) {
+  Mock mock({"--limit", "1000000000", "--style", "none"});
+  ASSERT_GT(mock.port(), 0);
+  TempDir dir;
+  const std::string list = dir / "list";
+  {
+    std::ofstream out(list);
+    out << mock.url("/items/1") << "\n\"bad line\" " << mock.url("/items/2") << "\n";
+  }
+  const RunResult r = run(fetch_argv({"-s", "-S", "-o", "/dev/null", "--urls", list}));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find(list + ":2: expected URL"), std::string::npos) << r.err;
+  EXPECT_EQ(mock.stats()["totals"].value("requests", -1), 0) << mock.stats().dump();
+}
+
+TEST(FetchBatchMemory, TheSummaryKeepsOnlyTheUnfinishedInTheRunsOrder) {
+  cli::RunSummary summary;
+  const auto job = [](std::size_t i) {
+    cli::FetchJob j;
+    j.index = i;
+    j.url = "http://user:secret@h/" + std::to_string(i);
+    j.body = "b" + std::to_string(i);
+    return j;
+  };
+  RequestOutcome done;
+  done.kind = OutcomeKind::kDone;
+  done.attempts.resize(2);
+  done.attempts[0].number = 1;
+  done.attempts[0].status = 503;
+  done.attempts[1].number = 2;
+  done.attempts[1].status = 200;
+  RequestOutcome deferred;
+  deferred.kind = OutcomeKind::kDeferred;
+  deferred.reason = "later";
+  RequestOutcome refused;
+  refused.kind = OutcomeKind::kNotRetryable;
+  // Finished out of order, as workers finish them.
+  summary.add(2, job(2), deferred);
+  summary.add(0, job(0), done);
+  summary.add(1, job(1), refused, true);
+  EXPECT_EQ(summary.requests(), 3u);
+  EXPECT_EQ(summary.done(), 1u);
+  EXPECT_EQ(summary.resumable_left(), 1u);
+  const auto unfinished = summary.unfinished();
+  ASSERT_EQ(unfinished.size(), 2u);
+  EXPECT_EQ(unfinished[0].job.index, 1u);
+  EXPECT_TRUE(unfinished[0].http_failed);
+  EXPECT_EQ(unfinished[1].job.index, 2u);
+  const auto stats = summary.stats(Duration{}, false);
+  EXPECT_EQ(stats["attempts"], 2);
+  EXPECT_EQ(stats["retries"], 1);
+  EXPECT_EQ(stats["status_counts"]["503"], 1);
+  EXPECT_EQ(stats["unfinished"].size(), 2u);
+  EXPECT_EQ(stats["unfinished"][1]["url"], cli::shown_url(job(2).url));
+  const auto resume = summary.resume(WallTime{});
+  ASSERT_EQ(resume["requests"].size(), 1u);
+  EXPECT_EQ(resume["requests"][0]["body"], "b2");
+}
+
+TEST(FetchBatchMemory, AListOfUnknownLengthShowsDoneWithoutATotal) {
+  const cli::Progress counted(3, cli::ProgressOptions{});
+  EXPECT_TRUE(counted.line().starts_with("[0/3] 0 in flight")) << counted.line();
+  const cli::Progress streamed(cli::Progress::kUnknownTotal, cli::ProgressOptions{});
+  EXPECT_TRUE(streamed.line().starts_with("[0] 0 in flight")) << streamed.line();
+  EXPECT_EQ(streamed.line().find("ETA"), std::string::npos) << streamed.line();
+}
+
 }  // namespace abide::test

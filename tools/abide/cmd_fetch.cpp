@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "abide/client.h"
@@ -108,6 +109,22 @@ std::string resume_target(const FetchOptions& o) {
   return o.resume_file;
 }
 
+// The first two requests of a --urls file, for BodyOutput::open: it checks
+// the -O name of the first, and tells one request from many. Standard input
+// cannot be read twice: nothing (a list of many).
+std::vector<FetchJob> first_lines(const RequestPlan& plan) {
+  std::vector<FetchJob> jobs;
+  if (plan.urls_file == "-") return jobs;
+  auto reader = UrlListReader::open(plan.urls_file);
+  while (reader && jobs.size() < 2) {
+    auto line = reader->next();
+    if (!line || !*line) break;
+    jobs.push_back(job_for_line(plan, std::move(**line), jobs.size()));
+    jobs.back().shown_url = shown_url(jobs.back().url);
+  }
+  return jobs;
+}
+
 // Writes all of text to stdout; false when it could not.
 bool to_stdout(std::string_view text) {
   return std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0;
@@ -148,10 +165,8 @@ int run_fetch(const FetchOptions& o) {
     return plan.error().exit_code;
   }
   const HeaderList& headers = plan->headers;
-  std::vector<FetchJob>& jobs = plan->jobs;
   const bool batch = plan->batch;
-
-  for (FetchJob& job : jobs) job.shown_url = shown_url(job.url);
+  for (FetchJob& job : plan->jobs) job.shown_url = shown_url(job.url);
 
   // --- the outputs, checked before anything is sent --------------------------
   std::optional<WriteOutFormat> write_out;
@@ -176,7 +191,12 @@ int run_fetch(const FetchOptions& o) {
   auto store = open_store(*spec);
   if (!store) return reject(store.error());
   BodyOutput sink;
-  if (auto err = sink.open(o, jobs)) {
+  if (auto err = sink.open(o, plan->urls_file.empty() ? plan->jobs : cmd_fetch::first_lines(*plan))) {
+    std::cerr << "abide fetch: " << *err << "\n";
+    return kExitRejected;
+  }
+  JobFeed feed(*plan);
+  if (auto err = feed.open()) {
     std::cerr << "abide fetch: " << *err << "\n";
     return kExitRejected;
   }
@@ -195,7 +215,7 @@ int run_fetch(const FetchOptions& o) {
   progress_options.burst = o.pacing == "burst";
   progress_options.resume_file = cmd_fetch::resume_target(o);
   progress_options.registry = &registry;
-  Progress progress(jobs.size(), progress_options);
+  Progress progress(plan->total.value_or(Progress::kUnknownTotal), progress_options);
 
   ClientConfig config;
   config.max_attempts = o.max_attempts;
@@ -218,12 +238,15 @@ int run_fetch(const FetchOptions& o) {
     pacer_config.seed = o.seed;
   }
   config.pacer = std::make_shared<Pacer>(pacer_config, std::move(*store));
-  std::vector<Request> requests(jobs.size());
-  // Every event carries its request's index in `jobs` (Client::fetch's index).
+  // -v: the requests being made, by their position in the run (Client::fetch's
+  // index, which every event carries).
+  std::mutex flight_mu;
+  std::unordered_map<std::size_t, const FetchJob*> in_flight;
   config.on_event = [&](const ClientEvent& e) {
-    if (e.index >= jobs.size()) return;
     progress.on_event(e);
-    if (o.verbose) verbose_event(progress, jobs, e);
+    if (!o.verbose) return;
+    std::lock_guard lock(flight_mu);
+    if (const auto it = in_flight.find(e.index); it != in_flight.end()) verbose_event(progress, *it->second, e);
   };
   Client client(config);
 
@@ -231,39 +254,47 @@ int run_fetch(const FetchOptions& o) {
   const MonoTime start = system_monotonic_clock().now();
   // A resumed run: what the server permitted holds for the whole origin, so the
   // pacer starts with that cooldown (a fresh process knows nothing else).
+  // (Only a resume file's requests carry a permitted time: they are a list.)
   std::map<std::string, WallTime> cooldowns;
-  for (std::size_t i = 0; i < jobs.size(); ++i) {
-    Request& r = requests[i];
-    r.method = jobs[i].method;
-    r.url = jobs[i].url;
-    r.headers = headers;
-    r.pacer_key = request_pacer_key(r.url, headers, o.pacer_key);
-    if (jobs[i].not_before && !r.pacer_key.empty()) {
-      auto [it, fresh] = cooldowns.emplace(r.pacer_key, *jobs[i].not_before);
-      if (!fresh && *jobs[i].not_before > it->second) it->second = *jobs[i].not_before;
-    }
-    r.body = jobs[i].body;
-    r.idempotency_key = jobs[i].idempotency_key;
-    r.not_before = jobs[i].not_before;
-    if (o.has_deadline) r.deadline = saturating_add(start, seconds_option(o.deadline_s));
+  for (const FetchJob& job : plan->jobs) {
+    if (!job.not_before) continue;
+    const std::string key = request_pacer_key(job.url, headers, o.pacer_key);
+    if (key.empty()) continue;
+    auto [it, fresh] = cooldowns.emplace(key, *job.not_before);
+    if (!fresh && *job.not_before > it->second) it->second = *job.not_before;
   }
   for (const auto& [key, until] : cooldowns) {
     if (until > start_wall) client.pacer().block_until(key, until);
   }
+  // A request is made when a worker takes its job, and dropped when it is
+  // done: a batch holds as many as it has workers.
+  const auto make_request = [&](const FetchJob& job) {
+    Request r;
+    r.method = job.method;
+    r.url = job.url;
+    r.headers = headers;
+    r.pacer_key = request_pacer_key(r.url, headers, o.pacer_key);
+    r.body = job.body;
+    r.idempotency_key = job.idempotency_key;
+    r.not_before = job.not_before;
+    if (o.has_deadline) r.deadline = saturating_add(start, seconds_option(o.deadline_s));
+    return r;
+  };
 
   std::atomic<bool> write_failed{false};
   std::atomic<bool> unsaid_failure{false};  // a write failure no request's message says
   std::atomic<bool> said_failure{false};    // one that a request's message says
-  std::vector<RequestOutcome> outcomes(requests.size());
-  std::vector<char> http_failed(requests.size(), 0);  // -f / --fail-with-body and an HTTP error
+  // Each outcome is folded in as its request finishes, then dropped.
+  std::mutex summary_mu;
+  RunSummary summary;
   std::mutex stderr_mu;
-  std::atomic<std::size_t> next{0};
 
   // One request to its final answer: with -L, one request through the
   // engine per redirect, so that each hop is paced, retried and waited for
   // (a redirect's Retry-After holds back the next hop) like any request.
-  const auto run_one = [&](std::size_t i, BodyOutput::Body& written, cmd_fetch::Hops& hops) {
-    const HeaderList first_headers = requests[i].headers;
+  const auto run_one = [&](std::size_t i, const FetchJob& job, Request& request, BodyOutput::Body& written,
+                           cmd_fetch::Hops& hops) {
+    const HeaderList first_headers = request.headers;
     RequestOutcome total;
     for (;;) {
       bool hop = false;
@@ -275,10 +306,10 @@ int run_fetch(const FetchOptions& o) {
         hop = o.location && head.kind == OutcomeKind::kDone && is_followed_redirect(head.response.status) &&
               head.response.headers.first("Location").has_value();
         if (hop) hop_not_before = head.outcome.not_before_wall;
-        return sink.head(written, jobs[i], head, hop);
+        return sink.head(written, job, head, hop);
       };
       to_output.body = [&](std::string_view chunk) { return sink.chunk(written, chunk); };
-      RequestOutcome out = client.fetch(requests[i], to_output, signals.token(), i);
+      RequestOutcome out = client.fetch(request, to_output, signals.token(), i);
       if (!out.attempts.empty()) hops.retries += static_cast<std::int64_t>(out.attempts.size()) - 1;
       // The request's record covers every hop: attempts and waits add up.
       total.attempts.insert(total.attempts.end(), std::make_move_iterator(out.attempts.begin()),
@@ -294,33 +325,45 @@ int run_fetch(const FetchOptions& o) {
         total.reason = "Maximum (" + std::to_string(o.max_redirs) + ") redirects followed";
         return total;
       }
-      auto target = resolve_location(requests[i].url, answer.headers.first("Location").value_or(""));
+      auto target = resolve_location(request.url, answer.headers.first("Location").value_or(""));
       if (!target) {
         total.kind = OutcomeKind::kNotRetryable;
         total.reason = target.error().text;
         return total;
       }
       ++hops.followed;
-      Request r = redirected_request(requests[i], answer.status, *target, jobs[i].url, first_headers, hop_not_before);
+      Request r = redirected_request(request, answer.status, *target, job.url, first_headers, hop_not_before);
       r.pacer_key = request_pacer_key(r.url, r.headers, o.pacer_key);
-      requests[i] = std::move(r);
+      request = std::move(r);
     }
   };
 
   // Workers share the client (its pacer and connections); each streams the
   // final answer of its request to the output as it arrives.
   const auto worker = [&] {
-    for (std::size_t i = next.fetch_add(1); i < requests.size(); i = next.fetch_add(1)) {
+    while (auto taken = feed.next()) {
+      const std::size_t i = taken->first;
+      const FetchJob& job = taken->second;
       const MonoTime began = system_monotonic_clock().now();
+      Request request = make_request(job);
+      if (o.verbose) {
+        std::lock_guard lock(flight_mu);
+        in_flight[i] = &job;
+      }
       BodyOutput::Body written;
       cmd_fetch::Hops hops;
-      RequestOutcome out = run_one(i, written, hops);
+      bool http_failed = false;  // -f / --fail-with-body and an HTTP error
+      RequestOutcome out = run_one(i, job, request, written, hops);
+      if (o.verbose) {
+        std::lock_guard lock(flight_mu);
+        in_flight.erase(i);
+      }
       if (written.too_large) {
         // Said in curl's terms, with the limit (the engine only knows the sink refused).
         out.kind = OutcomeKind::kNotRetryable;
         out.reason = "the body is larger than --max-filesize " + std::to_string(o.max_filesize) + " bytes";
       } else if (written.http_failed) {
-        http_failed[i] = 1;
+        http_failed = true;
         out.kind = OutcomeKind::kNotRetryable;
         out.reason = "The requested URL returned error: " + std::to_string(written.failed_status);
       }
@@ -328,9 +371,9 @@ int run_fetch(const FetchOptions& o) {
       if (write_out) {
         WriteOutValues v;
         v.http_code = out.response ? out.response->status : 0;
-        v.url = jobs[i].url;
-        v.url_effective = hops.followed > 0 ? printable(requests[i].url, 8192) : jobs[i].url;
-        v.method = requests[i].method;
+        v.url = job.url;
+        v.url_effective = hops.followed > 0 ? printable(request.url, 8192) : job.url;
+        v.method = request.method;
         v.time_total = system_monotonic_clock().now() - began;
         v.num_retries = hops.retries;
         v.num_redirects = hops.followed;
@@ -360,7 +403,10 @@ int run_fetch(const FetchOptions& o) {
           unsaid_failure.store(true);
         }
       }
-      outcomes[i] = std::move(out);
+      {
+        std::lock_guard lock(summary_mu);
+        summary.add(i, job, out, http_failed);
+      }
       progress.on_done();
     }
   };
@@ -370,7 +416,8 @@ int run_fetch(const FetchOptions& o) {
     // does, so that their outputs come in argument order; a --urls or --resume
     // batch runs on --jobs workers.
     const std::size_t wanted = batch ? o.jobs : 1;
-    const std::size_t workers = std::clamp<std::size_t>(wanted, 1, std::max<std::size_t>(1, requests.size()));
+    const std::size_t known = plan->total.value_or(wanted);
+    const std::size_t workers = std::clamp<std::size_t>(wanted, 1, std::max<std::size_t>(1, known));
     std::vector<std::thread> threads;
     threads.reserve(workers - 1);
     for (std::size_t w = 1; w < workers; ++w) threads.emplace_back(worker);
@@ -387,13 +434,14 @@ int run_fetch(const FetchOptions& o) {
   const int signo = signals.signal_number();
 
   // --- records ---------------------------------------------------------------
-  std::size_t done = 0, resumable_left = 0, unfinished = 0;
-  for (const auto& out : outcomes) {
-    if (out.done()) ++done;
-    else ++unfinished;
-    if (resumable(out)) ++resumable_left;
+  const std::uint64_t requests = summary.requests(), done = summary.done(), unfinished = requests - done;
+  const std::uint64_t resumable_left = summary.resumable_left();
+  int status = done == requests ? kExitOk : kExitRejected;
+  if (const std::string bad = feed.error(); !bad.empty()) {
+    // A bad line of standard input: the lines after it were not taken.
+    std::cerr << "abide fetch: " << bad << "\n";
+    status = kExitRejected;
   }
-  int status = done == outcomes.size() ? kExitOk : kExitRejected;
   if (write_failed.load()) status = kExitRejected;
   if (unsaid_failure.load()) {
     const std::string why = sink.first_error();
@@ -401,7 +449,7 @@ int run_fetch(const FetchOptions& o) {
     status = kExitRejected;
   }
   if (!o.stats.empty()) {
-    const auto j = stats_json(jobs, outcomes, elapsed, signo != 0);
+    const auto j = summary.stats(elapsed, signo != 0);
     const std::string text = j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
     if (o.stats == "-") {
       if (!cmd_fetch::to_stdout(text)) {
@@ -415,7 +463,7 @@ int run_fetch(const FetchOptions& o) {
   }
   const std::string resume_file = cmd_fetch::resume_target(o);
   if (resumable_left > 0) {
-    const auto j = resume_json(jobs, outcomes, system_wall_clock().now());
+    const auto j = summary.resume(system_wall_clock().now());
     // Owner only: the resume file keeps URLs and bodies as given (to send them again).
     if (auto err = write_file_atomically(resume_file,
                                          j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n",
@@ -439,20 +487,19 @@ int run_fetch(const FetchOptions& o) {
   // Errors are said unless -s (and -S says them even then); the summary is -s's alone.
   if (!o.silent || o.show_error) {
     std::size_t shown = 0;
-    for (std::size_t i = 0; i < outcomes.size(); ++i) {
-      const auto& out = outcomes[i];
+    for (const UnfinishedRequest& out : summary.unfinished()) {
       // Cancelled requests are summed up by the resume message, unless they need reconciling.
-      if (out.done() || (out.kind == OutcomeKind::kCancelled && !out.ambiguous)) continue;
+      if (out.kind == OutcomeKind::kCancelled && !out.ambiguous) continue;
       if (++shown > 20) continue;
-      std::cerr << "abide fetch: " << jobs[i].method << " " << jobs[i].shown_url << ": ";
-      if (http_failed[i] == 0)
+      std::cerr << "abide fetch: " << out.job.method << " " << out.job.shown_url << ": ";
+      if (!out.http_failed)
         std::cerr << to_string(out.kind) << (out.ambiguous ? " (ambiguous: may have been applied)" : "") << ": ";
       std::cerr << safe_text(out.reason) << "\n";
     }
     if (shown > 20) std::cerr << "abide fetch: ... and " << shown - 20 << " more\n";
   }
   if (!o.silent && (batch || o.verbose)) {
-    std::cerr << "abide fetch: " << outcomes.size() << " requests, " << done << " done, " << unfinished
+    std::cerr << "abide fetch: " << requests << " requests, " << done << " done, " << unfinished
               << " not done; elapsed " << fmt_seconds(elapsed) << "\n";
   }
   if (signo != 0) return signo == SIGTERM ? 143 : 130;

@@ -4,7 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cstring>
+#include <iostream>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -53,52 +56,120 @@ nlohmann::ordered_json time_or_null(const std::optional<WallTime>& t) {
 
 }  // namespace
 
+namespace fetch_jobs {  // private to this file (the CLI is compiled in unity batches)
+
+// One line of a --urls file (without its newline): nullopt for a blank line
+// or a comment.
+Result<std::optional<UrlLine>, std::string> parse_url_line(std::string_view line, std::size_t line_no,
+                                                           const std::string& path,
+                                                           const std::filesystem::path& folder) {
+  line = trim(line);
+  if (line.empty() || line.front() == '#') return std::optional<UrlLine>();
+  const auto where = [&] { return path + ":" + std::to_string(line_no) + ": "; };
+  UrlLine entry;
+  entry.line = line_no;
+  const std::string_view first = url_line_field(line);
+  if (line.empty()) {
+    entry.url = std::string(first);
+    return std::optional<UrlLine>(std::move(entry));
+  }
+  if (!is_line_method(first)) return fail(where() + "expected URL, METHOD URL or METHOD URL BODY");
+  entry.method = std::string(first);
+  entry.url = std::string(url_line_field(line));
+  if (!line.empty()) {
+    if (line.front() == '@') {
+      const std::filesystem::path file(std::string(line.substr(1)));
+      const std::string full = (file.is_absolute() ? file : folder / file).string();
+      auto body = read_text(full);
+      if (!body) return fail(where() + body.error().text);
+      entry.body = std::move(*body);
+    } else {
+      entry.body = std::string(line);
+    }
+  }
+  return std::optional<UrlLine>(std::move(entry));
+}
+
+// A body file is found beside the list, so that a list and its bodies can
+// move together and be run from anywhere.
+std::filesystem::path list_folder(const std::string& path) {
+  return path == "-" ? std::filesystem::path() : std::filesystem::path(path).parent_path();
+}
+
+bool resumable_kind(OutcomeKind kind, bool ambiguous) noexcept {
+  switch (kind) {
+    case OutcomeKind::kCancelled:
+    case OutcomeKind::kDeferred:
+    case OutcomeKind::kDeadlineExceeded:
+    case OutcomeKind::kExhausted: return !ambiguous;
+    case OutcomeKind::kDone:
+    case OutcomeKind::kNotRetryable: return false;
+  }
+  return false;
+}
+
+}  // namespace fetch_jobs
+
 Result<std::vector<UrlLine>, std::string> read_url_list(const std::string& path, std::size_t max_body_bytes) {
   auto text = read_text(path);
   if (!text) return fail(std::move(text.error().text));
   if (text->size() > kMaxListBytes) return fail(path + ": larger than 256 MiB");
-  // A body file is found beside the list, so that a list and its bodies can
-  // move together and be run from anywhere.
-  const std::filesystem::path folder = path == "-" ? std::filesystem::path()
-                                                   : std::filesystem::path(path).parent_path();
+  const std::filesystem::path folder = fetch_jobs::list_folder(path);
   std::vector<UrlLine> lines;
   std::size_t line_no = 0, body_bytes = 0;
   std::string_view rest = *text;
   while (!rest.empty()) {
     ++line_no;
     const std::size_t nl = rest.find('\n');
-    std::string_view line = trim(rest.substr(0, nl));
+    const std::string_view line = rest.substr(0, nl);
     rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
-    if (line.empty() || line.front() == '#') continue;
-    const auto where = [&] { return path + ":" + std::to_string(line_no) + ": "; };
-    UrlLine entry;
-    entry.line = line_no;
-    const std::string_view first = url_line_field(line);
-    if (line.empty()) {
-      entry.url = std::string(first);
-    } else {
-      if (!is_line_method(first)) return fail(where() + "expected URL, METHOD URL or METHOD URL BODY");
-      entry.method = std::string(first);
-      entry.url = std::string(url_line_field(line));
-      if (!line.empty()) {
-        if (line.front() == '@') {
-          const std::filesystem::path file(std::string(line.substr(1)));
-          const std::string full = (file.is_absolute() ? file : folder / file).string();
-          auto body = read_text(full);
-          if (!body) return fail(where() + body.error().text);
-          entry.body = std::move(*body);
-        } else {
-          entry.body = std::string(line);
-        }
-        body_bytes += entry.body->size();
-        if (body_bytes > max_body_bytes)
-          return fail(where() + "the bodies of the list add up to more than " + std::to_string(max_body_bytes) +
-                      " bytes");
-      }
+    auto entry = fetch_jobs::parse_url_line(line, line_no, path, folder);
+    if (!entry) return fail(std::move(entry.error()));
+    if (!*entry) continue;
+    if ((*entry)->body) {
+      body_bytes += (*entry)->body->size();
+      if (body_bytes > max_body_bytes)
+        return fail(path + ":" + std::to_string(line_no) + ": the bodies of the list add up to more than " +
+                    std::to_string(max_body_bytes) + " bytes");
     }
-    lines.push_back(std::move(entry));
+    lines.push_back(std::move(**entry));
   }
   return lines;
+}
+
+Result<UrlListReader, std::string> UrlListReader::open(const std::string& path) {
+  UrlListReader r;
+  r.path_ = path;
+  r.folder_ = fetch_jobs::list_folder(path);
+  if (path == "-") {
+    r.in_ = &std::cin;
+    return r;
+  }
+  r.file_ = std::make_unique<std::ifstream>(path, std::ios::binary);
+  if (!*r.file_) return fail("cannot read " + path + ": " + std::strerror(errno));
+  r.in_ = r.file_.get();
+  return r;
+}
+
+Result<std::optional<UrlLine>, std::string> UrlListReader::next() {
+  std::string line;
+  std::streambuf* buf = in_->rdbuf();
+  for (;;) {
+    line.clear();
+    bool any = false;
+    for (int c = buf->sbumpc(); c != std::char_traits<char>::eof(); c = buf->sbumpc()) {
+      any = true;
+      if (c == '\n') break;
+      if (line.size() >= kMaxUrlLineBytes)
+        return fail(path_ + ":" + std::to_string(line_no_ + 1) + ": longer than " +
+                    std::to_string(kMaxUrlLineBytes) + " bytes");
+      line.push_back(static_cast<char>(c));
+    }
+    if (!any) return std::optional<UrlLine>();
+    ++line_no_;
+    auto entry = fetch_jobs::parse_url_line(line, line_no_, path_, folder_);
+    if (!entry || *entry) return entry;
+  }
 }
 
 std::string request_pacer_key(std::string_view url, const HeaderList& headers, const std::string& override_key) {
@@ -108,44 +179,13 @@ std::string request_pacer_key(std::string_view url, const HeaderList& headers, c
   return proxy::quota_key(*origin, headers);
 }
 
-bool resumable(const RequestOutcome& o) noexcept {
-  switch (o.kind) {
-    case OutcomeKind::kCancelled:
-    case OutcomeKind::kDeferred:
-    case OutcomeKind::kDeadlineExceeded:
-    case OutcomeKind::kExhausted: return !o.ambiguous;
-    case OutcomeKind::kDone:
-    case OutcomeKind::kNotRetryable: return false;
-  }
-  return false;
-}
+bool resumable(const RequestOutcome& o) noexcept { return fetch_jobs::resumable_kind(o.kind, o.ambiguous); }
 
 nlohmann::ordered_json resume_json(const std::vector<FetchJob>& jobs, const std::vector<RequestOutcome>& outcomes,
                                    WallTime now) {
-  nlohmann::ordered_json list = nlohmann::ordered_json::array();
-  for (std::size_t i = 0; i < jobs.size() && i < outcomes.size(); ++i) {
-    const RequestOutcome& o = outcomes[i];
-    if (!resumable(o)) continue;
-    const FetchJob& job = jobs[i];
-    nlohmann::ordered_json e;
-    e["index"] = job.index;
-    e["method"] = job.method;
-    e["url"] = job.url;
-    if (!job.body.empty()) e["body"] = job.body;
-    if (job.idempotency_key) e["idempotency_key"] = *job.idempotency_key;
-    e["outcome"] = to_string(o.kind);
-    e["reason"] = safe_text(o.reason);
-    // The later of what this run learnt and what the earlier run knew.
-    std::optional<WallTime> nb = o.not_before_wall;
-    if (job.not_before && (!nb || *job.not_before > *nb)) nb = job.not_before;
-    e["not_before"] = time_or_null(nb);
-    list.push_back(std::move(e));
-  }
-  nlohmann::ordered_json j;
-  j["version"] = 1;
-  j["written"] = format_rfc3339(now);
-  j["requests"] = std::move(list);
-  return j;
+  RunSummary summary;
+  for (std::size_t i = 0; i < jobs.size() && i < outcomes.size(); ++i) summary.add(i, jobs[i], outcomes[i]);
+  return summary.resume(now);
 }
 
 Result<std::vector<FetchJob>, std::string> read_resume(const std::string& path) {
@@ -194,54 +234,101 @@ Result<std::vector<FetchJob>, std::string> read_resume(const std::string& path) 
 
 nlohmann::ordered_json stats_json(const std::vector<FetchJob>& jobs, const std::vector<RequestOutcome>& outcomes,
                                   Duration elapsed, bool interrupted) {
-  std::uint64_t done = 0, attempts = 0, retries = 0, transport_errors = 0, ambiguous = 0;
-  Duration waited{};
-  std::map<int, std::uint64_t> statuses;
-  std::map<std::string, std::uint64_t> kinds;
+  RunSummary summary;
+  for (std::size_t i = 0; i < jobs.size() && i < outcomes.size(); ++i) summary.add(i, jobs[i], outcomes[i]);
+  return summary.stats(elapsed, interrupted);
+}
+
+void RunSummary::add(std::size_t seq, const FetchJob& job, const RequestOutcome& o, bool http_failed) {
+  ++requests_;
+  if (o.done()) ++done_;
+  if (resumable(o)) ++resumable_;
+  ++kinds_[std::string(to_string(o.kind))];
+  attempts_ += o.attempts.size();
+  waited_ += o.waited;
+  if (o.ambiguous) ++ambiguous_;
+  for (const Attempt& a : o.attempts) {
+    // With -L each hop starts at attempt 1 again: a hop is not a retry.
+    if (a.number > 1) ++retries_;
+    if (a.status != 0) ++statuses_[a.status];
+    else ++transport_errors_;
+  }
+  if (o.done()) return;  // nothing of a finished request is kept
+  UnfinishedRequest u;
+  u.seq = seq;
+  u.job = job;
+  if (u.job.shown_url.empty()) u.job.shown_url = shown_url(job.url);
+  u.kind = o.kind;
+  u.reason = o.reason;
+  u.not_before = o.not_before_wall;
+  u.ambiguous = o.ambiguous;
+  u.http_failed = http_failed;
+  unfinished_.push_back(std::move(u));
+}
+
+std::vector<UnfinishedRequest> RunSummary::unfinished() const {
+  std::vector<UnfinishedRequest> list = unfinished_;
+  std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.seq < b.seq; });
+  return list;
+}
+
+nlohmann::ordered_json RunSummary::stats(Duration elapsed, bool interrupted) const {
   nlohmann::ordered_json unfinished = nlohmann::ordered_json::array();
-  for (std::size_t i = 0; i < outcomes.size(); ++i) {
-    const RequestOutcome& o = outcomes[i];
-    if (o.done()) ++done;
-    ++kinds[std::string(to_string(o.kind))];
-    attempts += o.attempts.size();
-    waited += o.waited;
-    if (o.ambiguous) ++ambiguous;
-    for (const Attempt& a : o.attempts) {
-      // With -L each hop starts at attempt 1 again: a hop is not a retry.
-      if (a.number > 1) ++retries;
-      if (a.status != 0) ++statuses[a.status];
-      else ++transport_errors;
-    }
-    if (!o.done() && i < jobs.size()) {
-      nlohmann::ordered_json u;
-      u["url"] = jobs[i].shown_url.empty() ? shown_url(jobs[i].url) : jobs[i].shown_url;  // shared: no credentials
-      u["outcome"] = to_string(o.kind);
-      u["not_before"] = time_or_null(o.not_before_wall);
-      u["method"] = jobs[i].method;
-      u["index"] = jobs[i].index;
-      u["reason"] = safe_text(o.reason);
-      u["ambiguous"] = o.ambiguous;
-      u["resumable"] = resumable(o);
-      unfinished.push_back(std::move(u));
-    }
+  for (const UnfinishedRequest& r : this->unfinished()) {
+    nlohmann::ordered_json u;
+    u["url"] = r.job.shown_url;  // shared: no credentials
+    u["outcome"] = to_string(r.kind);
+    u["not_before"] = time_or_null(r.not_before);
+    u["method"] = r.job.method;
+    u["index"] = r.job.index;
+    u["reason"] = safe_text(r.reason);
+    u["ambiguous"] = r.ambiguous;
+    u["resumable"] = fetch_jobs::resumable_kind(r.kind, r.ambiguous);
+    unfinished.push_back(std::move(u));
   }
   nlohmann::ordered_json status_counts = nlohmann::ordered_json::object();
-  for (const auto& [status, count] : statuses) status_counts[std::to_string(status)] = count;
+  for (const auto& [status, count] : statuses_) status_counts[std::to_string(status)] = count;
   nlohmann::ordered_json outcome_counts = nlohmann::ordered_json::object();
-  for (const auto& [kind, count] : kinds) outcome_counts[kind] = count;
+  for (const auto& [kind, count] : kinds_) outcome_counts[kind] = count;
   nlohmann::ordered_json j;
-  j["requests"] = outcomes.size();
-  j["done"] = done;
-  j["attempts"] = attempts;
-  j["retries"] = retries;
+  j["requests"] = requests_;
+  j["done"] = done_;
+  j["attempts"] = attempts_;
+  j["retries"] = retries_;
   j["status_counts"] = std::move(status_counts);
-  j["transport_errors"] = transport_errors;
+  j["transport_errors"] = transport_errors_;
   j["outcomes"] = std::move(outcome_counts);
-  j["ambiguous"] = ambiguous;
-  j["waited_s"] = to_seconds(waited);
+  j["ambiguous"] = ambiguous_;
+  j["waited_s"] = to_seconds(waited_);
   j["elapsed_s"] = to_seconds(elapsed);
   j["interrupted"] = interrupted;
   j["unfinished"] = std::move(unfinished);
+  return j;
+}
+
+nlohmann::ordered_json RunSummary::resume(WallTime now) const {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const UnfinishedRequest& r : this->unfinished()) {
+    if (!fetch_jobs::resumable_kind(r.kind, r.ambiguous)) continue;
+    const FetchJob& job = r.job;
+    nlohmann::ordered_json e;
+    e["index"] = job.index;
+    e["method"] = job.method;
+    e["url"] = job.url;
+    if (!job.body.empty()) e["body"] = job.body;
+    if (job.idempotency_key) e["idempotency_key"] = *job.idempotency_key;
+    e["outcome"] = to_string(r.kind);
+    e["reason"] = safe_text(r.reason);
+    // The later of what this run learnt and what the earlier run knew.
+    std::optional<WallTime> nb = r.not_before;
+    if (job.not_before && (!nb || *job.not_before > *nb)) nb = job.not_before;
+    e["not_before"] = time_or_null(nb);
+    list.push_back(std::move(e));
+  }
+  nlohmann::ordered_json j;
+  j["version"] = 1;
+  j["written"] = format_rfc3339(now);
+  j["requests"] = std::move(list);
   return j;
 }
 

@@ -5,6 +5,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -50,10 +54,70 @@ inline constexpr std::size_t kMaxUrlListBodyBytes = std::size_t{1} << 30;
 Result<std::vector<UrlLine>, std::string> read_url_list(const std::string& path,
                                                         std::size_t max_body_bytes = kMaxUrlListBodyBytes);
 
+// A --urls file read one line at a time, as the requests are taken, so that
+// a list of any length costs the memory of one line. Not thread-safe: its
+// user holds the lock.
+class UrlListReader {
+ public:
+  // Opens path ("-" for standard input); an error message when it cannot.
+  [[nodiscard]] static Result<UrlListReader, std::string> open(const std::string& path);
+  // The next line that describes a request (as read_url_list() parses it),
+  // nullopt at the end, or the error, naming the file and line.
+  [[nodiscard]] Result<std::optional<UrlLine>, std::string> next();
+
+ private:
+  UrlListReader() = default;
+  std::string path_;
+  std::filesystem::path folder_;
+  std::unique_ptr<std::ifstream> file_;  // null for standard input
+  std::istream* in_ = nullptr;
+  std::size_t line_no_ = 0;
+};
+
+// A line longer than this is refused: one line is all a reader holds.
+inline constexpr std::size_t kMaxUrlLineBytes = std::size_t{1} << 20;
+
 // True when running the request again may finish it: cancelled, deferred,
 // deadline_exceeded, exhausted. not_retryable requests are not (repeating them
 // is unsafe or pointless); done ones are finished.
 bool resumable(const RequestOutcome& outcome) noexcept;
+
+// What a finished request leaves of itself when it is not done: enough for
+// the --stats `unfinished` list, the resume file and the error lines.
+struct UnfinishedRequest {
+  std::size_t seq = 0;  // position in the run, for the records' order
+  FetchJob job;         // its body is kept: the resume file sends it again
+  OutcomeKind kind = OutcomeKind::kDone;
+  std::string reason;
+  std::optional<WallTime> not_before;
+  bool ambiguous = false;
+  bool http_failed = false;  // -f / --fail-with-body and an HTTP error: said without its kind
+};
+
+// The outcomes of a run folded in as each request finishes (then dropped):
+// the counts of the --stats summary, and a record of every request not done.
+// Not thread-safe: its user holds the lock.
+class RunSummary {
+ public:
+  void add(std::size_t seq, const FetchJob& job, const RequestOutcome& outcome, bool http_failed = false);
+  std::uint64_t requests() const noexcept { return requests_; }
+  std::uint64_t done() const noexcept { return done_; }
+  std::uint64_t resumable_left() const noexcept { return resumable_; }
+  // The requests not done, in the run's order.
+  std::vector<UnfinishedRequest> unfinished() const;
+  // The --stats summary (the fields of stats_json()).
+  nlohmann::ordered_json stats(Duration elapsed, bool interrupted) const;
+  // The resume file (the fields of resume_json()).
+  nlohmann::ordered_json resume(WallTime now) const;
+
+ private:
+  std::uint64_t requests_ = 0, done_ = 0, attempts_ = 0, retries_ = 0, transport_errors_ = 0, ambiguous_ = 0;
+  std::uint64_t resumable_ = 0;
+  Duration waited_{};
+  std::map<int, std::uint64_t> statuses_;
+  std::map<std::string, std::uint64_t> kinds_;
+  std::vector<UnfinishedRequest> unfinished_;
+};
 
 // The resume file: every resumable request that is not done, with its
 // permitted time. Request headers are not written (they may carry

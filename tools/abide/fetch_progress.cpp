@@ -418,8 +418,12 @@ std::string Progress::line(MonoTime now) const {
 std::string Progress::line_locked(MonoTime now) const {
   const std::size_t done = done_.load();
   char buf[96];
-  std::snprintf(buf, sizeof buf, "[%zu/%zu] %ld in flight, %ld waiting", done, total_, std::max(0L, in_flight_.load()),
-                std::max(0L, waiting_.load()));
+  if (total_ == kUnknownTotal)
+    std::snprintf(buf, sizeof buf, "[%zu] %ld in flight, %ld waiting", done, std::max(0L, in_flight_.load()),
+                  std::max(0L, waiting_.load()));
+  else
+    std::snprintf(buf, sizeof buf, "[%zu/%zu] %ld in flight, %ld waiting", done, total_,
+                  std::max(0L, in_flight_.load()), std::max(0L, waiting_.load()));
   std::string s = buf;
 
   // The longest current wait, and the latest end of a wait that what remains
@@ -442,7 +446,7 @@ std::string Progress::line_locked(MonoTime now) const {
     s += ", longest wait " + human_duration(*longest->until - now) + ": " + reason_text(longest->cause);
   else if (held != nullptr) s += ", held by " + reason_text(held->cause);
 
-  if (done < total_) {
+  if (done < total_ && total_ != kUnknownTotal) {
     std::optional<Duration> eta;
     if (done > 0) {
       const double per = to_seconds(now - start_) / static_cast<double>(done);

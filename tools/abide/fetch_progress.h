@@ -82,6 +82,8 @@ class Progress {
   // Draws the line only on a terminal, and not with -s or -v, nor when bodies
   // go to the same terminal (the line would run into them, and no write of a
   // body can erase it first: curl turns its meter off then too).
+  // kUnknownTotal: a list read as it goes (standard input) is not counted.
+  static constexpr std::size_t kUnknownTotal = static_cast<std::size_t>(-1);
   Progress(std::size_t total, const ProgressOptions& options);
   ~Progress();
   Progress(const Progress&) = delete;

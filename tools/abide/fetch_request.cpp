@@ -5,8 +5,10 @@
 #include <string_view>
 #include <utility>
 
+#include "body_output.h"
 #include "command.h"
 #include "common.h"
+#include "shown_url.h"
 
 namespace abide::cli {
 namespace fetch_request {  // private to this file (the CLI is compiled in unity batches)
@@ -163,44 +165,43 @@ Result<RequestPlan, FetchError> plan_requests(const FetchOptions& o) {
   const std::string method = !o.method.empty() ? o.method : o.head ? "HEAD" : has_body ? "POST" : "GET";
   for (Header& h : headers) plan.headers.add(h.name, h.value);
 
-  const auto url_of = [&](std::string_view given) {
-    std::string url = with_default_scheme(given);
-    return query.empty() ? url : with_query(url, query);
-  };
+  plan.method = method;
+  plan.body = body;
+  plan.query = query;
+  plan.idempotency_key = o.idempotency_key;
   if (!o.resume.empty()) {
     auto read = read_resume(o.resume);
     if (!read) return fail(FetchError{kExitRejected, read.error()});
     plan.jobs = std::move(*read);
     plan.batch = true;
+    plan.total = plan.jobs.size();
     return plan;
   }
-  const auto key_of = [&](std::size_t i) -> std::optional<std::string> {
-    if (o.idempotency_key.empty()) return std::nullopt;
-    return plan.batch ? o.idempotency_key + "-" + std::to_string(i + 1) : o.idempotency_key;
-  };
   if (!o.urls_file.empty()) {
     if (o.urls_file == "-" && files.stdin_read())
       return fail(FetchError{kExitUsage, "--urls -: standard input is already read by " + files.stdin_reader()});
-    auto list = read_url_list(o.urls_file);
-    if (!list) return fail(FetchError{kExitRejected, list.error()});
     plan.batch = true;
-    plan.jobs.reserve(list->size());
-    for (UrlLine& line : *list) {
-      FetchJob job;
-      job.index = plan.jobs.size();
-      // A line with its own method is its own request: -X, -d and -G do not apply to it.
-      if (line.method) {
-        job.method = std::move(*line.method);
-        job.url = with_default_scheme(line.url);
-        job.body = line.body.value_or(std::string());
-      } else {
-        job.method = method;
-        job.url = url_of(line.url);
-        job.body = body;
+    plan.urls_file = o.urls_file;
+    if (o.urls_file == "-") return plan;
+    // A first pass that keeps nothing: a bad line stops the run before
+    // anything is sent (as when the list was read whole), and the count is
+    // the progress line's total.
+    auto reader = UrlListReader::open(o.urls_file);
+    if (!reader) return fail(FetchError{kExitRejected, reader.error()});
+    std::size_t n = 0;
+    for (;;) {
+      auto line = reader->next();
+      if (!line) return fail(FetchError{kExitRejected, line.error()});
+      if (!*line) break;
+      if (o.remote_name) {
+        const FetchJob job = job_for_line(plan, std::move(**line), n);
+        if (!remote_file_name(job.url))
+          return fail(FetchError{kExitRejected, "-O: the URL " + shown_url(job.url) +
+                                                    " has no file name (its path ends without a last segment)"});
       }
-      job.idempotency_key = key_of(job.index);
-      plan.jobs.push_back(std::move(job));
+      ++n;
     }
+    plan.total = n;
     return plan;
   }
   plan.jobs.reserve(o.urls.size());
@@ -208,12 +209,67 @@ Result<RequestPlan, FetchError> plan_requests(const FetchOptions& o) {
     FetchJob job;
     job.index = plan.jobs.size();
     job.method = method;
-    job.url = url_of(url);
+    job.url = with_default_scheme(url);
+    if (!query.empty()) job.url = with_query(job.url, query);
     job.body = body;
-    job.idempotency_key = key_of(job.index);
+    if (!o.idempotency_key.empty()) job.idempotency_key = o.idempotency_key;
     plan.jobs.push_back(std::move(job));
   }
+  plan.total = plan.jobs.size();
   return plan;
+}
+
+FetchJob job_for_line(const RequestPlan& plan, UrlLine line, std::size_t seq) {
+  FetchJob job;
+  job.index = seq;
+  // A line with its own method is its own request: -X, -d and -G do not apply to it.
+  if (line.method) {
+    job.method = std::move(*line.method);
+    job.url = with_default_scheme(line.url);
+    job.body = line.body.value_or(std::string());
+  } else {
+    job.method = plan.method;
+    job.url = with_default_scheme(line.url);
+    if (!plan.query.empty()) job.url = with_query(job.url, plan.query);
+    job.body = plan.body;
+  }
+  // Each request of a batch has a key of its own.
+  if (!plan.idempotency_key.empty()) job.idempotency_key = plan.idempotency_key + "-" + std::to_string(seq + 1);
+  return job;
+}
+
+std::optional<std::string> JobFeed::open() {
+  if (plan_.urls_file.empty()) return std::nullopt;
+  auto reader = UrlListReader::open(plan_.urls_file);
+  if (!reader) return std::move(reader.error());
+  reader_.emplace(std::move(*reader));
+  return std::nullopt;
+}
+
+std::optional<std::pair<std::size_t, FetchJob>> JobFeed::next() {
+  std::lock_guard lock(mu_);
+  if (!reader_) {
+    if (next_ >= plan_.jobs.size()) return std::nullopt;
+    const std::size_t seq = next_++;
+    // Taken once: the list need not keep it.
+    return std::pair<std::size_t, FetchJob>(seq, std::move(plan_.jobs[seq]));
+  }
+  if (!error_.empty()) return std::nullopt;
+  auto line = reader_->next();
+  if (!line) {
+    // Only standard input gets here (a file was checked whole): the lines
+    // after a bad one are not taken.
+    error_ = std::move(line.error());
+    return std::nullopt;
+  }
+  if (!*line) return std::nullopt;
+  const std::size_t seq = next_++;
+  return std::pair<std::size_t, FetchJob>(seq, job_for_line(plan_, std::move(**line), seq));
+}
+
+std::string JobFeed::error() const {
+  std::lock_guard lock(mu_);
+  return error_;
 }
 
 }  // namespace abide::cli

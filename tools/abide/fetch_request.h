@@ -3,6 +3,9 @@
 // --data-* --json -F -G -I -u -A -e), and one FetchJob per URL.
 #pragma once
 
+#include <cstddef>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,11 +17,49 @@
 
 namespace abide::cli {
 
-// Every request of a run.
+// Every request of a run: the URL arguments or a resume file's requests as
+// a list (they are few), a --urls file as the file, read as the requests are
+// taken (JobFeed).
 struct RequestPlan {
   HeaderList headers;          // sent with every request (-H, ...)
-  std::vector<FetchJob> jobs;  // in the order given
+  std::vector<FetchJob> jobs;  // in the order given; empty with urls_file
   bool batch = false;          // from --urls or --resume: a summary line is printed
+  std::string urls_file;       // --urls FILE ("-": standard input)
+  // How many requests the run makes, when known before they are sent: a
+  // regular --urls file is counted (and checked) in a first pass that keeps
+  // nothing; standard input is read once, so its count is not known.
+  std::optional<std::size_t> total;
+  // What a bare URL line of the list takes from the command line.
+  std::string method;
+  std::string body;
+  std::string query;  // -G
+  std::string idempotency_key;
+};
+
+// The request that line `seq` (0-based, among the lines that describe one)
+// of a --urls list describes.
+FetchJob job_for_line(const RequestPlan& plan, UrlLine line, std::size_t seq);
+
+// Hands out a run's requests one at a time to the workers that take them:
+// the plan's list, or the lines of its --urls file read as they are needed
+// (so a batch of any length holds one line, not the list). Thread-safe.
+class JobFeed {
+ public:
+  explicit JobFeed(RequestPlan& plan) : plan_(plan) {}
+  // Opens the --urls file (once more for a regular file: the plan read it to
+  // count it); an error message when it cannot.
+  [[nodiscard]] std::optional<std::string> open();
+  // The next request and its position in the run, or nullopt at the end (or
+  // after a bad line of standard input: error() then says it).
+  std::optional<std::pair<std::size_t, FetchJob>> next();
+  std::string error() const;
+
+ private:
+  RequestPlan& plan_;
+  mutable std::mutex mu_;
+  std::size_t next_ = 0;
+  std::optional<UrlListReader> reader_;
+  std::string error_;
 };
 
 // The requests of a run, or why they cannot be made (FetchError, fetch_form.h):

@@ -19,13 +19,13 @@ std::string fmt_seconds(Duration d) {
 // --verbose: one line per thing that happened, credentials redacted. Server
 // bytes (header names and values) go through abide::printable() here; the
 // planner's reasons and transport errors, made elsewhere, through safe_text().
-void verbose_event(Progress& progress, const std::vector<FetchJob>& jobs, const ClientEvent& e) {
+void verbose_event(Progress& progress, const FetchJob& job, const ClientEvent& e) {
   using K = ClientEvent::Kind;
-  const std::string tag = "* [" + std::to_string(jobs[e.index].index + 1) + "] ";
+  const std::string tag = "* [" + std::to_string(job.index + 1) + "] ";
   switch (e.kind) {
     case K::kAttemptStarted: {
-      std::string s = "> [" + std::to_string(jobs[e.index].index + 1) + "] " + e.request->method + " " +
-                      jobs[e.index].shown_url + " (attempt " + std::to_string(e.attempt) + ")";
+      std::string s = "> [" + std::to_string(job.index + 1) + "] " + e.request->method + " " +
+                      job.shown_url + " (attempt " + std::to_string(e.attempt) + ")";
       if (e.attempt == 1) {
         for (const Header& h : e.request->headers.lines())
           s += "\n>   " + abide::printable(h.name) + ": " + printable_header_value(h.name, h.value);
@@ -37,7 +37,7 @@ void verbose_event(Progress& progress, const std::vector<FetchJob>& jobs, const 
       break;
     }
     case K::kResponseObserved: {
-      std::string s = "< [" + std::to_string(jobs[e.index].index + 1) + "] " + std::to_string(e.response->status);
+      std::string s = "< [" + std::to_string(job.index + 1) + "] " + std::to_string(e.response->status);
       for (const Header& h : e.response->headers.lines())
         s += "\n<   " + abide::printable(h.name) + ": " + printable_header_value(h.name, h.value);
       // What observe() ignored or adjusted (a malformed hint, a wrong day name, ...).

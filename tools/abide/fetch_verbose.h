@@ -13,7 +13,7 @@ namespace abide::cli {
 // "1.25 s".
 std::string fmt_seconds(Duration d);
 
-// Prints what `e` says about request e.index of `jobs`, credentials redacted.
-void verbose_event(Progress& progress, const std::vector<FetchJob>& jobs, const ClientEvent& e);
+// Prints what `e` says about its request, `job`, credentials redacted.
+void verbose_event(Progress& progress, const FetchJob& job, const ClientEvent& e);
 
 }  // namespace abide::cli
