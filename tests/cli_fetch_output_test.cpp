@@ -219,6 +219,16 @@ TEST(Outputs, HeadTextAsCurlIncludesIt) {
   EXPECT_EQ(cli::head_text(r), "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 5\r\nX-A: b\r\n\r\n");
 }
 
+TEST(Outputs, AHeadForATerminalHasNoServerByteRaw) {
+  engine::Response r;
+  r.status = 200;
+  r.headers.add("X-Evil", std::string("a\x1b]0;owned\x07" "b\xff"));
+  // A file or a pipe gets the bytes as received, as curl writes them.
+  EXPECT_EQ(cli::head_text(r), std::string("HTTP/1.1 200 OK\r\nX-Evil: a\x1b]0;owned\x07" "b\xff\r\n\r\n"));
+  // A terminal gets them escaped.
+  EXPECT_EQ(cli::head_text(r, true), "HTTP/1.1 200 OK\r\nX-Evil: a\\x1b]0;owned\\x07b\\xff\r\n\r\n");
+}
+
 // --- end to end ---------------------------------------------------------------------
 
 // A cpp-httplib server inside the test, on 127.0.0.1, for answers the mock

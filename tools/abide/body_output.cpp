@@ -58,17 +58,18 @@ std::optional<std::string> remote_file_name(std::string_view url) {
   return std::string(seg);
 }
 
-std::string head_text(const engine::Response& response) {
+std::string head_text(const engine::Response& response, bool for_terminal) {
   std::string t = "HTTP/1.1 " + std::to_string(response.status);
   if (const std::string_view phrase = proxy::reason_phrase(response.status); !phrase.empty()) {
     t += ' ';
     t += phrase;
   }
   t += "\r\n";
+  constexpr std::size_t kMaxShown = std::size_t{1} << 20;
   for (const Header& h : response.headers.lines()) {
-    t += h.name;
+    t += for_terminal ? printable(h.name, kMaxShown) : h.name;
     t += ": ";
-    t += h.value;
+    t += for_terminal ? printable(h.value, kMaxShown) : h.value;
     t += "\r\n";
   }
   t += "\r\n";
@@ -129,6 +130,7 @@ std::optional<std::string> BodyOutput::open(const FetchOptions& o, const std::ve
       if (dump_file_ == nullptr) return body_output::cannot("-D file", o.dump_header, errno);
     }
   }
+  stdout_terminal_ = ::isatty(STDOUT_FILENO) == 1;
   if (!dir_.empty() || remote_name_) return std::nullopt;
   if (o.output.empty() || o.output == "-") {
     file_ = stdout;
@@ -242,6 +244,8 @@ bool BodyOutput::head(Body& b, const FetchJob& job, const FinalHead& head, bool 
   }
   if (dump_file_ != nullptr || dump_stdout_ || include_) {
     const std::string text = head_text(head.response);
+    // What goes to a terminal is escaped; files and pipes get the bytes as received.
+    const std::string shown = stdout_terminal_ ? head_text(head.response, true) : text;
     if (dump_file_ != nullptr) {
       std::lock_guard lock(dump_);
       if (std::fwrite(text.data(), 1, text.size(), dump_file_) != text.size() || std::fflush(dump_file_) != 0) {
@@ -249,8 +253,8 @@ bool BodyOutput::head(Body& b, const FetchJob& job, const FinalHead& head, bool 
         note_failure(&b, "-D file " + dump_path_);
       }
     }
-    if (dump_stdout_ && !write_stdout(b, job, text)) return false;
-    if (include_ && !(open_unit(b, job) && write_unit(b, text))) return false;
+    if (dump_stdout_ && !write_stdout(b, job, shown)) return false;
+    if (include_ && !(open_unit(b, job) && write_unit(b, file_ == stdout ? shown : text))) return false;
   }
   if (hop) return true;
   // -f: the head is said (with -i), the body is not; the transfer stops, as curl's.

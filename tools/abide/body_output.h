@@ -27,8 +27,10 @@ std::optional<std::string> remote_file_name(std::string_view url);
 
 // A response head as curl -i writes it: the status line (HTTP/1.1 and the
 // standard reason phrase: the line as received is not kept), each field line
-// as received, and an empty line, all ending in CRLF.
-std::string head_text(const engine::Response& response);
+// as received, and an empty line, all ending in CRLF. For a terminal, the
+// names and values go through abide::printable(): no server byte reaches a
+// terminal raw (a file or a pipe gets them as received).
+std::string head_text(const engine::Response& response, bool for_terminal = false);
 
 // Why a file cannot be written there ("cannot write DIR/F: No such file or
 // directory"), found without leaving anything behind, or nullopt. `what` names
@@ -112,6 +114,7 @@ class BodyOutput {
   bool fail_with_body_ = false;
   std::FILE* dump_file_ = nullptr;  // -D FILE
   bool dump_stdout_ = false;        // -D -
+  bool stdout_terminal_ = false;    // stdout is a terminal: heads written there are escaped
   bool dump_failed_ = false;
   std::string dump_path_;
   mutable std::mutex error_mu_;
