@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "proxy/proxy_rules.h"
+#include "shown_url.h"
 
 namespace abide::cli {
 namespace body_output {  // private to this file (the CLI is compiled in unity batches)
@@ -47,6 +48,12 @@ std::string output_name(const FetchJob& job) {
   }
   if (seg.empty() || seg == "." || seg == "..") return num;
   return std::string(num) + "-" + seg;
+}
+
+std::optional<std::string> remote_name_error(const FetchJob& job) {
+  if (remote_file_name(job.url)) return std::nullopt;
+  return "-O: the URL " + (job.shown_url.empty() ? shown_url(job.url) : job.shown_url) +
+         " has no file name (its path ends without a last segment)";
 }
 
 std::optional<std::string> remote_file_name(std::string_view url) {
@@ -111,13 +118,14 @@ std::optional<std::string> BodyOutput::open(const FetchOptions& o, const std::ve
   }
   if (remote_name_) {
     for (const FetchJob& job : jobs) {
-      if (!remote_file_name(job.url))
-        return "-O: the URL " + job.shown_url + " has no file name (its path ends without a last segment)";
+      if (auto err = remote_name_error(job)) return err;
     }
-    const std::string where = ((dir_.empty() ? std::filesystem::path(".") : std::filesystem::path(dir_)) /
-                               *remote_file_name(jobs.empty() ? std::string_view() : jobs.front().url))
-                                  .string();
+    // A --urls file's names were checked as it was read; standard input's
+    // lines come later, and are written where -O can.
     if (!jobs.empty()) {
+      const std::string where = ((dir_.empty() ? std::filesystem::path(".") : std::filesystem::path(dir_)) /
+                                 *remote_file_name(jobs.front().url))
+                                    .string();
       if (auto err = unwritable(where, "-O file")) return err;
     }
   }

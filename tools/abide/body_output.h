@@ -24,6 +24,8 @@ std::string output_name(const FetchJob& job);
 // (query and fragment left out); nullopt when there is none (no path, a path
 // ending in '/', "." or "..").
 std::optional<std::string> remote_file_name(std::string_view url);
+// Why -O cannot name a file for this request, or nullopt.
+std::optional<std::string> remote_name_error(const FetchJob& job);
 
 // A response head as curl -i writes it: the status line (HTTP/1.1 and the
 // standard reason phrase: the line as received is not kept), each field line

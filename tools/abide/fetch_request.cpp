@@ -194,10 +194,8 @@ Result<RequestPlan, FetchError> plan_requests(const FetchOptions& o) {
       if (!line) return fail(FetchError{kExitRejected, line.error()});
       if (!*line) break;
       if (o.remote_name) {
-        const FetchJob job = job_for_line(plan, std::move(**line), n);
-        if (!remote_file_name(job.url))
-          return fail(FetchError{kExitRejected, "-O: the URL " + shown_url(job.url) +
-                                                    " has no file name (its path ends without a last segment)"});
+        if (auto err = remote_name_error(job_for_line(plan, std::move(**line), n)))
+          return fail(FetchError{kExitRejected, std::move(*err)});
       }
       ++n;
     }
