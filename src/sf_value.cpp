@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "ascii.h"
+#include "base64.h"
 
 namespace abide::sf {
 namespace {
@@ -121,28 +122,8 @@ struct Writer {
   }
 
   void bytes(const std::vector<std::uint8_t>& b) {
-    static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     out += ':';
-    std::size_t i = 0;
-    for (; i + 3 <= b.size(); i += 3) {
-      const std::uint32_t v = (std::uint32_t{b[i]} << 16) | (std::uint32_t{b[i + 1]} << 8) | b[i + 2];
-      out += kAlphabet[v >> 18];
-      out += kAlphabet[(v >> 12) & 63];
-      out += kAlphabet[(v >> 6) & 63];
-      out += kAlphabet[v & 63];
-    }
-    if (b.size() - i == 1) {
-      const std::uint32_t v = std::uint32_t{b[i]} << 16;
-      out += kAlphabet[v >> 18];
-      out += kAlphabet[(v >> 12) & 63];
-      out += "==";
-    } else if (b.size() - i == 2) {
-      const std::uint32_t v = (std::uint32_t{b[i]} << 16) | (std::uint32_t{b[i + 1]} << 8);
-      out += kAlphabet[v >> 18];
-      out += kAlphabet[(v >> 12) & 63];
-      out += kAlphabet[(v >> 6) & 63];
-      out += '=';
-    }
+    detail::append_base64(out, std::string_view(reinterpret_cast<const char*>(b.data()), b.size()));
     out += ':';
   }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "base64.h"
 #include "command.h"
 #include "common.h"
 
@@ -259,28 +260,8 @@ Result<Multipart, FetchError> multipart_body(const std::vector<FormPart>& parts)
 }
 
 std::string base64(std::string_view bytes) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    const std::uint32_t v = static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i])) << 16 |
-                            static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i + 1])) << 8 |
-                            static_cast<unsigned char>(bytes[i + 2]);
-    out += kAlphabet[v >> 18 & 63];
-    out += kAlphabet[v >> 12 & 63];
-    out += kAlphabet[v >> 6 & 63];
-    out += kAlphabet[v & 63];
-  }
-  const std::size_t left = bytes.size() - i;
-  if (left > 0) {
-    std::uint32_t v = static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i])) << 16;
-    if (left == 2) v |= static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i + 1])) << 8;
-    out += kAlphabet[v >> 18 & 63];
-    out += kAlphabet[v >> 12 & 63];
-    out += left == 2 ? kAlphabet[v >> 6 & 63] : '=';
-    out += '=';
-  }
+  detail::append_base64(out, bytes);
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "abide/headers.h"
+#include "base64.h"
 #include "common.h"
 
 namespace abide::cli {
@@ -12,31 +13,9 @@ namespace {
 // Policy names, units and sources are short; a longer one is cut (with "...").
 constexpr std::size_t kMaxServerString = 256;
 
-constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 std::string byte_sequence(const std::string& bytes) {
   std::string out = ":";
-  std::size_t i = 0;
-  auto byte = [&](std::size_t k) { return static_cast<unsigned>(static_cast<unsigned char>(bytes[k])); };
-  for (; i + 3 <= bytes.size(); i += 3) {
-    const unsigned v = (byte(i) << 16) | (byte(i + 1) << 8) | byte(i + 2);
-    out += kBase64[(v >> 18) & 63];
-    out += kBase64[(v >> 12) & 63];
-    out += kBase64[(v >> 6) & 63];
-    out += kBase64[v & 63];
-  }
-  if (bytes.size() - i == 1) {
-    const unsigned v = byte(i) << 16;
-    out += kBase64[(v >> 18) & 63];
-    out += kBase64[(v >> 12) & 63];
-    out += "==";
-  } else if (bytes.size() - i == 2) {
-    const unsigned v = (byte(i) << 16) | (byte(i + 1) << 8);
-    out += kBase64[(v >> 18) & 63];
-    out += kBase64[(v >> 12) & 63];
-    out += kBase64[(v >> 6) & 63];
-    out += '=';
-  }
+  detail::append_base64(out, bytes);
   out += ':';
   return out;
 }
