@@ -318,7 +318,10 @@ TEST(HttpDateRfc850, RuleHoldsForManyNowsAndEveryTwoDigitYear) {
                                                        {"01-Mar-", " 00:00:00"}};
   for (const std::int64_t n : nows) {
     const WallTime now = at(n);
-    for (const auto& [date_part, time_part] : dates) {
+    for (const auto& date_and_time : dates) {
+      // Plain references: clang before 16 cannot capture a structured binding in a lambda.
+      const auto& date_part = date_and_time.first;
+      const auto& time_part = date_and_time.second;
       for (int yy = 0; yy < 100; ++yy) {
         const std::string digits{static_cast<char>('0' + yy / 10), static_cast<char>('0' + yy % 10)};
         const std::string two = date_part + digits + time_part + " GMT";
