@@ -5,7 +5,8 @@
 #   libnghttp2-dev, whose libnghttp2.a holds the Priority parser that
 #   bench/report.py uses as the structured-field anchor, and nginx, the
 #   reverse proxy that the proxy benchmark measures abide proxy beside.
-# nodejs is a real client of `abide proxy` in the tests (its fetch).
+# nodejs is a real client of `abide proxy` in the tests (its fetch), and the
+# TLS server of fetch's TLS tests, whose throwaway certificates openssl makes.
 set -euo pipefail
 
 want=(g++ make cmake ninja-build pkg-config
@@ -13,8 +14,8 @@ want=(g++ make cmake ninja-build pkg-config
       libcurl4-openssl-dev libhiredis-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev)
 case "${1:-all}" in
   build) want+=(python3) ;;
-  test) want+=(redis-server clang libclang-rt-14-dev curl python3 nodejs) ;;
-  all) want+=(redis-server clang libclang-rt-14-dev curl python3 nodejs libnghttp2-dev nginx-light) ;;
+  test) want+=(redis-server clang libclang-rt-14-dev curl python3 nodejs openssl) ;;
+  all) want+=(redis-server clang libclang-rt-14-dev curl python3 nodejs openssl libnghttp2-dev nginx-light) ;;
   *) echo "usage: $0 [build|test|all]" >&2; exit 2 ;;
 esac
 
