@@ -78,6 +78,14 @@ std::optional<std::uint64_t> bounded_param(const httplib::Request& req, const ch
 }  // namespace
 
 #if defined(__SANITIZE_THREAD__)
+#define ABIDE_MOCK_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)  // clang's way of saying it
+#define ABIDE_MOCK_TSAN 1
+#endif
+#endif
+
+#if defined(ABIDE_MOCK_TSAN)
 // Debian's cpp-httplib is a compiled, uninstrumented library. ThreadSanitizer
 // sees its memcpy/memcmp calls but not the inline guard check of its
 // function-local statics (the request-method set shared by every worker), and
