@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -217,6 +219,71 @@ TEST_F(FetchTls, ARetriedAnswersBodyIsNotWrittenOverHttp2) {
   EXPECT_EQ(s["status_counts"]["503"], 1) << s.dump();
   EXPECT_EQ(s["status_counts"]["200"], 1) << s.dump();
   two_attempts(server_, target);
+}
+
+// ---- batches over HTTP/2 ---------------------------------------------------------------
+
+// A --urls file of these URLs, in this order.
+std::string url_list(const std::string& path, const std::vector<std::string>& urls) {
+  std::ofstream out(path);
+  for (const std::string& u : urls) out << u << "\n";
+  return path;
+}
+
+// Several workers at once, each on its own TLS connection: every answer whole, every one h2.
+TEST_F(FetchTls, AnHttp2BatchArrivesIntact) {
+  const std::string bytes = awkward_bytes(64 * 1024);
+  server_.put_file("part.bin", bytes);
+  std::vector<std::string> urls;
+  for (int i = 1; i <= 24; ++i) urls.push_back(server_.url("/files/part.bin?i=" + std::to_string(i)));
+  const std::string dir = dir_ / "parts", stats = dir_ / "stats.json";
+  const RunResult r = run(fetch_argv({"-k", "--http2", "-j", "6", "--urls", url_list(dir_ / "urls.txt", urls),
+                                      "--output-dir", dir, "--stats", stats}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_json(stats)["done"], 24) << slurp(stats);
+  std::size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    ++files;
+    EXPECT_TRUE(slurp(entry.path().string()) == bytes) << entry.path() << " differs from what the server sent";
+  }
+  EXPECT_EQ(files, 24u);
+  const json log = server_.log();
+  ASSERT_EQ(log["requests"].size(), 24u) << log.dump();
+  for (const json& req : log["requests"]) EXPECT_EQ(req.value("version", ""), "2.0") << req.dump();
+}
+
+// A 429 with Retry-After: 1 to one request of a batch holds back the whole
+// origin. Two workers: one gets the 429, the other is held by the server until
+// 300 ms after it, and then takes the rest of the batch, which must wait out
+// the second that counts from the 429's receipt (later than the server's
+// answer): no request may arrive sooner. A cooldown kept per request would let
+// them in at about 300 ms.
+TEST_F(FetchTls, ARetryAfterInAnHttp2BatchHoldsBackTheOrigin) {
+  const std::string gate = "/once/429/gate?ra=1", hold = "/hold/gate?ms=300";
+  std::vector<std::string> urls{server_.url(gate), server_.url(hold)};
+  for (int i = 1; i <= 5; ++i) urls.push_back(server_.url("/version?i=" + std::to_string(i)));
+  const std::string stats = dir_ / "stats.json";
+  const RunResult r = run(fetch_argv({"-k", "--http2", "-j", "2", "--urls", url_list(dir_ / "urls.txt", urls),
+                                      "--output-dir", dir_ / "out", "--stats", stats}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_json(stats)["done"], 7) << slurp(stats);
+  EXPECT_EQ(slurp(dir_ / "out/000001-gate"), "final body for gate\n");
+
+  const json log = server_.log();
+  ASSERT_EQ(log["requests"].size(), 8u) << log.dump();
+  const auto gated = server_.requests(gate);
+  const auto held = server_.requests(hold);
+  ASSERT_EQ(gated.size(), 2u) << log.dump();
+  ASSERT_EQ(held.size(), 1u) << log.dump();
+  const double refused_at = gated[0]["answered_ms"].get<double>();
+  ASSERT_GE(held[0]["answered_ms"].get<double>(), refused_at + 300.0) << log.dump();
+  EXPECT_GE(gated[1]["arrived_ms"].get<double>(), refused_at + 1000.0) << log.dump();
+  for (const json& req : log["requests"]) {
+    EXPECT_EQ(req.value("version", ""), "2.0") << req.dump();
+    if (req.value("path", "").starts_with("/version")) {
+      EXPECT_GE(req["arrived_ms"].get<double>(), refused_at + 1000.0) << "sent during the cooldown: " << req.dump();
+    }
+  }
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 //   GET /once/CODE/KEY?ra=S  the first request for KEY is answered CODE with
 //                            `Retry-After: S` and a body that names it; every
 //                            later one 200 "final body for KEY"
+//   GET /hold/KEY?ms=M       200, once M ms have passed since /once/.../KEY was
+//                            refused (or after 10 s)
 // Control port:
 //   GET /log                 {"connections": N, "tls_errors": [...], "requests": [...]},
 //                            each request {path, version, alpn, arrived_ms, answered_ms}
@@ -35,7 +37,8 @@ const root = option('--root');
 const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
 
 const log = { connections: 0, tls_errors: [], requests: [] };
-const answeredOnce = new Set();
+// KEY of /once/CODE/KEY to when its refusal was answered (monotonic ms).
+const answeredOnce = new Map();
 
 function answer(req, res) {
   const entry = {
@@ -70,11 +73,25 @@ function answer(req, res) {
   if (parts.length === 3 && parts[0] === 'once' && /^[0-9]{3}$/.test(parts[1])) {
     const key = parts[2];
     if (!answeredOnce.has(key)) {
-      answeredOnce.add(key);
+      answeredOnce.set(key, nowMs());
       const ra = url.searchParams.get('ra') || '1';
       return send(Number(parts[1]), Buffer.from(`refused body ${parts[1]} for ${key}\n`), { 'retry-after': ra });
     }
     return send(200, Buffer.from(`final body for ${key}\n`));
+  }
+  if (parts.length === 2 && parts[0] === 'hold') {
+    // Answered `ms` after /once/.../KEY was refused (at most 10 s from now):
+    // keeps a client's other worker busy until well after that refusal reached it.
+    const key = parts[1];
+    const ms = Number(url.searchParams.get('ms') || '0');
+    const giveUp = nowMs() + 10000;
+    const check = () => {
+      const refused = answeredOnce.get(key);
+      const now = nowMs();
+      if ((refused !== undefined && now >= refused + ms) || now >= giveUp) send(200, Buffer.from(`held for ${key}\n`));
+      else setTimeout(check, 5);
+    };
+    return check();
   }
   return send(404, Buffer.from('not found\n'));
 }
