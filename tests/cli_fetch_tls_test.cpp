@@ -120,10 +120,13 @@ TEST_F(FetchTls, SilentSaysNothingAboutTheRefusedCertificateUnlessShowError) {
 TEST_F(FetchTls, InsecureFetchesTheBodyIntact) {
   const std::string bytes = awkward_bytes(300 * 1024);
   server_.put_file("blob.bin", bytes);
+  int run_no = 0;
   for (const std::vector<std::string>& flags :
        {std::vector<std::string>{"-k"}, {"--insecure", "--http1.1"}, {"-k", "--http2"}}) {
     SCOPED_TRACE(flags.back());
-    const std::string out = dir_ / "blob.out", stats = dir_ / "stats.json";
+    // Files of their own: a run that wrote nothing cannot pass on an earlier one's.
+    const std::string n = std::to_string(++run_no);
+    const std::string out = dir_ / ("blob" + n + ".out"), stats = dir_ / ("stats" + n + ".json");
     std::vector<std::string> args = flags;
     args.insert(args.end(), {server_.url("/files/blob.bin"), "-o", out, "--stats", stats, "-w", "%{size_download}"});
     const RunResult r = run(fetch_argv(args));
