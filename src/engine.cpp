@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <initializer_list>
+#include <ostream>
 #include <random>
 #include <utility>
 
@@ -114,6 +115,11 @@ PacerConfig own_pacer_config(const engine::Config& c, const MonotonicClock& mono
 
 using detail::cat;
 
+// recycle()'s buffer: the attempts storage of a spent outcome, for this
+// thread's next request (its first attempt takes it instead of allocating).
+constexpr std::size_t kMaxRecycledAttempts = 8;
+thread_local std::vector<engine::Attempt> spare_attempts;
+
 // Transport errors are shown to people and may quote a server.
 constexpr std::size_t kMaxErrorText = 256;
 
@@ -193,6 +199,16 @@ std::optional<std::string> origin_of(std::string_view url) {
 }
 
 namespace engine {
+
+std::ostream& operator<<(std::ostream& os, const Text& t) { return os << t.view(); }
+
+void recycle(RequestOutcome&& spent) noexcept {
+  std::vector<Attempt>& v = spent.attempts;
+  // A larger buffer than the one kept is worth keeping; a huge one is not.
+  if (v.capacity() <= spare_attempts.capacity() || v.capacity() > kMaxRecycledAttempts) return;
+  v.clear();
+  spare_attempts.swap(v);
+}
 
 std::string_view to_string(OutcomeKind k) noexcept {
   switch (k) {
@@ -328,7 +344,7 @@ void Machine::emit_error(std::string_view error) const {
   emit(e);
 }
 
-Step Machine::finish(OutcomeKind kind, std::string reason) {
+Step Machine::finish(OutcomeKind kind, Text reason) {
   state_ = State::kFinished;
   out_.kind = kind;
   out_.reason = std::move(reason);
@@ -344,7 +360,7 @@ Step Machine::finish(OutcomeKind kind, std::string reason) {
   return Step{};
 }
 
-Step Machine::end_here(OutcomeKind kind, std::string reason) {
+Step Machine::end_here(OutcomeKind kind, Text reason) {
   Attempt& a = current();
   a.reason = reason;
   out_.ambiguous = a.sent && !idempotent_request();
@@ -525,7 +541,9 @@ Step Machine::from_permit(const AcquireResult& permit) {
     --attempt_;
     return finish(OutcomeKind::kDeadlineExceeded, "the deadline passed before the request could be sent");
   }
-  // The attempt is built where it stays, in the outcome (see current()).
+  // The attempt is built where it stays, in the outcome (see current()), in
+  // a recycled buffer when the thread has one.
+  if (out_.attempts.capacity() == 0 && spare_attempts.capacity() != 0) out_.attempts.swap(spare_attempts);
   Attempt& a = out_.attempts.emplace_back();
   a.number = attempt_;
   a.paced = permit.waited;
@@ -591,8 +609,15 @@ bool Machine::decide(const Signals* signals, std::string_view error, bool sent) 
   }
   Attempt& a = current();
   a.plan = engine_.planner_.decide(input, *engine_.random_);
-  a.reason = engine_.planner_.describe(a.plan, input);
-  if (signals == nullptr) a.reason = cat({error, ". ", a.reason});
+  // Most attempts' sentence is a constant: pointed at, not allocated (twice:
+  // the outcome's reason is a copy of the last attempt's).
+  if (const std::string_view fixed = Planner::constant_sentence(a.plan); !fixed.empty()) {
+    a.reason = Text::constant(fixed);
+  } else if (signals != nullptr) {
+    a.reason = engine_.planner_.describe(a.plan, input);
+  } else {
+    a.reason = cat({error, ". ", engine_.planner_.describe(a.plan, input)});
+  }
   if (signals != nullptr) a.warnings = signals->warnings;
   if (!a.plan.notes.empty()) {
     for (std::string& n : notes_text(a.plan.notes)) a.warnings.push_back(std::move(n));

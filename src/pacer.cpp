@@ -151,7 +151,9 @@ struct Pacer::Local {
   std::shared_ptr<QuotaStore::Handle> handle;
   // Bumped when a local record starts a cooldown: reservations made before are void.
   std::atomic<std::uint64_t> epoch{0};
-  // Bumped by every record and abandoned probe: a waiting head must look again.
+  // Bumped by a record that answers a probe or starts a cooldown (any record
+  // on a shared store), block_until and an abandoned probe: a waiting head
+  // must look again.
   std::atomic<std::uint64_t> generation{0};
   std::atomic<std::uint32_t> queued{0};
   std::atomic<std::uint32_t> returned_count{0};
@@ -224,7 +226,11 @@ double Pacer::next_random() {
     const double u = config_.random->next_unit();
     return (u >= 0.0 && u < 1.0) ? u : 0.0;
   }
-  const std::uint64_t x = random_state_.fetch_add(0x9e3779b97f4a7c15ULL, std::memory_order_relaxed);
+  // A load and a store, not an atomic add: this runs on every record, and a
+  // locked add cost more than the rest of the draw. Two records at the same
+  // instant may draw the same number; it only offsets a cooldown's spread.
+  const std::uint64_t x = random_state_.load(std::memory_order_relaxed);
+  random_state_.store(x + 0x9e3779b97f4a7c15ULL, std::memory_order_relaxed);
   return static_cast<double>(splitmix(x) >> 11) * 0x1.0p-53;
 }
 
@@ -746,7 +752,11 @@ void Pacer::record(const Key& key, const Signals& signals) {
   rec.spread_seed = next_random();
   const RecordOutcome out = store_->record(*local.handle, rec, config_.rules);
   if (out.blocked) local.epoch.fetch_add(1, std::memory_order_acq_rel);
-  Ops::wake_head(local);
+  // A waiting head waits for a probe's answer (released) or for a cooldown
+  // to be known (blocked); a record that is neither changes no answer it
+  // got, so most records skip the wake and its locked add. A shared store's
+  // answers may change by other processes' records: it is always woken.
+  if (out.blocked || out.released || store_->shared()) Ops::wake_head(local);
 }
 
 bool Pacer::block_until(std::string_view name, WallTime until) { return block_until(key(name), until); }

@@ -311,20 +311,42 @@ void add_verdict_source(std::string& s, const Signals& sig) {
   }
 }
 
+// The sentence of a success without a hint, for every 2xx status, built at
+// compile time: an attempt's reason can then point at it instead of
+// allocating a copy (the general path of describe() gives the same words).
+struct SucceededSentences {
+  static constexpr std::string_view kText = "The request succeeded (status 000); nothing to retry.";
+  static constexpr std::size_t kAt = kText.find("000");
+  static constexpr int kFirst = 200;
+  static constexpr int kCount = 100;
+  char text[kCount][kText.size() + 1];  // each with its NUL
+
+  constexpr SucceededSentences() : text{} {
+    for (int i = 0; i < kCount; ++i) {
+      for (std::size_t j = 0; j < kText.size(); ++j) text[i][j] = kText[j];
+      const int status = kFirst + i;
+      text[i][kAt] = static_cast<char>('0' + status / 100);
+      text[i][kAt + 1] = static_cast<char>('0' + status / 10 % 10);
+      text[i][kAt + 2] = static_cast<char>('0' + status % 10);
+      text[i][kText.size()] = '\0';
+    }
+  }
+  std::string_view at(int status) const noexcept {
+    if (status < kFirst || status >= kFirst + kCount) return {};
+    return {text[status - kFirst], kText.size()};
+  }
+};
+constexpr SucceededSentences kSucceededSentences{};
+
 }  // namespace
 
+std::string_view Planner::constant_sentence(const Plan& p) noexcept {
+  if (p.reason != Reason::kSucceeded || p.server_hint) return {};
+  return kSucceededSentences.at(p.status);
+}
+
 std::string Planner::describe(const Plan& p, const PlanInput& in) const {
-  if (p.reason == Reason::kSucceeded && !p.server_hint && p.status >= 100 && p.status <= 999) {
-    // The sentence of most attempts, made in one piece: the general path
-    // below gives the same words.
-    static constexpr std::string_view kText = "The request succeeded (status 000); nothing to retry.";
-    static constexpr std::size_t kAt = kText.find("000");
-    std::string s(kText);
-    s[kAt] = static_cast<char>('0' + p.status / 100);
-    s[kAt + 1] = static_cast<char>('0' + p.status / 10 % 10);
-    s[kAt + 2] = static_cast<char>('0' + p.status % 10);
-    return s;
-  }
+  if (const std::string_view fixed = constant_sentence(p); !fixed.empty()) return std::string(fixed);
   std::string s;
   s.reserve(kSentenceReserve);
   const Jitter jitter = config_.backoff.jitter();

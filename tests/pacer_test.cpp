@@ -876,6 +876,27 @@ TEST_F(Fixture, AWaiterForTheProbeIsNotifiedWhenItsAnswerIsRecorded) {
   EXPECT_EQ(clock.sleepers(), 0u);
 }
 
+// Only a record that can change a waiter's answer wakes it (the probe's
+// answer, a cooldown): the rest skip the wake, which every record paid for.
+TEST_F(Fixture, ARecordThatAnswersNoProbeWakesNoWaiter) {
+  Pacer p = make(config());
+  const auto k = p.key("k");
+  const Signals early = response(clock);  // received before the cooldown: it answers no probe
+  p.record(k, retry_after(clock, seconds{5}));
+  clock.advance(seconds{5});
+  Pacer::Ticket probe, waiter;
+  ASSERT_TRUE(p.try_acquire(probe, k).probe);
+  ASSERT_EQ(p.try_acquire(waiter, k).status, TryStatus::kAskAgain);
+  int notified = 0;
+  waiter.set_notify([&] { ++notified; });
+  p.record(k, early);  // late, and about the time before the cooldown
+  EXPECT_EQ(notified, 0);
+  EXPECT_EQ(p.try_acquire(waiter, k).status, TryStatus::kAskAgain);
+  p.record(k, response(clock));  // the probe's answer
+  EXPECT_EQ(notified, 1);
+  EXPECT_TRUE(p.try_acquire(waiter, k).ok());
+}
+
 TEST_F(Fixture, ANotificationBeforeTheCallbackIsSetFiresItAtOnce) {
   Pacer p = make(config());
   const auto k = p.key("k");

@@ -1173,4 +1173,32 @@ TEST(Planner, DescribeSentencesWordForWord) {
 }
 
 }  // namespace
+// The sentence of most attempts is a constant with static storage, so an
+// engine keeps it without allocating: the same words as describe(), for every
+// 2xx without a server hint, and nothing for any sentence that must be made.
+TEST(Describe, ConstantSentenceIsDescribesWordsForA2xxWithoutAHint) {
+  const Planner planner(config());
+  SeededRandom rng(1);
+  for (const int code : {200, 201, 204, 299}) {
+    const Signals s = response(code);
+    const PlanInput in(s);
+    const Plan p = planner.decide(in, rng);
+    const std::string_view fixed = Planner::constant_sentence(p);
+    EXPECT_EQ(fixed, planner.describe(p, in)) << code;
+    EXPECT_EQ(fixed.data()[fixed.size()], '\0') << code;
+    EXPECT_EQ(Planner::constant_sentence(p).data(), fixed.data()) << code;  // the same storage each time
+  }
+  const auto constant_for = [&](const Signals& s) { return Planner::constant_sentence(planner.decide(PlanInput(s), rng)); };
+  EXPECT_TRUE(constant_for(with_delay(200, std::chrono::seconds{30})).empty());  // a hint: the sentence says it
+  EXPECT_TRUE(constant_for(response(304)).empty());
+  EXPECT_TRUE(constant_for(response(404)).empty());
+  EXPECT_TRUE(constant_for(response(503)).empty());
+  EXPECT_TRUE(Planner::constant_sentence(planner.decide(PlanInput(TransportError{}), rng)).empty());
+  Plan odd;  // a hand-made "succeeded" outside 2xx is described, not looked up
+  odd.reason = Reason::kSucceeded;
+  odd.status = 404;
+  EXPECT_TRUE(Planner::constant_sentence(odd).empty());
+  EXPECT_EQ(planner.describe(odd, PlanInput(TransportError{})), "The request succeeded (status 404); nothing to retry.");
+}
+
 }  // namespace abide

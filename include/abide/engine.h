@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <iosfwd>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -88,6 +89,74 @@ struct Response {
   MonoTime received_mono{};
 };
 
+// A sentence of the engine: an attempt's or an outcome's reason. Either a
+// constant text (Planner::constant_sentence(), the words of most attempts:
+// no allocation, and a copy copies a pointer) or a string of its own. It is
+// used as the std::string it replaced: it converts to std::string_view and to
+// std::string, compares with either, prints, and offers the reading members
+// of a string (size, empty, find, c_str, ...). Assign a std::string (or text)
+// to change it.
+class Text {
+ public:
+  static constexpr std::size_t npos = std::string_view::npos;
+
+  Text() noexcept = default;
+  Text(std::string text) noexcept : own_(std::move(text)) {}  // NOLINT: implicit, as the std::string it replaced
+  Text(const char* text) : own_(text) {}                      // NOLINT: implicit
+  // A text that outlives every copy of this Text (static storage), with a
+  // NUL after it: kept as a pointer, not copied.
+  static Text constant(std::string_view text) noexcept {
+    Text t;
+    t.constant_ = text;
+    return t;
+  }
+
+  std::string_view view() const noexcept { return constant_.data() != nullptr ? constant_ : std::string_view(own_); }
+  operator std::string_view() const noexcept { return view(); }  // NOLINT: implicit by design
+  operator std::string() const { return std::string(view()); }  // NOLINT: implicit by design
+  std::string str() const { return std::string(view()); }
+
+  const char* c_str() const noexcept { return constant_.data() != nullptr ? constant_.data() : own_.c_str(); }
+  const char* data() const noexcept { return c_str(); }
+  std::size_t size() const noexcept { return view().size(); }
+  std::size_t length() const noexcept { return size(); }
+  bool empty() const noexcept { return view().empty(); }
+  char operator[](std::size_t i) const noexcept { return view()[i]; }
+  std::size_t find(std::string_view s, std::size_t pos = 0) const noexcept { return view().find(s, pos); }
+  std::size_t find(char c, std::size_t pos = 0) const noexcept { return view().find(c, pos); }
+  std::size_t rfind(std::string_view s, std::size_t pos = npos) const noexcept { return view().rfind(s, pos); }
+  std::size_t rfind(char c, std::size_t pos = npos) const noexcept { return view().rfind(c, pos); }
+  bool starts_with(std::string_view s) const noexcept { return view().starts_with(s); }
+  bool ends_with(std::string_view s) const noexcept { return view().ends_with(s); }
+  std::string_view substr(std::size_t pos = 0, std::size_t n = npos) const { return view().substr(pos, n); }
+  void clear() noexcept {
+    own_.clear();
+    constant_ = {};
+  }
+
+  friend bool operator==(const Text& a, const Text& b) noexcept { return a.view() == b.view(); }
+  friend bool operator==(const Text& a, std::string_view b) noexcept { return a.view() == b; }
+  friend bool operator==(const Text& a, const std::string& b) noexcept { return a.view() == b; }
+  friend bool operator==(const Text& a, const char* b) noexcept { return a.view() == b; }
+  friend std::string operator+(const Text& a, const Text& b) { return cat(a.view(), b.view()); }
+  friend std::string operator+(const Text& a, std::string_view b) { return cat(a.view(), b); }
+  friend std::string operator+(std::string_view a, const Text& b) { return cat(a, b.view()); }
+  friend std::string operator+(const Text& a, const std::string& b) { return cat(a.view(), b); }
+  friend std::string operator+(const std::string& a, const Text& b) { return cat(a, b.view()); }
+  friend std::string operator+(const Text& a, const char* b) { return cat(a.view(), b); }
+  friend std::string operator+(const char* a, const Text& b) { return cat(a, b.view()); }
+  friend std::ostream& operator<<(std::ostream& os, const Text& t);
+
+ private:
+  static std::string cat(std::string_view a, std::string_view b) {
+    std::string s;
+    s.reserve(a.size() + b.size());
+    return s.append(a).append(b);
+  }
+  std::string own_;
+  std::string_view constant_;  // set: the text is this, not own_
+};
+
 // One attempt and the decision taken after it.
 struct Attempt {
   std::int64_t number = 0;  // 1 for the first send
@@ -98,7 +167,7 @@ struct Attempt {
   std::string error;  // the transport error, when there was no (complete) response
   bool sent = false;  // the request was (at least partly) sent
   Plan plan;
-  std::string reason;                 // the decision in words
+  Text reason;                        // the decision in words
   std::vector<std::string> warnings;  // the Signals' warnings and the plan's notes
 };
 
@@ -117,7 +186,7 @@ std::string_view to_string(OutcomeKind k) noexcept;
 // How a request ended.
 struct RequestOutcome {
   OutcomeKind kind = OutcomeKind::kCancelled;
-  std::string reason;
+  Text reason;                              // the last attempt's reason, or why there was none
   std::optional<Response> response;         // the last response head (the final one when done)
   std::uint64_t body_bytes = 0;             // bytes of the final answer's body given to the sink
   std::optional<WallTime> not_before_wall;  // the earliest permitted next attempt, when known
@@ -128,6 +197,12 @@ struct RequestOutcome {
 
   bool done() const noexcept { return kind == OutcomeKind::kDone; }
 };
+
+// Gives back an outcome the caller has read: the storage of its attempts is
+// kept (one buffer per thread, for up to 8 attempts) for the next request
+// this thread starts, which then allocates nothing for its attempts.
+// Optional: an outcome simply destroyed costs that one allocation.
+void recycle(RequestOutcome&& spent) noexcept;
 
 // What the event hook is told (the same events as abide::Client's).
 struct Event {
@@ -281,7 +356,7 @@ class Machine {
   void emit(const Event& e) const;
   // Events are built only for a hook (building one reads the clock).
   bool hooked() const noexcept;
-  Step finish(OutcomeKind kind, std::string reason);
+  Step finish(OutcomeKind kind, Text reason);
   Step wait_step(MonoTime until, Event::WaitKind kind, std::string_view reason);
   void begin_wait(Event::WaitKind kind, MonoTime until);
   void end_wait(Event::WaitKind kind, bool cancelled);
@@ -292,7 +367,7 @@ class Machine {
   Step try_acquire();
   Step from_permit(const AcquireResult& result);
   bool decide(const Signals* signals, std::string_view error, bool sent);
-  Step end_here(OutcomeKind kind, std::string reason);
+  Step end_here(OutcomeKind kind, Text reason);
   void set_not_before(MonoTime mono);
   void abandon_probe();
   bool idempotent_request() const;

@@ -235,6 +235,12 @@ class Planner {
   // server's Retry-After asks for 30 s (local backoff 2 s)."
   std::string describe(const Plan& plan, const PlanInput& input) const;
 
+  // describe()'s sentence when it is a constant text: a 2xx success without a
+  // server hint ("The request succeeded (status 200); nothing to retry."),
+  // the sentence of most attempts. Static storage with a NUL after it, so a
+  // caller keeps it without a copy; empty when the sentence must be made.
+  static std::string_view constant_sentence(const Plan& plan) noexcept;
+
   // True when the method may be repeated without an idempotency key.
   bool idempotent(std::string_view method) const noexcept;
 
