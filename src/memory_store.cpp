@@ -2,6 +2,53 @@
 //
 // The same state machine runs in Redis as a Lua script (src/redis/pacer.lua);
 // keep the two in step. Times are monotonic instants; "none" is the zero instant.
+//
+// The learned policy (issue 17). A key whose server announces no quota still
+// learns from every limited answer: the window is full, and, with a
+// Retry-After, where it ends. The store turns that into "about n per len" and
+// enforces it as a counted window of its own, so later windows are spent
+// without a limited answer. In the order they matter:
+// - It only ever restrains: one more bound on a slot, after the cooldown, the
+//   queue and every announced policy, never shortening any. A key with an
+//   announced policy (any PolicyUpdate kept) does not learn, and drops what
+//   it learned: the server's word wins.
+// - Nothing is known before the first limited answer, and nothing restrains
+//   then: every request in flight when it comes back is limited too. (A rule
+//   that held back an unknown key would slow every server that never limits.)
+// - Evidence with a Retry-After: n is the answers accepted since the current
+//   window began, and the cooldown's end starts the next window. An answer
+//   counts in the window its request was sent in as far as the round trip of
+//   the last probe tells (`rtt`); a limited answer received before the window
+//   began was in flight when the last one came back and says nothing new; a
+//   window where nothing was accepted was placed early, which is no evidence
+//   that fewer fit (n stays).
+// - The length: from two boundaries (`anchor` is the last, `since` the
+//   windows rolled after it), len = span / windows, so each refines it. Until
+//   then a window lasts `guess`: the first cooldown, at least a second (the
+//   rest of a window is a poor guess of one), confirmed as len when a probe at
+//   its end is accepted.
+// - Enforcing: n sends per window, burst, or smooth up to the window's end
+//   less a second (at most half of it): boundaries are stated in whole seconds
+//   and may be up to one late. The first send of each window is a probe, as
+//   after any window: a window placed early costs that one limited answer,
+//   never a burst of them.
+// - Bare 429s (no Retry-After): the window is full and its end unknown. n
+//   drops to what it held and the key is held; one probe at a time looks for
+//   the end, each limited probe lengthening the hold by half (from kFirstHold,
+//   or len/8 once a length is known, up to kMaxHold): finer than doubling,
+//   which overshoots by up to the time searched. The probe that is accepted
+//   begins the next window. Found ends are late, never early, so each quiet
+//   window shortens len by 1/kBareShrink until a window-start probe is
+//   limited and a short search places it again: the AIMD of bare 429s, a cut
+//   on a limited answer and a slow raise while answers succeed.
+// - Following the server: a limited answer inside a learned window sets n to
+//   what it held at once (a lowered limit); every kRaiseAfter quiet windows n
+//   grows by n/16, at least 1 (a raised limit is found again, slowly, for one
+//   limited probe each time it goes past).
+// - Bounded: a fixed handful of numbers per key; counts in [1, kMaxLearned],
+//   lengths and holds in [kMinLearnedWindow, kMaxLearnedWindow].
+// A server that never limits pays one counter increment per record and one
+// test per acquire (`mode` is kNothing).
 #include <algorithm>
 #include <cmath>
 #include <mutex>
@@ -16,6 +63,41 @@ namespace {
 
 constexpr MonoTime kNone{};
 constexpr double kGolden = 0.6180339887498949;  // low-discrepancy step for the spread
+
+// The learned policy's bounds (pacer.lua takes the same, through pacer_script.h).
+using B = LearnedPolicyBounds;
+constexpr std::int64_t kMaxLearned = B::kMaxCount;
+constexpr Duration kMinLearnedWindow = B::kMinWindow;
+constexpr Duration kMaxLearnedWindow = B::kMaxWindow;
+constexpr Duration kFirstHold = B::kFirstHold;
+constexpr Duration kMaxHold = B::kMaxHold;
+constexpr std::int64_t kRaiseAfter = B::kRaiseAfter;
+constexpr std::int64_t kBareShrink = B::kBareShrink;
+constexpr std::int64_t kHoldGrowth = B::kHoldGrowth;
+constexpr Duration kStatedStep = B::kStatedStep;
+
+// A policy learned from limited answers (see the head of this file).
+struct Learned {
+  enum Mode : std::uint8_t { kNothing, kRetryAfter, kBare };
+  Mode mode = kNothing;
+  std::int64_t n = 0;         // sends per window
+  Duration len{};             // the window's length; zero until two boundaries were seen
+  Duration guess{};           // the length used before then
+  MonoTime start{};           // the current window's start
+  MonoTime anchor{};          // the last boundary an answer stated (or a probe found)
+  std::int64_t since = 0;     // windows rolled since the anchor
+  std::int64_t accepted = 0;  // accepted answers received since `start` (counted even before anything is learned)
+  std::int64_t used = 0;      // sends granted in the current window
+  std::int64_t quiet = 0;     // windows ended without a limited answer since n last changed
+  MonoTime next{};            // smooth pacing's next slot in the window
+  Duration hold{};            // bare: while the window's end is searched for, the hold (zero: not searching)
+  MonoTime hold_end{};        // bare: the next probe's slot
+  MonoTime search_began{};    // bare: when the search began
+  std::int64_t windows = 0;   // windows it was learned from (for what is shown)
+  bool open = true;           // false from a window's first send (its probe) until the probe is answered
+  Duration rtt{};             // the last probe's round trip: answers sooner after a window began are the last one's
+  Duration length() const { return std::max(len > Duration::zero() ? len : guess, kMinLearnedWindow); }
+};
 
 struct PolicyState {
   std::string id;
@@ -42,6 +124,7 @@ struct KeyState final : QuotaStore::Handle {
   MonoTime probe_until{};
   MonoTime seen{};  // the latest `now` seen, for expiry
   std::vector<PolicyState> policies;
+  Learned learned;
 };
 
 MonoTime later(MonoTime a, MonoTime b) { return a < b ? b : a; }
@@ -68,10 +151,83 @@ Duration spread_step(KeyState& s, const PacingRules& rules) {
   return from_ns(sp / 4.0 + u * sp * 0.75);
 }
 
+Duration clamp_learned(Duration d) { return std::clamp(d, kMinLearnedWindow, kMaxLearnedWindow); }
+
+// The learned policy binds a key only while the server announces none.
+bool learning(const KeyState& s) { return s.learned.mode != Learned::kNothing && s.policies.empty(); }
+
+// A boundary `span` after the anchor: the window's length, averaged over the
+// windows in between (so each one refines it) once a length is known. The
+// first guess may be far too short (the first limit came late in its window),
+// so it counts only once a probe at its end was accepted.
+void learn_length(Learned& l, Duration span) {
+  if (span <= Duration::zero()) return;
+  std::int64_t windows = 1;
+  if (l.len > Duration::zero()) {
+    windows = std::max<std::int64_t>(1, std::llround(static_cast<double>(span.count()) / static_cast<double>(l.len.count())));
+  }
+  l.len = clamp_learned(span / windows);
+}
+
+// A window of the learned policy begins at `at` (a boundary the server stated
+// or a probe found), `used` sends already in it.
+void begin_window(Learned& l, MonoTime at, std::int64_t used) {
+  l.anchor = at;
+  l.start = at;
+  l.next = at;
+  l.since = 0;
+  l.used = used;
+  l.accepted = used;
+  l.quiet = 0;
+  l.hold = Duration::zero();
+  l.open = true;
+  l.windows = std::min(l.windows + 1, kMaxLearned);
+}
+
+// The learned policy's part of a send at `slot`: a slot past the window's end
+// rolls it on (the windows follow each other at the learned length), and the
+// send counts in its window.
+void commit_learned(Learned& l, MonoTime slot, bool smooth, double stretch) {
+  if (l.hold > Duration::zero()) return;  // the probe for a window's end: counted when it is answered
+  const Duration len = l.length();
+  if (slot >= saturating_add(l.start, len)) {
+    const std::int64_t k = (slot - l.start) / len;
+    l.start += len * k;
+    l.since = std::min(l.since + k, kMaxLearned);
+    l.quiet = std::min(l.quiet + k, kMaxLearned);
+    l.used = 0;
+    l.accepted = 0;
+    l.open = false;  // this send is the window's probe: the others wait for its answer
+    if (l.mode == Learned::kBare) {
+      // Bare 429s tell no window's end; each quiet window shortens the one
+      // found by a search (it can only be too long), so the rate is raised
+      // slowly until a probe comes back limited and a search finds it again.
+      const Duration shorter = len - len / kBareShrink;
+      if (l.len > Duration::zero()) l.len = clamp_learned(shorter);
+      else l.guess = clamp_learned(shorter);
+    }
+    if (l.quiet >= kRaiseAfter) {
+      // Probing upward, slowly: a raised limit is found again.
+      l.n = std::min(kMaxLearned, l.n + std::max<std::int64_t>(1, l.n / 16));
+      l.quiet = 0;
+    }
+  }
+  if (smooth && l.used < l.n) {
+    // Spread what is left of n up to the window's earliest possible end: its
+    // boundary was stated in whole seconds, so it may be up to one early.
+    const MonoTime end = saturating_add(l.start, len);
+    const MonoTime aim = end - std::min(kStatedStep, len / 2);
+    const double left = aim > slot ? static_cast<double>((aim - slot).count()) : 0.0;
+    l.next = saturating_add(slot, from_ns(left * stretch / static_cast<double>(l.n - l.used)));
+  }
+  l.used = std::min(l.used + 1, kMaxLearned);
+}
+
 // Consumes one unit of every policy for a send at `slot`, and moves the key's
 // schedule on.
 void commit(KeyState& s, MonoTime slot, const PacingRules& rules) {
   const double stretch = 1.0 + margin_of(rules);
+  if (learning(s)) commit_learned(s.learned, slot, rules.pacing == Pacing::kSmooth, stretch);
   for (auto& p : s.policies) {
     if (p.remaining >= 0) {
       if (slot < p.reset_at && p.remaining > 0) {
@@ -120,6 +276,23 @@ StoreGrant acquire_locked(KeyState& s, MonoTime now, Duration max_wait, const Pa
     }
   }
   bool ended = false;  // a known window ends before this slot: nothing fresh is known
+  if (learning(s)) {
+    // The learned policy, one more bound (it only restrains). The first send
+    // of each learned window, and the one after a bare 429's hold, is a probe.
+    const Learned& l = s.learned;
+    if (l.hold > Duration::zero()) {
+      bound(l.hold_end, WaitCause::kQuota);
+      ended = true;
+    } else {
+      const MonoTime end = saturating_add(l.start, l.length());
+      if (l.used >= l.n) {
+        bound(end, WaitCause::kQuota);
+      } else if (smooth) {
+        bound(l.next < end ? l.next : end, WaitCause::kQuota);
+      }
+      if (slot >= end || !l.open) ended = true;
+    }
+  }
   for (const auto& p : s.policies) {
     if (p.remaining >= 0 && slot >= p.reset_at) ended = true;
   }
@@ -144,6 +317,92 @@ void release(KeyState& s, MonoTime now, double seed, const PacingRules& rules) {
   s.spread_end = saturating_add(now, std::max(rules.spread_period, Duration::zero()));
   s.spread_seed = seed;
   s.spread_n = 0;
+}
+
+// What one answer teaches the learned policy (the head of this file).
+void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answered) {
+  Learned& l = s.learned;
+  if (!s.policies.empty()) {
+    if (l.mode != Learned::kNothing) l = Learned{};  // the server announces: its word wins
+    return;
+  }
+  if (probe_answered) {
+    l.open = true;
+    if (received >= s.probe_start && s.probe_start != kNone) l.rtt = std::min(received - s.probe_start, kMaxHold);
+  }
+  const MonoTime now = r.now;
+  if (!r.limited) {
+    // An answer counts in the window its request was sent in, as far as the
+    // round trip tells: one received within it after the start was sent before.
+    if (received >= saturating_add(l.start, l.rtt)) l.accepted = std::min(l.accepted + 1, kMaxLearned);
+    if (l.mode == Learned::kBare && l.hold > Duration::zero() && received >= l.hold_end) {
+      // The probe after the hold was accepted: a window began by the time its
+      // answer came back. The search's length is the guess until two are known.
+      if (l.anchor != kNone && received > l.anchor) {
+        learn_length(l, received - l.anchor);
+      } else if (l.len == Duration::zero()) {
+        l.guess = clamp_learned(received - l.search_began);
+      }
+      begin_window(l, received, 1);
+    } else if (l.len == Duration::zero() && l.since > 0 && received >= l.start) {
+      // A window's first send at the guessed length was accepted: the guess holds.
+      l.len = l.guess;
+    }
+    return;
+  }
+  // (A cooldown an exhausted quota set comes with its policy, so the key is not learning.)
+  const bool stated = r.cooldown && *r.cooldown > Duration::zero();
+  if (stated) {
+    // Received before the current window began: it was in flight when the
+    // answer that began it came back, and says nothing new.
+    if (l.mode == Learned::kRetryAfter && received < l.start) return;
+    const MonoTime boundary = saturating_add(now, *r.cooldown);
+    const std::int64_t held = std::clamp<std::int64_t>(l.accepted, 1, kMaxLearned);
+    if (l.mode != Learned::kRetryAfter) {
+      l = Learned{};
+      l.mode = Learned::kRetryAfter;
+      // A short cooldown (the first answer came late in its window) is a poor
+      // guess of a window; windows are rarely shorter than the step they are told in.
+      l.guess = clamp_learned(std::max(*r.cooldown, kStatedStep));
+      l.n = held;
+    } else if (boundary > l.anchor) {
+      // Nothing accepted in the window yet, or a boundary well before its
+      // expected end: the window was placed wrong (the server's had not
+      // ended, or ended early), not that fewer sends fit: n stays.
+      const bool misplaced =
+          l.accepted == 0 || saturating_add(boundary, kStatedStep) < saturating_add(l.start, l.length());
+      learn_length(l, boundary - l.anchor);
+      if (!misplaced) l.n = held;
+    }
+    begin_window(l, boundary, 0);
+    return;
+  }
+  // A bare 429: the window is full and its end unknown.
+  if (l.hold > Duration::zero()) {
+    // A probe after the hold was limited too: look again later.
+    if (received >= l.hold_end) {
+      l.hold = std::min(l.hold + l.hold / kHoldGrowth, kMaxHold);
+      l.hold_end = saturating_add(now, l.hold);
+    }
+    return;
+  }
+  if (l.mode != Learned::kNothing && received < l.start) return;  // in flight before the window began
+  // As above: a window with nothing accepted was placed wrong; n stays.
+  if (l.mode == Learned::kNothing || l.accepted > 0) l.n = std::clamp<std::int64_t>(l.accepted, 1, kMaxLearned);
+  if (l.mode != Learned::kBare) {
+    const std::int64_t n = l.n;
+    l = Learned{};
+    l.mode = Learned::kBare;
+    l.n = n;
+  }
+  // A search near a known length starts fine; the first one starts at kFirstHold.
+  const Duration known = l.len > Duration::zero() ? l.len : l.guess;
+  l.hold = known > Duration::zero() ? std::clamp(known / 8, kMinLearnedWindow, kMaxHold) : kFirstHold;
+  l.hold_end = saturating_add(now, l.hold);
+  l.search_began = now;
+  l.accepted = 0;
+  l.used = 0;
+  l.quiet = 0;
 }
 
 RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules& rules) {
@@ -234,6 +493,7 @@ RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules
       p.remaining = std::min(p.remaining, remaining);
     }
   }
+  learn(s, r, received, out.released);
   return out;
 }
 
@@ -241,6 +501,11 @@ RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules
 MonoTime expiry(const KeyState& s) {
   MonoTime last = later(later(s.seen, s.tat), later(later(s.cool_end, s.spread_end), s.probe_until));
   Duration grace = std::chrono::seconds{1};
+  if (s.learned.mode != Learned::kNothing) {
+    const Learned& l = s.learned;
+    last = later(last, later(saturating_add(l.start, l.length()), later(l.hold_end, l.next)));
+    grace = std::max(grace, l.length());
+  }
   for (const auto& p : s.policies) {
     last = later(last, later(p.next, p.remaining >= 0 ? p.reset_at : kNone));
     grace = std::max(grace, p.window);

@@ -84,6 +84,28 @@ TEST(MemoryStore, EachGrantNamesWhatHoldsItBack) {
   EXPECT_EQ(waiting.cause, WaitCause::kProbe);
 }
 
+// The learned policy's waits name the quota as their cause.
+TEST(MemoryStore, ALearnedWindowsEndIsAQuotaWait) {
+  MemoryStore store;
+  PacingRules rules;
+  rules.pacing = Pacing::kBurst;
+  auto k = store.open("learned");
+  StoreRecord r;
+  r.now = kT0;
+  (void)store.record(*k, r, rules);  // one accepted answer
+  r.limited = true;
+  r.cooldown = seconds{2};
+  (void)store.record(*k, r, rules);
+  EXPECT_EQ(store.acquire(*k, {kT0, kMaxDuration}, rules).cause, WaitCause::kCooldown);  // the probe, at the cooldown's end
+  StoreRecord a;
+  a.now = kT0 + seconds{2};
+  (void)store.record(*k, a, rules);  // its answer: the window's one send is spent
+  const StoreGrant g = store.acquire(*k, {kT0 + seconds{2}, kMaxDuration}, rules);
+  EXPECT_EQ(g.kind, StoreGrant::Kind::kProbe);
+  EXPECT_EQ(g.wait, seconds{2});
+  EXPECT_EQ(g.cause, WaitCause::kQuota);
+}
+
 TEST(MemoryStore, KeyCountIsBoundedAndOverflowKeysShareOneState) {
   MemoryStore store(MemoryStoreOptions{4});
   std::vector<std::shared_ptr<QuotaStore::Handle>> held;

@@ -111,6 +111,32 @@ struct StoreRecord {
   WaitCause cooldown_cause = WaitCause::kCooldown;  // kQuota when an exhausted quota's reset set it
   std::vector<PolicyUpdate> policies;  // at most kMaxPolicies are kept per key
   double spread_seed = 0.0;            // in [0, 1), from the pacer's random source
+  // The answer was limited (429, 503), with or without a cooldown. While the
+  // key has no announced quota, limited answers teach the store a policy of
+  // its own (LearnedPolicyBounds); false, the default, teaches nothing.
+  bool limited = false;
+};
+
+// A key whose server announces no quota learns one from its limited answers:
+// "about n per window", n the answers accepted since the last window boundary
+// and the boundary where a Retry-After ends (bare 429s: where a probe is first
+// accepted again). The store then enforces it like an announced window (smooth
+// or burst, a probe first in each window). It only ever restrains: every
+// cooldown and announced policy still binds, and an announced quota replaces
+// it. A limited answer in a learned window lowers n at once; every
+// kRaiseAfter quiet windows n grows by n/16 (at least one). Both stores keep
+// to these bounds (the Redis script takes them from here).
+struct LearnedPolicyBounds {
+  static constexpr std::int64_t kMaxCount = 1'000'000'000;             // n, and every count kept
+  static constexpr Duration kMinWindow = std::chrono::milliseconds{1};  // a learned window, and a hold
+  static constexpr Duration kMaxWindow = std::chrono::hours{24};
+  static constexpr Duration kFirstHold = std::chrono::milliseconds{250};  // bare 429s: before the first probe
+  static constexpr Duration kMaxHold = std::chrono::seconds{60};          // the longest hold
+  static constexpr std::int64_t kHoldGrowth = 2;  // each limited probe lengthens the hold by 1/kHoldGrowth
+  static constexpr std::int64_t kRaiseAfter = 8;  // quiet windows before n grows
+  static constexpr std::int64_t kBareShrink = 16;  // bare 429s: a quiet window shortens the learned one by 1/16
+  // Retry-After is stated in whole seconds: a boundary may be up to this late.
+  static constexpr Duration kStatedStep = std::chrono::seconds{1};
 };
 
 // What a record changed.

@@ -14,6 +14,17 @@
 -- too, and the result is embedded in the library. No at sign may appear
 -- anywhere else in this file, comments included.
 --
+-- The learned policy (a key whose server announces no quota) is the one of
+-- memory_store.cpp, whose head gives its design; in short: a limited answer
+-- with a Retry-After says the window held the answers accepted since the last
+-- boundary (n) and ends where the cooldown ends; bare 429s say only that it is
+-- full, so the key is held and one probe at a time (holds growing) finds
+-- where a window begins again. From two boundaries comes the window's length.
+-- It is enforced as a counted window (smooth or burst, its first send a
+-- probe), only ever restrains, and an announced quota replaces it. It lives
+-- in `L` (nil until the first limited answer; `lc` counts accepted answers
+-- until then), a fixed handful of numbers.
+--
 -- Units: every time and duration is a whole number of microseconds. Lua numbers
 -- are doubles, exact up to 2^53 us (about 285 years). "Now" comes from the
 -- caller (its monotonic clock) or, when the caller sends '', from Redis's TIME,
@@ -40,6 +51,16 @@ local GRANT_TOO_LATE = @GRANT_TOO_LATE@
 local MAX_POLICIES = @MAX_POLICIES@
 local MAX_ID_BYTES = @MAX_ID_BYTES@
 local MICROS_PER_SECOND = @MICROS_PER_SECOND@
+
+local LEARNED_MAX = @LEARNED_MAX@
+local LEARNED_MIN_WINDOW = @LEARNED_MIN_WINDOW@
+local LEARNED_MAX_WINDOW = @LEARNED_MAX_WINDOW@
+local LEARNED_FIRST_HOLD = @LEARNED_FIRST_HOLD@
+local LEARNED_MAX_HOLD = @LEARNED_MAX_HOLD@
+local LEARNED_RAISE_AFTER = @LEARNED_RAISE_AFTER@
+local LEARNED_BARE_SHRINK = @LEARNED_BARE_SHRINK@
+local LEARNED_HOLD_GROWTH = @LEARNED_HOLD_GROWTH@
+local STATED_STEP = @STATED_STEP@
 
 -- ---- this script's own numbers ---------------------------------------------------
 
@@ -72,6 +93,8 @@ local MAX_TTL_MS = 365 * 24 * 3600 * 1000
 --   ps   probe start: the probe's slot. A response received after it is its answer.
 --   pu   probe until: waiting for the probe ends here (it may never be answered).
 --   pol  up to MAX_POLICIES quota policies, each an array indexed below.
+--   lc   accepted answers so far, while nothing is learned (absent: none).
+--   L    the learned policy, an array indexed below (absent: nothing learned).
 --
 -- A policy is what responses said about one quota (RateLimit, X-RateLimit-*):
 local P_ID = 1         -- policy name and partition
@@ -82,6 +105,28 @@ local P_RESET = 5      -- when the current window ends (when P_REMAINING >= 0)
 local P_NEXT = 6       -- this policy's next free slot (smooth or GCRA spacing)
 local P_AIM = 7        -- smooth pacing spends the window's quota by this (<= P_RESET);
                        -- a state saved before it existed reads it as P_RESET
+
+-- The learned policy (the same fields as memory_store.cpp's Learned):
+local L_MODE = 1       -- MODE_RA (from Retry-After) or MODE_BARE (from bare 429s)
+local L_N = 2          -- sends per window
+local L_LEN = 3        -- the window's length; 0 until two boundaries were seen
+local L_GUESS = 4      -- the length used before then
+local L_START = 5      -- the current window's start
+local L_ANCHOR = 6     -- the last boundary an answer stated (or a probe found); 0: none
+local L_SINCE = 7      -- windows rolled since the anchor
+local L_ACCEPTED = 8   -- accepted answers received since the window's start
+local L_USED = 9       -- sends granted in the current window
+local L_QUIET = 10     -- windows ended without a limited answer since n last changed
+local L_NEXT = 11      -- smooth pacing's next slot in the window
+local L_HOLD = 12      -- bare: the hold while a window's end is searched for (0: not searching)
+local L_HOLD_END = 13  -- bare: the next probe's slot
+local L_SEARCH = 14    -- bare: when the search began
+local L_WINDOWS = 15   -- windows it was learned from
+local L_OPEN = 16      -- 0 from a window's first send (its probe) until a probe is answered
+local L_RTT = 17       -- the last probe's round trip: answers sooner after a window began are the last one's
+local L_FIELDS = 17
+local MODE_RA = 1
+local MODE_BARE = 2
 
 local function fresh_state()
   return {e = 0, tat = 0, ce = 0, se = 0, ss = 0, sn = 0, pn = 0, po = 0, ps = 0, pu = 0, pol = {}}
@@ -100,6 +145,12 @@ local function load(key)
       for field, zero in pairs(blank) do
         if field ~= 'pol' and type(st[field]) ~= 'number' then st[field] = zero end
       end
+      if st.lc ~= nil and type(st.lc) ~= 'number' then st.lc = nil end
+      if st.L ~= nil then
+        local ok_l = type(st.L) == 'table' and #st.L == L_FIELDS
+        for i = 1, L_FIELDS do ok_l = ok_l and type(st.L[i]) == 'number' end
+        if not ok_l then st.L = nil end
+      end
       return st, true
     end
   end
@@ -116,6 +167,12 @@ local function save(key, st, now)
     if p[P_REMAINING] >= 0 then last = math.max(last, p[P_RESET]) end
     if p[P_WINDOW] > grace then grace = p[P_WINDOW] end
   end
+  local L = st.L
+  if L ~= nil then
+    local len = L[L_LEN] > 0 and L[L_LEN] or L[L_GUESS]
+    last = math.max(last, L[L_START] + len, L[L_HOLD_END], L[L_NEXT])
+    if len > grace then grace = len end
+  end
   local ttl = math.ceil((last - now + grace) / 1000)
   if ttl < 1 then ttl = 1 end
   if ttl > MAX_TTL_MS then ttl = MAX_TTL_MS end
@@ -131,11 +188,176 @@ local function now_us(arg)
   return tonumber(t[1]) * MICROS_PER_SECOND + tonumber(t[2])
 end
 
+-- ---- the learned policy --------------------------------------------------------
+
+local function clamp_len(d) return math.max(LEARNED_MIN_WINDOW, math.min(d, LEARNED_MAX_WINDOW)) end
+
+local function learned_length(L)
+  local len = L[L_LEN] > 0 and L[L_LEN] or L[L_GUESS]
+  return math.max(len, LEARNED_MIN_WINDOW)
+end
+
+local function new_learned(mode)
+  return {mode, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0}
+end
+
+-- A boundary `span` after the anchor: the window's length, averaged over the
+-- windows in between once a length is known (each one refines it). The first
+-- guess counts only once a probe at its end was accepted.
+local function learn_length(L, span)
+  if span <= 0 then return end
+  local windows = 1
+  if L[L_LEN] > 0 then windows = math.max(1, math.floor(span / L[L_LEN] + 0.5)) end
+  L[L_LEN] = clamp_len(math.floor(span / windows))
+end
+
+-- A window begins at `at` (a boundary stated, or found by a probe), `used`
+-- sends already in it.
+local function begin_window(L, at, used)
+  L[L_ANCHOR] = at
+  L[L_START] = at
+  L[L_NEXT] = at
+  L[L_SINCE] = 0
+  L[L_USED] = used
+  L[L_ACCEPTED] = used
+  L[L_QUIET] = 0
+  L[L_HOLD] = 0
+  L[L_OPEN] = 1
+  L[L_WINDOWS] = math.min(L[L_WINDOWS] + 1, LEARNED_MAX)
+end
+
+-- A send at `slot`: past the window's end the windows roll on at the learned
+-- length (the send is the new window's probe), and the send counts.
+local function commit_learned(L, slot, smooth, stretch)
+  if L[L_HOLD] > 0 then return end  -- the probe for a window's end: counted when answered
+  local len = learned_length(L)
+  if slot >= L[L_START] + len then
+    local k = math.floor((slot - L[L_START]) / len)
+    L[L_START] = L[L_START] + len * k
+    L[L_SINCE] = math.min(L[L_SINCE] + k, LEARNED_MAX)
+    L[L_QUIET] = math.min(L[L_QUIET] + k, LEARNED_MAX)
+    L[L_USED] = 0
+    L[L_ACCEPTED] = 0
+    L[L_OPEN] = 0
+    if L[L_MODE] == MODE_BARE then
+      -- Bare 429s tell no end: a quiet window shortens the found one, a
+      -- slow raise of the rate until a probe is limited and a search runs.
+      local shorter = len - math.floor(len / LEARNED_BARE_SHRINK)
+      if L[L_LEN] > 0 then L[L_LEN] = clamp_len(shorter) else L[L_GUESS] = clamp_len(shorter) end
+    end
+    if L[L_QUIET] >= LEARNED_RAISE_AFTER then
+      -- Probing upward, slowly: a raised limit is found again.
+      L[L_N] = math.min(LEARNED_MAX, L[L_N] + math.max(1, math.floor(L[L_N] / 16)))
+      L[L_QUIET] = 0
+    end
+  end
+  if smooth and L[L_USED] < L[L_N] then
+    -- What is left of n, up to the window's earliest possible end (its
+    -- boundary was stated in whole seconds: it may be up to one late).
+    local aim = L[L_START] + len - math.min(STATED_STEP, math.floor(len / 2))
+    local left = math.max(aim - slot, 0)
+    L[L_NEXT] = slot + math.ceil(left * stretch / (L[L_N] - L[L_USED]))
+  end
+  L[L_USED] = math.min(L[L_USED] + 1, LEARNED_MAX)
+end
+
+-- What one answer teaches (memory_store.cpp, learn()).
+local function learn(st, now, received, limited, cooldown, probe_answered)
+  if #st.pol > 0 then
+    -- The server announces a quota: its word wins.
+    st.L = nil
+    st.lc = nil
+    return
+  end
+  local L = st.L
+  if L ~= nil and probe_answered then
+    L[L_OPEN] = 1
+    if st.ps > 0 and received >= st.ps then L[L_RTT] = math.min(received - st.ps, LEARNED_MAX_HOLD) end
+  end
+  if not limited then
+    if L == nil then
+      st.lc = math.min((st.lc or 0) + 1, LEARNED_MAX)
+      return
+    end
+    -- An answer counts in the window its request was sent in, as far as the
+    -- round trip tells: one received within it after the start was sent before.
+    if received >= L[L_START] + L[L_RTT] then L[L_ACCEPTED] = math.min(L[L_ACCEPTED] + 1, LEARNED_MAX) end
+    if L[L_MODE] == MODE_BARE and L[L_HOLD] > 0 and received >= L[L_HOLD_END] then
+      -- The probe after the hold was accepted: a window began by now.
+      if L[L_ANCHOR] > 0 and received > L[L_ANCHOR] then
+        learn_length(L, received - L[L_ANCHOR])
+      elseif L[L_LEN] == 0 then
+        L[L_GUESS] = clamp_len(received - L[L_SEARCH])
+      end
+      begin_window(L, received, 1)
+    elseif L[L_LEN] == 0 and L[L_SINCE] > 0 and received >= L[L_START] then
+      L[L_LEN] = L[L_GUESS]  -- a window's first send at the guessed length was accepted
+    end
+    return
+  end
+  local accepted = L == nil and (st.lc or 0) or L[L_ACCEPTED]
+  if cooldown ~= nil and cooldown > 0 then
+    -- Received before the current window began: in flight when the answer
+    -- that began it came back; it says nothing new.
+    if L ~= nil and L[L_MODE] == MODE_RA and received < L[L_START] then return end
+    local boundary = now + cooldown
+    local held = math.max(1, math.min(accepted, LEARNED_MAX))
+    if L == nil or L[L_MODE] ~= MODE_RA then
+      L = new_learned(MODE_RA)
+      -- A short cooldown (the first answer came late in its window) is a poor
+      -- guess of a window; windows are rarely shorter than the step they are told in.
+      L[L_GUESS] = clamp_len(math.max(cooldown, STATED_STEP))
+      L[L_N] = held
+      st.L = L
+      st.lc = nil
+    elseif boundary > L[L_ANCHOR] then
+      -- Nothing accepted in the window, or a boundary well before its
+      -- expected end: the window was placed wrong, n stays.
+      local misplaced = L[L_ACCEPTED] == 0 or boundary + STATED_STEP < L[L_START] + learned_length(L)
+      learn_length(L, boundary - L[L_ANCHOR])
+      if not misplaced then L[L_N] = held end
+    end
+    begin_window(L, boundary, 0)
+    return
+  end
+  -- A bare 429: the window is full, its end unknown.
+  if L ~= nil and L[L_HOLD] > 0 then
+    if received >= L[L_HOLD_END] then
+      -- A probe after the hold was limited too: look again later.
+      L[L_HOLD] = math.min(L[L_HOLD] + math.floor(L[L_HOLD] / LEARNED_HOLD_GROWTH), LEARNED_MAX_HOLD)
+      L[L_HOLD_END] = now + L[L_HOLD]
+    end
+    return
+  end
+  if L ~= nil and received < L[L_START] then return end
+  local n = L ~= nil and L[L_N] or 0
+  if L == nil or L[L_ACCEPTED] > 0 then n = math.max(1, math.min(accepted, LEARNED_MAX)) end
+  if L == nil or L[L_MODE] ~= MODE_BARE then
+    L = new_learned(MODE_BARE)
+    st.L = L
+    st.lc = nil
+  end
+  L[L_N] = n
+  local known = L[L_LEN] > 0 and L[L_LEN] or L[L_GUESS]
+  if known > 0 then
+    -- A search near a known length starts fine; the first one at LEARNED_FIRST_HOLD.
+    L[L_HOLD] = math.max(LEARNED_MIN_WINDOW, math.min(math.floor(known / 8), LEARNED_MAX_HOLD))
+  else
+    L[L_HOLD] = LEARNED_FIRST_HOLD
+  end
+  L[L_HOLD_END] = now + L[L_HOLD]
+  L[L_SEARCH] = now
+  L[L_ACCEPTED] = 0
+  L[L_USED] = 0
+  L[L_QUIET] = 0
+end
+
 -- ---- acquire ---------------------------------------------------------------------
 
 -- Takes the slot for one send at `slot`: every policy spends one unit, and
 -- the key's schedule moves on.
 local function commit(st, slot, smooth, stretch, spread)
+  if st.L ~= nil and #st.pol == 0 then commit_learned(st.L, slot, smooth, stretch) end
   for _, p in ipairs(st.pol) do
     if p[P_REMAINING] >= 0 then
       if slot < p[P_RESET] and p[P_REMAINING] > 0 then
@@ -204,6 +426,23 @@ local function acquire(key)
   end
 
   local ended = false  -- a counted window ends by this slot: its count is stale then
+  local L = st.L
+  if L ~= nil and #st.pol == 0 then
+    -- The learned policy: one more bound, it only restrains. The first send
+    -- of each learned window, and the one after a bare 429's hold, is a probe.
+    if L[L_HOLD] > 0 then
+      slot = math.max(slot, L[L_HOLD_END])
+      ended = true
+    else
+      local e = L[L_START] + learned_length(L)
+      if L[L_USED] >= L[L_N] then
+        slot = math.max(slot, e)
+      elseif smooth then
+        slot = math.max(slot, math.min(L[L_NEXT], e))
+      end
+      if slot >= e or L[L_OPEN] == 0 then ended = true end
+    end
+  end
   for _, p in ipairs(st.pol) do
     if p[P_REMAINING] >= 0 and slot >= p[P_RESET] then ended = true end
   end
@@ -230,7 +469,8 @@ end
 -- ---- record ----------------------------------------------------------------------
 
 -- ARGV: op, now, age (how long ago the response was received), cooldown (''
--- none), spread seed, probe after cooldown (1|0), spread period, n; then n
+-- none), spread seed, probe after cooldown (1|0), spread period, limited
+-- (1|0: a 429 or 503, with or without a cooldown), n; then n
 -- policy updates of POLICY_ARGS each: id, limit, window, remaining, reset
 -- (from now), reset resolution ('' where unknown).
 -- Returns {blocked, released}: a cooldown started or grew (reservations made
@@ -246,7 +486,8 @@ local function record(key)
   if not (seed >= 0 and seed < 1) then seed = 0 end
   local probe_after = ARGV[6] == '1'
   local period = tonumber(ARGV[7]) or 0
-  local n = tonumber(ARGV[8]) or -1
+  local limited = ARGV[8] == '1'
+  local n = tonumber(ARGV[9]) or -1
   if #ARGV ~= RECORD_FIXED_ARGS + n * POLICY_ARGS then
     return redis.error_reply('ERR abide pacer: a record has RECORD_FIXED_ARGS + n * POLICY_ARGS arguments')
   end
@@ -355,6 +596,7 @@ local function record(key)
       end
     end
   end
+  learn(st, now, received, limited, cooldown, released == 1)
   save(key, st, now)
   return {blocked, released}
 end

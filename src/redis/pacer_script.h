@@ -42,7 +42,7 @@ inline constexpr ScriptConstant kScriptConstants[] = {
     // How many ARGV each operation takes (the operation included). A record
     // takes RECORD_FIXED_ARGS, then POLICY_ARGS for each policy update.
     {"ACQUIRE_ARGS", 7},
-    {"RECORD_FIXED_ARGS", 8},
+    {"RECORD_FIXED_ARGS", 9},
     {"POLICY_ARGS", 6},
     {"CHECK_ARGS", 2},
     {"ABANDON_ARGS", 2},
@@ -56,6 +56,16 @@ inline constexpr ScriptConstant kScriptConstants[] = {
     {"MAX_ID_BYTES", 256},
     // The time unit of every argument and answer.
     {"MICROS_PER_SECOND", 1000000},
+    // The learned policy's bounds (LearnedPolicyBounds, quota_store.h), times in microseconds.
+    {"LEARNED_MAX", 1000000000},
+    {"LEARNED_MIN_WINDOW", 1000},
+    {"LEARNED_MAX_WINDOW", 86400000000},
+    {"LEARNED_FIRST_HOLD", 250000},
+    {"LEARNED_MAX_HOLD", 60000000},
+    {"LEARNED_RAISE_AFTER", 8},
+    {"LEARNED_BARE_SHRINK", 16},
+    {"LEARNED_HOLD_GROWTH", 2},
+    {"STATED_STEP", 1000000},
 };
 // clang-format on
 
@@ -85,6 +95,20 @@ inline constexpr std::size_t kMaxIdBytes = static_cast<std::size_t>(script_const
 inline constexpr std::int64_t kMicrosPerSecond = script_constant("MICROS_PER_SECOND");
 
 static_assert(kMaxPolicies == QuotaStore::kMaxPolicies, "the script keeps as many policies as every store");
+
+// The script learns within the bounds every store keeps to.
+consteval bool same_micros(std::string_view name, Duration d) {
+  return script_constant(name) == std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+}
+static_assert(script_constant("LEARNED_MAX") == LearnedPolicyBounds::kMaxCount);
+static_assert(same_micros("LEARNED_MIN_WINDOW", LearnedPolicyBounds::kMinWindow));
+static_assert(same_micros("LEARNED_MAX_WINDOW", LearnedPolicyBounds::kMaxWindow));
+static_assert(same_micros("LEARNED_FIRST_HOLD", LearnedPolicyBounds::kFirstHold));
+static_assert(same_micros("LEARNED_MAX_HOLD", LearnedPolicyBounds::kMaxHold));
+static_assert(script_constant("LEARNED_RAISE_AFTER") == LearnedPolicyBounds::kRaiseAfter);
+static_assert(script_constant("LEARNED_BARE_SHRINK") == LearnedPolicyBounds::kBareShrink);
+static_assert(script_constant("LEARNED_HOLD_GROWTH") == LearnedPolicyBounds::kHoldGrowth);
+static_assert(same_micros("STATED_STEP", LearnedPolicyBounds::kStatedStep));
 static_assert(kMicrosPerSecond == std::micro::den, "script times are microseconds");
 
 // The script's text, as CMake generated it from pacer.lua (constants filled in).

@@ -411,6 +411,7 @@ RecordOutcome RedisStore::record(Handle& key, const StoreRecord& record, const P
       num(record.spread_seed >= 0.0 && record.spread_seed < 1.0 ? record.spread_seed : 0.0),
       rules.probe_after_cooldown ? "1" : "0",
       num(micros_up(rules.spread_period)),
+      record.limited ? "1" : "0",
       num(static_cast<std::int64_t>(n)),
   };
   args.reserve(redis_detail::kRecordFixedArgs + n * redis_detail::kPolicyArgs);

@@ -6,7 +6,12 @@
 // `latency` -> record -> acquire again (the same request again after a limited
 // answer). The server counts arrivals per window of `window` starting at
 // `phase`, answers limited once `limit` were accepted, and states times rounded
-// up to whole seconds, as real servers do.
+// up to whole seconds, as real servers do (or exactly, without `round_up`).
+//
+// What the server says varies: an announced policy and/or remaining count
+// (the drafts, vendors), or only a Retry-After on limited answers, or nothing
+// at all (bare 429s: the worker then waits its own backoff before it asks the
+// store again, as the planner's backoff would make it).
 #pragma once
 
 #include <algorithm>
@@ -36,6 +41,21 @@ struct SimOptions {
   // past a whole second. Otherwise: the time to the end rounded up (the drafts).
   bool reset_unix_second = false;
   Duration unix_offset{};
+  // Limited answers carry a Retry-After: the time to the window's end (rounded
+  // up with round_up). Without it (and without announcements) a 429 is bare.
+  bool retry_after = true;
+  bool round_up = true;  // times in whole seconds, rounded up; false: exact
+  // After a bare limited answer the worker waits this before asking again,
+  // doubled per consecutive limited answer of its request when exponential (at most backoff_cap).
+  Duration worker_backoff = std::chrono::seconds{1};
+  bool backoff_exponential = false;
+  Duration backoff_cap = std::chrono::seconds{8};
+  // A changing server: from start + change_at on, each window holds limit_later (0: no change).
+  std::int64_t limit_later = 0;
+  Duration change_at{};
+  // Records say which answers were limited (StoreRecord::limited). false: as
+  // before the store learned policies, for comparison.
+  bool tell_limited = true;
   PacingRules rules;
 };
 
@@ -45,6 +65,10 @@ struct SimResult {
   int limited = 0;  // limited answers (429s)
   int limited_after_first_window = 0;
   std::int64_t max_arrivals_per_window = 0;  // accepted + limited, over windows after the first
+  // Requests sent while the client knew of a Retry-After that forbade them.
+  int premature = 0;
+  // Limited answers per server window, from the first window the run touched.
+  std::vector<int> limited_by_window;
   double quota_time_s = 1.0;                 // requests x window / limit
   // Elapsed time divided by the time the quota allows at its long-run rate.
   double ratio() const { return std::chrono::duration<double>(elapsed).count() / quota_time_s; }
@@ -66,6 +90,7 @@ inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimO
     bool busy = false;          // has a request to send
     bool awaiting = false;      // waits for a probe's answer
     bool limited = false;       // the last answer was limited
+    int limited_in_a_row = 0;   // consecutive limited answers of the current request
     std::int64_t remaining = 0;
     Duration reset{};
     Duration retry_after{};
@@ -77,7 +102,8 @@ inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimO
   SimResult r;
   r.quota_time_s = static_cast<double>(o.requests) * std::chrono::duration<double>(o.window).count() /
                    static_cast<double>(o.limit);
-  std::map<std::int64_t, std::int64_t> accepted_in, arrivals_in;
+  std::map<std::int64_t, std::int64_t> accepted_in, arrivals_in, limited_in;
+  MonoTime permitted{};  // the latest Retry-After the client has recorded: no send before it
   const auto window_of = [&](MonoTime t) { return (t - start + o.window - o.phase) / o.window; };
   const auto window_end = [&](std::int64_t n) { return start - (o.window - o.phase) + (n + 1) * o.window; };
   std::int64_t first_window = -1;
@@ -116,6 +142,7 @@ inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimO
         if (!store.still_valid(key, me.epoch, e.at)) {
           acquire_at(e.worker, e.at);
         } else {
+          if (e.at < permitted) ++r.premature;
           q.push({e.at + o.latency, seq++, e.worker, kArrive});
         }
         break;
@@ -124,22 +151,25 @@ inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimO
         if (first_window < 0) first_window = n;
         ++arrivals_in[n];
         const Duration to_end = window_end(n) - e.at;
-        Duration reset = std::chrono::ceil<seconds>(to_end);
+        Duration reset = o.round_up ? Duration{std::chrono::ceil<seconds>(to_end)} : to_end;
         if (o.reset_unix_second) {
           const auto unix_at = [&](MonoTime m) { return m - start + o.unix_offset + std::chrono::hours{1}; };
           reset = std::chrono::ceil<seconds>(unix_at(window_end(n))) - unix_at(e.at);
         }
-        if (accepted_in[n] < o.limit) {
+        const bool changed = o.limit_later > 0 && window_end(n) - o.window >= start + o.change_at;
+        const std::int64_t limit = changed ? o.limit_later : o.limit;
+        if (accepted_in[n] < limit) {
           ++accepted_in[n];
           me.limited = false;
         } else {
           me.limited = true;
           ++r.limited;
+          ++limited_in[n];
           if (n != first_window) ++r.limited_after_first_window;
         }
-        me.remaining = o.limit - accepted_in[n];
+        me.remaining = limit - accepted_in[n];
         me.reset = reset;
-        me.retry_after = std::chrono::ceil<seconds>(reset);
+        me.retry_after = o.round_up ? Duration{std::chrono::ceil<seconds>(reset)} : reset;
         q.push({e.at + o.latency, seq++, e.worker, kAnswer});
         break;
       }
@@ -158,13 +188,27 @@ inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimO
           u.reset_resolution = seconds{1};
         }
         if (o.announce_policy || o.announce_remaining) rec.policies.push_back(u);
-        if (me.limited) rec.cooldown = me.retry_after;
+        rec.limited = me.limited && o.tell_limited;
+        if (me.limited && o.retry_after) {
+          rec.cooldown = me.retry_after;
+          permitted = std::max(permitted, e.at + me.retry_after);
+        }
         rec.spread_seed = 0.5;
         store.record(key, rec, o.rules);
+        Duration backoff{};
         if (!me.limited) {
           ++r.accepted;
           me.busy = false;
+          me.limited_in_a_row = 0;
           r.elapsed = e.at - start;
+        } else if (!o.retry_after && !o.announce_policy && !o.announce_remaining) {
+          // A bare 429: the worker's own backoff is the floor of its retry.
+          backoff = o.worker_backoff;
+          for (int i = 0; o.backoff_exponential && i < me.limited_in_a_row && backoff < o.backoff_cap; ++i) {
+            backoff += backoff;
+          }
+          backoff = std::min(backoff, std::max(o.backoff_cap, o.worker_backoff));
+          ++me.limited_in_a_row;
         }
         // Wake everyone waiting for a probe's answer, then this worker goes on.
         for (std::size_t i = 0; i < w.size(); ++i) {
@@ -173,13 +217,15 @@ inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimO
             acquire_at(static_cast<int>(i), e.at);
           }
         }
-        acquire_at(e.worker, e.at);
+        acquire_at(e.worker, e.at + backoff);
         break;
       }
     }
   }
   for (const auto& [n, count] : arrivals_in) {
     if (n != first_window) r.max_arrivals_per_window = std::max(r.max_arrivals_per_window, count);
+    r.limited_by_window.resize(static_cast<std::size_t>(n - first_window + 1), 0);
+    r.limited_by_window.back() = static_cast<int>(limited_in[n]);
   }
   return r;
 }

