@@ -40,19 +40,31 @@ std::string head_text(const engine::Response& response, bool for_terminal = fals
 std::optional<std::string> unwritable(const std::string& path, std::string_view what);
 
 // Where the final answers go, as they arrive (Client::fetch with a
-// ResponseSink): nothing is held in memory beyond a chunk. A shared output
-// (stdout, -o FILE) takes one request at a time, whole: the first request to
-// write writes straight to it, and requests writing meanwhile go to an
-// unnamed temporary file, copied over when they are complete, so that what
-// belongs to a request (heads with -i or -D -, the body, the -w text) never
-// interleaves with another's and each appears when it has finished.
+// ResponseSink): nothing is held in memory beyond a chunk, or a short answer.
+// A shared output (stdout, -o FILE) takes one request at a time, whole, so
+// that what belongs to a request (heads with -i or -D -, the body, the -w
+// text) never interleaves with another's. Requests made one after the other
+// write straight to it. Requests of a concurrent batch are held aside until
+// they end (in memory up to kMemorySpoolBytes), then copied over at once; one
+// that grows past that writes straight to the output if no other request
+// does, else it goes on in an unnamed temporary file, copied over when it is
+// complete. (Holding the output for a whole request made every other worker
+// wait for it: a lock handed over, and a thread put to sleep and woken, per
+// request.)
 class BodyOutput {
  public:
+  // What a request held aside keeps in memory before it moves on: most API
+  // answers fit, and a file costs several system calls and an inode per
+  // request. At most one per worker (8 MiB at -j 256).
+  static constexpr std::size_t kMemorySpoolBytes = std::size_t{32} << 10;
+
   // One request's output on its way (over every redirect it follows).
   struct Body {
     enum class Mode : std::uint8_t { kNone, kShared, kOwn, kSpool };
     Mode mode = Mode::kNone;
-    std::FILE* file = nullptr;
+    std::FILE* file = nullptr;  // kSpool: null while the request is held in `held`
+    std::string held;           // kSpool: what is held in memory (up to kMemorySpoolBytes)
+    bool spill_failed = false;  // kSpool: it outgrew memory, and no temporary file could be made
     std::string own_path;    // --output-dir, -O: the request's file
     long shared_start = -1;  // where the request started in a seekable shared output
     bool body_open = false;  // this answer's body is written (else its bytes are dropped)
@@ -93,7 +105,10 @@ class BodyOutput {
   bool open_unit(Body& b, const FetchJob& job);
   bool write_unit(Body& b, std::string_view text);
   bool write_stdout(Body& b, const FetchJob& job, std::string_view text);
+  bool take_shared(Body& b);
+  bool spill(Body& b);
   bool copy_spool(std::FILE* spool);
+  bool copy_held(const std::string& held);
   // Keeps the first failure's reason (errno, as the failed call left it),
   // for the request's Body too when there is one.
   void note_failure(Body* b, std::string_view where);
@@ -109,6 +124,7 @@ class BodyOutput {
   bool owned_ = false;
   bool seekable_ = false;       // a regular file: a refused body can be cut off again
   bool single_ = false;         // one request: a refused body leaves no -o file at all
+  bool concurrent_ = false;     // a batch on several workers: requests are held aside first
   bool remove_output_ = false;  // that happened
   std::uint64_t max_bytes_ = 0;
   bool include_ = false;  // -i or -I: the head goes before the body
