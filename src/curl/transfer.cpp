@@ -40,11 +40,11 @@ bool HeadReader::line(std::string_view raw, const WallClock& wall, const Monoton
     raw_.clear();
     complete_ = false;
     status_ = status_of(line);
-    raw_.emplace_back(raw);
+    if (keep_raw_) raw_.emplace_back(raw);
     return true;
   }
   if (complete_) return true;  // trailers: not part of the head
-  raw_.emplace_back(raw);
+  if (keep_raw_) raw_.emplace_back(raw);
   if (line.empty()) {  // the end of a head
     if (status_ >= 200) {
       complete_ = true;
@@ -70,6 +70,22 @@ HeaderList HeadReader::headers() const {
   HeaderList out;
   out.reserve(lines_.size());
   for (const Header& h : lines_) out.add(h.name, h.value);
+  return out;
+}
+
+HeaderList HeadReader::take_headers() {
+  // What HeaderList::add() does to each value, done in place: OWS trimmed
+  // (a folded value may start with the SP that joined it), then CR, LF and
+  // NUL inside become SP.
+  for (Header& h : lines_) {
+    const std::string_view trimmed = trim_ows(h.value);
+    if (trimmed.size() != h.value.size()) h.value = std::string(trimmed);
+    for (char& c : h.value) {
+      if (c == '\r' || c == '\n' || c == '\0') c = ' ';
+    }
+  }
+  HeaderList out(std::move(lines_));
+  lines_.clear();  // (a moved-from vector is valid but unspecified)
   return out;
 }
 

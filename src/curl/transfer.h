@@ -29,7 +29,9 @@ namespace abide::curl_detail {
 // redirects come before the final one, trailers after it. Keeps the last head.
 class HeadReader {
  public:
-  explicit HeadReader(std::size_t max_bytes) : max_bytes_(max_bytes) {}
+  // `keep_raw`: keep the last head's lines as received too (raw_lines()),
+  // for a caller's own header callback; the Client's transfers need none.
+  explicit HeadReader(std::size_t max_bytes, bool keep_raw = true) : max_bytes_(max_bytes), keep_raw_(keep_raw) {}
 
   // One line as libcurl gave it (with its CRLF). False: the heads are longer
   // than max_bytes (the caller aborts the transfer).
@@ -45,11 +47,16 @@ class HeadReader {
   MonoTime received_mono() const noexcept { return received_mono_; }
   // The last head's lines, parsed (obsolete folding joined, bad lines skipped).
   HeaderList headers() const;
-  // The last head as received, line by line (status line to empty line).
+  // The same lines, moved out (no copy of each): the reader has none left.
+  // For a complete head, given once.
+  HeaderList take_headers();
+  // The last head as received, line by line (status line to empty line);
+  // empty unless keep_raw.
   const std::vector<std::string>& raw_lines() const noexcept { return raw_; }
 
  private:
   std::size_t max_bytes_;
+  bool keep_raw_ = true;
   std::size_t bytes_ = 0;
   bool overflow_ = false;
   bool complete_ = false;
