@@ -39,23 +39,11 @@ const std::string kClients = std::string(ABIDE_SOURCE_DIR) + "/tests/support/pro
 
 // ---- the programs ------------------------------------------------------------
 
-// An executable on PATH, or "".
-std::string on_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "/usr/local/bin:/usr/bin:/bin");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    if (dir.empty()) continue;
-    const std::string p = dir + "/" + name;
-    if (access(p.c_str(), X_OK) == 0) return p;
-  }
-  return {};
-}
-
 // A test needs each client it runs: missing is a failure (CI installs them),
 // except node when ABIDE_TEST_NO_NODE is set (a machine without it).
 #define REQUIRE_PROGRAM(var, name)                                                                     \
   const std::string var##_name = (name);                                                               \
-  const std::string var = on_path(var##_name);                                                         \
+  const std::string var = program_on_path(var##_name);                                                 \
   do {                                                                                                 \
     if (var.empty() && var##_name == "node" && std::getenv("ABIDE_TEST_NO_NODE"))                      \
       GTEST_SKIP() << "node is not on PATH and ABIDE_TEST_NO_NODE is set";                             \

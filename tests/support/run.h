@@ -8,10 +8,24 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
+#include <sstream>
 #include <string>
 #include <vector>
 
 namespace abide::test {
+
+// The full path of an executable found on PATH, or "" when there is none.
+inline std::string program_on_path(const std::string& name) {
+  const char* env = std::getenv("PATH");
+  std::istringstream dirs(env != nullptr ? env : "/usr/local/bin:/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (dir.empty()) continue;
+    std::string candidate = dir + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return {};
+}
 
 struct RunResult {
   int exit_code = -1;  // exit status, or 128 + signal number

@@ -23,18 +23,6 @@
 
 namespace abide::test {
 
-// The path of `name` in one of PATH's folders, or "" when none has it.
-inline std::string program_on_path(const std::string& name) {
-  const char* env = std::getenv("PATH");
-  std::istringstream dirs(env != nullptr ? env : "/usr/local/bin:/usr/bin:/bin");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    if (dir.empty()) continue;
-    std::string candidate = dir + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return {};
-}
-
 class TlsServer {
  public:
   TlsServer() {
