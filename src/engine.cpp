@@ -317,8 +317,6 @@ Machine::Machine(Engine& engine, const Request& request, BodySink sink, std::siz
   if (req_.send_by && (!send_deadline_ || *req_.send_by < *send_deadline_)) send_deadline_ = req_.send_by;
 }
 
-bool Machine::hooked() const noexcept { return static_cast<bool>(*hook_); }
-
 Event Machine::event(Event::Kind kind) const {
   Event e;
   e.kind = kind;

@@ -1188,7 +1188,9 @@ TEST(Describe, ConstantSentenceIsDescribesWordsForA2xxWithoutAHint) {
     EXPECT_EQ(fixed.data()[fixed.size()], '\0') << code;
     EXPECT_EQ(Planner::constant_sentence(p).data(), fixed.data()) << code;  // the same storage each time
   }
-  const auto constant_for = [&](const Signals& s) { return Planner::constant_sentence(planner.decide(PlanInput(s), rng)); };
+  const auto constant_for = [&](const Signals& s) {
+    return Planner::constant_sentence(planner.decide(PlanInput(s), rng));
+  };
   EXPECT_TRUE(constant_for(with_delay(200, std::chrono::seconds{30})).empty());  // a hint: the sentence says it
   EXPECT_TRUE(constant_for(response(304)).empty());
   EXPECT_TRUE(constant_for(response(404)).empty());
@@ -1198,7 +1200,8 @@ TEST(Describe, ConstantSentenceIsDescribesWordsForA2xxWithoutAHint) {
   odd.reason = Reason::kSucceeded;
   odd.status = 404;
   EXPECT_TRUE(Planner::constant_sentence(odd).empty());
-  EXPECT_EQ(planner.describe(odd, PlanInput(TransportError{})), "The request succeeded (status 404); nothing to retry.");
+  EXPECT_EQ(planner.describe(odd, PlanInput(TransportError{})),
+            "The request succeeded (status 404); nothing to retry.");
 }
 
 }  // namespace abide

@@ -23,10 +23,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <iosfwd>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -113,7 +113,7 @@ class Text {
 
   std::string_view view() const noexcept { return constant_.data() != nullptr ? constant_ : std::string_view(own_); }
   operator std::string_view() const noexcept { return view(); }  // NOLINT: implicit by design
-  operator std::string() const { return std::string(view()); }  // NOLINT: implicit by design
+  operator std::string() const { return std::string(view()); }   // NOLINT: implicit by design
   std::string str() const { return std::string(view()); }
 
   const char* c_str() const noexcept { return constant_.data() != nullptr ? constant_.data() : own_.c_str(); }
@@ -355,7 +355,7 @@ class Machine {
   Event event(Event::Kind kind) const;
   void emit(const Event& e) const;
   // Events are built only for a hook (building one reads the clock).
-  bool hooked() const noexcept;
+  bool hooked() const noexcept { return static_cast<bool>(*hook_); }
   Step finish(OutcomeKind kind, Text reason);
   Step wait_step(MonoTime until, Event::WaitKind kind, std::string_view reason);
   void begin_wait(Event::WaitKind kind, MonoTime until);
