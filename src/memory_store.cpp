@@ -38,11 +38,12 @@
 //   or len/8 once a length is known, up to kMaxHold): finer than doubling,
 //   which overshoots by up to the time searched. The probe that is accepted
 //   begins the next window. Found ends are late, never early, so each quiet
-//   window shortens len by 1/kBareShrink until a window-start probe is
+//   window spent in full shortens len by 1/kBareShrink until a window-start probe is
 //   limited and a short search places it again: the AIMD of bare 429s, a cut
 //   on a limited answer and a slow raise while answers succeed.
 // - Following the server: a limited answer inside a learned window sets n to
-//   what it held at once (a lowered limit); every kRaiseAfter quiet windows n
+//   what it held at once (a lowered limit); every kRaiseAfter windows spent
+//   in full without one (idle windows say nothing), n
 //   grows by n/16, at least 1 (a raised limit is found again, slowly, for one
 //   limited probe each time it goes past).
 // - Bounded: a fixed handful of numbers per key; counts in [1, kMaxLearned],
@@ -192,13 +193,16 @@ void commit_learned(Learned& l, MonoTime slot, bool smooth, double stretch) {
   const Duration len = l.length();
   if (slot >= saturating_add(l.start, len)) {
     const std::int64_t k = (slot - l.start) / len;
+    // Only a window that was spent in full and ended quiet says the limit
+    // may be higher; idle windows say nothing.
+    const bool full = l.used >= l.n;
     l.start += len * k;
     l.since = std::min(l.since + k, kMaxLearned);
-    l.quiet = std::min(l.quiet + k, kMaxLearned);
+    if (full) l.quiet = std::min(l.quiet + 1, kMaxLearned);
     l.used = 0;
     l.accepted = 0;
     l.open = false;  // this send is the window's probe: the others wait for its answer
-    if (l.mode == Learned::kBare) {
+    if (l.mode == Learned::kBare && full) {
       // Bare 429s tell no window's end; each quiet window shortens the one
       // found by a search (it can only be too long), so the rate is raised
       // slowly until a probe comes back limited and a search finds it again.
@@ -284,11 +288,18 @@ StoreGrant acquire_locked(KeyState& s, MonoTime now, Duration max_wait, const Pa
       bound(l.hold_end, WaitCause::kQuota);
       ended = true;
     } else {
-      const MonoTime end = saturating_add(l.start, l.length());
+      const Duration len = l.length();
+      const MonoTime end = saturating_add(l.start, len);
       if (l.used >= l.n) {
         bound(end, WaitCause::kQuota);
       } else if (smooth) {
         bound(l.next < end ? l.next : end, WaitCause::kQuota);
+      }
+      // The window may truly end up to a stated step before `end` (its
+      // boundary was stated late): a send after that waits for the next one,
+      // or it could land in the next true window beside that window's own.
+      if (l.mode == Learned::kRetryAfter && slot >= end - std::min(kStatedStep, len / 2)) {
+        bound(end, WaitCause::kQuota);
       }
       if (slot >= end || !l.open) ended = true;
     }

@@ -435,6 +435,96 @@ TEST(RedisStore, OneRoundTripPerAcquireAfterTheScriptIsLoaded) {
   EXPECT_EQ(store->stats().fallbacks, 0u);
 }
 
+// ---- the learned policy through Redis ------------------------------------------------
+
+SimOptions retry_after_only(int requests) {
+  SimOptions o;
+  o.requests = requests;
+  o.limit = 20;
+  o.announce_policy = false;
+  o.announce_remaining = false;
+  o.latency = milliseconds{5};
+  return o;
+}
+
+// Two processes (two stores) on one Redis key: the first learns the window
+// from its limited answers; the second, later, spends its windows without one.
+TEST(RedisStore, AFleetLearnsOnce) {
+  REQUIRE_REDIS();
+  const RedisStoreOptions o = options_for(*shared_server);
+  RedisStore first(o);
+  RedisStore second(o);
+  const MonoTime t0{std::chrono::hours{1000}};
+  auto k1 = first.open("api");
+  const SimResult learning = simulate(first, *k1, retry_after_only(120), t0);
+  EXPECT_EQ(learning.accepted, 120);
+  EXPECT_GT(learning.limited, 0);
+  // Twenty seconds on (in step with the server's 2 s windows), the other process.
+  auto k2 = second.open("api");
+  const SimResult learned = simulate(second, *k2, retry_after_only(120), t0 + seconds{20});
+  EXPECT_EQ(learned.accepted, 120);
+  EXPECT_EQ(learned.premature, 0);
+  // Its first window keeps the learned limit: at most the window's probe is
+  // limited (its learned windows, rolled on from the first process's, may sit
+  // a little early), where a key nobody learned loses every request in flight.
+  ASSERT_FALSE(learned.limited_by_window.empty());
+  EXPECT_LE(learned.limited_by_window[0], 1);
+  auto fresh = second.open("other");
+  const SimResult unlearned = simulate(second, *fresh, retry_after_only(120), t0 + seconds{20});
+  ASSERT_FALSE(unlearned.limited_by_window.empty());
+  EXPECT_GT(unlearned.limited_by_window[0], learned.limited_by_window[0]);
+  EXPECT_LT(learned.limited, unlearned.limited);
+  EXPECT_EQ(first.stats().fallbacks + second.stats().fallbacks, 0u);
+}
+
+// The learned state is a fixed handful of numbers: a long run leaves it no larger.
+TEST(RedisStore, TheLearnedStateStaysBounded) {
+  REQUIRE_REDIS();
+  const RedisStoreOptions o = options_for(*shared_server);
+  RedisStore store(o);
+  auto k = store.open("api");
+  const std::string key = o.endpoint.prefix + "api";
+  const auto fields = [&] {
+    return shared_server->command({"EVAL", "return #cmsgpack.unpack(redis.call('GET', KEYS[1])).L", "1", key}).integer;
+  };
+  const MonoTime t0{std::chrono::hours{1000}};
+  (void)simulate(store, *k, retry_after_only(120), t0);
+  const long long after_short = shared_server->command({"STRLEN", key}).integer;
+  const long long learned_fields = fields();
+  SimOptions bare = retry_after_only(1200);
+  bare.retry_after = false;
+  (void)simulate(store, *k, bare, t0 + std::chrono::minutes{2});
+  const long long after_long = shared_server->command({"STRLEN", key}).integer;
+  EXPECT_EQ(fields(), learned_fields);
+  EXPECT_GT(learned_fields, 0);
+  EXPECT_LE(after_short, 400);
+  EXPECT_LE(after_long, 400);
+  EXPECT_LE(after_long, after_short + 16);  // number encodings may grow a little, nothing else
+}
+
+// Learning adds no round trip: each acquire and each record is one script call.
+TEST(RedisStore, LearningKeepsOneRoundTripPerOperation) {
+  REQUIRE_REDIS();
+  RedisStore store(options_for(*shared_server));
+  auto k = store.open("api");
+  const PacingRules rules;
+  MonoTime now{std::chrono::hours{1000}};
+  (void)store.acquire(*k, {now, kMaxDuration}, rules);  // loads the script
+  const auto before = store.stats().round_trips;
+  int operations = 0;
+  for (int i = 0; i < 30; ++i) {
+    (void)store.acquire(*k, {now, kMaxDuration}, rules);
+    StoreRecord r;
+    r.now = now;
+    r.limited = i % 10 == 9;
+    if (i % 20 == 9) r.cooldown = seconds{1};
+    (void)store.record(*k, r, rules);
+    operations += 2;
+    now += milliseconds{100};
+  }
+  EXPECT_EQ(store.stats().round_trips - before, static_cast<std::uint64_t>(operations));
+}
+
 TEST(RedisStore, AfterAScriptFlushTheScriptIsLoadedAgainAndTheCallRetriedOnce) {
   REQUIRE_REDIS();
   ManualClock clock;

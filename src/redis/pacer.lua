@@ -233,13 +233,16 @@ local function commit_learned(L, slot, smooth, stretch)
   local len = learned_length(L)
   if slot >= L[L_START] + len then
     local k = math.floor((slot - L[L_START]) / len)
+    -- Only a window spent in full that ended quiet says the limit may be
+    -- higher; idle windows say nothing.
+    local full = L[L_USED] >= L[L_N]
     L[L_START] = L[L_START] + len * k
     L[L_SINCE] = math.min(L[L_SINCE] + k, LEARNED_MAX)
-    L[L_QUIET] = math.min(L[L_QUIET] + k, LEARNED_MAX)
+    if full then L[L_QUIET] = math.min(L[L_QUIET] + 1, LEARNED_MAX) end
     L[L_USED] = 0
     L[L_ACCEPTED] = 0
     L[L_OPEN] = 0
-    if L[L_MODE] == MODE_BARE then
+    if L[L_MODE] == MODE_BARE and full then
       -- Bare 429s tell no end: a quiet window shortens the found one, a
       -- slow raise of the rate until a probe is limited and a search runs.
       local shorter = len - math.floor(len / LEARNED_BARE_SHRINK)
@@ -434,11 +437,17 @@ local function acquire(key)
       slot = math.max(slot, L[L_HOLD_END])
       ended = true
     else
-      local e = L[L_START] + learned_length(L)
+      local len = learned_length(L)
+      local e = L[L_START] + len
       if L[L_USED] >= L[L_N] then
         slot = math.max(slot, e)
       elseif smooth then
         slot = math.max(slot, math.min(L[L_NEXT], e))
+      end
+      -- The window may truly end up to a stated step before e (its boundary
+      -- was stated late): a send after that waits for the next window.
+      if L[L_MODE] == MODE_RA and slot >= e - math.min(STATED_STEP, math.floor(len / 2)) then
+        slot = math.max(slot, e)
       end
       if slot >= e or L[L_OPEN] == 0 then ended = true end
     end
