@@ -15,16 +15,27 @@
 -- anywhere else in this file, comments included.
 --
 -- The learned policy (a key whose server announces no quota) is the one of
--- memory_store.cpp, whose head gives its design; in short: a limited answer
--- with a Retry-After says the window held the answers accepted since the last
--- boundary (n) and ends where the cooldown ends; bare 429s say only that it is
--- full, so the key is held and one probe at a time (holds growing) finds
--- where a window begins again. From two boundaries comes the window's length.
--- It is enforced as a counted window (smooth or burst, its first send a
--- probe), only ever restrains, and an announced quota replaces it. It lives
--- in `L` (nil until the first limited answer; `lc` counts accepted answers
--- until then), a fixed handful of numbers.
---
+-- memory_store.cpp, whose head gives the design in full. In short:
+--   - It only ever restrains: one more bound on a slot; an announced policy
+--     replaces it (a key with any policy does not learn, and drops `L`).
+--   - Nothing restrains before the first limited answer (`lc` counts the
+--     accepted ones until then): an unknown key costs nothing.
+--   - A limited answer with a Retry-After: n = the answers accepted since the
+--     window began (counted from a round trip after its start), and the
+--     cooldown's end is a boundary; two boundaries give the length (averaged
+--     over the windows between). Until then a window lasts the first
+--     cooldown, at least a second, confirmed when a probe at its end is
+--     accepted. A window where nothing was accepted was placed early: n stays.
+--   - Bare 429s: the key is held and one probe at a time looks for the end,
+--     each limited probe lengthening the hold by half; the accepted probe
+--     begins a window. Each window spent in full and quiet shortens the
+--     length by 1/LEARNED_BARE_SHRINK (found ends are late, never early).
+--   - Enforced as a counted window, burst or smooth, its first send a probe;
+--     with Retry-After nothing is sent in a window's last second (its
+--     boundary may be stated up to a second late).
+--   - A limited answer inside a window lowers n at once; every
+--     LEARNED_RAISE_AFTER windows spent in full and quiet raise it by n/16.
+--   - Bounded: `L` is a fixed array of numbers; counts and lengths clamped.
 -- Units: every time and duration is a whole number of microseconds. Lua numbers
 -- are doubles, exact up to 2^53 us (about 285 years). "Now" comes from the
 -- caller (its monotonic clock) or, when the caller sends '', from Redis's TIME,
