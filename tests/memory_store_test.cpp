@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <thread>
 #include <vector>
 
@@ -231,3 +233,57 @@ TEST(MemoryStore, ManyThreadsOnManyKeys) {
 
 }  // namespace
 }  // namespace abide
+
+namespace abide::test {
+
+// The figures behind the learned policy's tests, before (the store told
+// nothing about limited answers) and after: run with
+//   memory_store_test --gtest_also_run_disabled_tests --gtest_filter='*LearnedPolicyTable*'
+TEST(MemoryStoreFigures, DISABLED_LearnedPolicyTable) {
+  using std::chrono::milliseconds;
+  for (const bool tell : {false, true}) {
+    for (int mode = 0; mode < 3; ++mode) {
+      for (const bool round_up : {true, false}) {
+        if (mode > 0 && !round_up) continue;  // a bare 429 states no time to round
+        for (const auto pacing : {Pacing::kSmooth, Pacing::kBurst}) {
+          for (const auto latency : {milliseconds{1}, milliseconds{20}, milliseconds{50}}) {
+            double worst_ratio = 0.0;
+            double best_ratio = 1e9;
+            int most = 0;
+            int fewest = 1 << 30;
+            for (const auto phase : {milliseconds{0}, milliseconds{300}, milliseconds{1000}, milliseconds{1700}}) {
+              MemoryStore store;
+              auto k = store.open("k");
+              SimOptions o;
+              o.requests = 120;
+              o.limit = 20;
+              o.phase = phase;
+              o.latency = latency;
+              o.announce_policy = false;
+              o.announce_remaining = false;
+              o.retry_after = mode == 0;
+              o.round_up = round_up;
+              o.backoff_exponential = mode == 2;
+              o.rules.pacing = pacing;
+              o.tell_limited = tell;
+              const SimResult r = simulate(store, *k, o, MonoTime{std::chrono::hours{1000}});
+              EXPECT_EQ(r.accepted, o.requests);
+              EXPECT_EQ(r.premature, 0);
+              worst_ratio = std::max(worst_ratio, r.ratio());
+              best_ratio = std::min(best_ratio, r.ratio());
+              most = std::max(most, r.limited);
+              fewest = std::min(fewest, r.limited);
+            }
+            std::printf("%-6s %-22s %-7s %-6s latency %2d ms: ratio %.3f..%.3f, limited %2d..%2d\n",
+                        tell ? "after" : "before",
+                        mode == 0 ? "retry-after" : mode == 1 ? "bare 429, fixed backoff" : "bare 429, exp backoff",
+                        round_up ? "rounded" : "exact", pacing == Pacing::kSmooth ? "smooth" : "burst",
+                        static_cast<int>(latency.count()), best_ratio, worst_ratio, fewest, most);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace abide::test
