@@ -37,7 +37,9 @@
 //   the end, each limited probe lengthening the hold by half (from kFirstHold,
 //   or len/8 once a length is known, up to kMaxHold): finer than doubling,
 //   which overshoots by up to the time searched. The probe that is accepted
-//   begins the next window. Found ends are late, never early, so each quiet
+//   begins the next window (the first search's length, like the first
+//   cooldown, is the rest of a window, so at least a second is guessed).
+//   Found ends are late, never early, so each quiet
 //   window spent in full shortens len by 1/kBareShrink until a window-start probe is
 //   limited and a short search places it again: the AIMD of bare 429s, a cut
 //   on a limited answer and a slow raise while answers succeed.
@@ -352,7 +354,7 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
       if (l.anchor != kNone && received > l.anchor) {
         learn_length(l, received - l.anchor);
       } else if (l.len == Duration::zero()) {
-        l.guess = clamp_learned(received - l.search_began);
+        l.guess = clamp_learned(std::max(received - l.search_began, kStatedStep));
       }
       begin_window(l, received, 1);
     } else if (l.len == Duration::zero() && l.since > 0 && received >= l.start) {

@@ -301,7 +301,7 @@ local function learn(st, now, received, limited, cooldown, probe_answered)
       if L[L_ANCHOR] > 0 and received > L[L_ANCHOR] then
         learn_length(L, received - L[L_ANCHOR])
       elseif L[L_LEN] == 0 then
-        L[L_GUESS] = clamp_len(received - L[L_SEARCH])
+        L[L_GUESS] = clamp_len(math.max(received - L[L_SEARCH], STATED_STEP))
       end
       begin_window(L, received, 1)
     elseif L[L_LEN] == 0 and L[L_SINCE] > 0 and received >= L[L_START] then
