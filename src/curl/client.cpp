@@ -84,11 +84,12 @@ RequestOutcome with_body(engine::RequestOutcome&& e, std::string body) {
 // hears of it.
 class CurlAttempt final : public engine::Transport {
  public:
-  CurlAttempt(const ClientConfig& config, const Request& request, curl_detail::Transport& transport,
-              curl_detail::TransferSlots& slots, const MonotonicClock& mono, const WallClock& wall,
-              const ResponseSink* sink)
+  CurlAttempt(const ClientConfig& config, const Request& request, const curl_detail::ParsedUrl& url,
+              curl_detail::Transport& transport, curl_detail::TransferSlots& slots, const MonotonicClock& mono,
+              const WallClock& wall, const ResponseSink* sink)
       : config_(config),
         request_(request),
+        url_(url),
         transport_(transport),
         slots_(slots),
         mono_(mono),
@@ -127,7 +128,8 @@ class CurlAttempt final : public engine::Transport {
       target.keep = &body_;
       target.max_bytes = config_.max_body_bytes;
     }
-    if (transport_.perform(request_, limits, target, m, mono_, wall_, stop) != curl_detail::Transport::End::kComplete)
+    if (transport_.perform(request_, limits, target, m, mono_, wall_, stop, &url_) !=
+        curl_detail::Transport::End::kComplete)
       return;
     // An empty body: the head reaches the sink now, before the outcome is final.
     if (sink_ != nullptr && !head_given_ && !m.body({})) return;
@@ -155,6 +157,7 @@ class CurlAttempt final : public engine::Transport {
 
   const ClientConfig& config_;
   const Request& request_;
+  const curl_detail::ParsedUrl& url_;  // request_.url, parsed once for every attempt
   curl_detail::Transport& transport_;
   curl_detail::TransferSlots& slots_;
   const MonotonicClock& mono_;
@@ -216,7 +219,9 @@ struct Client::Impl {
   RequestOutcome run(const Request& req, std::size_t index, Transport& transport, std::stop_token stop,
                      const ResponseSink* sink = nullptr);
   RequestOutcome finish_early(const Request& req, std::size_t index, OutcomeKind kind, std::string reason);
-  std::optional<RequestOutcome> precheck(const Request& req, std::size_t index, std::stop_token stop);
+  // `url`: where libcurl's parse of the URL is kept, when the caller wants it.
+  std::optional<RequestOutcome> precheck(const Request& req, std::size_t index, std::stop_token stop,
+                                         curl_detail::ParsedUrl* url = nullptr);
 };
 
 // Ends a request before the engine sees it, with the engine's event.
@@ -234,11 +239,12 @@ RequestOutcome Client::Impl::finish_early(const Request& req, std::size_t index,
   return with_body(std::move(out), {});
 }
 
-std::optional<RequestOutcome> Client::Impl::precheck(const Request& req, std::size_t index, std::stop_token stop) {
+std::optional<RequestOutcome> Client::Impl::precheck(const Request& req, std::size_t index, std::stop_token stop,
+                                                     curl_detail::ParsedUrl* url) {
   if (stop.stop_requested())
     return finish_early(req, index, OutcomeKind::kCancelled, "cancelled before the first attempt");
   // libcurl's own URL parser says what it will not take, in its words.
-  if (auto error = curl_detail::url_error(req.url))
+  if (auto error = url != nullptr ? curl_detail::parse_url(req.url, *url) : curl_detail::url_error(req.url))
     return finish_early(req, index, OutcomeKind::kNotRetryable, "invalid URL: " + *error);
   return std::nullopt;
 }
@@ -246,8 +252,9 @@ std::optional<RequestOutcome> Client::Impl::precheck(const Request& req, std::si
 // One request: the engine over libcurl.
 RequestOutcome Client::Impl::run(const Request& req, std::size_t index, Transport& transport, std::stop_token stop,
                                  const ResponseSink* sink) {
-  if (auto early = precheck(req, index, stop)) return std::move(*early);
-  CurlAttempt attempt(config, req, transport, slots, mono, wall, sink);
+  curl_detail::ParsedUrl url;
+  if (auto early = precheck(req, index, stop, &url)) return std::move(*early);
+  CurlAttempt attempt(config, req, url, transport, slots, mono, wall, sink);
   engine::RequestOutcome out = engine.run(req, attempt, attempt.body_sink(), stop, index);
   return with_body(std::move(out), attempt.take_body());
 }

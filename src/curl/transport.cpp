@@ -145,7 +145,16 @@ void global_init() {
 
 bool valid_token(std::string_view s) noexcept { return !s.empty() && std::all_of(s.begin(), s.end(), ascii::is_tchar); }
 
+ParsedUrl::~ParsedUrl() {
+  if (handle_ != nullptr) curl_url_cleanup(static_cast<CURLU*>(handle_));
+}
+
 std::optional<std::string> url_error(std::string_view url) {
+  ParsedUrl dropped;
+  return parse_url(url, dropped);
+}
+
+std::optional<std::string> parse_url(std::string_view url, ParsedUrl& out) {
   global_init();
   if (url.empty()) return "empty URL";
   if (has_ctl(url) || url.find(' ') != std::string_view::npos) return "URL contains a space or control character";
@@ -167,6 +176,9 @@ std::optional<std::string> url_error(std::string_view url) {
                         *host != '\0';
   curl_free(host);
   if (!has_host) return "URL has no host";
+  ParsedUrl parsed;
+  parsed.handle_ = u.release();
+  out = std::move(parsed);
   return std::nullopt;
 }
 
@@ -183,7 +195,7 @@ Transport::~Transport() {
 
 Transport::End Transport::perform(const Request& request, const TransferLimits& limits, const BodyTarget& body,
                                   engine::Machine& machine, const MonotonicClock& mono, const WallClock& wall,
-                                  std::stop_token stop) {
+                                  std::stop_token stop, const ParsedUrl* url) {
   if (body.keep != nullptr) body.keep->clear();
   auto refuse = [&](std::string_view why) {
     machine.refuse(why);
@@ -223,7 +235,10 @@ Transport::End Transport::perform(const Request& request, const TransferLimits& 
 
   bool set = true;
   auto opt = [&](CURLoption o, auto v) { set = set && curl_easy_setopt(e, o, v) == CURLE_OK; };
-  opt(CURLOPT_URL, request.url.c_str());
+  // The URL parsed once per request, not once more per attempt (libcurl's
+  // parse is about 4% of a batch's instructions).
+  if (url != nullptr && url->handle() != nullptr) opt(CURLOPT_CURLU, static_cast<CURLU*>(url->handle()));
+  else opt(CURLOPT_URL, request.url.c_str());
   opt(CURLOPT_NOSIGNAL, 1L);
   opt(CURLOPT_PROTOCOLS_STR, "http,https");
   opt(CURLOPT_FOLLOWLOCATION, 0L);

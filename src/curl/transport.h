@@ -12,6 +12,7 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "abide/client.h"
 #include "abide/clock.h"
@@ -23,9 +24,35 @@ namespace abide::curl_detail {
 // curl_global_init, once per process, thread-safe.
 void global_init();
 
+// A URL as libcurl's parser took it (a CURLU handle), kept for a request's
+// attempts: each transfer is given it (CURLOPT_CURLU, which libcurl reads and
+// never changes) instead of the URL text, which libcurl would parse again.
+// Move-only; empty when default-constructed.
+class ParsedUrl {
+ public:
+  ParsedUrl() = default;
+  ParsedUrl(ParsedUrl&& other) noexcept : handle_(other.handle_) { other.handle_ = nullptr; }
+  ParsedUrl& operator=(ParsedUrl&& other) noexcept {
+    std::swap(handle_, other.handle_);
+    return *this;
+  }
+  ParsedUrl(const ParsedUrl&) = delete;
+  ParsedUrl& operator=(const ParsedUrl&) = delete;
+  ~ParsedUrl();
+
+  void* handle() const noexcept { return handle_; }  // CURLU*, or null
+
+ private:
+  friend std::optional<std::string> parse_url(std::string_view url, ParsedUrl& out);
+  void* handle_ = nullptr;
+};
+
 // What libcurl's URL parser finds wrong with an http(s) URL, in its words;
-// nullopt when libcurl takes it. (The origin and the pacer key come from the
-// core's parse_origin: this only says whether libcurl will send it.)
+// nullopt when libcurl takes it, and then `out` holds libcurl's parse. (The
+// origin and the pacer key come from the core's parse_origin: this only says
+// whether libcurl will send it.)
+std::optional<std::string> parse_url(std::string_view url, ParsedUrl& out);
+// The same check, the parse dropped.
 std::optional<std::string> url_error(std::string_view url);
 
 // What one transfer may do.
@@ -73,9 +100,11 @@ class Transport {
   // otherwise. The body of an answer to be retried reaches nobody: a short
   // one is read and dropped (the connection stays for the retry), a longer
   // one is cut (the connection closes).
+  // `url`: the request's URL as parse_url() left it (null: the URL text is
+  // given to libcurl, which parses it).
   [[nodiscard]] End perform(const Request& request, const TransferLimits& limits, const BodyTarget& body,
                             engine::Machine& machine, const MonotonicClock& mono, const WallClock& wall,
-                            std::stop_token stop);
+                            std::stop_token stop, const ParsedUrl* url = nullptr);
 
  private:
   void* easy_ = nullptr;   // CURL*
