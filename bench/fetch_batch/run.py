@@ -14,7 +14,12 @@ process comes from wait4's rusage, its peak resident memory from /proc
 1.5x the peak at the smallest).
 
 Usage: bench/fetch_batch/run.py [--sizes 1000 10000 40000] [--jobs 32] [--repeats 3]
-       [--markdown bench/results/fetch_batch.md] [--abide PATH] [--curl PATH] [--no-build]
+       [--markdown bench/results/fetch_batch.md] [--build-dir DIR] [--abide PATH] [--curl PATH]
+       [--no-build]
+
+--build-dir (default build/pbench) is configured as a Release build if it has
+no build.ninja yet, and abide_cli is built there (unless --no-build); --abide
+defaults to its tools/abide/abide.
 """
 import argparse
 import datetime
@@ -38,6 +43,15 @@ TARGET_FLAT_MEMORY = 1.5  # peak RSS at the largest batch / at the smallest, at 
 _spec = importlib.util.spec_from_file_location("proxy_bench", os.path.join(ROOT, "bench", "proxy", "run.py"))
 proxy_bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(proxy_bench)
+
+
+def build(args):
+    """Configures the build folder (Release) if it is new, and builds abide_cli there: nothing else is run."""
+    if not os.path.exists(os.path.join(args.build_dir, "build.ninja")):
+        subprocess.run(["cmake", "-S", ROOT, "-B", args.build_dir, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"],
+                       check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["cmake", "--build", args.build_dir, "-j", str(args.build_jobs), "--target", "abide_cli"],
+                   check=True)
 
 
 def vm_hwm_mb(pid):
@@ -83,16 +97,21 @@ def main():
     ap.add_argument("--jobs", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--markdown")
-    ap.add_argument("--abide", default=os.path.join(BUILD, "tools", "abide", "abide"))
+    ap.add_argument("--build-dir", default=BUILD, help="the build folder (a Release build)")
+    ap.add_argument("--abide", help="the abide binary (default: BUILD_DIR/tools/abide/abide)")
     ap.add_argument("--curl", default=shutil.which("curl") or "curl")
     ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--build-jobs", type=int, default=2)
     args = ap.parse_args()
+    args.build_dir = os.path.abspath(args.build_dir)
+    if args.abide is None:
+        args.abide = os.path.join(args.build_dir, "tools", "abide", "abide")
     if not args.no_build:
-        proxy_bench.build(args)  # build/pbench: abide_cli (and the proxy's load generator)
+        build(args)
 
     rows = []
+    spreads = {}
     with tempfile.TemporaryDirectory(prefix="abide-fetch-batch-") as tmp:
         # Its own temp dir: nginx may run as nobody, who cannot enter `tmp`.
         nginx_dir = tempfile.mkdtemp(prefix="abide-fetch-batch-nginx-")
@@ -122,6 +141,9 @@ def main():
                             sys.exit(f"fetch batch bench: {name} failed on {n} URLs")
                         got[name].append((cpu, rss, wall))
                 med = {k: tuple(statistics.median(x[i] for x in v) for i in range(3)) for k, v in got.items()}
+                # The spread: each repeat's abide CPU over the curl CPU of the same repeat.
+                pair = [a[0] / c[0] for a, c in zip(got["abide"], got["curl"]) if c[0] > 0]
+                spreads[n] = (min(pair), max(pair)) if pair else (float("inf"), float("inf"))
                 rows.append((n, med["abide"], med["curl"]))
                 proxy_bench.log(f"{n} URLs: abide {med['abide'][0]:.2f} s CPU, {med['abide'][1]:.1f} MB; "
                     f"curl {med['curl'][0]:.2f} s CPU, {med['curl'][1]:.1f} MB")
@@ -133,15 +155,18 @@ def main():
              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
              f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; {args.jobs} workers, nginx on loopback "
              f"answering 200 at once; medians of {args.repeats}.", "",
-             "`bench/fetch_batch/run.py --sizes " + " ".join(map(str, args.sizes)) + f" --jobs {args.jobs}`", "",
-             "| URLs | abide CPU s | curl CPU s | CPU ratio | abide µs/request | abide peak MB | curl peak MB |"
+             "`bench/fetch_batch/run.py --sizes " + " ".join(map(str, args.sizes)) +
+             f" --jobs {args.jobs} --repeats {args.repeats}`", "",
+             "| URLs | abide CPU s | curl CPU s | CPU ratio | ratio per repeat | abide µs/request | abide peak MB |"
+             " curl peak MB |"
              " abide wall s | curl wall s |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     ok = True
     for n, a, c in rows:
         ratio = a[0] / c[0] if c[0] > 0 else float("inf")
         ok = ok and ratio <= TARGET_CPU_RATIO
-        lines.append(f"| {n} | {a[0]:.2f} | {c[0]:.2f} | {ratio:.2f} | {a[0] / n * 1e6:.0f} | {a[1]:.1f} | "
+        lo, hi = spreads[n]
+        lines.append(f"| {n} | {a[0]:.2f} | {c[0]:.2f} | {ratio:.2f} | {lo:.2f}–{hi:.2f} | {a[0] / n * 1e6:.0f} | {a[1]:.1f} | "
                      f"{c[1]:.1f} | {a[2]:.2f} | {c[2]:.2f} |")
     flat = rows[-1][1][1] / rows[0][1][1] if rows and rows[0][1][1] > 0 else float("inf")
     ok = ok and flat <= TARGET_FLAT_MEMORY
