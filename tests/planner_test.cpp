@@ -870,8 +870,13 @@ void generate(std::mt19937_64& g, Generated& out) {
   }
   const auto nq = g() % 4;
   for (std::uint64_t i = 0; i < nq; ++i) {
-    QuotaObservation q = quota(static_cast<std::int64_t>(g() % 3), any_duration(g),
-                               g() % 2 ? QuotaSource::kDraft08 : QuotaSource::kVendor);
+    // One draw per statement: the order of a call's arguments is the
+    // compiler's choice (GCC takes them last to first, clang first to last),
+    // and the digest below must not depend on it. These draws keep GCC's order.
+    const QuotaSource source = g() % 2 ? QuotaSource::kDraft08 : QuotaSource::kVendor;
+    const Duration reset = any_duration(g);
+    const auto remaining = static_cast<std::int64_t>(g() % 3);
+    QuotaObservation q = quota(remaining, reset, source);
     if (q.source == QuotaSource::kVendor) q.profile = "github";
     if (g() % 5 == 0) q.reset.reset();
     if (g() % 7 == 0) q.confidence = Confidence::kLow;
@@ -891,7 +896,10 @@ void generate(std::mt19937_64& g, Generated& out) {
   out.input = in;
   PlannerConfig& c = out.config;
   c = PlannerConfig{};
-  c.backoff = BackoffPolicy(any_duration(g), any_duration(g), static_cast<Jitter>(g() % 4));
+  const auto jitter = static_cast<Jitter>(g() % 4);
+  const Duration cap = any_duration(g);
+  const Duration base = any_duration(g);
+  c.backoff = BackoffPolicy(base, cap, jitter);
   c.max_wait = g() % 2 ? kMaxDuration : any_duration(g);
   c.use_low_confidence_quota = g() % 3 == 0;
 }
