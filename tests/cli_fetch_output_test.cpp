@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -475,6 +476,36 @@ TEST(FetchOutput, FailLeavesNoOutputFileAsCurl) {
   EXPECT_EQ(a.exit_code, 1);
   EXPECT_FALSE(std::filesystem::exists(dir / "c.out"));
   EXPECT_FALSE(std::filesystem::exists(dir / "a.out"));
+}
+
+TEST(FetchOutput, NoAnswerLeavesNoNewOutputFileAsCurl) {
+  // curl creates -o FILE at the first byte: a refused connection leaves none.
+  const std::string dead = "http://127.0.0.1:1/x";
+  TempDir dir;
+  const RunResult a = run(fetch_argv({"-s", "--max-attempts", "1", "-o", dir / "a.out", dead}));
+  const RunResult c = curl({"-o", dir / "c.out", dead});
+  EXPECT_EQ(a.exit_code, 1);
+  EXPECT_NE(c.exit_code, 0);
+  EXPECT_FALSE(std::filesystem::exists(dir / "c.out"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "a.out"));
+}
+
+TEST(FetchOutput, NoAnswerNeverRemovesAnExistingOutputFile) {
+  const std::string dead = "http://127.0.0.1:1/x";
+  TempDir dir;
+  const std::string path = dir / "there.out";
+  { std::ofstream(path) << "before"; }
+  const RunResult a = run(fetch_argv({"-s", "--max-attempts", "1", "-o", path, dead}));
+  EXPECT_EQ(a.exit_code, 1);
+  EXPECT_TRUE(std::filesystem::exists(path));
+}
+
+TEST(FetchOutput, AnEmptyAnswerStillCreatesTheOutputFileAsCurl) {
+  TestServer s;
+  TempDir dir;
+  const RunResult a = run(fetch_argv({"-s", "-o", dir / "a.out", s.url("/__reset")}));
+  const RunResult c = curl({"-o", dir / "c.out", s.url("/__reset")});
+  EXPECT_EQ(std::filesystem::exists(dir / "a.out"), std::filesystem::exists(dir / "c.out"));
 }
 
 TEST(FetchOutput, CompressedAsksForACodingAndWritesTheDecodedBody) {

@@ -82,6 +82,9 @@ TEST_F(FetchTls, WithoutInsecureASelfSignedCertificateIsRefusedOnceAsCurlSaysIt)
   const std::string problem = c.err.substr(from + tag.size(), c.err.find('\n', from) - from - tag.size());
   ASSERT_THAT(problem, HasSubstr("certificate problem"));
   EXPECT_EQ(count(r.err, problem), 1u) << "said once, in curl's words: " << r.err;
+  // curl creates -o FILE at the first byte: a refused handshake leaves none.
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "curl_out"));
+  EXPECT_FALSE(std::filesystem::exists(out));
 
   const json s = read_json(stats);
   ASSERT_TRUE(s.is_object()) << slurp(stats);

@@ -148,6 +148,10 @@ std::optional<std::string> BodyOutput::open(const FetchOptions& o, const std::ve
     return std::nullopt;
   }
   path_ = o.output;
+  {
+    std::error_code ec;
+    created_output_ = !std::filesystem::exists(o.output, ec) && !ec;
+  }
   file_ = std::fopen(o.output.c_str(), "wb");
   if (file_ == nullptr) return body_output::cannot("-o file", o.output, errno);
   owned_ = true;
@@ -247,6 +251,7 @@ bool BodyOutput::head(Body& b, const FetchJob& job, const FinalHead& head, bool 
   b.body_open = false;
   // Only a final answer is written (done, or not to be repeated), or a
   // redirect being followed: never an answer that is retried.
+  answered_.store(true, std::memory_order_relaxed);  // a server answered: the -o file stays
   if (!hop && head.kind != OutcomeKind::kDone && head.kind != OutcomeKind::kNotRetryable) return true;
   const int status = head.response.status;
   const bool http_error = !hop && status >= 400;
@@ -439,7 +444,7 @@ bool BodyOutput::close() {
     note_failure(nullptr, "-o file " + path_);
     ok = false;
   }
-  if (remove_output_) {
+  if (remove_output_ || (created_output_ && !answered_.load(std::memory_order_relaxed))) {
     std::error_code ec;
     std::filesystem::remove(path_, ec);
   }

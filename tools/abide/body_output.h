@@ -2,6 +2,7 @@
 // -O), with their heads where -i, -I and -D put them, streamed as they arrive.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
@@ -126,6 +127,11 @@ class BodyOutput {
   bool single_ = false;         // one request: a refused body leaves no -o file at all
   bool concurrent_ = false;     // a batch on several workers: requests are held aside first
   bool remove_output_ = false;  // that happened
+  // -o FILE did not exist before this run: abide made it. curl makes it at the
+  // first byte, so a run whose transfers all failed before any answer (a
+  // refused connection or certificate) leaves none; an existing file stays.
+  bool created_output_ = false;
+  std::atomic<bool> answered_{false};  // some request got an answer head
   std::uint64_t max_bytes_ = 0;
   bool include_ = false;  // -i or -I: the head goes before the body
   bool fail_ = false;     // -f: no body for an answer of 400 or more
