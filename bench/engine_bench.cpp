@@ -66,7 +66,9 @@ abide::engine::Config config() {
 // (engine::recycle), as a caller that reuses its buffers does, so the next
 // request's attempt needs no allocation; BM_EngineDrivenOneAttemptNoRecycle
 // is the same without it.
-void BM_EngineDrivenOneAttempt(benchmark::State& state) {
+// One driven attempt per iteration; Recycle: the outcome is given back.
+template <bool Recycle>
+void one_driven_attempt(benchmark::State& state) {
   Engine engine(config());
   abide::engine::Request req;
   req.url = "https://api.example.com/v1/items";
@@ -84,37 +86,18 @@ void BM_EngineDrivenOneAttempt(benchmark::State& state) {
     abide::engine::RequestOutcome out = m.take_outcome();
     benchmark::DoNotOptimize(out);
     if (out.response) head = std::move(out.response->headers);
-    abide::engine::recycle(std::move(out));
+    if constexpr (Recycle) abide::engine::recycle(std::move(out));
   }
   benchmark::DoNotOptimize(bytes);
   state.SetItemsProcessed(state.iterations());
 }
+
+void BM_EngineDrivenOneAttempt(benchmark::State& state) { one_driven_attempt<true>(state); }
 BENCHMARK(BM_EngineDrivenOneAttempt);
 
 // BM_EngineDrivenOneAttempt with outcomes that are simply destroyed: each
 // request allocates its attempts' storage (one allocation).
-void BM_EngineDrivenOneAttemptNoRecycle(benchmark::State& state) {
-  Engine engine(config());
-  abide::engine::Request req;
-  req.url = "https://api.example.com/v1/items";
-  abide::HeaderList head{{"Content-Type", "application/json"}, {"Content-Length", "2"}};
-  std::size_t bytes = 0;
-  for (auto _ : state) {
-    Machine m(engine, req, [&bytes](std::string_view c) {
-      bytes += c.size();
-      return true;
-    });
-    const Step s = m.next();
-    benchmark::DoNotOptimize(s);
-    if (m.head(200, std::move(head), wall_clock().now(), mono_clock().now())) (void)m.body("{}");
-    m.complete();
-    abide::engine::RequestOutcome out = m.take_outcome();
-    benchmark::DoNotOptimize(out);
-    if (out.response) head = std::move(out.response->headers);
-  }
-  benchmark::DoNotOptimize(bytes);
-  state.SetItemsProcessed(state.iterations());
-}
+void BM_EngineDrivenOneAttemptNoRecycle(benchmark::State& state) { one_driven_attempt<false>(state); }
 BENCHMARK(BM_EngineDrivenOneAttemptNoRecycle);
 
 // What the scripted transport itself does per attempt when it builds the head
