@@ -947,6 +947,7 @@ struct Measured {
   long max_rss_kib = -1;
 };
 Measured run_measured(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
+  const std::vector<char*> args = exec_argv(argv);
   const pid_t pid = fork();
   if (pid == 0) {
     const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -954,9 +955,6 @@ Measured run_measured(const std::vector<std::string>& argv, const std::string& o
     if (o < 0 || e < 0) _exit(126);
     dup2(o, 1);
     dup2(e, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
     execv(args[0], args.data());
     _exit(127);
   }

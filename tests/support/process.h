@@ -34,6 +34,7 @@ class BackgroundProcess {
       return;
     }
     signal(SIGPIPE, SIG_IGN);
+    const std::vector<char*> args = exec_argv(argv);
     pid_ = fork();
     if (pid_ == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -42,9 +43,6 @@ class BackgroundProcess {
       dup2(out[1], 1);
       dup2(err[1], 2);
       for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
-      std::vector<char*> args;
-      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
       execv(args[0], args.data());
       _exit(127);
     }

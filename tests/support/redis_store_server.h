@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "support/run.h"
+
 namespace abide::test {
 
 // The redis-server binary, or empty when none is installed.
@@ -185,6 +187,7 @@ class RedisServer {
     args.insert(args.end(), options_.extra.begin(), options_.extra.end());
     int out[2];
     if (pipe(out) != 0) return false;
+    const std::vector<char*> argv = exec_argv(args);
     const pid_t pid = fork();
     if (pid < 0) return false;
     if (pid == 0) {
@@ -192,9 +195,6 @@ class RedisServer {
       dup2(out[1], 2);
       close(out[0]);
       close(out[1]);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
       execv(argv[0], argv.data());
       _exit(127);
     }

@@ -6,8 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -27,25 +30,38 @@ inline std::string program_on_path(const std::string& name) {
   return {};
 }
 
+// argv as execv takes it, made before fork(): a child of a threaded process
+// (a test with its server on a thread) may do nothing but async-signal-safe
+// calls until it execs, and allocating is not one (another thread may hold
+// the allocator's lock at the fork, and the child would wait for it forever).
+// Valid while `args` lives.
+inline std::vector<char*> exec_argv(const std::vector<std::string>& args) {
+  std::vector<char*> out;
+  out.reserve(args.size() + 1);
+  for (const auto& a : args) out.push_back(const_cast<char*>(a.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
 struct RunResult {
   int exit_code = -1;  // exit status, or 128 + signal number
   std::string out;
   std::string err;
 };
 
-// Runs argv[0] with the given arguments and standard input; waits for it.
+// Runs argv[0] with the given arguments and standard input; waits for it,
+// for at most 240 s: a child that hangs is killed and says so in `err`, so
+// that the test fails with what the child wrote rather than at ctest's timeout.
 inline RunResult run(const std::vector<std::string>& argv, const std::string& input = {}) {
   int in[2], out[2], err[2];
   if (pipe(in) != 0 || pipe(out) != 0 || pipe(err) != 0) return {};
+  const std::vector<char*> args = exec_argv(argv);
   const pid_t pid = fork();
   if (pid == 0) {
     dup2(in[0], 0);
     dup2(out[1], 1);
     dup2(err[1], 2);
     for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) close(fd);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
     execv(args[0], args.data());
     _exit(127);
   }
@@ -61,11 +77,21 @@ inline RunResult run(const std::vector<std::string>& argv, const std::string& in
   RunResult r;
   pollfd fds[3] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}, {in[1], POLLOUT, 0}};
   int open_outputs = 2;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds{240};
+  bool killed = false;
   while (open_outputs > 0) {
     const nfds_t n = in[1] >= 0 ? 3 : 2;
-    if (poll(fds, n, -1) < 0) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
+    const int ready = poll(fds, n, killed ? -1 : static_cast<int>(std::max<std::int64_t>(0, left.count())));
+    if (ready < 0) {
       if (errno == EINTR) continue;
       break;
+    }
+    if (ready == 0 && !killed) {
+      kill(pid, SIGKILL);
+      killed = true;
+      r.err += "\n[test support: " + argv.front() + " was still running after 240 s and was killed]\n";
+      continue;
     }
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd >= 0 && (fds[i].revents & (POLLIN | POLLHUP))) {
