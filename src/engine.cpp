@@ -667,7 +667,7 @@ bool Machine::decide(const Signals* signals, std::string_view error, bool sent) 
   return true;
 }
 
-bool Machine::head(int status, HeaderList headers, WallTime received_wall, MonoTime received_mono) {
+bool Machine::head(int status, HeaderList headers, WallTime received_wall, MonoTime received_mono, int http_version) {
   if (state_ != State::kSending) return false;
   Attempt& a = current();
   a.sent = true;
@@ -692,6 +692,7 @@ bool Machine::head(int status, HeaderList headers, WallTime received_wall, MonoT
   Response& r = out_.response.emplace();
   r.status = status;
   r.headers = std::move(headers);
+  r.http_version = http_version;
   r.received_wall = received_wall;
   r.received_mono = received_mono;
   out_.body_bytes = 0;
@@ -789,8 +790,8 @@ void Machine::head_too_large(int status, HeaderList lines_read, WallTime receive
   }
   // An answer that ends the request anyway (deferred, deadline_exceeded, ...)
   // keeps its outcome: running it again later is still right.
-  const OutcomeKind kind =
-      final_answer && pending_kind_ != OutcomeKind::kDone ? pending_kind_ : OutcomeKind::kNotRetryable;
+  const OutcomeKind kind = final_answer && pending_kind_ != OutcomeKind::kDone ? pending_kind_
+                                                                               : OutcomeKind::kNotRetryable;
   if (final_answer && kind == OutcomeKind::kNotRetryable) out_.ambiguous = !idempotent_request();
   finish(kind, cat({"the ", error, "; the same head would come again"}));
 }

@@ -56,7 +56,16 @@ TEST(WriteOut, VariablesAsCurlWritesThem) {
   EXPECT_EQ(expand("%{abide_not_before}", v), "2023-11-14T22:13:20Z");
 }
 
-TEST(WriteOut, NoAnswerIsCode000) { EXPECT_EQ(expand("%{http_code}", WriteOutValues{}), "000"); }
+TEST(WriteOut, NoAnswerIsCode000) { EXPECT_EQ(expand("%{http_code} %{http_version}", WriteOutValues{}), "000 0"); }
+
+TEST(WriteOut, HttpVersionAsCurlWritesIt) {
+  WriteOutValues v;
+  for (const auto& [version, text] :
+       std::vector<std::pair<int, std::string>>{{10, "1.0"}, {11, "1.1"}, {20, "2"}, {30, "3"}, {0, "0"}, {12, "0"}}) {
+    v.http_version = version;
+    EXPECT_EQ(expand("%{http_version}", v), text) << version;
+  }
+}
 
 TEST(WriteOut, EscapesAndPercentAsCurl) {
   // curl 7.88: \n \r \t are escapes; any other backslash pair stays as it is,
@@ -223,9 +232,11 @@ TEST(Outputs, HeadTextAsCurlIncludesIt) {
 TEST(Outputs, AHeadForATerminalHasNoServerByteRaw) {
   engine::Response r;
   r.status = 200;
-  r.headers.add("X-Evil", std::string("a\x1b]0;owned\x07" "b\xff"));
+  r.headers.add("X-Evil", std::string("a\x1b]0;owned\x07"
+                                      "b\xff"));
   // A file or a pipe gets the bytes as received, as curl writes them.
-  EXPECT_EQ(cli::head_text(r), std::string("HTTP/1.1 200 OK\r\nX-Evil: a\x1b]0;owned\x07" "b\xff\r\n\r\n"));
+  EXPECT_EQ(cli::head_text(r), std::string("HTTP/1.1 200 OK\r\nX-Evil: a\x1b]0;owned\x07"
+                                           "b\xff\r\n\r\n"));
   // A terminal gets them escaped.
   EXPECT_EQ(cli::head_text(r, true), "HTTP/1.1 200 OK\r\nX-Evil: a\\x1b]0;owned\\x07b\\xff\r\n\r\n");
 }
@@ -497,7 +508,30 @@ TEST(FetchOutput, NoAnswerNeverRemovesAnExistingOutputFile) {
   { std::ofstream(path) << "before"; }
   const RunResult a = run(fetch_argv({"-s", "--max-attempts", "1", "-o", path, dead}));
   EXPECT_EQ(a.exit_code, 1);
-  EXPECT_TRUE(std::filesystem::exists(path));
+  // As curl, which opens the file at the first byte: what it held is kept.
+  EXPECT_EQ(slurp(path), "before");
+  const std::string curls = dir / "curls.out";
+  { std::ofstream(curls) << "before"; }
+  EXPECT_NE(curl({"-o", curls, dead}).exit_code, 0);
+  EXPECT_EQ(slurp(curls), "before");
+}
+
+TEST(FetchOutput, AnExistingOutputFileIsReplacedOnlyByAnAnswerAsCurl) {
+  TestServer s;
+  TempDir dir;
+  const std::string a_path = dir / "a.out", c_path = dir / "c.out";
+  const std::string longer = "a longer text than the answer, that must not show through it\n";
+  for (const std::string& p : {a_path, c_path}) std::ofstream(p) << longer;
+  // -f and an error: nothing is written, and the file stays as it was.
+  EXPECT_EQ(run(fetch_argv({"-s", "-f", "-o", a_path, s.url("/404")})).exit_code, 1);
+  EXPECT_NE(curl({"-f", "-o", c_path, s.url("/404")}).exit_code, 0);
+  EXPECT_EQ(slurp(a_path), longer);
+  EXPECT_EQ(slurp(c_path), longer);
+  // An answer: the file holds it and nothing else.
+  EXPECT_EQ(run(fetch_argv({"-s", "-o", a_path, s.url("/ok")})).exit_code, 0);
+  EXPECT_EQ(curl({"-o", c_path, s.url("/ok")}).exit_code, 0);
+  EXPECT_EQ(slurp(a_path), "ok\n");
+  EXPECT_EQ(slurp(a_path), slurp(c_path));
 }
 
 TEST(FetchOutput, AnEmptyAnswerStillCreatesTheOutputFileAsCurl) {
@@ -551,12 +585,13 @@ TEST(FetchOutput, FailWithBodyWritesTheBodyAndFails) {
 
 TEST(FetchOutput, WriteOutMatchesCurl) {
   TestServer s;
-  const std::string fmt = "%{http_code} %{url_effective} %{size_download} %{method} %{num_redirects} %%\\n";
+  const std::string fmt =
+      "%{http_code} %{url_effective} %{size_download} %{method} %{num_redirects} %{http_version} %%\\n";
   const RunResult a = run(fetch_argv({"-s", "-o", "/dev/null", "-L", "-w", fmt, s.url("/r302")}));
   const RunResult c = curl({"-o", "/dev/null", "-L", "-w", fmt, s.url("/r302")});
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, c.out);
-  EXPECT_EQ(a.out, "200 " + s.url("/ok") + " 3 GET 1 %\n");
+  EXPECT_EQ(a.out, "200 " + s.url("/ok") + " 3 GET 1 1.1 %\n");
 }
 
 TEST(FetchOutput, WriteOutAbideVariables) {

@@ -188,6 +188,48 @@ TEST_F(FetchTls, WithoutAVersionFlagTheVersionIsCurls) {
   EXPECT_EQ(by_abide.alpn, by_curl.alpn);
 }
 
+// The head -i wrote before the body, without its Date line (it may differ
+// from one answer to the next), and what follows the body.
+struct Included {
+  std::string head, rest;
+};
+
+Included included(const std::string& out) {
+  const auto end = out.find("\r\n\r\n");
+  if (end == std::string::npos) return {"<no head>", out};
+  std::string head;
+  std::size_t at = 0;
+  while (at < end + 2) {
+    const auto eol = out.find("\r\n", at);
+    const std::string line = out.substr(at, eol + 2 - at);
+    at = eol + 2;
+    if (line.size() >= 5 && (line.compare(0, 5, "date:") == 0 || line.compare(0, 5, "Date:") == 0)) continue;
+    head += line;
+  }
+  return {head, out.substr(end + 4)};
+}
+
+// -i writes the status line of the version the answer came in ("HTTP/2 200"
+// has no reason phrase) and -w %{http_version} names it, as curl does.
+TEST_F(FetchTls, IncludeAndWriteOutSayTheHttpVersionAsCurl) {
+  for (const std::string& flag : {std::string("--http2"), std::string("--http1.1")}) {
+    SCOPED_TRACE(flag);
+    const std::string url = server_.url("/version");
+    const RunResult r = run(fetch_argv({"-sk", flag, "-i", "-w", "|%{http_version}", url}));
+    const RunResult c = run({curl_path(), "-sk", "--noproxy", "*", flag, "-i", "-w", "|%{http_version}", url});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    ASSERT_EQ(c.exit_code, 0) << c.err;
+    const Included a = included(r.out), b = included(c.out);
+    EXPECT_EQ(a.head, b.head);
+    EXPECT_EQ(a.rest, b.rest);
+    EXPECT_EQ(a.rest, flag == "--http2" ? "2.0|2" : "1.1|1.1");
+    EXPECT_TRUE(a.head.starts_with(flag == "--http2" ? "HTTP/2 200 \r\n" : "HTTP/1.1 200 OK\r\n")) << a.head;
+  }
+  // No answer: "0", as curl.
+  const RunResult none = run(fetch_argv({"-s", "--max-attempts", "1", "-w", "%{http_version}", "http://127.0.0.1:1/"}));
+  EXPECT_EQ(none.out, "0");
+}
+
 // ---- the rules over TLS and HTTP/2 -----------------------------------------------------
 
 // The two attempts of one request, as the server saw them.

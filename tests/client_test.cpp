@@ -1383,6 +1383,67 @@ TEST(TransferSlots, AWaitEndsAtAStopOrItsBound) {
     EXPECT_EQ(none.acquire({}, std::nullopt), curl_detail::TransferSlots::Result::kAcquired);
 }
 
+// The head reader's fast path (take_headers moves its lines out, cleaning
+// them in place) gives what HeaderList::add() makes of the same lines.
+TEST(HeadReader, TakenHeadersAreWhatAddMakesOfTheLines) {
+  ManualClock clock;
+  const std::vector<std::string_view> lines = {
+      "HTTP/1.1 200 OK\r\n",
+      "Empty:\r\n",
+      "  folded after an empty value \r\n",  // obsolete folding onto ""
+      std::string_view("Nul: a\0b\r\n", 10),
+      "Cr: a\rb\r\n",
+      "Spaced: \t  padded \t \r\n",
+      "Multi: one\r\n",
+      "\t two\r\n",
+      " three \r\n",
+      "bad line without a colon\r\n",
+      "Bad Name: skipped\r\n",
+      "Tail:x\r\n",
+      "\r\n",
+  };
+  curl_detail::HeadReader slow(1 << 20), fast(1 << 20);
+  for (std::string_view l : lines) {
+    ASSERT_TRUE(slow.line(l, clock.wall(), clock.monotonic()));
+    ASSERT_TRUE(fast.line(l, clock.wall(), clock.monotonic()));
+  }
+  ASSERT_TRUE(fast.complete());
+  const HeaderList expected = slow.headers();
+  const HeaderList taken = fast.take_headers();
+  ASSERT_EQ(taken.lines().size(), expected.lines().size());
+  for (std::size_t i = 0; i < taken.lines().size(); ++i) {
+    EXPECT_EQ(taken.lines()[i].name, expected.lines()[i].name) << i;
+    EXPECT_EQ(taken.lines()[i].value, expected.lines()[i].value) << i;
+  }
+  EXPECT_EQ(taken.first("Empty"), "folded after an empty value");
+  EXPECT_EQ(taken.first("Nul"), "a b");
+  EXPECT_EQ(taken.first("Cr"), "a b");
+  EXPECT_EQ(taken.first("Spaced"), "padded");
+  EXPECT_EQ(taken.first("Multi"), "one two three");
+  EXPECT_EQ(taken.first("Tail"), "x");
+  EXPECT_FALSE(taken.first("Bad Name").has_value());
+}
+
+TEST(HeadReader, TheStatusLineSaysTheHttpVersionAsCurlNumbersIt) {
+  ManualClock clock;
+  const std::vector<std::pair<std::string_view, int>> cases = {
+      {"HTTP/1.0 200 OK\r\n", 10}, {"HTTP/1.1 200 OK\r\n", 11}, {"HTTP/2 200 \r\n", 20},
+      {"HTTP/3 200 \r\n", 30},     {"HTTP/9 200 \r\n", 0},      {"HTTP/1.1x 200\r\n", 0},
+  };
+  for (const auto& [status_line, version] : cases) {
+    curl_detail::HeadReader head(1 << 20);
+    ASSERT_TRUE(head.line(status_line, clock.wall(), clock.monotonic()));
+    EXPECT_EQ(head.http_version(), version) << status_line;
+  }
+  // After a 1xx head, the final one's.
+  curl_detail::HeadReader head(1 << 20);
+  for (std::string_view l : {"HTTP/1.1 100 Continue\r\n", "\r\n", "HTTP/2 204 \r\n", "\r\n"})
+    ASSERT_TRUE(head.line(l, clock.wall(), clock.monotonic()));
+  EXPECT_TRUE(head.complete());
+  EXPECT_EQ(head.status(), 204);
+  EXPECT_EQ(head.http_version(), 20);
+}
+
 TEST(Client, MaxTransfersBoundsConcurrentRequests) {
   constexpr std::size_t kFetches = 6;
   std::mutex mu;

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -1082,6 +1083,61 @@ TEST(FetchStreaming, BatchBodiesInOneOutputNeverInterleave) {
   EXPECT_EQ(seen, "abcd");
 }
 
+TEST(FetchStreaming, BatchBodiesAroundTheMemorySpoolSizeLandWhole) {
+  // A body that waits for the shared output is held in memory up to 32 KiB,
+  // then spilled to a temporary file (or the output taken over): sizes on
+  // both sides of that line, many at once, each must land whole and once.
+  constexpr std::size_t kSpool = std::size_t{32} << 10;
+  const std::vector<std::pair<char, std::size_t>> kinds = {{'a', 100},
+                                                           {'b', kSpool},
+                                                           {'c', kSpool + 1},
+                                                           {'d', 200 << 10}};
+  LocalServer server([&](httplib::Server& s) {
+    s.Get(R"(/size/([a-d])/(\d+))", [&](const httplib::Request& req, httplib::Response& res) {
+      const char c = req.matches[1].str()[0];
+      const std::size_t size = std::stoul(req.matches[2].str());
+      res.set_chunked_content_provider("text/plain", [c, size](std::size_t offset, httplib::DataSink& sink) {
+        if (offset >= size) {
+          sink.done();
+          return true;
+        }
+        std::this_thread::sleep_for(1ms);  // the server's pace, so that the transfers overlap
+        const std::string chunk(std::min<std::size_t>(8 << 10, size - offset), c);
+        return sink.write(chunk.data(), chunk.size());
+      });
+    });
+  });
+  ASSERT_GT(server.port(), 0);
+  TempDir dir;
+  std::map<char, std::size_t> expected_count;
+  {
+    std::ofstream urls(dir / "urls.txt");
+    for (int round = 0; round < 4; ++round) {
+      for (const auto& [c, size] : kinds) {
+        urls << server.url("/size/" + std::string(1, c) + "/" + std::to_string(size)) << "\n";
+        ++expected_count[c];
+      }
+    }
+  }
+  const RunResult r = run(fetch_argv({"-s", "-j", "4", "--urls", dir / "urls.txt", "-o", dir / "all.txt"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string all = slurp(dir / "all.txt");
+  std::map<char, std::size_t> sizes;
+  for (const auto& [c, size] : kinds) sizes[c] = size;
+  std::map<char, std::size_t> seen;
+  std::size_t at = 0;
+  while (at < all.size()) {
+    const char c = all[at];
+    ASSERT_TRUE(sizes.contains(c)) << "a byte no body has, at " << at;
+    const std::size_t end = std::min(all.find_first_not_of(c, at), all.size());
+    // Two bodies of one kind may follow each other: the run is a whole number of them.
+    ASSERT_EQ((end - at) % sizes[c], 0U) << "a body of '" << c << "' is cut, at " << at;
+    seen[c] += (end - at) / sizes[c];
+    at = end;
+  }
+  EXPECT_EQ(seen, expected_count);
+}
+
 TEST(FetchPacerKey, DifferentCredentialsGetDifferentKeys) {
   const std::string url = "http://127.0.0.1:8080/items/1";
   const HeaderList a{{"Authorization", "Bearer token-a"}};
@@ -1161,8 +1217,8 @@ TEST(FetchProfileFile, AProfileFromAFileReadsItsVendorsHeaders) {
   ASSERT_TRUE(not_before.has_value());
   EXPECT_GT(*not_before, system_wall_clock().now() + 50min);
   // Without the profile the same answers are only backed off and retried.
-  r = run(fetch_argv({"-s", "--max-wait", "5", "--max-attempts", "2", "--stats", dir / "s.json",
-                      "--profile", "none", server.url("/limited")}));
+  r = run(fetch_argv({"-s", "--max-wait", "5", "--max-attempts", "2", "--stats", dir / "s.json", "--profile", "none",
+                      server.url("/limited")}));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   stats = read_json(dir / "s.json");
   EXPECT_EQ(stats["attempts"], 2) << stats.dump();
@@ -1182,9 +1238,9 @@ namespace {
 Measured run_batch(const Mock& mock, const TempDir& dir, int n, json& stats) {
   const std::string list = mock.url_file(dir / ("list" + std::to_string(n)), n);
   const std::string stats_file = dir / ("stats" + std::to_string(n) + ".json");
-  const Measured m = run_measured(
-      fetch_argv({"-s", "-o", "/dev/null", "-j", "32", "--stats", stats_file, "--urls", list}), dir / "out",
-      dir / "err");
+  const Measured m = run_measured(fetch_argv(
+                                      {"-s", "-o", "/dev/null", "-j", "32", "--stats", stats_file, "--urls", list}),
+                                  dir / "out", dir / "err");
   stats = read_json(stats_file);
   return m;
 }

@@ -87,6 +87,7 @@ struct Response {
   HeaderList headers;
   WallTime received_wall{};
   MonoTime received_mono{};
+  int http_version = 0;  // as curl numbers it: 10, 11, 20, 30 (HTTP/1.0 ... HTTP/3); 0: not said
 };
 
 // A sentence of the engine: an attempt's or an outcome's reason. Either a
@@ -298,8 +299,10 @@ class Machine {
   // true when this answer ends the request (done, or any other outcome but
   // a retry): its body is wanted and goes to the sink, and the outcome is
   // final at complete(). False: the answer will be retried and its body is
-  // dropped (the transport may stop reading it).
-  [[nodiscard]] bool head(int status, HeaderList headers, WallTime received_wall, MonoTime received_mono);
+  // dropped (the transport may stop reading it). `http_version`: as
+  // Response::http_version (0 when the transport does not say).
+  [[nodiscard]] bool head(int status, HeaderList headers, WallTime received_wall, MonoTime received_mono,
+                          int http_version = 0);
   // Body bytes after head() returned true. False: stop the transfer.
   [[nodiscard]] bool body(std::string_view chunk);
   // The transfer ended cleanly.

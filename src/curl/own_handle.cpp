@@ -66,7 +66,8 @@ bool HandleTransport::report_head() {
   if (reported_) return true;
   if (!head_.complete()) return false;
   reported_ = true;
-  wanted_ = machine_->head(head_.status(), head_.headers(), head_.received_wall(), head_.received_mono());
+  wanted_ = machine_->head(head_.status(), head_.headers(), head_.received_wall(), head_.received_mono(),
+                           head_.http_version());
   if (!wanted_ || !has_header_callback(callbacks_)) return true;
   // The caller's header callback sees the final answer's head, as it would
   // without abide (the heads of answers that are retried are not its business).

@@ -25,6 +25,19 @@ int status_of(std::string_view line) {
   return code;
 }
 
+// The version of "HTTP/x yyy ...": 10, 11, 20 or 30, as curl's
+// CURLINFO_HTTP_VERSION numbers them (libcurl writes "HTTP/2" and "HTTP/3"
+// for its own status lines), or 0.
+int version_of(std::string_view line) {
+  // `line` starts with "HTTP/": a space is at 5 or later (npos - 5 still reaches the end).
+  const std::string_view v = line.substr(5, line.find(' ') - 5);
+  if (v == "1.1") return 11;
+  if (v == "2" || v == "2.0") return 20;
+  if (v == "1.0") return 10;
+  if (v == "3" || v == "3.0") return 30;
+  return 0;
+}
+
 }  // namespace
 
 bool HeadReader::line(std::string_view raw, const WallClock& wall, const MonotonicClock& mono) {
@@ -40,6 +53,7 @@ bool HeadReader::line(std::string_view raw, const WallClock& wall, const Monoton
     raw_.clear();
     complete_ = false;
     status_ = status_of(line);
+    http_version_ = version_of(line);
     if (keep_raw_) raw_.emplace_back(raw);
     return true;
   }

@@ -43,6 +43,9 @@ class HeadReader {
   // Bytes of every line read so far (1xx heads included), as libcurl counts them.
   std::size_t bytes() const noexcept { return bytes_; }
   int status() const noexcept { return status_; }
+  // The last status line's HTTP version as curl numbers it (10, 11, 20, 30),
+  // or 0 when it names none that is known.
+  int http_version() const noexcept { return http_version_; }
   WallTime received_wall() const noexcept { return received_wall_; }
   MonoTime received_mono() const noexcept { return received_mono_; }
   // The last head's lines, parsed (obsolete folding joined, bad lines skipped).
@@ -61,6 +64,7 @@ class HeadReader {
   bool overflow_ = false;
   bool complete_ = false;
   int status_ = 0;
+  int http_version_ = 0;
   WallTime received_wall_{};
   MonoTime received_mono_{};
   std::vector<Header> lines_;

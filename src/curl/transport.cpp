@@ -58,7 +58,7 @@ std::size_t header_line(TransferState& st, char* data, std::size_t total) {
   if (!st.head->complete()) return total;
   st.reported = true;
   st.wanted = st.machine->head(st.head->status(), st.head->take_headers(), st.head->received_wall(),
-                               st.head->received_mono());
+                               st.head->received_mono(), st.head->http_version());
   return total;
 }
 

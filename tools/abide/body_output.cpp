@@ -1,5 +1,6 @@
 #include "body_output.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -67,8 +68,17 @@ std::optional<std::string> remote_file_name(std::string_view url) {
 }
 
 std::string head_text(const engine::Response& response, bool for_terminal) {
-  std::string t = "HTTP/1.1 " + std::to_string(response.status);
-  if (const std::string_view phrase = proxy::reason_phrase(response.status); !phrase.empty()) {
+  // The status line as curl writes it: HTTP/2 and HTTP/3 have no reason
+  // phrase, and curl ends their status with a space ("HTTP/2 200 ").
+  const bool h2_or_later = response.http_version >= 20;
+  std::string t = response.http_version == 10   ? "HTTP/1.0 "
+                  : response.http_version == 20 ? "HTTP/2 "
+                  : response.http_version == 30 ? "HTTP/3 "
+                                                : "HTTP/1.1 ";
+  t += std::to_string(response.status);
+  if (h2_or_later) t += ' ';
+  if (const std::string_view phrase = h2_or_later ? std::string_view() : proxy::reason_phrase(response.status);
+      !phrase.empty()) {
     t += ' ';
     t += phrase;
   }
@@ -152,8 +162,16 @@ std::optional<std::string> BodyOutput::open(const FetchOptions& o, const std::ve
     std::error_code ec;
     created_output_ = !std::filesystem::exists(o.output, ec) && !ec;
   }
-  file_ = std::fopen(o.output.c_str(), "wb");
-  if (file_ == nullptr) return body_output::cannot("-o file", o.output, errno);
+  // Opened without truncating: what was there stays until an answer is to be
+  // written (head()), as curl leaves it when no server answers.
+  const int fd = ::open(o.output.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) return body_output::cannot("-o file", o.output, errno);
+  file_ = ::fdopen(fd, "wb");
+  if (file_ == nullptr) {
+    const int error = errno;
+    ::close(fd);
+    return body_output::cannot("-o file", o.output, error);
+  }
   owned_ = true;
   struct stat st {};
   seekable_ = ::fstat(::fileno(file_), &st) == 0 && S_ISREG(st.st_mode);
@@ -247,6 +265,20 @@ bool BodyOutput::write_stdout(Body& b, const FetchJob& job, std::string_view tex
   return ok;
 }
 
+bool BodyOutput::emptied(Body& b) {
+  if (!owned_ || created_output_) return true;
+  // Once, before any request writes to it: each writes only after this.
+  std::call_once(truncated_, [this] {
+    if (seekable_ && ::ftruncate(::fileno(file_), 0) != 0) truncate_error_ = errno;
+  });
+  if (truncate_error_ == 0) return true;
+  // What it held would show through what is written: nothing is.
+  errno = truncate_error_;
+  b.failed = true;
+  note_failure(&b, "-o file " + path_);
+  return false;
+}
+
 bool BodyOutput::head(Body& b, const FetchJob& job, const FinalHead& head, bool hop) {
   b.body_open = false;
   // Only a final answer is written (done, or not to be repeated), or a
@@ -282,12 +314,12 @@ bool BodyOutput::head(Body& b, const FetchJob& job, const FinalHead& head, bool 
       }
     }
     if (dump_stdout_ && !write_stdout(b, job, shown)) return false;
-    if (include_ && !(open_unit(b, job) && write_unit(b, file_ == stdout ? shown : text))) return false;
+    if (include_ && !(emptied(b) && open_unit(b, job) && write_unit(b, file_ == stdout ? shown : text))) return false;
   }
   if (hop) return true;
   // -f: the head is said (with -i), the body is not; the transfer stops, as curl's.
   if (b.http_failed && !fail_with_body_) return false;
-  if (!open_unit(b, job)) return false;
+  if (!emptied(b) || !open_unit(b, job)) return false;
   b.body_open = true;
   return true;
 }
@@ -361,9 +393,10 @@ bool BodyOutput::copy_spool(std::FILE* spool) {
 }
 
 bool BodyOutput::end(Body& b, std::string_view stdout_text) {
-  // -f and one request: no -o file for an answer that wrote nothing, as curl
-  // (which creates it at the first byte) leaves none.
-  if (b.http_failed && !fail_with_body_ && single_ && !path_.empty() && b.mode == Body::Mode::kNone)
+  // -f and one request: no new -o file for an answer that wrote nothing, as
+  // curl (which creates it at the first byte) leaves none; an existing one
+  // was not touched.
+  if (b.http_failed && !fail_with_body_ && single_ && created_output_ && b.mode == Body::Mode::kNone)
     remove_output_ = true;
   // The -w text of a request whose body went to a file of its own goes to
   // stdout after the file is complete.
@@ -386,7 +419,7 @@ bool BodyOutput::end(Body& b, std::string_view stdout_text) {
     case Body::Mode::kShared:
       if (b.too_large) {
         std::fflush(file_);
-        if (single_ && !path_.empty()) remove_output_ = true;
+        if (single_ && created_output_) remove_output_ = true;
         // Cut what was written of it off again (a pipe keeps what it got).
         if (b.shared_start >= 0 && ::ftruncate(::fileno(file_), b.shared_start) == 0)
           std::fseek(file_, b.shared_start, SEEK_SET);

@@ -66,9 +66,9 @@ class BodyOutput {
     std::FILE* file = nullptr;  // kSpool: null while the request is held in `held`
     std::string held;           // kSpool: what is held in memory (up to kMemorySpoolBytes)
     bool spill_failed = false;  // kSpool: it outgrew memory, and no temporary file could be made
-    std::string own_path;    // --output-dir, -O: the request's file
-    long shared_start = -1;  // where the request started in a seekable shared output
-    bool body_open = false;  // this answer's body is written (else its bytes are dropped)
+    std::string own_path;       // --output-dir, -O: the request's file
+    long shared_start = -1;     // where the request started in a seekable shared output
+    bool body_open = false;     // this answer's body is written (else its bytes are dropped)
     std::uint64_t bytes = 0;
     bool too_large = false;    // over --max-filesize: refused, and nothing of it kept
     bool http_failed = false;  // -f or --fail-with-body, and an answer of 400 or more
@@ -108,6 +108,9 @@ class BodyOutput {
   bool write_stdout(Body& b, const FetchJob& job, std::string_view text);
   bool take_shared(Body& b);
   bool spill(Body& b);
+  // An existing -o file is emptied before the first answer is written to it
+  // (false: that failed, and the request's output with it).
+  bool emptied(Body& b);
   bool copy_spool(std::FILE* spool);
   bool copy_held(const std::string& held);
   // Keeps the first failure's reason (errno, as the failed call left it),
@@ -129,9 +132,12 @@ class BodyOutput {
   bool remove_output_ = false;  // that happened
   // -o FILE did not exist before this run: abide made it. curl makes it at the
   // first byte, so a run whose transfers all failed before any answer (a
-  // refused connection or certificate) leaves none; an existing file stays.
+  // refused connection or certificate) leaves none; an existing file stays
+  // as it was until the first answer to write (then it is cut to nothing).
   bool created_output_ = false;
   std::atomic<bool> answered_{false};  // some request got an answer head
+  std::once_flag truncated_;           // an existing -o file, emptied for the first answer written
+  int truncate_error_ = 0;             // errno of that, when it failed (set once, under truncated_)
   std::uint64_t max_bytes_ = 0;
   bool include_ = false;  // -i or -I: the head goes before the body
   bool fail_ = false;     // -f: no body for an answer of 400 or more

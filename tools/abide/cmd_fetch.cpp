@@ -371,6 +371,7 @@ int run_fetch(const FetchOptions& o) {
       if (write_out) {
         WriteOutValues v;
         v.http_code = out.response ? out.response->status : 0;
+        v.http_version = out.response ? out.response->http_version : 0;
         v.url = job.url;
         v.url_effective = hops.followed > 0 ? printable(request.url, 8192) : job.url;
         v.method = request.method;

@@ -14,12 +14,11 @@ namespace fetch_write_out {  // private to this file (the CLI is compiled in uni
 // Header values shown by %header{} and %{content_type} are server bytes.
 constexpr std::size_t kMaxShownValue = 4096;
 
-constexpr std::array<std::string_view, 17> kVariables = {"http_code",        "response_code", "url",
-                                                         "url_effective",    "method",        "time_total",
-                                                         "num_retries",      "num_redirects", "size_download",
-                                                         "exitcode",         "errormsg",      "content_type",
-                                                         "abide_outcome",    "abide_waited",  "abide_attempts",
-                                                         "abide_not_before", "abide_retries"};
+constexpr std::array<std::string_view, 18> kVariables = {
+    "http_code",      "response_code",    "http_version", "url",           "url_effective",
+    "method",         "time_total",       "num_retries",  "num_redirects", "size_download",
+    "exitcode",       "errormsg",         "content_type", "abide_outcome", "abide_waited",
+    "abide_attempts", "abide_not_before", "abide_retries"};
 
 bool known(std::string_view name) { return std::find(kVariables.begin(), kVariables.end(), name) != kVariables.end(); }
 
@@ -51,6 +50,16 @@ std::string value_of(std::string_view name, const WriteOutValues& v) {
     char buf[16];
     std::snprintf(buf, sizeof buf, "%03d", std::clamp(v.http_code, 0, 999));
     return buf;
+  }
+  if (name == "http_version") {
+    // As curl writes it: "1.0", "1.1", "2", "3"; "0" without an answer.
+    switch (v.http_version) {
+      case 10: return "1.0";
+      case 11: return "1.1";
+      case 20: return "2";
+      case 30: return "3";
+      default: return "0";
+    }
   }
   if (name == "url") return v.url;
   if (name == "url_effective") return v.url_effective;

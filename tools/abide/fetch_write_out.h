@@ -40,6 +40,7 @@ struct WriteOutFormat {
 // What one request gives the variables.
 struct WriteOutValues {
   int http_code = 0;                    // the last answer's status; 0: none ("000")
+  int http_version = 0;                 // the last answer's, as curl numbers it (11: "1.1"); 0: none ("0")
   std::string url;                      // as given
   std::string url_effective;            // the last URL requested (after -L), printable
   std::string method;                   // the last request's method
