@@ -15,6 +15,9 @@
 // - Nothing is known before the first limited answer, and nothing restrains
 //   then: every request in flight when it comes back is limited too. (A rule
 //   that held back an unknown key would slow every server that never limits.)
+//   A first limited answer with nothing accepted before it teaches nothing:
+//   others spent that window, and "one per window" would throttle a client
+//   that joins a busy quota. The next one counts from it.
 // - Evidence with a Retry-After: n is the answers accepted since the current
 //   window began, and the cooldown's end starts the next window. An answer
 //   counts in the window its request was sent in as far as the round trip of
@@ -115,10 +118,10 @@ struct PolicyState {
 struct KeyState final : QuotaStore::Handle {
   std::mutex mu;
   std::uint64_t epoch = 0;
-  MonoTime tat{};         // the key's next free slot; slots are handed out in order
-  MonoTime cool_end{};    // nothing before this
+  MonoTime tat{};                               // the key's next free slot; slots are handed out in order
+  MonoTime cool_end{};                          // nothing before this
   WaitCause cool_cause = WaitCause::kCooldown;  // what set cool_end
-  MonoTime spread_end{};  // slots before this are spread
+  MonoTime spread_end{};                        // slots before this are spread
   double spread_seed = 0.0;
   std::uint64_t spread_n = 0;
   bool probe_need = false;  // the next grant must be a probe (a cooldown ended)
@@ -167,7 +170,8 @@ void learn_length(Learned& l, Duration span) {
   if (span <= Duration::zero()) return;
   std::int64_t windows = 1;
   if (l.len > Duration::zero()) {
-    windows = std::max<std::int64_t>(1, std::llround(static_cast<double>(span.count()) / static_cast<double>(l.len.count())));
+    windows = std::max<std::int64_t>(1, std::llround(static_cast<double>(span.count()) /
+                                                     static_cast<double>(l.len.count())));
   }
   l.len = clamp_learned(span / windows);
 }
@@ -363,6 +367,11 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
     }
     return;
   }
+  // A first limited answer with nothing accepted before it tells no count:
+  // the window was spent by others (another process, an earlier run), not
+  // that one fits. Learning "one per window" from it would throttle a client
+  // that joins a busy quota; the next limited answer counts from here.
+  if (l.mode == Learned::kNothing && l.accepted == 0) return;
   // (A cooldown an exhausted quota set comes with its policy, so the key is not learning.)
   const bool stated = r.cooldown && *r.cooldown > Duration::zero();
   if (stated) {
@@ -382,8 +391,8 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
       // Nothing accepted in the window yet, or a boundary well before its
       // expected end: the window was placed wrong (the server's had not
       // ended, or ended early), not that fewer sends fit: n stays.
-      const bool misplaced =
-          l.accepted == 0 || saturating_add(boundary, kStatedStep) < saturating_add(l.start, l.length());
+      const bool misplaced = l.accepted == 0 ||
+                             saturating_add(boundary, kStatedStep) < saturating_add(l.start, l.length());
       learn_length(l, boundary - l.anchor);
       if (!misplaced) l.n = held;
     }

@@ -160,9 +160,9 @@ struct Pacer::Local {
   std::mutex mu;
   // By ticket number; the front is the head, the only one asking the store.
   std::vector<std::shared_ptr<Ticket::State>> queue;
-  std::vector<Returned> returned;  // by slot, at most kMaxReturned
-  MonoTime blocked_until{};        // the head's latest estimate, for those behind it
-  bool blocked_by_store = false;   // ... and whether the store was unavailable (fail-closed)
+  std::vector<Returned> returned;               // by slot, at most kMaxReturned
+  MonoTime blocked_until{};                     // the head's latest estimate, for those behind it
+  bool blocked_by_store = false;                // ... and whether the store was unavailable (fail-closed)
   WaitCause blocked_cause = WaitCause::kProbe;  // ... and what holds the head
 };
 
@@ -749,6 +749,7 @@ void Pacer::record(const Key& key, const Signals& signals) {
     u.reset_resolution = o.reset_resolution;
     rec.policies.push_back(std::move(u));
   }
+  rec.limited = signals.limited;  // 429 (or a profile's status): a bare 503 is an outage, not a quota
   rec.spread_seed = next_random();
   const RecordOutcome out = store_->record(*local.handle, rec, config_.rules);
   if (out.blocked) local.epoch.fetch_add(1, std::memory_order_acq_rel);

@@ -252,8 +252,9 @@ class Pacer {
   bool block_until(std::string_view key, WallTime until);
 
   // Feeds what a response on `key` said: its Retry-After, its quota
-  // observations (request units only), and, for any response, the answer a
-  // probe waits for.
+  // observations (request units only), whether it was limited (a key whose
+  // server announces no quota learns one from its limited answers), and, for
+  // any response, the answer a probe waits for.
   void record(const Key& key, const Signals& signals);
   void record(std::string_view key, const Signals& signals);
 

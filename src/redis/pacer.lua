@@ -310,6 +310,9 @@ local function learn(st, now, received, limited, cooldown, probe_answered)
     return
   end
   local accepted = L == nil and (st.lc or 0) or L[L_ACCEPTED]
+  -- A first limited answer with nothing accepted before it tells no count
+  -- (others spent the window): nothing is learned; the next one counts.
+  if L == nil and accepted == 0 then return end
   if cooldown ~= nil and cooldown > 0 then
     -- Received before the current window began: in flight when the answer
     -- that began it came back; it says nothing new.

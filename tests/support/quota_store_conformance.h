@@ -10,10 +10,10 @@
 #include <gtest/gtest.h>
 
 #include <functional>
-#include <optional>
 #include <initializer_list>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -587,17 +587,31 @@ TEST_P(QuotaStoreConformance, BareLimitsHoldTheKeyWithinBounds) {
   EXPECT_GT(next.wait, Duration::zero());
 }
 
-TEST_P(QuotaStoreConformance, ALimitWithNothingAcceptedStillLetsOneThrough) {
+TEST_P(QuotaStoreConformance, AFirstLimitWithNothingAcceptedTeachesNoCount) {
   plain_burst();
-  // The very first answer is limited: the window holds at least one.
+  // The very first answer is limited (others spent the window): after its
+  // cooldown and probe, nothing learned holds the key back.
   limited(seconds{1});
   StoreGrant g = acquire();
   ASSERT_EQ(g.kind, Kind::kProbe);
   now += g.wait;
   answer();
+  for (int i = 0; i < 5; ++i) {
+    g = acquire();
+    EXPECT_EQ(g.kind, Kind::kGranted) << i;
+    EXPECT_EQ(g.wait, Duration::zero()) << i;
+    answer();
+  }
+  // The next limited answer counts from it: the 6 accepted since are a window.
+  limited(seconds{1});
   g = acquire();
-  EXPECT_EQ(g.kind, Kind::kProbe);
-  expect_near(g.wait, seconds{1});
+  ASSERT_EQ(g.kind, Kind::kProbe);
+  now += g.wait;
+  answer();
+  StoreGrant next;
+  EXPECT_EQ(spend_now(next), 5);  // the probe and 5 more: 6 per window
+  EXPECT_EQ(next.kind, Kind::kProbe);
+  expect_near(next.wait, seconds{1});
 }
 
 // Whole workloads: a server that says only Retry-After, or nothing but 429.
@@ -627,12 +641,13 @@ inline SimResult run_learning(QuotaStore& store, const LearnCase& c, MonoTime st
 }
 
 inline std::string describe(const LearnCase& c, const SimResult& r) {
-  std::string s = std::string(c.retry_after ? "retry-after" : c.exponential ? "bare 429, exponential" : "bare 429, fixed") +
+  std::string s = std::string(c.retry_after   ? "retry-after"
+                              : c.exponential ? "bare 429, exponential"
+                                              : "bare 429, fixed") +
                   (c.round_up ? " rounded" : " exact") + (c.pacing == Pacing::kSmooth ? " smooth" : " burst") +
                   " phase " + std::to_string(std::chrono::duration_cast<milliseconds>(c.phase).count()) +
                   " ms latency " + std::to_string(std::chrono::duration_cast<milliseconds>(c.latency).count()) +
-                  " ms: ratio " + std::to_string(r.ratio()) + ", limited " + std::to_string(r.limited) +
-                  ", by window";
+                  " ms: ratio " + std::to_string(r.ratio()) + ", limited " + std::to_string(r.limited) + ", by window";
   for (const int n : r.limited_by_window) s += " " + std::to_string(n);
   return s;
 }
@@ -712,7 +727,8 @@ TEST_P(QuotaStoreConformance, AWorkloadFollowsALoweredLimit) {
     EXPECT_EQ(r.premature, 0);
     // Windows 3 (from 6 s) on hold 10; the first of them may be over, no later one.
     int windows_limited_after_change = 0;
-    for (std::size_t w = 3; w < r.limited_by_window.size(); ++w) windows_limited_after_change += r.limited_by_window[w] > 0;
+    for (std::size_t w = 3; w < r.limited_by_window.size(); ++w)
+      windows_limited_after_change += r.limited_by_window[w] > 0;
     EXPECT_LE(windows_limited_after_change, 1);
     now += std::chrono::minutes{1};
   }
