@@ -225,10 +225,14 @@ void commit_learned(Learned& l, MonoTime slot, bool smooth, double stretch) {
   if (smooth && l.used < l.n) {
     // Spread what is left of n up to the window's earliest possible end: its
     // boundary was stated in whole seconds, so it may be up to one early.
+    // A stated window's spacing is not stretched by the safety margin: the
+    // aim is that margin already, and a stretch pushes the window's last
+    // sends past it, into the next window. A found one (bare 429s) keeps it.
     const MonoTime end = saturating_add(l.start, len);
     const MonoTime aim = end - std::min(kStatedStep, len / 2);
     const double left = aim > slot ? static_cast<double>((aim - slot).count()) : 0.0;
-    l.next = saturating_add(slot, from_ns(left * stretch / static_cast<double>(l.n - l.used)));
+    const double k = l.mode == Learned::kRetryAfter ? 1.0 : stretch;
+    l.next = saturating_add(slot, from_ns(left * k / static_cast<double>(l.n - l.used)));
   }
   l.used = std::min(l.used + 1, kMaxLearned);
 }
@@ -409,8 +413,13 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
     return;
   }
   if (l.mode != Learned::kNothing && received < l.start) return;  // in flight before the window began
-  // As above: a window with nothing accepted was placed wrong; n stays.
-  if (l.mode == Learned::kNothing || l.accepted > 0) l.n = std::clamp<std::int64_t>(l.accepted, 1, kMaxLearned);
+  // A window that held less than half its n was placed late: the server's
+  // began before it, and the rest of that one went in the window before
+  // (a found end is late, never early). Its place is searched for again and
+  // n stays; dropping n to the few it held would throttle the key for many
+  // windows, with nothing to raise it but the slow probe upward.
+  const bool misplaced = l.mode != Learned::kNothing && 2 * l.accepted < l.n;
+  if (!misplaced) l.n = std::clamp<std::int64_t>(l.accepted, 1, kMaxLearned);
   if (l.mode != Learned::kBare) {
     const std::int64_t n = l.n;
     l = Learned{};

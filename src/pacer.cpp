@@ -749,7 +749,13 @@ void Pacer::record(const Key& key, const Signals& signals) {
     u.reset_resolution = o.reset_resolution;
     rec.policies.push_back(std::move(u));
   }
-  rec.limited = signals.limited;  // 429 (or a profile's status): a bare 503 is an outage, not a quota
+  // Limited: 429 (or a profile's status); a bare 503 is an outage, not a
+  // quota. A Retry-After date teaches no window: read against a Date of
+  // whole seconds, the boundary it states is up to two seconds late, and a
+  // window guessed that long is never corrected (it earns no 429), where a
+  // window of two seconds would run at half its rate.
+  const bool dated = signals.retry_after && signals.retry_after->kind == RetryHint::Kind::kDate;
+  rec.limited = signals.limited && !dated;
   rec.spread_seed = next_random();
   const RecordOutcome out = store_->record(*local.handle, rec, config_.rules);
   if (out.blocked) local.epoch.fetch_add(1, std::memory_order_acq_rel);

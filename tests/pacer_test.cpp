@@ -773,6 +773,42 @@ Pacer::Key spaced_key(Pacer& p, const Clock& clock) {
 constexpr Duration kSpacing = milliseconds{5250};
 constexpr Duration cooldown_spread_max = milliseconds{20};
 
+// A key whose server announces no quota learns one from a limited answer
+// with a Retry-After delay: the answers accepted before it are a window. A
+// Retry-After date teaches nothing (its boundary may be seconds late).
+TEST_F(Fixture, ARetryAfterDelayTeachesAWindowAndADateDoesNot) {
+  for (const bool dated : {false, true}) {
+    SCOPED_TRACE(dated ? "date" : "delay");
+    PacerConfig c = config();
+    c.rules.pacing = Pacing::kBurst;
+    c.rules.cooldown_spread = Duration::zero();
+    Pacer p = make(c);
+    const auto k = p.key(dated ? "dated" : "delay");
+    for (int i = 0; i < 5; ++i) {
+      ASSERT_TRUE(peek(p, k).ok());
+      p.record(k, response(clock));
+    }
+    Signals limited = retry_after(clock, seconds{2});
+    if (dated) {
+      limited.retry_after->kind = RetryHint::Kind::kDate;
+      limited.retry_after->date = clock.wall_now() + seconds{2};
+    }
+    p.record(k, limited);
+    clock.advance(seconds{2});
+    const AcquireResult probe = peek(p, k);
+    ASSERT_TRUE(probe.ok());
+    EXPECT_TRUE(probe.probe);
+    p.record(k, response(clock));
+    int sent = 1;
+    while (sent < 20 && peek(p, k).ok()) {
+      ++sent;
+      p.record(k, response(clock));
+    }
+    // Learned: 5 in this window, the next at its end; a date: no bound.
+    EXPECT_EQ(sent, dated ? 20 : 5);
+  }
+}
+
 TEST_F(Fixture, TryAcquireReservesSlotsInArrivalOrder) {
   Pacer p = make(config());
   const auto k = spaced_key(p, clock);

@@ -590,7 +590,7 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build", "peers"))
     ap.add_argument("--abide", help="an abide binary to use instead of building one")
-    ap.add_argument("--styles", nargs="+", default=STYLES, choices=STYLES + ["draft-legacy", "openai", "malformed"])
+    ap.add_argument("--styles", nargs="+", default=STYLES, choices=STYLES + ["none", "draft-legacy", "openai", "malformed"])
     ap.add_argument("--clients", nargs="+", default=CLIENTS, choices=CLIENTS)
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--limit", type=int, default=50)

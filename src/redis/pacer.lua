@@ -268,9 +268,12 @@ local function commit_learned(L, slot, smooth, stretch)
   if smooth and L[L_USED] < L[L_N] then
     -- What is left of n, up to the window's earliest possible end (its
     -- boundary was stated in whole seconds: it may be up to one late).
+    -- A stated window is not stretched by the safety margin (the aim is that
+    -- margin already); a found one (bare 429s) keeps it.
     local aim = L[L_START] + len - math.min(STATED_STEP, math.floor(len / 2))
     local left = math.max(aim - slot, 0)
-    L[L_NEXT] = slot + math.ceil(left * stretch / (L[L_N] - L[L_USED]))
+    local k = L[L_MODE] == MODE_RA and 1 or stretch
+    L[L_NEXT] = slot + math.ceil(left * k / (L[L_N] - L[L_USED]))
   end
   L[L_USED] = math.min(L[L_USED] + 1, LEARNED_MAX)
 end
@@ -348,7 +351,8 @@ local function learn(st, now, received, limited, cooldown, probe_answered)
   end
   if L ~= nil and received < L[L_START] then return end
   local n = L ~= nil and L[L_N] or 0
-  if L == nil or L[L_ACCEPTED] > 0 then n = math.max(1, math.min(accepted, LEARNED_MAX)) end
+  -- A window that held less than half its n was placed late (memory_store.cpp): n stays.
+  if L == nil or 2 * L[L_ACCEPTED] >= L[L_N] then n = math.max(1, math.min(accepted, LEARNED_MAX)) end
   if L == nil or L[L_MODE] ~= MODE_BARE then
     L = new_learned(MODE_BARE)
     st.L = L

@@ -587,6 +587,36 @@ TEST_P(QuotaStoreConformance, BareLimitsHoldTheKeyWithinBounds) {
   EXPECT_GT(next.wait, Duration::zero());
 }
 
+// A bare 429 when a learned window has held less than half its n: the
+// window was placed late (the server's began in the one before), so its place
+// is searched for again and n stays, where dropping it to 2 would throttle
+// the key for many windows.
+TEST_P(QuotaStoreConformance, ABareLimitEarlyInALearnedWindowKeepsItsCount) {
+  plain_burst();
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_EQ(acquire().wait, Duration::zero());
+    answer();
+  }
+  limited();  // bare: 6 per window, and the search for its end begins
+  StoreGrant g = acquire();
+  ASSERT_EQ(g.kind, Kind::kProbe);
+  now += g.wait;
+  answer();  // the window begins
+  StoreGrant next;
+  ASSERT_EQ(spend_now(next), 5);
+  ASSERT_EQ(next.kind, Kind::kProbe);
+  now += next.wait;
+  answer();  // the next window's probe
+  ASSERT_EQ(acquire().kind, Kind::kGranted);
+  answer();
+  limited();  // two in this window, and the server's is full
+  g = acquire();
+  ASSERT_EQ(g.kind, Kind::kProbe);
+  now += g.wait;
+  answer();
+  EXPECT_EQ(spend_now(next), 5) << "the window holds 6 still";
+}
+
 TEST_P(QuotaStoreConformance, AFirstLimitWithNothingAcceptedTeachesNoCount) {
   plain_burst();
   // The very first answer is limited (others spent the window): after its
