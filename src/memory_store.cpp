@@ -624,6 +624,21 @@ void MemoryStore::abandon_probe(Handle& key, MonoTime now) {
   s.probe_until = kNone;
 }
 
+std::optional<LearnedPolicy> MemoryStore::learned(Handle& key, MonoTime now) {
+  auto& s = static_cast<KeyState&>(key);
+  std::lock_guard lock(s.mu);
+  s.seen = later(s.seen, now);
+  if (!learning(s)) return std::nullopt;
+  const Learned& l = s.learned;
+  LearnedPolicy p;
+  p.count = l.n;
+  p.window = l.length();
+  p.window_measured = l.len > Duration::zero();
+  p.windows = l.windows;
+  p.from_retry_after = l.mode == Learned::kRetryAfter;
+  return p;
+}
+
 std::size_t MemoryStore::size() const {
   std::lock_guard lock(impl_->mu);
   return impl_->keys.size();

@@ -788,6 +788,11 @@ bool Pacer::block_until(const Key& key, WallTime until) {
   return out.blocked;
 }
 
+std::optional<LearnedPolicy> Pacer::learned(const Key& key) {
+  if (!key.local_) return std::nullopt;
+  return store_->learned(*key.local_->handle, mono_.now());
+}
+
 void Pacer::abandon_probe(const Key& key) {
   if (!key.local_) return;
   store_->abandon_probe(*key.local_->handle, mono_.now());

@@ -13,6 +13,7 @@
 #include "abide/signals.h"
 #include "abide/testing/manual_clock.h"
 #include "fetch_progress.h"
+#include "fetch_verbose.h"
 #include "support/fetch_cli.h"
 #include "support/run.h"
 
@@ -128,6 +129,23 @@ TEST(ProgressWords, DurationsNeverShorterThanTheyAre) {
   EXPECT_EQ(cli::human_duration(seconds(86400)), "1 d");
   EXPECT_EQ(cli::human_duration(seconds(86401)), "1 d 1 h");
   EXPECT_EQ(cli::human_duration(kMaxDuration), "106752 d");  // no overflow
+}
+
+TEST(LearnedWords, SayTheCountTheWindowAndHowItWasFound) {
+  LearnedPolicy p;
+  p.count = 20;
+  p.window = std::chrono::seconds{2};
+  p.window_measured = true;
+  p.windows = 3;
+  EXPECT_EQ(cli::learned_text(p), "about 20 per 2 s, from 3 windows");
+  p.window = std::chrono::milliseconds{1500};
+  p.window_measured = false;
+  p.windows = 1;
+  EXPECT_EQ(cli::learned_text(p),
+            "about 20 per 1.5 s, from 1 window (the window's length guessed from one Retry-After)");
+  p.window = std::chrono::milliseconds{250};
+  p.from_retry_after = false;
+  EXPECT_EQ(cli::learned_text(p), "about 20 per 250 ms, from 1 window (limited answers without Retry-After)");
 }
 
 TEST(ProgressWords, LocalTimeHasTheDateOnlyWhenNotToday) {
@@ -452,6 +470,38 @@ TEST(FetchTalk, VendorHeadersWithoutAProfileReportedOncePerOrigin) {
     const RunResult r = run(fetch_argv({"--profile", "github", "--urls", urls, "--output-dir", dir / "d"}));
     EXPECT_EQ(r.err.find("no profile reads"), std::string::npos) << r.err;
   }
+}
+
+// What a key learned from its limited answers, where the server announces
+// no quota: said with -v when it changes, listed in --stats; nothing where
+// the server announces its quota.
+TEST(FetchTalk, WhatWasLearnedIsSaidWithVerboseAndListedInStats) {
+  TempDir dir;
+  Mock mock({"--style", "retry-after-seconds", "--limit", "4", "--window", "1"});
+  ASSERT_GT(mock.port(), 0);
+  const std::string origin = mock.url("");
+  const RunResult r = run(fetch_argv({"-v", "-j", "4", "-o", "/dev/null", "--stats", dir / "stats.json", "--urls",
+                                      mock.url_file(dir / "urls.txt", 12)}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count(r.err, "* learned for " + origin + ": about "), 1u) << r.err;
+  const json stats = read_json(dir / "stats.json");
+  ASSERT_EQ(stats["learned"].size(), 1u) << stats.dump();
+  const json& l = stats["learned"][0];
+  EXPECT_EQ(l["key"], origin);
+  EXPECT_EQ(l["from"], "retry-after");
+  EXPECT_GE(l["count"].get<int>(), 2) << l.dump();
+  EXPECT_LE(l["count"].get<int>(), 4) << l.dump();
+  EXPECT_GE(l["window_s"].get<double>(), 0.5) << l.dump();
+  EXPECT_LE(l["window_s"].get<double>(), 2.5) << l.dump();
+  EXPECT_TRUE(l["text"].get<std::string>().starts_with("about ")) << l.dump();
+
+  Mock announced({"--style", "draft11", "--limit", "4", "--window", "1"});
+  ASSERT_GT(announced.port(), 0);
+  const RunResult a = run(fetch_argv({"-v", "-j", "4", "-o", "/dev/null", "--stats", dir / "announced.json", "--urls",
+                                      announced.url_file(dir / "announced.txt", 8)}));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(count(a.err, "* learned"), 0u) << a.err;
+  EXPECT_TRUE(read_json(dir / "announced.json")["learned"].empty());
 }
 
 }  // namespace

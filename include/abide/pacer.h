@@ -258,6 +258,10 @@ class Pacer {
   void record(const Key& key, const Signals& signals);
   void record(std::string_view key, const Signals& signals);
 
+  // What `key` learned from its limited answers ("about 20 per 2 s, from 3
+  // windows"), while its server announces no quota; nullopt otherwise.
+  std::optional<LearnedPolicy> learned(const Key& key);
+
   // The probe permit on `key` will get no response: let the next worker probe.
   void abandon_probe(const Key& key);
 

@@ -105,12 +105,12 @@ struct PolicyUpdate {
 
 // One response, as the store sees it.
 struct StoreRecord {
-  MonoTime now{};                      // the caller's monotonic now
-  Duration age{};                      // how long ago the response was received (>= 0)
-  std::optional<Duration> cooldown;    // nothing may be sent before now + cooldown
+  MonoTime now{};                                   // the caller's monotonic now
+  Duration age{};                                   // how long ago the response was received (>= 0)
+  std::optional<Duration> cooldown;                 // nothing may be sent before now + cooldown
   WaitCause cooldown_cause = WaitCause::kCooldown;  // kQuota when an exhausted quota's reset set it
-  std::vector<PolicyUpdate> policies;  // at most kMaxPolicies are kept per key
-  double spread_seed = 0.0;            // in [0, 1), from the pacer's random source
+  std::vector<PolicyUpdate> policies;               // at most kMaxPolicies are kept per key
+  double spread_seed = 0.0;                         // in [0, 1), from the pacer's random source
   // The answer was limited (429, 503), with or without a cooldown. While the
   // key has no announced quota, limited answers teach the store a policy of
   // its own (LearnedPolicyBounds); false, the default, teaches nothing.
@@ -127,16 +127,25 @@ struct StoreRecord {
 // kRaiseAfter quiet windows n grows by n/16 (at least one). Both stores keep
 // to these bounds (the Redis script takes them from here).
 struct LearnedPolicyBounds {
-  static constexpr std::int64_t kMaxCount = 1'000'000'000;             // n, and every count kept
+  static constexpr std::int64_t kMaxCount = 1'000'000'000;              // n, and every count kept
   static constexpr Duration kMinWindow = std::chrono::milliseconds{1};  // a learned window, and a hold
   static constexpr Duration kMaxWindow = std::chrono::hours{24};
   static constexpr Duration kFirstHold = std::chrono::milliseconds{250};  // bare 429s: before the first probe
   static constexpr Duration kMaxHold = std::chrono::seconds{60};          // the longest hold
-  static constexpr std::int64_t kHoldGrowth = 2;  // each limited probe lengthens the hold by 1/kHoldGrowth
-  static constexpr std::int64_t kRaiseAfter = 8;  // quiet windows before n grows
+  static constexpr std::int64_t kHoldGrowth = 2;   // each limited probe lengthens the hold by 1/kHoldGrowth
+  static constexpr std::int64_t kRaiseAfter = 8;   // quiet windows before n grows
   static constexpr std::int64_t kBareShrink = 16;  // bare 429s: a quiet window shortens the learned one by 1/16
   // Retry-After is stated in whole seconds: a boundary may be up to this late.
   static constexpr Duration kStatedStep = std::chrono::seconds{1};
+};
+
+// What a key learned from its limited answers, for people (QuotaStore::learned).
+struct LearnedPolicy {
+  std::int64_t count = 0;        // about this many sends per window
+  Duration window{};             // the window's length
+  bool window_measured = false;  // false: a guess from one cooldown, until two boundaries were seen
+  std::int64_t windows = 0;      // windows it was learned from
+  bool from_retry_after = true;  // false: from bare 429s (no Retry-After)
 };
 
 // What a record changed.
@@ -172,6 +181,13 @@ class QuotaStore {
   // True when other processes share the state: a record there cannot wake
   // waiters here, so the pacer polls while it waits for a probe's answer.
   virtual bool shared() const noexcept { return false; }
+  // What the key learned from its limited answers, while its server announces
+  // no quota; nullopt otherwise (and for stores that learn nothing).
+  virtual std::optional<LearnedPolicy> learned(Handle& key, MonoTime now) {
+    static_cast<void>(key);
+    static_cast<void>(now);
+    return std::nullopt;
+  }
 };
 
 // Bounds for MemoryStore.
@@ -194,6 +210,7 @@ class MemoryStore final : public QuotaStore {
   RecordOutcome record(Handle& key, const StoreRecord& record, const PacingRules& rules) override;
   bool still_valid(Handle& key, std::uint64_t epoch, MonoTime now) override;
   void abandon_probe(Handle& key, MonoTime now) override;
+  std::optional<LearnedPolicy> learned(Handle& key, MonoTime now) override;
 
   // Keys held right now (for tests and bounds).
   std::size_t size() const;

@@ -144,6 +144,7 @@ class RedisStore final : public QuotaStore {
   RecordOutcome record(Handle& key, const StoreRecord& record, const PacingRules& rules) override;
   bool still_valid(Handle& key, std::uint64_t epoch, MonoTime now) override;
   void abandon_probe(Handle& key, MonoTime now) override;
+  std::optional<LearnedPolicy> learned(Handle& key, MonoTime now) override;
   bool shared() const noexcept override { return true; }
 
   // True unless the last attempt found Redis unreachable.

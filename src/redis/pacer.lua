@@ -47,12 +47,14 @@ local OP_ACQUIRE = @OP_ACQUIRE@
 local OP_RECORD = @OP_RECORD@
 local OP_CHECK = @OP_CHECK@
 local OP_ABANDON = @OP_ABANDON@
+local OP_LEARNED = @OP_LEARNED@
 
 local ACQUIRE_ARGS = @ACQUIRE_ARGS@
 local RECORD_FIXED_ARGS = @RECORD_FIXED_ARGS@
 local POLICY_ARGS = @POLICY_ARGS@
 local CHECK_ARGS = @CHECK_ARGS@
 local ABANDON_ARGS = @ABANDON_ARGS@
+local LEARNED_ARGS = @LEARNED_ARGS@
 
 local GRANT_GRANTED = @GRANT_GRANTED@
 local GRANT_PROBE = @GRANT_PROBE@
@@ -649,6 +651,16 @@ local function abandon(key)
   return {0}
 end
 
+-- ARGV: op. What the key learned, for people: {0} while nothing is (or the
+-- server announces a quota), else {1, n, length, measured (1|0), windows,
+-- from Retry-After (1|0)}. Changes nothing.
+local function learned(key)
+  local st = load(key)
+  local L = st.L
+  if L == nil or #st.pol > 0 then return {0} end
+  return {1, L[L_N], learned_length(L), L[L_LEN] > 0 and 1 or 0, L[L_WINDOWS], L[L_MODE] == MODE_RA and 1 or 0}
+end
+
 -- ---- dispatch ----------------------------------------------------------------------
 
 local operations = {
@@ -656,6 +668,7 @@ local operations = {
   [OP_RECORD] = {record, nil},  -- variable: checked by record()
   [OP_CHECK] = {check, CHECK_ARGS},
   [OP_ABANDON] = {abandon, ABANDON_ARGS},
+  [OP_LEARNED] = {learned, LEARNED_ARGS},
 }
 local operation = operations[tonumber(ARGV[1])]
 if operation == nil then return redis.error_reply('ERR abide pacer: unknown operation') end

@@ -39,6 +39,7 @@ inline constexpr ScriptConstant kScriptConstants[] = {
     {"OP_RECORD", 2},
     {"OP_CHECK", 3},
     {"OP_ABANDON", 4},
+    {"OP_LEARNED", 5},
     // How many ARGV each operation takes (the operation included). A record
     // takes RECORD_FIXED_ARGS, then POLICY_ARGS for each policy update.
     {"ACQUIRE_ARGS", 7},
@@ -46,6 +47,7 @@ inline constexpr ScriptConstant kScriptConstants[] = {
     {"POLICY_ARGS", 6},
     {"CHECK_ARGS", 2},
     {"ABANDON_ARGS", 2},
+    {"LEARNED_ARGS", 1},
     // The first integer an acquire returns: StoreGrant::Kind.
     {"GRANT_GRANTED", 0},
     {"GRANT_PROBE", 1},
@@ -81,11 +83,13 @@ inline constexpr std::int64_t kOpAcquire = script_constant("OP_ACQUIRE");
 inline constexpr std::int64_t kOpRecord = script_constant("OP_RECORD");
 inline constexpr std::int64_t kOpCheck = script_constant("OP_CHECK");
 inline constexpr std::int64_t kOpAbandon = script_constant("OP_ABANDON");
+inline constexpr std::int64_t kOpLearned = script_constant("OP_LEARNED");
 inline constexpr std::size_t kAcquireArgs = static_cast<std::size_t>(script_constant("ACQUIRE_ARGS"));
 inline constexpr std::size_t kRecordFixedArgs = static_cast<std::size_t>(script_constant("RECORD_FIXED_ARGS"));
 inline constexpr std::size_t kPolicyArgs = static_cast<std::size_t>(script_constant("POLICY_ARGS"));
 inline constexpr std::size_t kCheckArgs = static_cast<std::size_t>(script_constant("CHECK_ARGS"));
 inline constexpr std::size_t kAbandonArgs = static_cast<std::size_t>(script_constant("ABANDON_ARGS"));
+inline constexpr std::size_t kLearnedArgs = static_cast<std::size_t>(script_constant("LEARNED_ARGS"));
 inline constexpr std::int64_t kGrantGranted = script_constant("GRANT_GRANTED");
 inline constexpr std::int64_t kGrantProbe = script_constant("GRANT_PROBE");
 inline constexpr std::int64_t kGrantAwaitProbe = script_constant("GRANT_AWAIT_PROBE");

@@ -450,6 +450,21 @@ void RedisStore::abandon_probe(Handle& key, MonoTime now) {
   impl_->run(h.key, args, now, out);
 }
 
+std::optional<LearnedPolicy> RedisStore::learned(Handle& key, MonoTime now) {
+  auto& h = static_cast<RedisHandle&>(key);
+  const std::array<std::string, redis_detail::kLearnedArgs> args{num(redis_detail::kOpLearned)};
+  std::vector<long long> out;
+  if (impl_->run(h.key, args, now, out) != Outcome::kOk) return impl_->fallback.learned(*h.fallback, now);
+  if (out.size() != 6 || out[0] != 1) return std::nullopt;
+  LearnedPolicy p;
+  p.count = out[1];
+  p.window = std::chrono::microseconds{out[2]};
+  p.window_measured = out[3] == 1;
+  p.windows = out[4];
+  p.from_retry_after = out[5] == 1;
+  return p;
+}
+
 bool RedisStore::up() const noexcept { return !impl_->down.load(std::memory_order_acquire); }
 
 RedisStoreStats RedisStore::stats() const noexcept {

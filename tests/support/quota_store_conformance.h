@@ -617,6 +617,36 @@ TEST_P(QuotaStoreConformance, ABareLimitEarlyInALearnedWindowKeepsItsCount) {
   EXPECT_EQ(spend_now(next), 5) << "the window holds 6 still";
 }
 
+// What was learned, for people: nothing before the first limited answer,
+// "about n per window" after it, and nothing once the server announces.
+TEST_P(QuotaStoreConformance, WhatWasLearnedIsShownUntilTheServerAnnounces) {
+  plain_burst();
+  EXPECT_FALSE(store->learned(*key, now).has_value());
+  learn_from_retry_after(7, seconds{2});
+  auto shown = store->learned(*key, now);
+  ASSERT_TRUE(shown.has_value());
+  EXPECT_EQ(shown->count, 7);
+  expect_near(shown->window, seconds{2});
+  EXPECT_FALSE(shown->window_measured);
+  EXPECT_EQ(shown->windows, 1);
+  EXPECT_TRUE(shown->from_retry_after);
+  update({window(5, seconds{3})});
+  EXPECT_FALSE(store->learned(*key, now).has_value());
+}
+
+TEST_P(QuotaStoreConformance, WhatBareLimitsTaughtIsShown) {
+  plain_burst();
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(acquire().wait, Duration::zero());
+    answer();
+  }
+  limited();
+  const auto shown = store->learned(*key, now);
+  ASSERT_TRUE(shown.has_value());
+  EXPECT_EQ(shown->count, 4);
+  EXPECT_FALSE(shown->from_retry_after);
+}
+
 TEST_P(QuotaStoreConformance, AFirstLimitWithNothingAcceptedTeachesNoCount) {
   plain_burst();
   // The very first answer is limited (others spent the window): after its

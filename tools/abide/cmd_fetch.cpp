@@ -289,6 +289,30 @@ int run_fetch(const FetchOptions& o) {
   RunSummary summary;
   std::mutex stderr_mu;
 
+  // What each pacer key learned from limited answers, where its server
+  // announces no quota: said with -v as it changes, listed in --stats (at
+  // most kLearnedKeys keys are watched).
+  constexpr std::size_t kLearnedKeys = 1000;
+  std::mutex learned_mu;
+  std::map<std::string, std::optional<LearnedPolicy>> learned_keys;
+  const auto watch_learned = [&](const std::string& name) {
+    if (name.empty() || (!o.verbose && o.stats.empty())) return;
+    const std::optional<LearnedPolicy> now = client.pacer().learned(client.pacer().key(name));
+    std::lock_guard lock(learned_mu);
+    auto it = learned_keys.find(name);
+    if (it == learned_keys.end()) {
+      if (learned_keys.size() >= kLearnedKeys) return;
+      it = learned_keys.emplace(name, std::nullopt).first;
+    }
+    const std::optional<LearnedPolicy>& was = it->second;
+    const bool changed = now.has_value() != was.has_value() ||
+                         (now && (now->count != was->count || now->window != was->window ||
+                                  now->from_retry_after != was->from_retry_after));
+    it->second = now;
+    if (changed && now && o.verbose)
+      progress.print_line("* learned for " + printable(name, 200) + ": " + learned_text(*now));
+  };
+
   // One request to its final answer: with -L, one request through the
   // engine per redirect, so that each hop is paced, retried and waited for
   // (a redirect's Retry-After holds back the next hop) like any request.
@@ -354,6 +378,7 @@ int run_fetch(const FetchOptions& o) {
       cmd_fetch::Hops hops;
       bool http_failed = false;  // -f / --fail-with-body and an HTTP error
       RequestOutcome out = run_one(i, job, request, written, hops);
+      watch_learned(request.pacer_key);
       if (o.verbose) {
         std::lock_guard lock(flight_mu);
         in_flight.erase(i);
@@ -450,7 +475,22 @@ int run_fetch(const FetchOptions& o) {
     status = kExitRejected;
   }
   if (!o.stats.empty()) {
-    const auto j = summary.stats(elapsed, signo != 0);
+    auto j = summary.stats(elapsed, signo != 0);
+    nlohmann::ordered_json learned = nlohmann::ordered_json::array();
+    for (const auto& [name, last] : learned_keys) {
+      const std::optional<LearnedPolicy> l = client.pacer().learned(client.pacer().key(name));
+      if (!l) continue;
+      nlohmann::ordered_json k;
+      k["key"] = name;
+      k["count"] = l->count;
+      k["window_s"] = to_seconds(l->window);
+      k["window_measured"] = l->window_measured;
+      k["windows"] = l->windows;
+      k["from"] = l->from_retry_after ? "retry-after" : "limited answers";
+      k["text"] = learned_text(*l);
+      learned.push_back(std::move(k));
+    }
+    j["learned"] = std::move(learned);
     const std::string text = j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
     if (o.stats == "-") {
       if (!cmd_fetch::to_stdout(text)) {

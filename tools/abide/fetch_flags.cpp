@@ -104,7 +104,9 @@ constexpr const char* kFooterEnd = R"(--stats FILE writes a JSON summary: reques
 status_counts {"STATUS": count}, transport_errors, outcomes {kind: count},
 ambiguous, waited_s (summed over requests), elapsed_s, interrupted, and
 unfinished [{url, outcome, not_before (RFC 3339 or null), method, index,
-reason, ambiguous, resumable}].
+reason, ambiguous, resumable}], and learned [{key, count, window_s,
+window_measured, windows, from, text}]: the quota each pacer key learned from
+limited answers where its server announces none ("about 20 per 2 s").
 
 On a terminal, a progress line shows done/total, requests in flight and
 waiting, and an ETA. --verbose prints every attempt, response (with what was
