@@ -502,6 +502,17 @@ TEST(FetchTalk, WhatWasLearnedIsSaidWithVerboseAndListedInStats) {
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(count(a.err, "* learned"), 0u) << a.err;
   EXPECT_TRUE(read_json(dir / "announced.json")["learned"].empty());
+
+  // Without -v, --stats still lists it (each key asked once, at the end).
+  Mock quiet({"--style", "retry-after-seconds", "--limit", "4", "--window", "1"});
+  ASSERT_GT(quiet.port(), 0);
+  const RunResult q = run(fetch_argv({"-s", "-j", "4", "-o", "/dev/null", "--stats", dir / "quiet.json", "--urls",
+                                      quiet.url_file(dir / "quiet.txt", 12)}));
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  EXPECT_EQ(q.err, "");
+  const json quiet_stats = read_json(dir / "quiet.json");
+  ASSERT_EQ(quiet_stats["learned"].size(), 1u) << quiet_stats.dump();
+  EXPECT_EQ(quiet_stats["learned"][0]["key"], quiet.url(""));
 }
 
 }  // namespace

@@ -297,6 +297,12 @@ int run_fetch(const FetchOptions& o) {
   std::map<std::string, std::optional<LearnedPolicy>> learned_keys;
   const auto watch_learned = [&](const std::string& name) {
     if (name.empty() || (!o.verbose && o.stats.empty())) return;
+    if (!o.verbose) {
+      // --stats asks each key once, at the end (a shared store's answer costs a round trip).
+      std::lock_guard lock(learned_mu);
+      if (learned_keys.size() < kLearnedKeys) learned_keys.try_emplace(name);
+      return;
+    }
     const std::optional<LearnedPolicy> now = client.pacer().learned(client.pacer().key(name));
     std::lock_guard lock(learned_mu);
     auto it = learned_keys.find(name);
