@@ -24,7 +24,10 @@
 //   the last probe tells (`rtt`); a limited answer received before the window
 //   began was in flight when the last one came back and says nothing new; a
 //   window where nothing was accepted was placed early, which is no evidence
-//   that fewer fit (n stays).
+//   that fewer fit (n stays). The first window's requests went out together
+//   and come back in any order: an accepted answer received after the first
+//   limited one, before its boundary, adds one to n (not when the boundary
+//   is a step away or nearer: a request in flight may have crossed it).
 // - The length: from two boundaries (`anchor` is the last, `since` the
 //   windows rolled after it), len = span / windows, so each refines it. Until
 //   then a window lasts `guess`: the first cooldown, at least a second (the
@@ -101,6 +104,7 @@ struct Learned {
   MonoTime search_began{};    // bare: when the search began
   std::int64_t windows = 0;   // windows it was learned from (for what is shown)
   bool open = true;           // false from a window's first send (its probe) until the probe is answered
+  bool first = false;         // n is the first window's count, still open to answers that come back late
   Duration rtt{};             // the last probe's round trip: answers sooner after a window began are the last one's
   Duration length() const { return std::max(len > Duration::zero() ? len : guess, kMinLearnedWindow); }
 };
@@ -202,6 +206,7 @@ void commit_learned(Learned& l, MonoTime slot, bool smooth, double stretch) {
     // Only a window that was spent in full and ended quiet says the limit
     // may be higher; idle windows say nothing.
     const bool full = l.used >= l.n;
+    l.first = false;  // late answers of the first window are counted no more
     l.start += len * k;
     l.since = std::min(l.since + k, kMaxLearned);
     if (full) l.quiet = std::min(l.quiet + 1, kMaxLearned);
@@ -353,6 +358,13 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
   }
   const MonoTime now = r.now;
   if (!r.limited) {
+    if (l.first && received < l.start) {
+      // The first window: the workers' requests went out together, and the
+      // answers come back in any order. One accepted after the first limited
+      // answer was in that window too, which held one more.
+      l.n = std::min(l.n + 1, kMaxLearned);
+      return;
+    }
     // An answer counts in the window its request was sent in, as far as the
     // round trip tells: one received within it after the start was sent before.
     if (received >= saturating_add(l.start, l.rtt)) l.accepted = std::min(l.accepted + 1, kMaxLearned);
@@ -391,7 +403,11 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
       // guess of a window; windows are rarely shorter than the step they are told in.
       l.guess = clamp_learned(std::max(*r.cooldown, kStatedStep));
       l.n = held;
+      // Only with a boundary more than a step away: no request in flight
+      // then can have crossed into the next window.
+      l.first = *r.cooldown > kStatedStep;
     } else if (boundary > l.anchor) {
+      l.first = false;
       // Nothing accepted in the window yet, or a boundary well before its
       // expected end: the window was placed wrong (the server's had not
       // ended, or ended early), not that fewer sends fit: n stays.

@@ -137,7 +137,8 @@ local L_SEARCH = 14    -- bare: when the search began
 local L_WINDOWS = 15   -- windows it was learned from
 local L_OPEN = 16      -- 0 from a window's first send (its probe) until a probe is answered
 local L_RTT = 17       -- the last probe's round trip: answers sooner after a window began are the last one's
-local L_FIELDS = 17
+local L_FIRST = 18     -- 1: n is the first window's count, still open to answers that come back late
+local L_FIELDS = 18
 local MODE_RA = 1
 local MODE_BARE = 2
 
@@ -160,6 +161,8 @@ local function load(key)
       end
       if st.lc ~= nil and type(st.lc) ~= 'number' then st.lc = nil end
       if st.L ~= nil then
+        -- A state saved before L_FIRST existed reads it as 0.
+        if type(st.L) == 'table' and #st.L == L_FIELDS - 1 then st.L[L_FIELDS] = 0 end
         local ok_l = type(st.L) == 'table' and #st.L == L_FIELDS
         for i = 1, L_FIELDS do ok_l = ok_l and type(st.L[i]) == 'number' end
         if not ok_l then st.L = nil end
@@ -211,7 +214,7 @@ local function learned_length(L)
 end
 
 local function new_learned(mode)
-  return {mode, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0}
+  return {mode, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0}
 end
 
 -- A boundary `span` after the anchor: the window's length, averaged over the
@@ -249,6 +252,7 @@ local function commit_learned(L, slot, smooth, stretch)
     -- Only a window spent in full that ended quiet says the limit may be
     -- higher; idle windows say nothing.
     local full = L[L_USED] >= L[L_N]
+    L[L_FIRST] = 0  -- late answers of the first window are counted no more
     L[L_START] = L[L_START] + len * k
     L[L_SINCE] = math.min(L[L_SINCE] + k, LEARNED_MAX)
     if full then L[L_QUIET] = math.min(L[L_QUIET] + 1, LEARNED_MAX) end
@@ -298,6 +302,12 @@ local function learn(st, now, received, limited, cooldown, probe_answered)
       st.lc = math.min((st.lc or 0) + 1, LEARNED_MAX)
       return
     end
+    if L[L_FIRST] == 1 and received < L[L_START] then
+      -- The first window's answers come back in any order: one accepted
+      -- after the first limited answer was in that window, which held one more.
+      L[L_N] = math.min(L[L_N] + 1, LEARNED_MAX)
+      return
+    end
     -- An answer counts in the window its request was sent in, as far as the
     -- round trip tells: one received within it after the start was sent before.
     if received >= L[L_START] + L[L_RTT] then L[L_ACCEPTED] = math.min(L[L_ACCEPTED] + 1, LEARNED_MAX) end
@@ -330,9 +340,12 @@ local function learn(st, now, received, limited, cooldown, probe_answered)
       -- guess of a window; windows are rarely shorter than the step they are told in.
       L[L_GUESS] = clamp_len(math.max(cooldown, STATED_STEP))
       L[L_N] = held
+      -- Only with a boundary more than a step away: nothing in flight crossed into the next window.
+      L[L_FIRST] = cooldown > STATED_STEP and 1 or 0
       st.L = L
       st.lc = nil
     elseif boundary > L[L_ANCHOR] then
+      L[L_FIRST] = 0
       -- Nothing accepted in the window, or a boundary well before its
       -- expected end: the window was placed wrong, n stays.
       local misplaced = L[L_ACCEPTED] == 0 or boundary + STATED_STEP < L[L_START] + learned_length(L)

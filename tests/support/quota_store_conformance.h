@@ -647,6 +647,32 @@ TEST_P(QuotaStoreConformance, WhatBareLimitsTaughtIsShown) {
   EXPECT_FALSE(shown->from_retry_after);
 }
 
+// The first window's requests went out together and their answers come
+// back in any order: one accepted after the first limited answer (before
+// the boundary it stated) was in that window too. Not with a boundary a step
+// away or nearer: a request in flight then may have crossed into the next.
+TEST_P(QuotaStoreConformance, LateAnswersOfTheFirstWindowCountInIt) {
+  for (const Duration to_end : {Duration{seconds{2}}, Duration{seconds{1}}}) {
+    SCOPED_TRACE(to_end.count());
+    key = store->open("late-" + std::to_string(to_end.count()));
+    plain_burst();
+    for (int i = 0; i < 5; ++i) {
+      ASSERT_EQ(acquire().wait, Duration::zero());
+      answer();
+    }
+    ASSERT_TRUE(limited(to_end).blocked);
+    answer();  // two in flight with the limited one, accepted
+    answer();
+    const StoreGrant probe = acquire();
+    ASSERT_EQ(probe.kind, Kind::kProbe);
+    now += probe.wait;
+    answer();
+    StoreGrant next;
+    EXPECT_EQ(spend_now(next), to_end > seconds{1} ? 6 : 4);  // the probe and the rest of 7 (or of 5)
+    now += seconds{10};
+  }
+}
+
 TEST_P(QuotaStoreConformance, AFirstLimitWithNothingAcceptedTeachesNoCount) {
   plain_burst();
   // The very first answer is limited (others spent the window): after its
