@@ -315,8 +315,7 @@ int run_fetch(const FetchOptions& o) {
                          (now && (now->count != was->count || now->window != was->window ||
                                   now->from_retry_after != was->from_retry_after));
     it->second = now;
-    if (changed && now && o.verbose)
-      progress.print_line("* learned for " + printable(name, 200) + ": " + learned_text(*now));
+    if (changed && now) progress.print_line("* learned for " + printable(name, 200) + ": " + learned_text(*now));
   };
 
   // One request to its final answer: with -L, one request through the
@@ -483,7 +482,8 @@ int run_fetch(const FetchOptions& o) {
   if (!o.stats.empty()) {
     auto j = summary.stats(elapsed, signo != 0);
     nlohmann::ordered_json learned = nlohmann::ordered_json::array();
-    for (const auto& [name, last] : learned_keys) {
+    for (const auto& entry : learned_keys) {
+      const std::string& name = entry.first;
       const std::optional<LearnedPolicy> l = client.pacer().learned(client.pacer().key(name));
       if (!l) continue;
       nlohmann::ordered_json k;
