@@ -133,6 +133,13 @@ struct KeyState final : QuotaStore::Handle {
   MonoTime probe_start{};
   MonoTime probe_until{};
   MonoTime seen{};  // the latest `now` seen, for expiry
+  // Grants no counted window covered (nothing was known, or their slot was
+  // past every window's end), not yet answered: the first answer of a window
+  // counts none of those still in flight (see record_locked).
+  // Grants that never get an answer (a transport failure records nothing) are
+  // forgotten a probe timeout after the last blind grant.
+  std::int64_t blind = 0;
+  MonoTime blind_at{};
   std::vector<PolicyState> policies;
   Learned learned;
 };
@@ -247,8 +254,10 @@ void commit_learned(Learned& l, MonoTime slot, bool smooth, double stretch) {
 void commit(KeyState& s, MonoTime slot, const PacingRules& rules) {
   const double stretch = 1.0 + margin_of(rules);
   if (learning(s)) commit_learned(s.learned, slot, rules.pacing == Pacing::kSmooth, stretch);
+  bool counted = false;
   for (auto& p : s.policies) {
     if (p.remaining >= 0) {
+      counted = counted || slot < p.reset_at;
       if (slot < p.reset_at && p.remaining > 0) {
         if (rules.pacing == Pacing::kSmooth) {
           // Divide what is left of the window among what is left of the quota.
@@ -262,6 +271,10 @@ void commit(KeyState& s, MonoTime slot, const PacingRules& rules) {
       const double interval = static_cast<double>(p.window.count()) / static_cast<double>(p.limit);
       p.next = saturating_add(slot, from_ns(interval * stretch));
     }
+  }
+  if (!counted) {
+    s.blind = std::min(s.blind + 1, kMaxLearned);
+    s.blind_at = later(s.blind_at, slot);
   }
   s.tat = slot;
   if (slot < s.spread_end) s.tat = saturating_add(slot, spread_step(s, rules));
@@ -475,24 +488,16 @@ RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules
     out.released = true;
   }
 
-  if (r.cooldown && *r.cooldown > Duration::zero()) {
-    const MonoTime end = saturating_add(now, *r.cooldown);
-    if (end > s.cool_end) {
-      s.cool_end = end;
-      s.cool_cause = r.cooldown_cause == WaitCause::kQuota ? WaitCause::kQuota : WaitCause::kCooldown;
-      ++s.epoch;
-      out.blocked = true;
-      // Like every reservation, a probe handed out before the cooldown is void.
-      s.probe_out = false;
-      if (rules.probe_after_cooldown) {
-        s.probe_need = true;
-      } else {
-        release(s, end, seed, rules);
-      }
-    }
-  }
-  if (out.released && !out.blocked) release(s, now, seed, rules);
-
+  // This answer's request was one grant; the others granted blind and not yet
+  // answered may have reached the server after it, so the count it reports
+  // does not have them in yet. A window starting now spends them first (a
+  // few too many when they were counted before it: never too few).
+  if (now > saturating_add(s.blind_at, std::max(rules.probe_timeout, Duration::zero()))) s.blind = 0;
+  const std::int64_t others = std::max<std::int64_t>(s.blind - 1, 0);
+  if (s.blind > 0) --s.blind;
+  bool started = false;
+  MonoTime pinned = kNone;  // the latest end of a window this answer says is spent
+  bool untracked_spent = false;
   for (const auto& u : r.policies) {
     const bool has_policy = u.limit && *u.limit > 0 && u.window && *u.window > Duration::zero();
     const bool has_window = u.remaining.has_value() && u.reset.has_value();
@@ -500,7 +505,10 @@ RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules
     const std::string_view id = std::string_view(u.id).substr(0, 256);
     auto it = std::find_if(s.policies.begin(), s.policies.end(), [&](const PolicyState& p) { return p.id == id; });
     if (it == s.policies.end()) {
-      if (s.policies.size() >= QuotaStore::kMaxPolicies || (!has_policy && !has_window)) continue;
+      if (s.policies.size() >= QuotaStore::kMaxPolicies || (!has_policy && !has_window)) {
+        if (u.remaining && *u.remaining <= 0) untracked_spent = true;  // its end is not known here
+        continue;
+      }
       s.policies.push_back(PolicyState{std::string(id)});
       it = std::prev(s.policies.end());
     }
@@ -532,14 +540,42 @@ RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules
       } else {
         // A window starts. Its first answer is aimed at most half way, so a
         // window shorter than the step is still spread.
-        p.remaining = remaining;
+        p.remaining = std::max<std::int64_t>(remaining - others, 0);
         p.reset_at = reset_at;
         p.aim = reset_at - std::min(step, (reset_at - now) / 2);
+        started = true;
       }
+      if (remaining == 0) pinned = later(pinned, p.reset_at);
     } else if (p.remaining >= 0) {
       p.remaining = std::min(p.remaining, remaining);
     }
   }
+  if (started) s.blind = 0;
+  if (r.cooldown && *r.cooldown > Duration::zero()) {
+    MonoTime end = saturating_add(now, *r.cooldown);
+    if (r.cooldown_cause == WaitCause::kQuota && pinned != kNone && !untracked_spent && pinned < end) {
+      // A spent window's cooldown ends where the window does: at the earliest
+      // reset any answer gave it (each is at or after the true end), not at
+      // this answer's own, which may be rounded up most of a second later.
+      // What a Retry-After states stays whole.
+      end = later(pinned, saturating_add(now, std::max(r.cooldown_floor, Duration::zero())));
+    }
+    if (end > s.cool_end) {
+      s.cool_end = end;
+      s.cool_cause = r.cooldown_cause == WaitCause::kQuota ? WaitCause::kQuota : WaitCause::kCooldown;
+      ++s.epoch;
+      out.blocked = true;
+      // Like every reservation, a probe handed out before the cooldown is void.
+      s.probe_out = false;
+      if (rules.probe_after_cooldown) {
+        s.probe_need = true;
+      } else {
+        release(s, end, seed, rules);
+      }
+    }
+  }
+  if (out.released && !out.blocked) release(s, now, seed, rules);
+
   learn(s, r, received, out.released);
   return out;
 }

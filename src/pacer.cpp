@@ -734,6 +734,13 @@ void Pacer::record(const Key& key, const Signals& signals) {
   // Which part set it, so that a wait it causes names it.
   if (permitted.quota && (!permitted.retry_after || *permitted.quota > *permitted.retry_after)) {
     rec.cooldown_cause = WaitCause::kQuota;
+    // The store may end it where the spent window ends; a Retry-After, and a
+    // quota it does not count (bytes, tokens), still hold in full.
+    Duration floor = permitted.retry_after.value_or(Duration::zero());
+    for (const auto& o : signals.quota) {
+      if (!is_requests(o.unit) && o.remaining && *o.remaining <= 0 && o.reset) floor = std::max(floor, *o.reset);
+    }
+    rec.cooldown_floor = floor > rec.age ? floor - rec.age : Duration::zero();
   }
   for (const auto& o : signals.quota) {
     if (!is_requests(o.unit)) continue;  // the pacer counts requests, not bytes or tokens

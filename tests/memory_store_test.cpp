@@ -98,7 +98,8 @@ TEST(MemoryStore, ALearnedWindowsEndIsAQuotaWait) {
   r.limited = true;
   r.cooldown = seconds{2};
   (void)store.record(*k, r, rules);
-  EXPECT_EQ(store.acquire(*k, {kT0, kMaxDuration}, rules).cause, WaitCause::kCooldown);  // the probe, at the cooldown's end
+  EXPECT_EQ(store.acquire(*k, {kT0, kMaxDuration}, rules).cause,
+            WaitCause::kCooldown);  // the probe, at the cooldown's end
   StoreRecord a;
   a.now = kT0 + seconds{2};
   (void)store.record(*k, a, rules);  // its answer: the window's one send is spent
@@ -241,6 +242,46 @@ namespace abide::test {
 //   memory_store_test --gtest_also_run_disabled_tests --gtest_filter='*LearnedPolicyTable*'
 TEST(MemoryStoreFigures, DISABLED_LearnedPolicyTable) {
   using std::chrono::milliseconds;
+  // Announced quotas first: the reset as the drafts state it (seconds from
+  // now) and as GitHub does (a Unix second, no window), on a fixed grid of
+  // windows and on windows that start with their first request.
+  for (const bool unix_second : {false, true}) {
+    for (const bool from_first : {false, true}) {
+      for (const auto pacing : {Pacing::kSmooth, Pacing::kBurst}) {
+        for (const auto latency : {milliseconds{1}, milliseconds{20}, milliseconds{50}}) {
+          double worst = 0.0;
+          double best = 1e9;
+          int most = 0;
+          for (const auto phase : {milliseconds{0}, milliseconds{300}, milliseconds{1000}, milliseconds{1700}}) {
+            MemoryStore store;
+            auto k = store.open("k");
+            SimOptions o;
+            o.requests = 120;
+            o.limit = 20;
+            o.phase = phase;
+            o.latency = latency;
+            o.windows_from_first = from_first;
+            if (unix_second) {
+              o.announce_window = false;
+              o.reset_unix_second = true;
+              o.unix_offset = phase % std::chrono::seconds{1};
+            }
+            o.rules.pacing = pacing;
+            const SimResult r = simulate(store, *k, o, MonoTime{std::chrono::hours{1000}});
+            EXPECT_EQ(r.accepted, o.requests);
+            EXPECT_EQ(r.premature, 0);
+            worst = std::max(worst, r.ratio());
+            best = std::min(best, r.ratio());
+            most = std::max(most, r.limited);
+          }
+          std::printf("announced %-11s %-10s %-6s latency %2d ms: ratio %.3f..%.3f, limited at most %d\n",
+                      unix_second ? "unix-second" : "delta", from_first ? "from-first" : "grid",
+                      pacing == Pacing::kSmooth ? "smooth" : "burst", static_cast<int>(latency.count()), best, worst,
+                      most);
+        }
+      }
+    }
+  }
   for (const bool tell : {false, true}) {
     for (int mode = 0; mode < 3; ++mode) {
       for (const bool round_up : {true, false}) {
@@ -276,7 +317,9 @@ TEST(MemoryStoreFigures, DISABLED_LearnedPolicyTable) {
             }
             std::printf("%-6s %-22s %-7s %-6s latency %2d ms: ratio %.3f..%.3f, limited %2d..%2d\n",
                         tell ? "after" : "before",
-                        mode == 0 ? "retry-after" : mode == 1 ? "bare 429, fixed backoff" : "bare 429, exp backoff",
+                        mode == 0   ? "retry-after"
+                        : mode == 1 ? "bare 429, fixed backoff"
+                                    : "bare 429, exp backoff",
                         round_up ? "rounded" : "exact", pacing == Pacing::kSmooth ? "smooth" : "burst",
                         static_cast<int>(latency.count()), best_ratio, worst_ratio, fewest, most);
           }

@@ -359,8 +359,8 @@ class ScriptByHand : public ::testing::Test {
     return r.elements.empty() ? -1 : std::stoll(r.elements[0]);
   }
   RespReply record(const std::string& cooldown, const std::vector<std::vector<std::string>>& policies = {}) {
-    std::vector<std::string> args{
-        std::to_string(now), "0", cooldown, "0.5", "1", "1000000", "0", std::to_string(policies.size())};
+    std::vector<std::string> args{std::to_string(now), "0", cooldown, "0.5",      "1",
+                                  "1000000",           "0", "",       "10000000", std::to_string(policies.size())};
     for (const auto& p : policies) args.insert(args.end(), p.begin(), p.end());
     return call(redis_detail::kOpRecord, args);
   }

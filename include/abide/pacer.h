@@ -42,7 +42,10 @@
 // more than already spent keeps the lower count (stale responses arrive late).
 // Within a window the earliest reported reset is kept: servers round reset
 // times up, so each answer's reset is at or after the true one and the earliest
-// is the closest. A reset a whole window (or more) after the tracked one starts
+// is the closest. A spent window's cooldown ends there too, not at the reset
+// of the answer that spent it (a Retry-After still holds in full). The first
+// answer of a window counts the sends still in flight that nothing counted
+// (the workers that went before anything was known) as spent. A reset a whole window (or more) after the tracked one starts
 // the next window; otherwise the next window begins when the tracked reset
 // passes (the probe above).
 #pragma once

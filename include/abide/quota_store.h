@@ -109,8 +109,12 @@ struct StoreRecord {
   Duration age{};                                   // how long ago the response was received (>= 0)
   std::optional<Duration> cooldown;                 // nothing may be sent before now + cooldown
   WaitCause cooldown_cause = WaitCause::kCooldown;  // kQuota when an exhausted quota's reset set it
-  std::vector<PolicyUpdate> policies;               // at most kMaxPolicies are kept per key
-  double spread_seed = 0.0;                         // in [0, 1), from the pacer's random source
+  // kQuota: the store ends the cooldown where the spent window ends (the
+  // earliest reset its answers gave), never before now + cooldown_floor (what
+  // a Retry-After, or a quota the store does not count, asks for).
+  Duration cooldown_floor{};
+  std::vector<PolicyUpdate> policies;  // at most kMaxPolicies are kept per key
+  double spread_seed = 0.0;            // in [0, 1), from the pacer's random source
   // The answer was limited (429, 503), with or without a cooldown. While the
   // key has no announced quota, limited answers teach the store a policy of
   // its own (LearnedPolicyBounds); false, the default, teaches nothing.

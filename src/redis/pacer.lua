@@ -105,6 +105,9 @@ local MAX_TTL_MS = 365 * 24 * 3600 * 1000
 --   po   probe out (1): a probe was handed out and not yet answered.
 --   ps   probe start: the probe's slot. A response received after it is its answer.
 --   pu   probe until: waiting for the probe ends here (it may never be answered).
+--   bl   grants no counted window covered (nothing was known, or their slot was
+--        past every window's end), not yet answered.
+--   ba   the last blind grant's slot.
 --   pol  up to MAX_POLICIES quota policies, each an array indexed below.
 --   lc   accepted answers so far, while nothing is learned (absent: none).
 --   L    the learned policy, an array indexed below (absent: nothing learned).
@@ -143,7 +146,7 @@ local MODE_RA = 1
 local MODE_BARE = 2
 
 local function fresh_state()
-  return {e = 0, tat = 0, ce = 0, se = 0, ss = 0, sn = 0, pn = 0, po = 0, ps = 0, pu = 0, pol = {}}
+  return {e = 0, tat = 0, ce = 0, se = 0, ss = 0, sn = 0, pn = 0, po = 0, ps = 0, pu = 0, bl = 0, ba = 0, pol = {}}
 end
 
 -- The key's state, and whether there was one. Anything unreadable (another
@@ -394,8 +397,10 @@ end
 -- the key's schedule moves on.
 local function commit(st, slot, smooth, stretch, spread)
   if st.L ~= nil and #st.pol == 0 then commit_learned(st.L, slot, smooth, stretch) end
+  local counted = false
   for _, p in ipairs(st.pol) do
     if p[P_REMAINING] >= 0 then
+      if slot < p[P_RESET] then counted = true end
       if slot < p[P_RESET] and p[P_REMAINING] > 0 then
         if smooth then
           -- Divide what is left of the window among what is left of the quota,
@@ -411,6 +416,10 @@ local function commit(st, slot, smooth, stretch, spread)
       -- window (GCRA).
       p[P_NEXT] = slot + math.ceil(p[P_WINDOW] / p[P_LIMIT] * stretch)
     end
+  end
+  if not counted then
+    st.bl = math.min(st.bl + 1, LEARNED_MAX)
+    st.ba = math.max(st.ba, slot)
   end
   st.tat = slot
   if slot < st.se and spread > 0 then
@@ -512,7 +521,9 @@ end
 
 -- ARGV: op, now, age (how long ago the response was received), cooldown (''
 -- none), spread seed, probe after cooldown (1|0), spread period, limited
--- (1|0: a 429 or 503, with or without a cooldown), n; then n
+-- (1|0: a 429 or 503, with or without a cooldown), cooldown floor ('': the
+-- cooldown is kept whole; a number: it is an exhausted quota's, which may end
+-- where the spent window does, never before now + floor), probe timeout, n; then n
 -- policy updates of POLICY_ARGS each: id, limit, window, remaining, reset
 -- (from now), reset resolution ('' where unknown).
 -- Returns {blocked, released}: a cooldown started or grew (reservations made
@@ -529,7 +540,9 @@ local function record(key)
   local probe_after = ARGV[6] == '1'
   local period = tonumber(ARGV[7]) or 0
   local limited = ARGV[8] == '1'
-  local n = tonumber(ARGV[9]) or -1
+  local floor = tonumber(ARGV[9])
+  local probe_timeout = tonumber(ARGV[10]) or 0
+  local n = tonumber(ARGV[11]) or -1
   if #ARGV ~= RECORD_FIXED_ARGS + n * POLICY_ARGS then
     return redis.error_reply('ERR abide pacer: a record has RECORD_FIXED_ARGS + n * POLICY_ARGS arguments')
   end
@@ -557,21 +570,18 @@ local function record(key)
     st.sn = 0
   end
 
-  if cooldown ~= nil and cooldown > 0 then
-    local e = now + cooldown
-    if e > st.ce then
-      -- A cooldown only ever grows. It voids every reservation (a new epoch),
-      -- the outstanding probe included; at its end either one probe goes
-      -- first or everyone is released together, spread.
-      st.ce = e
-      st.e = st.e + 1
-      blocked = 1
-      st.po = 0
-      if probe_after then st.pn = 1 else release(e) end
-    end
-  end
-  if released == 1 and blocked == 0 then release(now) end
-
+  -- This answer's request was one grant; the others granted blind (bl) and
+  -- not yet answered may have reached the server after it, so the count it
+  -- reports does not have them in yet. A window starting now spends them
+  -- first (a few too many when they were counted before it: never too few).
+  -- Grants that never get an answer (a transport failure records nothing)
+  -- are forgotten a probe timeout after the last blind grant (ba).
+  if now > st.ba + probe_timeout then st.bl = 0 end
+  local others = math.max(st.bl - 1, 0)
+  if st.bl > 0 then st.bl = st.bl - 1 end
+  local started = false
+  local pinned = 0  -- the latest end of a window this answer says is spent
+  local untracked_spent = false
   for i = 0, n - 1 do
     local b = RECORD_FIXED_ARGS + 1 + i * POLICY_ARGS
     local id = string.sub(ARGV[b], 1, MAX_ID_BYTES)
@@ -595,6 +605,8 @@ local function record(key)
       if p == nil and #st.pol < MAX_POLICIES and (has_policy or has_window) then
         p = {id, 0, 0, -1, 0, 0, 0}
         st.pol[#st.pol + 1] = p
+      elseif p == nil and rem ~= nil and rem <= 0 then
+        untracked_spent = true  -- its window's end is not known here
       end
       if p ~= nil then
         if limit ~= nil and limit > 0 then p[P_LIMIT] = limit end
@@ -626,10 +638,12 @@ local function record(key)
               else
                 -- A window starts. Its first answer is aimed at most half way,
                 -- so a window shorter than the step is still spread.
-                p[P_REMAINING] = rem
+                p[P_REMAINING] = math.max(rem - others, 0)
                 p[P_RESET] = ra
                 p[P_AIM] = ra - math.min(res, math.floor((ra - now) / 2))
+                started = true
               end
+              if rem == 0 then pinned = math.max(pinned, p[P_RESET]) end
             end
           elseif p[P_REMAINING] >= 0 then
             p[P_REMAINING] = math.min(p[P_REMAINING], rem)
@@ -638,6 +652,29 @@ local function record(key)
       end
     end
   end
+  if started then st.bl = 0 end
+  if cooldown ~= nil and cooldown > 0 then
+    local e = now + cooldown
+    if floor ~= nil and pinned > 0 and not untracked_spent and pinned < e then
+      -- A spent window's cooldown ends where the window does: at the earliest
+      -- reset any answer gave it (each is at or after the true end), not at
+      -- this answer's own, which may be rounded up most of a second later.
+      -- What a Retry-After states stays whole.
+      e = math.max(pinned, now + math.max(floor, 0))
+    end
+    if e > st.ce then
+      -- A cooldown only ever grows. It voids every reservation (a new epoch),
+      -- the outstanding probe included; at its end either one probe goes
+      -- first or everyone is released together, spread.
+      st.ce = e
+      st.e = st.e + 1
+      blocked = 1
+      st.po = 0
+      if probe_after then st.pn = 1 else release(e) end
+    end
+  end
+  if released == 1 and blocked == 0 then release(now) end
+
   learn(st, now, received, limited, cooldown, released == 1)
   save(key, st, now)
   return {blocked, released}

@@ -43,7 +43,7 @@ inline constexpr ScriptConstant kScriptConstants[] = {
     // How many ARGV each operation takes (the operation included). A record
     // takes RECORD_FIXED_ARGS, then POLICY_ARGS for each policy update.
     {"ACQUIRE_ARGS", 7},
-    {"RECORD_FIXED_ARGS", 9},
+    {"RECORD_FIXED_ARGS", 11},
     {"POLICY_ARGS", 6},
     {"CHECK_ARGS", 2},
     {"ABANDON_ARGS", 2},

@@ -412,6 +412,10 @@ RecordOutcome RedisStore::record(Handle& key, const StoreRecord& record, const P
       rules.probe_after_cooldown ? "1" : "0",
       num(micros_up(rules.spread_period)),
       record.limited ? "1" : "0",
+      // An exhausted quota's cooldown may end where its window does, not before the floor.
+      record.cooldown_cause == WaitCause::kQuota ? num(micros_up(std::max(record.cooldown_floor, Duration::zero())))
+                                                 : std::string(),
+      num(micros_up(std::max(rules.probe_timeout, Duration::zero()))),
       num(static_cast<std::int64_t>(n)),
   };
   args.reserve(redis_detail::kRecordFixedArgs + n * redis_detail::kPolicyArgs);

@@ -31,7 +31,11 @@ struct SimOptions {
   int workers = 8;
   std::int64_t limit = 50;
   Duration window = std::chrono::seconds{2};
-  Duration phase{};                                 // where the server's windows start, in [0, window)
+  Duration phase{};  // where the server's windows start, in [0, window)
+  // Windows start at the first arrival after the last one ended (as the mock
+  // server's do), not on a fixed grid: a client that starts a window late
+  // moves every later window with it. `phase` is then unused.
+  bool windows_from_first = false;
   Duration latency = std::chrono::milliseconds{1};  // one way
   bool announce_policy = true;                      // limit and window in every answer (draft11, github)
   bool announce_window = true;                      // with announce_policy: the window too (GitHub sends none)
@@ -69,7 +73,7 @@ struct SimResult {
   int premature = 0;
   // Limited answers per server window, from the first window the run touched.
   std::vector<int> limited_by_window;
-  double quota_time_s = 1.0;                 // requests x window / limit
+  double quota_time_s = 1.0;  // requests x window / limit
   // Elapsed time divided by the time the quota allows at its long-run rate.
   double ratio() const { return std::chrono::duration<double>(elapsed).count() / quota_time_s; }
 };
@@ -107,6 +111,8 @@ inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimO
   const auto window_of = [&](MonoTime t) { return (t - start + o.window - o.phase) / o.window; };
   const auto window_end = [&](std::int64_t n) { return start - (o.window - o.phase) + (n + 1) * o.window; };
   std::int64_t first_window = -1;
+  std::int64_t moving_n = -1;  // windows_from_first: the current window and its end
+  MonoTime moving_end{};
   const auto acquire_at = [&](int i, MonoTime at) {
     w[static_cast<std::size_t>(i)].pending = seq;
     q.push({at, seq++, i, kAcquire});
@@ -147,16 +153,21 @@ inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimO
         }
         break;
       case kArrive: {
-        const std::int64_t n = window_of(e.at);
+        if (o.windows_from_first && (moving_n < 0 || e.at >= moving_end)) {
+          ++moving_n;
+          moving_end = e.at + o.window;
+        }
+        const std::int64_t n = o.windows_from_first ? moving_n : window_of(e.at);
+        const MonoTime end = o.windows_from_first ? moving_end : window_end(n);
         if (first_window < 0) first_window = n;
         ++arrivals_in[n];
-        const Duration to_end = window_end(n) - e.at;
+        const Duration to_end = end - e.at;
         Duration reset = o.round_up ? Duration{std::chrono::ceil<seconds>(to_end)} : to_end;
         if (o.reset_unix_second) {
           const auto unix_at = [&](MonoTime m) { return m - start + o.unix_offset + std::chrono::hours{1}; };
-          reset = std::chrono::ceil<seconds>(unix_at(window_end(n))) - unix_at(e.at);
+          reset = std::chrono::ceil<seconds>(unix_at(end)) - unix_at(e.at);
         }
-        const bool changed = o.limit_later > 0 && window_end(n) - o.window >= start + o.change_at;
+        const bool changed = o.limit_later > 0 && end - o.window >= start + o.change_at;
         const std::int64_t limit = changed ? o.limit_later : o.limit;
         if (accepted_in[n] < limit) {
           ++accepted_in[n];
@@ -192,6 +203,14 @@ inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimO
         if (me.limited && o.retry_after) {
           rec.cooldown = me.retry_after;
           permitted = std::max(permitted, e.at + me.retry_after);
+        }
+        if (o.announce_remaining && me.remaining <= 0 && me.reset > rec.cooldown.value_or(Duration::zero())) {
+          // A spent quota holds the key until its reset, as the pacer tells
+          // the store: the store may end it at the window's pinned end, never
+          // before the Retry-After.
+          rec.cooldown_floor = rec.cooldown.value_or(Duration::zero());
+          rec.cooldown = me.reset;
+          rec.cooldown_cause = WaitCause::kQuota;
         }
         rec.spread_seed = 0.5;
         store.record(key, rec, o.rules);

@@ -437,6 +437,59 @@ TEST_P(QuotaStoreConformance, UnixSecondResetWorkloadUsesTheQuota) {
   }
 }
 
+// A workload of 120 requests, 20 per 2 s, 8 workers, with the quota
+// announced as the drafts do (a reset in whole seconds from now) and as
+// GitHub does (a Unix second, no window), on windows of a fixed grid and on
+// windows that start with their first request. Burst spends each window at
+// the window's pinned end (the earliest reset its answers gave), smooth
+// spreads by it; the first window counts the sends still in flight.
+TEST_P(QuotaStoreConformance, AnnouncedQuotaIsSpentCloseToTheLimit) {
+  for (const bool unix_second : {false, true}) {
+    for (const bool from_first : {false, true}) {
+      for (const auto latency : {milliseconds{1}, milliseconds{20}}) {
+        for (const auto phase : {milliseconds{0}, milliseconds{300}, milliseconds{1700}}) {
+          for (const auto pacing : {Pacing::kSmooth, Pacing::kBurst}) {
+            const std::string name = std::string(unix_second ? "unix" : "delta") + (from_first ? "-first" : "-grid") +
+                                     "-" + std::to_string(latency.count()) + "ms-" + std::to_string(phase.count()) +
+                                     (pacing == Pacing::kSmooth ? "-smooth" : "-burst");
+            SCOPED_TRACE(name);
+            SimOptions o;
+            o.requests = 120;
+            o.limit = 20;
+            o.latency = latency;
+            o.phase = phase;
+            o.windows_from_first = from_first;
+            if (unix_second) {
+              o.announce_window = false;
+              o.reset_unix_second = true;
+              o.unix_offset = phase % seconds{1};
+            }
+            o.rules = rules;
+            o.rules.pacing = pacing;
+            auto k = store->open(name);
+            const SimResult r = simulate(*store, *k, o, now);
+            EXPECT_EQ(r.accepted, o.requests);
+            EXPECT_EQ(r.limited, 0);
+            EXPECT_EQ(r.premature, 0);
+            EXPECT_LE(r.max_arrivals_per_window, o.limit);
+            if (!unix_second) {
+              EXPECT_LE(r.ratio(), pacing == Pacing::kBurst ? 0.88 : 1.05);
+            } else if (!from_first) {
+              // A Unix-second reset pins the end to its second and no closer.
+              EXPECT_LE(r.ratio(), pacing == Pacing::kBurst ? 0.90 : 1.05);
+            }
+            // Unix-second resets on windows that start with their first
+            // request, no window announced: nothing bounds the end closer
+            // than its second, and each window starts that much late (a gap
+            // the figures show: memory_store_test's LearnedPolicyTable).
+            now += std::chrono::minutes{1};
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_P(QuotaStoreConformance, PolicyOnlyWorkloadStaysWithinTheQuota) {
   SimOptions o;
   o.announce_remaining = false;
