@@ -403,5 +403,83 @@ TEST(CliExplain, HugeNumbersSaturate) {
   EXPECT_GT(j["delay_s"].get<double>(), 9e9);
 }
 
+// ---- --history: what a run of answers taught ------------------------------------
+
+// A head received `second` seconds after 2026-01-01T00:00:00Z.
+std::string dated_head(int status, int second, const std::string& extra = {}) {
+  char date[64];
+  std::snprintf(date, sizeof date, "Thu, 01 Jan 2026 00:00:%02d GMT", second);
+  return "HTTP/1.1 " + std::to_string(status) + " X\r\nDate: " + date + "\r\n" + extra + "\r\n";
+}
+
+// Windows of 20 per 2 s: twenty answers accepted at the window's start, then a
+// 429 whose Retry-After ends the window.
+std::string quota_history(int windows) {
+  std::string text;
+  for (int w = 0; w < windows; ++w) {
+    for (int i = 0; i < 20; ++i) text += dated_head(200, 2 * w);
+    text += dated_head(429, 2 * w + 1, "Retry-After: 1\r\n");
+  }
+  return text;
+}
+
+TEST(CliExplain, HistorySaysWhatTheAnswersTaught) {
+  const auto words = test::abide({"explain", "--history", "--seed", "1"}, quota_history(3));
+  ASSERT_EQ(words.exit_code, 0) << words.err;
+  EXPECT_THAT(words.out, HasSubstr("Learned from 63 answers: about 20 per 2 s, from 3 windows\n"));
+  // The last answer is the one explained, received at its Date.
+  EXPECT_THAT(words.out, HasSubstr("Retry-After"));
+
+  const auto r = test::abide({"explain", "--history", "--json", "--jitter", "none", "--backoff-base", "0"},
+                             quota_history(3));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["decision"], "retry");
+  EXPECT_EQ(j["server_hint_s"], 1);
+  EXPECT_EQ(j["not_before"], "2026-01-01T00:00:06Z");
+  const json& l = j["learned"];
+  EXPECT_EQ(l["count"], 20);
+  EXPECT_EQ(l["window_s"], 2.0);
+  EXPECT_EQ(l["window_measured"], true);
+  EXPECT_EQ(l["windows"], 3);
+  EXPECT_EQ(l["from"], "retry-after");
+  EXPECT_EQ(l["answers"], 63);
+  EXPECT_EQ(l["text"], "about 20 per 2 s, from 3 windows");
+}
+
+TEST(CliExplain, HistoryWithoutALimitOrWithAnAnnouncedQuotaLearnsNothing) {
+  std::string plain;
+  for (int i = 0; i < 5; ++i) plain += dated_head(200, i);
+  const json quiet = explain_head(plain, {"--history"});
+  EXPECT_TRUE(quiet["learned"].is_null());
+  EXPECT_EQ(quiet["decision"], "done");
+
+  // The server announces its quota: its word, not a learned one.
+  std::string announced = quota_history(1);
+  announced += dated_head(429, 3, "Retry-After: 1\r\nRateLimit-Policy: \"d\";q=20;w=2\r\nRateLimit: \"d\";r=0;t=1\r\n");
+  const auto words = test::abide({"explain", "--history"}, announced);
+  ASSERT_EQ(words.exit_code, 0) << words.err;
+  EXPECT_THAT(words.out, HasSubstr("Learned from 22 answers: nothing"));
+}
+
+TEST(CliExplain, HistoryNeedsEveryAnswersDate) {
+  const std::string text = dated_head(200, 0) + "HTTP/1.1 200 OK\r\nServer: x\r\n\r\n" + dated_head(429, 1);
+  const auto r = test::abide({"explain", "--history"}, text);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("<stdin>:4: --history needs every answer's Date"));
+  EXPECT_TRUE(r.out.empty());
+
+  const auto back = test::abide({"explain", "--history"}, dated_head(200, 5) + dated_head(200, 1));
+  EXPECT_EQ(back.exit_code, 1);
+  EXPECT_THAT(back.err, HasSubstr("<stdin>:4: a Date before the first answer's"));
+}
+
+// Without --history only the last head counts, as before.
+TEST(CliExplain, WithoutHistorySeveralHeadsExplainTheLast) {
+  const json j = explain_head(quota_history(2));
+  EXPECT_FALSE(j.contains("learned"));
+  EXPECT_EQ(j["status"], 429);
+}
+
 }  // namespace
 }  // namespace abide

@@ -7,6 +7,12 @@
 // retry verdict: true, false or null; quota observations as in `parse
 // ratelimit`, with "cost" and "reset_is_full_refill").
 //
+// With --history the input holds a key's answers in the order received, each
+// with its Date: they are replayed through a pacer of their own, at their
+// Dates, and what they taught (the learned quota, while the server announces
+// none) is said after the explanation of the last one; JSON "learned" (null
+// when nothing was learned).
+//
 // Exit status: 0 whenever the decision was explained, whatever it is (retry,
 // deferred, not_retryable, ...: the command succeeded in explaining it); 1 when
 // the input cannot be read or is not a response head; 2 for a usage error.
@@ -21,12 +27,14 @@
 #include "abide/clock.h"
 #include "abide/headers.h"
 #include "abide/http_date.h"
+#include "abide/pacer.h"
 #include "abide/planner.h"
 #include "abide/profiles.h"
 #include "abide/signals.h"
 #include "command.h"
 #include "common.h"
 #include "explain_text.h"
+#include "fetch_verbose.h"
 #include "signals_json.h"
 #include "time_option.h"
 
@@ -51,7 +59,51 @@ struct Options {
   std::optional<std::uint64_t> seed;
   std::optional<double> max_wait_s;
   bool json = false;
+  bool history = false;
   std::string file;
+};
+
+// Clocks that stand still at the instant set: a history is replayed at the
+// times its answers were received, without waiting.
+class ReplayMono final : public MonotonicClock {
+ public:
+  MonoTime t{std::chrono::hours{1000}};
+  MonoTime now() const noexcept override { return t; }
+  WaitResult sleep_until(MonoTime, std::stop_token) const override { return WaitResult::kReached; }
+};
+class ReplayWall final : public WallClock {
+ public:
+  WallTime t{};
+  WallTime now() const noexcept override { return t; }
+};
+
+// The heads of a text that holds several, in order: each begins with a
+// status line at the start of the text or after an empty line.
+std::vector<std::string_view> split_heads(std::string_view text) {
+  std::vector<std::size_t> starts;
+  bool after_empty = true;
+  for (std::size_t pos = 0; pos < text.size();) {
+    std::size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(pos, eol - pos);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (after_empty && line.starts_with("HTTP/")) starts.push_back(pos);
+    after_empty = line.empty();
+    pos = eol + 1;
+  }
+  std::vector<std::string_view> heads;
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    const std::size_t end = i + 1 < starts.size() ? starts[i + 1] : text.size();
+    heads.push_back(text.substr(starts[i], end - starts[i]));
+  }
+  return heads;
+}
+
+// What a run of answers from one key taught, replayed through a pacer of its
+// own: each answer received at its Date. Nothing when no answer was limited.
+struct History {
+  std::optional<LearnedPolicy> learned;
+  std::size_t answers = 0;
 };
 
 // Seconds from the command line to a Duration, saturating (finite values only:
@@ -103,6 +155,21 @@ nlohmann::ordered_json plan_json(const ExplainContext& c) {
   return j;
 }
 
+// The learned policy as JSON: null when nothing was learned.
+nlohmann::ordered_json learned_json(const History& h) {
+  if (!h.learned) return nullptr;
+  const LearnedPolicy& l = *h.learned;
+  nlohmann::ordered_json j;
+  j["count"] = l.count;
+  j["window_s"] = to_seconds(l.window);
+  j["window_measured"] = l.window_measured;
+  j["windows"] = l.windows;
+  j["from"] = l.from_retry_after ? "retry-after" : "limited answers";
+  j["answers"] = h.answers;
+  j["text"] = learned_text(l);
+  return j;
+}
+
 int run(const Options& o) {
   auto profiles = load_profiles(o.profile_files);
   if (!profiles) return reject("profile rejected: " + profiles.error().error.what());
@@ -119,11 +186,9 @@ int run(const Options& o) {
 
   const auto text = read_input(o.file);
   if (!text) return kExitRejected;
+  const std::string where = o.file.empty() || o.file == "-" ? "<stdin>" : o.file;
   const auto head = parse_response_head(*text);
-  if (!head) {
-    const std::string where = o.file.empty() || o.file == "-" ? "<stdin>" : o.file;
-    return reject(where + ":" + std::to_string(head.error().line) + ": " + head.error().message);
-  }
+  if (!head) return reject(where + ":" + std::to_string(head.error().line) + ": " + head.error().message);
 
   const std::string host = host_of(o.host);
   ObserveOptions options;
@@ -132,8 +197,51 @@ int run(const Options& o) {
   options.registry = &registry;
   options.heuristic = o.heuristic;
   options.robust = !o.strict;
-  const WallTime now = time_or_now(o.now);
-  const MonoTime mono = system_monotonic_clock().now();
+  WallTime now = time_or_now(o.now);
+  MonoTime mono = system_monotonic_clock().now();
+
+  std::optional<History> history;
+  if (o.history) {
+    // Every head, in order, through a pacer of its own: the last one is the
+    // answer explained, received at its Date unless --now says otherwise.
+    const auto heads = split_heads(*text);
+    ReplayMono replay_mono;
+    ReplayWall replay_wall;
+    PacerConfig pc;
+    pc.mono = &replay_mono;
+    pc.wall = &replay_wall;
+    Pacer pacer(pc);
+    const Pacer::Key key = pacer.key("explain");
+    std::optional<WallTime> first_date;
+    std::size_t line = 1;
+    history.emplace();
+    for (std::size_t i = 0; i < heads.size(); ++i) {
+      const auto h = parse_response_head(heads[i]);
+      if (!h) return reject(where + ":" + std::to_string(line + h.error().line - 1) + ": " + h.error().message);
+      const std::size_t at_line = line;
+      line += static_cast<std::size_t>(std::count(heads[i].begin(), heads[i].end(), '\n'));
+      if (h->status < 200) continue;  // 100 Continue and the like answer nothing
+      const auto date = h->headers.first("Date");
+      const WallTime near = o.now ? *o.now : system_wall_clock().now();
+      const auto when = parse_http_date(date.value_or(""), near, ParseMode::kRobust);
+      if (!date || !when) {
+        return reject(where + ":" + std::to_string(at_line) +
+                      ": --history needs every answer's Date (when it was received), and this one has " +
+                      (date ? "one that is not an HTTP-date" : "none"));
+      }
+      const WallTime at = when->time;
+      if (!first_date) first_date = at;
+      if (at < *first_date) return reject(where + ":" + std::to_string(at_line) + ": a Date before the first answer's");
+      const bool last = i + 1 == heads.size();
+      replay_wall.t = last && o.now ? *o.now : at;
+      replay_mono.t = MonoTime{std::chrono::hours{1000}} + (replay_wall.t - *first_date);
+      pacer.record(key, observe(h->status, h->headers, replay_wall.t, replay_mono.t, options));
+      ++history->answers;
+    }
+    history->learned = pacer.learned(key);
+    now = replay_wall.t;
+    mono = replay_mono.t;
+  }
   const Signals s = observe(head->status, head->headers, now, mono, options);
 
   PlannerConfig config;
@@ -154,11 +262,19 @@ int run(const Options& o) {
 
   const ExplainContext c{s, plan, input, planner, head->warnings, host, o.profile};
   if (o.json) {
+    nlohmann::ordered_json j = plan_json(c);
+    if (history) j["learned"] = learned_json(*history);
     // Every string is printable ASCII by now; the handler is the last guard
     // against a throw on invalid UTF-8.
-    std::cout << plan_json(c).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+    std::cout << j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
   } else {
     std::cout << explain_text(c);
+    if (history) {
+      std::cout << "\nLearned from " << history->answers << (history->answers == 1 ? " answer" : " answers") << ": "
+                << (history->learned ? learned_text(*history->learned)
+                                     : std::string("nothing (no limited answer, or the server announces its quota)"))
+                << "\n";
+    }
   }
   return kExitOk;
 }
@@ -210,6 +326,9 @@ const Registration explain_cmd{
       app.add_option("--max-wait", o->max_wait_s, "Longest acceptable server hint, seconds (default: no limit)")
           ->check(finite & CLI::NonNegativeNumber);
       app.add_flag("--json", o->json, "Print JSON instead of words");
+      app.add_flag("--history", o->history,
+                   "FILE holds a key's answers in the order received (curl -sD - URL URL ...), each with its "
+                   "Date: say what they teach (\"learned\"), and explain the last");
       app.add_option("file", o->file, "File holding the response head (default: standard input)");
       return [o] { return run(*o); };
     }};
