@@ -567,6 +567,14 @@ RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules
       out.blocked = true;
       // Like every reservation, a probe handed out before the cooldown is void.
       s.probe_out = false;
+      // Every slot after now was a reservation, void now: the queue starts
+      // again from here, and a learned window that has not begun has spent
+      // nothing yet (its slots would otherwise count twice when asked again).
+      s.tat = std::min(s.tat, now);
+      if (s.learned.mode != Learned::kNothing && now < s.learned.start) {
+        s.learned.used = 0;
+        s.learned.next = s.learned.start;
+      }
       if (rules.probe_after_cooldown) {
         s.probe_need = true;
       } else {

@@ -670,6 +670,15 @@ local function record(key)
       st.e = st.e + 1
       blocked = 1
       st.po = 0
+      -- Every slot after now was a reservation, void now: the queue starts
+      -- again from here, and a learned window that has not begun has spent
+      -- nothing yet (its slots would otherwise count twice when asked again).
+      st.tat = math.min(st.tat, now)
+      local L = st.L
+      if L ~= nil and now < L[L_START] then
+        L[L_USED] = 0
+        L[L_NEXT] = L[L_START]
+      end
       if probe_after then st.pn = 1 else release(e) end
     end
   end

@@ -726,6 +726,38 @@ TEST_P(QuotaStoreConformance, LateAnswersOfTheFirstWindowCountInIt) {
   }
 }
 
+// The workers in flight with the first limited answer come back limited one
+// after another, each cooldown a little longer. Each voids the slots reserved
+// under the one before: they were never sent, so the learned window that has
+// not begun yet has spent none of them.
+TEST_P(QuotaStoreConformance, ReservationsAGrowingCooldownVoidsAreNotSpent) {
+  plain_burst();
+  rules.probe_after_cooldown = false;  // all released at the cooldown's end
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(acquire().wait, Duration::zero());
+    answer();
+  }
+  ASSERT_TRUE(limited(seconds{2}).blocked);
+  StoreGrant reserved;
+  for (int i = 0; i < 5; ++i) {
+    reserved = acquire();
+    ASSERT_EQ(reserved.kind, Kind::kGranted) << i;
+    expect_near(reserved.wait, seconds{2});
+  }
+  now += milliseconds{1};
+  ASSERT_TRUE(limited(seconds{2}).blocked);  // one more in flight, limited: the cooldown grows by a millisecond
+  EXPECT_FALSE(store->still_valid(*key, reserved.epoch, now));
+  // Asked again, all five fit in the window at the new cooldown's end.
+  for (int i = 0; i < 5; ++i) {
+    const StoreGrant g = acquire();
+    ASSERT_EQ(g.kind, Kind::kGranted) << i;
+    expect_near(g.wait, seconds{2});
+  }
+  // The sixth is the next window's.
+  const StoreGrant next = acquire();
+  EXPECT_GT(next.wait, seconds{3});
+}
+
 TEST_P(QuotaStoreConformance, AFirstLimitWithNothingAcceptedTeachesNoCount) {
   plain_burst();
   // The very first answer is limited (others spent the window): after its
