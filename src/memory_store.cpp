@@ -406,8 +406,19 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
   if (stated) {
     // Received before the current window began: it was in flight when the
     // answer that began it came back, and says nothing new.
-    if (l.mode == Learned::kRetryAfter && received < l.start) return;
+    bool rolled = false;
+    if (l.mode == Learned::kRetryAfter && received < l.start) {
+      if (received < l.anchor) return;
+      rolled = true;
+      // Limited in a window that has rolled on since (a later slot was
+      // granted): that window held one fewer than n, and its count is gone.
+      // Each send over the limit earns one such answer, so n follows a
+      // lowered limit (or a raise that went past it) one by one.
+      l.n = std::max<std::int64_t>(l.n - 1, 1);
+      l.quiet = 0;
+    }
     const MonoTime boundary = saturating_add(now, *r.cooldown);
+    MonoTime at = boundary;
     const std::int64_t held = std::clamp<std::int64_t>(l.accepted, 1, kMaxLearned);
     if (l.mode != Learned::kRetryAfter) {
       l = Learned{};
@@ -426,10 +437,24 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
       // ended, or ended early), not that fewer sends fit: n stays.
       const bool misplaced = l.accepted == 0 ||
                              saturating_add(boundary, kStatedStep) < saturating_add(l.start, l.length());
-      learn_length(l, boundary - l.anchor);
+      if (l.len > Duration::zero() && (l.accepted > 0 || rolled)) {
+        // The boundary was stated in whole seconds, up to one late. A
+        // boundary of the measured windows' grid within that second before
+        // it is the same one, pinned closer: a window placed at the stated
+        // one would straddle two of the server's, and earn a limited answer
+        // in each. (A probe at the grid's boundary that is limited, nothing
+        // accepted in its window, moves the grid instead.)
+        const double k = std::round(static_cast<double>((boundary - l.anchor).count()) /
+                                    static_cast<double>(l.len.count()));
+        if (k >= 1.0 && k < 1e9) {
+          const MonoTime grid = saturating_add(l.anchor, l.len * static_cast<std::int64_t>(k));
+          if (grid <= boundary && boundary - grid < kStatedStep) at = grid;
+        }
+      }
+      learn_length(l, at - l.anchor);
       if (!misplaced) l.n = held;
     }
-    begin_window(l, boundary, 0);
+    begin_window(l, at, 0);
     return;
   }
   // A bare 429: the window is full and its end unknown.

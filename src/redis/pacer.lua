@@ -334,8 +334,18 @@ local function learn(st, now, received, limited, cooldown, probe_answered)
   if cooldown ~= nil and cooldown > 0 then
     -- Received before the current window began: in flight when the answer
     -- that began it came back; it says nothing new.
-    if L ~= nil and L[L_MODE] == MODE_RA and received < L[L_START] then return end
+    local rolled = false
+    if L ~= nil and L[L_MODE] == MODE_RA and received < L[L_START] then
+      if received < L[L_ANCHOR] then return end
+      rolled = true
+      -- Limited in a window that has rolled on since (a later slot was
+      -- granted): it held one fewer than n, and its count is gone. Each send
+      -- over the limit earns one such answer: n follows one by one.
+      L[L_N] = math.max(L[L_N] - 1, 1)
+      L[L_QUIET] = 0
+    end
     local boundary = now + cooldown
+    local at = boundary
     local held = math.max(1, math.min(accepted, LEARNED_MAX))
     if L == nil or L[L_MODE] ~= MODE_RA then
       L = new_learned(MODE_RA)
@@ -352,10 +362,21 @@ local function learn(st, now, received, limited, cooldown, probe_answered)
       -- Nothing accepted in the window, or a boundary well before its
       -- expected end: the window was placed wrong, n stays.
       local misplaced = L[L_ACCEPTED] == 0 or boundary + STATED_STEP < L[L_START] + learned_length(L)
-      learn_length(L, boundary - L[L_ANCHOR])
+      if L[L_LEN] > 0 and (L[L_ACCEPTED] > 0 or rolled) then
+        -- Stated in whole seconds, the boundary is up to one late: a boundary
+        -- of the measured windows' grid within that second before it is the
+        -- same one, pinned closer (a window placed at the stated one would
+        -- straddle two of the server's). A limited probe moves the grid instead.
+        local k = math.floor((boundary - L[L_ANCHOR]) / L[L_LEN] + 0.5)
+        if k >= 1 and k < 1e9 then
+          local grid = L[L_ANCHOR] + L[L_LEN] * k
+          if grid <= boundary and boundary - grid < STATED_STEP then at = grid end
+        end
+      end
+      learn_length(L, at - L[L_ANCHOR])
       if not misplaced then L[L_N] = held end
     end
-    begin_window(L, boundary, 0)
+    begin_window(L, at, 0)
     return
   end
   -- A bare 429: the window is full, its end unknown.

@@ -852,6 +852,38 @@ TEST_P(QuotaStoreConformance, RetryAfterOnlyWorkloadLearnsTheWindow) {
   }
 }
 
+// A long run, with a Retry-After only: every kRaiseAfter quiet windows n is
+// raised past the limit, for one limited answer. That answer comes from a
+// window that has rolled on (a later slot was granted), and its boundary is
+// up to a second late: it lowers n again and the window stays on the grid
+// the earlier windows measured. (Before, it was ignored and each second
+// window was limited from then on.)
+TEST_P(QuotaStoreConformance, ALongRetryAfterRunProbesUpwardOncePerRaise) {
+  int case_number = 0;
+  for (const Pacing pacing : {Pacing::kSmooth, Pacing::kBurst}) {
+    for (const auto phase : {milliseconds{0}, milliseconds{1000}, milliseconds{1700}}) {
+      SimOptions o;
+      o.requests = 600;  // 30 windows
+      o.limit = 20;
+      o.phase = phase;
+      o.announce_policy = false;
+      o.announce_remaining = false;
+      o.rules = rules;
+      o.rules.pacing = pacing;
+      auto k = store->open("long-" + std::to_string(case_number++));
+      const SimResult r = simulate(*store, *k, o, now);
+      SCOPED_TRACE(std::string(pacing == Pacing::kSmooth ? "smooth" : "burst") + " phase " +
+                   std::to_string(phase.count()) + " ms");
+      EXPECT_EQ(r.accepted, o.requests);
+      EXPECT_EQ(r.premature, 0);
+      EXPECT_LE(r.limited_after_first_window, 5);  // about one per kRaiseAfter + 1 windows
+      EXPECT_LE(r.max_arrivals_per_window, o.limit + 1);
+      EXPECT_LE(r.ratio(), 1.10);
+      now += std::chrono::minutes{2};
+    }
+  }
+}
+
 // Nothing but 429: issue 17 asks for at most 15 limited answers and a time
 // ratio of at most 1.00. The limited answers hold everywhere (7 to 10); the
 // time too, but at 50 ms latency (a round trip of a twentieth of the
