@@ -255,18 +255,9 @@ TEST(MemoryStoreFigures, DISABLED_LearnedPolicyTable) {
           for (const auto phase : {milliseconds{0}, milliseconds{300}, milliseconds{1000}, milliseconds{1700}}) {
             MemoryStore store;
             auto k = store.open("k");
-            SimOptions o;
-            o.requests = 120;
-            o.limit = 20;
-            o.phase = phase;
-            o.latency = latency;
-            o.windows_from_first = from_first;
-            if (unix_second) {
-              o.announce_window = false;
-              o.reset_unix_second = true;
-              o.unix_offset = phase % std::chrono::seconds{1};
-            }
-            o.rules.pacing = pacing;
+            PacingRules rules;
+            rules.pacing = pacing;
+            const SimOptions o = announced_workload(unix_second, from_first, latency, phase, rules);
             const SimResult r = simulate(store, *k, o, MonoTime{std::chrono::hours{1000}});
             EXPECT_EQ(r.accepted, o.requests);
             EXPECT_EQ(r.premature, 0);

@@ -78,6 +78,27 @@ struct SimResult {
   double ratio() const { return std::chrono::duration<double>(elapsed).count() / quota_time_s; }
 };
 
+// The workload of issue 17 (120 requests, 20 per 2 s, 8 workers) with the
+// quota announced: the reset in seconds from now (the drafts) or as a Unix
+// second with no window (GitHub), on a grid of windows or on windows that
+// start with their first request.
+inline SimOptions announced_workload(bool unix_second, bool from_first, Duration latency, Duration phase,
+                                     const PacingRules& rules) {
+  SimOptions o;
+  o.requests = 120;
+  o.limit = 20;
+  o.latency = latency;
+  o.phase = phase;
+  o.windows_from_first = from_first;
+  if (unix_second) {
+    o.announce_window = false;
+    o.reset_unix_second = true;
+    o.unix_offset = phase % std::chrono::seconds{1};
+  }
+  o.rules = rules;
+  return o;
+}
+
 inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimOptions& o, MonoTime start) {
   using std::chrono::seconds;
   enum Ev { kAcquire, kSend, kArrive, kAnswer };

@@ -453,18 +453,7 @@ TEST_P(QuotaStoreConformance, AnnouncedQuotaIsSpentCloseToTheLimit) {
                                      "-" + std::to_string(latency.count()) + "ms-" + std::to_string(phase.count()) +
                                      (pacing == Pacing::kSmooth ? "-smooth" : "-burst");
             SCOPED_TRACE(name);
-            SimOptions o;
-            o.requests = 120;
-            o.limit = 20;
-            o.latency = latency;
-            o.phase = phase;
-            o.windows_from_first = from_first;
-            if (unix_second) {
-              o.announce_window = false;
-              o.reset_unix_second = true;
-              o.unix_offset = phase % seconds{1};
-            }
-            o.rules = rules;
+            SimOptions o = announced_workload(unix_second, from_first, latency, phase, rules);
             o.rules.pacing = pacing;
             auto k = store->open(name);
             const SimResult r = simulate(*store, *k, o, now);
