@@ -34,7 +34,7 @@
 #include "command.h"
 #include "common.h"
 #include "explain_text.h"
-#include "fetch_verbose.h"
+#include "learned_text.h"
 #include "signals_json.h"
 #include "time_option.h"
 
