@@ -28,11 +28,19 @@
 //   and come back in any order: an accepted answer received after the first
 //   limited one, before its boundary, adds one to n (not when the boundary
 //   is a step away or nearer: a request in flight may have crossed it).
+//   A limited answer from a window that has rolled on since (a later slot
+//   was granted; its count is gone) lowers n by one: each send over the
+//   limit earns one. A boundary within a second after one of the measured
+//   windows' grid is taken at the grid's (it was stated up to a second
+//   late); a limited probe with nothing accepted moves the grid instead.
 // - The length: from two boundaries (`anchor` is the last, `since` the
 //   windows rolled after it), len = span / windows, so each refines it. Until
 //   then a window lasts `guess`: the first cooldown, at least a second (the
 //   rest of a window is a poor guess of one), confirmed as len when a probe at
 //   its end is accepted.
+// - A cooldown that voids reservations before a learned window begins
+//   zeroes its count: the slots were never sent, and asked again they would
+//   count twice.
 // - Enforcing: n sends per window, burst, or smooth up to the window's end
 //   less a second (at most half of it): boundaries are stated in whole seconds
 //   and may be up to one late. The first send of each window is a probe, as
