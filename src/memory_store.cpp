@@ -143,9 +143,9 @@ struct KeyState final : QuotaStore::Handle {
   MonoTime seen{};  // the latest `now` seen, for expiry
   // Grants no counted window covered (nothing was known, or their slot was
   // past every window's end), not yet answered: the first answer of a window
-  // counts none of those still in flight (see record_locked).
-  // Grants that never get an answer (a transport failure records nothing) are
-  // forgotten a probe timeout after the last blind grant.
+  // counts those still in flight as spent (see record_locked). A grant that is
+  // never answered (a transport failure records nothing) is forgotten a probe
+  // timeout after the last blind grant.
   std::int64_t blind = 0;
   MonoTime blind_at{};
   std::vector<PolicyState> policies;

@@ -286,11 +286,7 @@ TEST(MemoryStoreFigures, DISABLED_LearnedPolicyTable) {
             for (const auto phase : {milliseconds{0}, milliseconds{300}, milliseconds{1000}, milliseconds{1700}}) {
               MemoryStore store;
               auto k = store.open("k");
-              SimOptions o;
-              o.requests = 120;
-              o.limit = 20;
-              o.phase = phase;
-              o.latency = latency;
+              SimOptions o = quota_workload(latency, phase);
               o.announce_policy = false;
               o.announce_remaining = false;
               o.retry_after = mode == 0;

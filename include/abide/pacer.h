@@ -45,9 +45,9 @@
 // is the closest. A spent window's cooldown ends there too, not at the reset
 // of the answer that spent it (a Retry-After still holds in full). The first
 // answer of a window counts the sends still in flight that nothing counted
-// (the workers that went before anything was known) as spent. A reset a whole window (or more) after the tracked one starts
-// the next window; otherwise the next window begins when the tracked reset
-// passes (the probe above).
+// (the workers that went before anything was known) as spent. A reset a whole
+// window (or more) after the tracked one starts the next window; otherwise the
+// next window begins when the tracked reset passes (the probe above).
 #pragma once
 
 #include <atomic>

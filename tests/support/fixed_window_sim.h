@@ -78,17 +78,22 @@ struct SimResult {
   double ratio() const { return std::chrono::duration<double>(elapsed).count() / quota_time_s; }
 };
 
-// The workload of issue 17 (120 requests, 20 per 2 s, 8 workers) with the
-// quota announced: the reset in seconds from now (the drafts) or as a Unix
-// second with no window (GitHub), on a grid of windows or on windows that
-// start with their first request.
-inline SimOptions announced_workload(bool unix_second, bool from_first, Duration latency, Duration phase,
-                                     const PacingRules& rules) {
+// The workload issue 17 measures: 120 requests, 20 per 2 s, 8 workers.
+inline SimOptions quota_workload(Duration latency, Duration phase) {
   SimOptions o;
   o.requests = 120;
   o.limit = 20;
   o.latency = latency;
   o.phase = phase;
+  return o;
+}
+
+// quota_workload() with the quota announced: the reset in seconds from now
+// (the drafts) or as a Unix second with no window (GitHub), on a grid of
+// windows or on windows that start with their first request.
+inline SimOptions announced_workload(bool unix_second, bool from_first, Duration latency, Duration phase,
+                                     const PacingRules& rules) {
+  SimOptions o = quota_workload(latency, phase);
   o.windows_from_first = from_first;
   if (unix_second) {
     o.announce_window = false;

@@ -785,16 +785,12 @@ struct LearnCase {
 };
 
 inline SimResult run_learning(QuotaStore& store, const LearnCase& c, MonoTime start, const std::string& name) {
-  SimOptions o;
-  o.requests = 120;
-  o.limit = 20;
+  SimOptions o = quota_workload(c.latency, c.phase);
   o.announce_policy = false;
   o.announce_remaining = false;
   o.retry_after = c.retry_after;
   o.round_up = c.round_up;
   o.backoff_exponential = c.exponential;
-  o.phase = c.phase;
-  o.latency = c.latency;
   o.rules.pacing = c.pacing;
   auto k = store.open(name);
   return simulate(store, *k, o, start);

@@ -158,15 +158,9 @@ nlohmann::ordered_json plan_json(const ExplainContext& c) {
 // The learned policy as JSON: null when nothing was learned.
 nlohmann::ordered_json learned_json(const History& h) {
   if (!h.learned) return nullptr;
-  const LearnedPolicy& l = *h.learned;
   nlohmann::ordered_json j;
-  j["count"] = l.count;
-  j["window_s"] = to_seconds(l.window);
-  j["window_measured"] = l.window_measured;
-  j["windows"] = l.windows;
-  j["from"] = l.from_retry_after ? "retry-after" : "limited answers";
+  put_learned_json(j, *h.learned);
   j["answers"] = h.answers;
-  j["text"] = learned_text(l);
   return j;
 }
 
@@ -222,8 +216,8 @@ int run(const Options& o) {
       line += static_cast<std::size_t>(std::count(heads[i].begin(), heads[i].end(), '\n'));
       if (h->status < 200) continue;  // 100 Continue and the like answer nothing
       const auto date = h->headers.first("Date");
-      const WallTime near = o.now ? *o.now : system_wall_clock().now();
-      const auto when = parse_http_date(date.value_or(""), near, ParseMode::kRobust);
+      // Two-digit years resolve against `now` (--now, or the clock), not yet replayed.
+      const auto when = parse_http_date(date.value_or(""), now, ParseMode::kRobust);
       if (!date || !when) {
         return reject(where + ":" + std::to_string(at_line) +
                       ": --history needs every answer's Date (when it was received), and this one has " +

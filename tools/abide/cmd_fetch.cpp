@@ -488,12 +488,7 @@ int run_fetch(const FetchOptions& o) {
       if (!l) continue;
       nlohmann::ordered_json k;
       k["key"] = name;
-      k["count"] = l->count;
-      k["window_s"] = to_seconds(l->window);
-      k["window_measured"] = l->window_measured;
-      k["windows"] = l->windows;
-      k["from"] = l->from_retry_after ? "retry-after" : "limited answers";
-      k["text"] = learned_text(*l);
+      put_learned_json(k, *l);
       learned.push_back(std::move(k));
     }
     j["learned"] = std::move(learned);

@@ -22,4 +22,13 @@ std::string learned_text(const LearnedPolicy& learned) {
   return t;
 }
 
+void put_learned_json(nlohmann::ordered_json& j, const LearnedPolicy& learned) {
+  j["count"] = learned.count;
+  j["window_s"] = to_seconds(learned.window);
+  j["window_measured"] = learned.window_measured;
+  j["windows"] = learned.windows;
+  j["from"] = learned.from_retry_after ? "retry-after" : "limited answers";
+  j["text"] = learned_text(learned);
+}
+
 }  // namespace abide::cli
