@@ -379,7 +379,14 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
   }
   const MonoTime now = r.now;
   if (!r.limited) {
-    if (l.first && received < l.start) {
+    if (l.first && l.mode == Learned::kBare && l.hold > Duration::zero() && received < l.hold_end) {
+      // The first search: nothing was granted since the first limited answer
+      // but its probe, so this request went out before, with the first
+      // window's others, and was accepted in it.
+      l.n = std::min(l.n + 1, kMaxLearned);
+      return;
+    }
+    if (l.first && l.mode == Learned::kRetryAfter && received < l.start) {
       // The first window: the workers' requests went out together, and the
       // answers come back in any order. One accepted after the first limited
       // answer was in that window too, which held one more.
@@ -397,6 +404,7 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
       } else if (l.len == Duration::zero()) {
         l.guess = clamp_learned(std::max(received - l.search_began, kStatedStep));
       }
+      l.first = false;
       begin_window(l, received, 1);
     } else if (l.len == Duration::zero() && l.since > 0 && received >= l.start) {
       // A window's first send at the guessed length was accepted: the guess holds.
@@ -469,6 +477,7 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
   if (l.hold > Duration::zero()) {
     // A probe after the hold was limited too: look again later.
     if (received >= l.hold_end) {
+      l.first = false;  // answers that come back later may be the next window's
       l.hold = std::min(l.hold + l.hold / kHoldGrowth, kMaxHold);
       l.hold_end = saturating_add(now, l.hold);
     }
@@ -484,9 +493,13 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
   if (!misplaced) l.n = std::clamp<std::int64_t>(l.accepted, 1, kMaxLearned);
   if (l.mode != Learned::kBare) {
     const std::int64_t n = l.n;
+    // The first window's answers come back in any order: those accepted
+    // after this one, until the first probe is answered, add to n.
+    const bool first = l.mode == Learned::kNothing;
     l = Learned{};
     l.mode = Learned::kBare;
     l.n = n;
+    l.first = first;
   }
   // A search near a known length starts fine; the first one starts at kFirstHold.
   const Duration known = l.len > Duration::zero() ? l.len : l.guess;
@@ -725,7 +738,7 @@ std::optional<LearnedPolicy> MemoryStore::learned(Handle& key, MonoTime now) {
   const Learned& l = s.learned;
   LearnedPolicy p;
   p.count = l.n;
-  p.window = l.length();
+  p.window = l.len > Duration::zero() ? l.len : l.guess;
   p.window_measured = l.len > Duration::zero();
   p.windows = l.windows;
   p.from_retry_after = l.mode == Learned::kRetryAfter;

@@ -146,6 +146,11 @@ TEST(LearnedWords, SayTheCountTheWindowAndHowItWasFound) {
   p.window = std::chrono::milliseconds{250};
   p.from_retry_after = false;
   EXPECT_EQ(cli::learned_text(p), "about 20 per 250 ms, from 1 window (limited answers without Retry-After)");
+  // Bare 429s' first search has found no window's end yet: no length is made up.
+  p.window = Duration::zero();
+  p.windows = 0;
+  EXPECT_EQ(cli::learned_text(p),
+            "about 20 per window (its length not found yet), from 0 windows (limited answers without Retry-After)");
 }
 
 TEST(ProgressWords, LocalTimeHasTheDateOnlyWhenNotToday) {

@@ -146,8 +146,8 @@ struct LearnedPolicyBounds {
 // What a key learned from its limited answers, for people (QuotaStore::learned).
 struct LearnedPolicy {
   std::int64_t count = 0;        // about this many sends per window
-  Duration window{};             // the window's length
-  bool window_measured = false;  // false: a guess from one cooldown, until two boundaries were seen
+  Duration window{};             // the window's length; zero while bare 429s' first search has found none
+  bool window_measured = false;  // false: a guess (from one cooldown or one search), until two boundaries were seen
   std::int64_t windows = 0;      // windows it was learned from
   bool from_retry_after = true;  // false: from bare 429s (no Retry-After)
 };

@@ -308,7 +308,13 @@ local function learn(st, now, received, limited, cooldown, probe_answered)
       st.lc = math.min((st.lc or 0) + 1, LEARNED_MAX)
       return
     end
-    if L[L_FIRST] == 1 and received < L[L_START] then
+    if L[L_FIRST] == 1 and L[L_MODE] == MODE_BARE and L[L_HOLD] > 0 and received < L[L_HOLD_END] then
+      -- The first search: nothing was granted since the first limited answer
+      -- but its probe, so this request went out with the first window's others.
+      L[L_N] = math.min(L[L_N] + 1, LEARNED_MAX)
+      return
+    end
+    if L[L_FIRST] == 1 and L[L_MODE] == MODE_RA and received < L[L_START] then
       -- The first window's answers come back in any order: one accepted
       -- after the first limited answer was in that window, which held one more.
       L[L_N] = math.min(L[L_N] + 1, LEARNED_MAX)
@@ -324,6 +330,7 @@ local function learn(st, now, received, limited, cooldown, probe_answered)
       elseif L[L_LEN] == 0 then
         L[L_GUESS] = clamp_len(math.max(received - L[L_SEARCH], STATED_STEP))
       end
+      L[L_FIRST] = 0
       begin_window(L, received, 1)
     elseif L[L_LEN] == 0 and L[L_SINCE] > 0 and received >= L[L_START] then
       L[L_LEN] = L[L_GUESS]  -- a window's first send at the guessed length was accepted
@@ -385,7 +392,9 @@ local function learn(st, now, received, limited, cooldown, probe_answered)
   -- A bare 429: the window is full, its end unknown.
   if L ~= nil and L[L_HOLD] > 0 then
     if received >= L[L_HOLD_END] then
-      -- A probe after the hold was limited too: look again later.
+      -- A probe after the hold was limited too: look again later. Answers
+      -- that come back after it may be the next window's.
+      L[L_FIRST] = 0
       L[L_HOLD] = math.min(L[L_HOLD] + math.floor(L[L_HOLD] / LEARNED_HOLD_GROWTH), LEARNED_MAX_HOLD)
       L[L_HOLD_END] = now + L[L_HOLD]
     end
@@ -396,7 +405,11 @@ local function learn(st, now, received, limited, cooldown, probe_answered)
   -- A window that held less than half its n was placed late (memory_store.cpp): n stays.
   if L == nil or 2 * L[L_ACCEPTED] >= L[L_N] then n = math.max(1, math.min(accepted, LEARNED_MAX)) end
   if L == nil or L[L_MODE] ~= MODE_BARE then
+    -- The first window's answers come back in any order: those accepted
+    -- after this one, until the first probe is answered, add to n.
+    local first = L == nil and 1 or 0
     L = new_learned(MODE_BARE)
+    L[L_FIRST] = first
     st.L = L
     st.lc = nil
   end
@@ -735,13 +748,13 @@ local function abandon(key)
 end
 
 -- ARGV: op. What the key learned, for people: {0} while nothing is (or the
--- server announces a quota), else {1, n, length, measured (1|0), windows,
+-- server announces a quota), else {1, n, length (0: not found yet), measured (1|0), windows,
 -- from Retry-After (1|0)}. Changes nothing.
 local function learned(key)
   local st = load(key)
   local L = st.L
   if L == nil or #st.pol > 0 then return {0} end
-  return {1, L[L_N], learned_length(L), L[L_LEN] > 0 and 1 or 0, L[L_WINDOWS], L[L_MODE] == MODE_RA and 1 or 0}
+  return {1, L[L_N], L[L_LEN] > 0 and L[L_LEN] or L[L_GUESS], L[L_LEN] > 0 and 1 or 0, L[L_WINDOWS], L[L_MODE] == MODE_RA and 1 or 0}
 end
 
 -- ---- dispatch ----------------------------------------------------------------------

@@ -715,6 +715,38 @@ TEST_P(QuotaStoreConformance, LateAnswersOfTheFirstWindowCountInIt) {
   }
 }
 
+// Bare 429s too: the answers accepted after the first limited one, before
+// the search's first probe is answered, went out with the first window's
+// others (nothing but that probe was granted since) and count in it. Those
+// that come back after a limited probe may be the next window's: not counted.
+TEST_P(QuotaStoreConformance, LateAnswersOfTheFirstBareWindowCountInIt) {
+  plain_burst();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(acquire().wait, Duration::zero());
+    answer();
+  }
+  limited();  // bare: the search for the window's end begins
+  now += milliseconds{1};
+  answer();  // two in flight with the limited one, accepted
+  answer();
+  EXPECT_EQ(store->learned(*key, now)->count, 7);
+  StoreGrant probe = acquire();
+  ASSERT_EQ(probe.kind, Kind::kProbe);
+  now += probe.wait;
+  limited();  // the window is still full: look again later
+  answer();   // a slow one of the first window, or the next window's: not counted
+  EXPECT_EQ(store->learned(*key, now)->count, 7);
+  probe = acquire();
+  ASSERT_EQ(probe.kind, Kind::kProbe);
+  now += probe.wait;
+  answer();  // the window began
+  StoreGrant next;
+  EXPECT_EQ(spend_now(next), 6);  // the probe and the rest of 7
+  EXPECT_EQ(next.kind, Kind::kProbe);
+  answer();  // accepted in the window found: it counts there, not in the first
+  EXPECT_EQ(store->learned(*key, now)->count, 7);
+}
+
 // The workers in flight with the first limited answer come back limited one
 // after another, each cooldown a little longer. Each voids the slots reserved
 // under the one before: they were never sent, so the learned window that has
