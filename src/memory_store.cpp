@@ -50,7 +50,10 @@
 //   drops to what it held and the key is held; one probe at a time looks for
 //   the end, each limited probe lengthening the hold by half (from kFirstHold,
 //   or len/8 once a length is known, up to kMaxHold): finer than doubling,
-//   which overshoots by up to the time searched. The probe that is accepted
+//   which overshoots by up to the time searched. As with a Retry-After, the
+//   first window's answers come back in any order: one accepted in the first
+//   search, before its first probe is answered, went out with that window
+//   (nothing else was granted since) and adds one to n. The probe that is accepted
 //   begins the next window (the first search's length, like the first
 //   cooldown, is the rest of a window, so at least a second is guessed).
 //   Found ends are late, never early, so each quiet
@@ -125,6 +128,14 @@ struct PolicyState {
   MonoTime reset_at{};          // end of the current window (when remaining >= 0)
   MonoTime aim{};               // smooth pacing spends the window's quota by this (<= reset_at)
   MonoTime next{};              // this policy's next free slot (smooth / GCRA spacing)
+  // The counted window's first answer counts the sends still in flight as
+  // spent; its later answers give them back (see record_locked): the least
+  // remaining an answer reported, the sends that may not be in it yet
+  // (those, and the window's own, not answered), and how many of the units
+  // the first answer took may still be given back.
+  std::int64_t seen = 0;
+  std::int64_t out = 0;
+  std::int64_t owed = 0;
 };
 
 struct KeyState final : QuotaStore::Handle {
@@ -274,6 +285,7 @@ void commit(KeyState& s, MonoTime slot, const PacingRules& rules) {
           p.next = saturating_add(slot, from_ns(left * stretch / static_cast<double>(p.remaining)));
         }
         --p.remaining;
+        p.out = std::min(p.out + 1, kMaxLearned);
       }
     } else if (p.limit > 0 && p.window > Duration::zero()) {
       const double interval = static_cast<double>(p.window.count()) / static_cast<double>(p.limit);
@@ -579,6 +591,18 @@ RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules
         // only tighten the aim; a bound at or past the tracked end is about a
         // later window.
         p.remaining = std::min(p.remaining, remaining);
+        p.seen = std::min(p.seen, remaining);
+        p.out = std::max<std::int64_t>(p.out - 1, 0);
+        if (p.owed > 0 && p.seen - p.out > p.remaining) {
+          // The least count reported, less what may still be out, is what is
+          // left: an answer that came back out of order (its count was
+          // already in the least) gives back the unit the first answer took
+          // for it, and once all are back the count is the server's. Never
+          // more than the first answer took.
+          const std::int64_t back = std::min(p.seen - p.out - p.remaining, p.owed);
+          p.owed -= back;
+          p.remaining += back;
+        }
         p.reset_at = std::min(p.reset_at, reset_at);
         const MonoTime bound = reset_at - std::min(step, reset_at - now);
         if (bound < p.reset_at) p.aim = std::max(p.aim, bound);
@@ -587,6 +611,9 @@ RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules
         // A window starts. Its first answer is aimed at most half way, so a
         // window shorter than the step is still spread.
         p.remaining = std::max<std::int64_t>(remaining - others, 0);
+        p.seen = remaining;
+        p.out = others;
+        p.owed = others;
         p.reset_at = reset_at;
         p.aim = reset_at - std::min(step, (reset_at - now) / 2);
         started = true;

@@ -31,7 +31,8 @@
 --     A cooldown voiding reservations before a window begins zeroes its count.
 --   - Bare 429s: the key is held and one probe at a time looks for the end,
 --     each limited probe lengthening the hold by half; the accepted probe
---     begins a window. Each window spent in full and quiet shortens the
+--     begins a window. Answers accepted in the first search before its
+--     first probe is answered went out with the first window: n grows by each. Each window spent in full and quiet shortens the
 --     length by 1/LEARNED_BARE_SHRINK (found ends are late, never early).
 --   - Enforced as a counted window, burst or smooth, its first send a probe;
 --     with Retry-After nothing is sent in a window's last second (its
@@ -124,6 +125,12 @@ local P_RESET = 5      -- when the current window ends (when P_REMAINING >= 0)
 local P_NEXT = 6       -- this policy's next free slot (smooth or GCRA spacing)
 local P_AIM = 7        -- smooth pacing spends the window's quota by this (<= P_RESET);
                        -- a state saved before it existed reads it as P_RESET
+-- The window's first answer counts the sends in flight as spent, its later
+-- answers give them back (memory_store.cpp): a state saved before these
+-- existed reads them as nil, and gives nothing back.
+local P_SEEN = 8       -- the least remaining an answer reported in the current window
+local P_OUT = 9        -- sends that may not be in it yet (those, and the window's own, not answered)
+local P_OWED = 10      -- how many of the units the first answer took may still be given back
 
 -- The learned policy (the same fields as memory_store.cpp's Learned):
 local L_MODE = 1       -- MODE_RA (from Retry-After) or MODE_BARE (from bare 429s)
@@ -447,6 +454,7 @@ local function commit(st, slot, smooth, stretch, spread)
           p[P_NEXT] = slot + math.ceil(left * stretch / p[P_REMAINING])
         end
         p[P_REMAINING] = p[P_REMAINING] - 1
+        p[P_OUT] = math.min((p[P_OUT] or 0) + 1, LEARNED_MAX)
       end
     elseif p[P_LIMIT] > 0 and p[P_WINDOW] > 0 then
       -- Only the policy is known (no count): an even spacing of limit per
@@ -640,7 +648,7 @@ local function record(key)
       -- A new policy needs a limit and window, or a count and reset; beyond
       -- MAX_POLICIES further ones are ignored (the state stays bounded).
       if p == nil and #st.pol < MAX_POLICIES and (has_policy or has_window) then
-        p = {id, 0, 0, -1, 0, 0, 0}
+        p = {id, 0, 0, -1, 0, 0, 0, 0, 0, 0}
         st.pol[#st.pol + 1] = p
       elseif p == nil and rem ~= nil and rem <= 0 then
         untracked_spent = true  -- its window's end is not known here
@@ -667,6 +675,16 @@ local function record(key)
                 -- seconds) ends at most a step early, so ra - res bounds the
                 -- true end from below: later answers only tighten the aim.
                 p[P_REMAINING] = math.min(p[P_REMAINING], rem)
+                p[P_SEEN] = math.min(p[P_SEEN] or rem, rem)
+                p[P_OUT] = math.max((p[P_OUT] or 0) - 1, 0)
+                local left = p[P_SEEN] - p[P_OUT]
+                if (p[P_OWED] or 0) > 0 and left > p[P_REMAINING] then
+                  -- The least count, less what may still be out, is left:
+                  -- never more back than the first answer took.
+                  local back = math.min(left - p[P_REMAINING], p[P_OWED])
+                  p[P_OWED] = p[P_OWED] - back
+                  p[P_REMAINING] = p[P_REMAINING] + back
+                end
                 p[P_RESET] = math.min(p[P_RESET], ra)
                 local bound = ra - math.min(res, ra - now)
                 local aim = p[P_AIM] or p[P_RESET]
@@ -676,6 +694,9 @@ local function record(key)
                 -- A window starts. Its first answer is aimed at most half way,
                 -- so a window shorter than the step is still spread.
                 p[P_REMAINING] = math.max(rem - others, 0)
+                p[P_SEEN] = rem
+                p[P_OUT] = others
+                p[P_OWED] = others
                 p[P_RESET] = ra
                 p[P_AIM] = ra - math.min(res, math.floor((ra - now) / 2))
                 started = true

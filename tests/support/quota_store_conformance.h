@@ -325,6 +325,59 @@ TEST_P(QuotaStoreConformance, CountsOnlyGoDownWithinAWindow) {
   EXPECT_EQ(acquire().kind, Kind::kProbe);
 }
 
+// Four sends go out blind and reach the server in another order than their
+// answers come back. The first answer back (remaining 7: it was the third to
+// arrive) counts the three others as spent; each later answer is one fewer
+// in flight, so once all are back the count is the server's least: 6.
+TEST_P(QuotaStoreConformance, AnswersOutOfOrderGiveBackWhatTheFirstTook) {
+  rules.pacing = Pacing::kBurst;
+  rules.cooldown_spread = Duration::zero();
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(acquire().kind, Kind::kGranted);
+  update({window(7, seconds{10})});
+  update({window(9, seconds{10})});
+  update({window(8, seconds{10})});
+  // Three answers back, one in flight: 7 - 1 are left.
+  StoreGrant g;
+  for (int i = 0; i < 6; ++i) ASSERT_EQ((g = acquire()).kind, Kind::kGranted) << i;
+  EXPECT_EQ(acquire().kind, Kind::kProbe);
+  // The last one back reports 6: 6 - 6 granted since, nothing more this window.
+  now += seconds{1};
+  update({window(6, seconds{9})});
+  EXPECT_EQ(acquire().kind, Kind::kAwaitProbe);
+}
+
+// The sends the first answer counted may come back last, after answers to
+// the window's own later sends: what they give back does not lapse.
+TEST_P(QuotaStoreConformance, AnswersOutOfOrderGiveBackEvenWhenTheyComeLast) {
+  rules.pacing = Pacing::kBurst;
+  rules.cooldown_spread = Duration::zero();
+  // 10 per window. Four blind sends reach the server first (9, 8, 7, 6 left
+  // after each), then two more (5, 4); the third blind one is answered first.
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(acquire().kind, Kind::kGranted);
+  update({window(7, seconds{10})});  // 7 - 3 in flight: 4
+  ASSERT_EQ(acquire().kind, Kind::kGranted);
+  ASSERT_EQ(acquire().kind, Kind::kGranted);  // 2 left
+  update({window(5, seconds{10})});
+  update({window(4, seconds{10})});
+  update({window(9, seconds{10})});
+  update({window(8, seconds{10})});
+  update({window(6, seconds{10})});  // all back: the server's 4
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(acquire().kind, Kind::kGranted) << i;
+  EXPECT_EQ(acquire().kind, Kind::kProbe);
+}
+
+// Never more than the least count an answer reported, less what is in flight.
+TEST_P(QuotaStoreConformance, AnswersOutOfOrderNeverRaiseTheCountPastTheLeast) {
+  rules.pacing = Pacing::kBurst;
+  rules.cooldown_spread = Duration::zero();
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(acquire().kind, Kind::kGranted);
+  update({window(2, seconds{10})});  // 2 - 2 in flight
+  update({window(1, seconds{10})});  // the least: 1 - 1 in flight
+  update({window(4, seconds{10})});  // back out of order: 1 - 0
+  EXPECT_EQ(acquire().kind, Kind::kGranted);
+  EXPECT_EQ(acquire().kind, Kind::kProbe);
+}
+
 TEST_P(QuotaStoreConformance, AResponseFromBeforeTheWindowEndIsNoAnswer) {
   rules.pacing = Pacing::kBurst;
   update({window(1, seconds{5})});
