@@ -330,7 +330,15 @@ std::optional<TimeValue> parse_time_value(std::string_view text, TimeFormat form
     }
   }
   Duration wait = wall_diff(*at, received);
-  if (server_date) wait = std::max(wait, wall_diff(*at, *server_date));
+  if (server_date) {
+    // The longer reading is the one used (never early); the shorter one may
+    // be the closer, so the value is known to the step widened by their
+    // difference: a whole-second Date alone reads up to a second long.
+    const Duration by_date = wall_diff(*at, *server_date);
+    const Duration apart = by_date > wait ? by_date - wait : wait - by_date;
+    wait = std::max(wait, by_date);
+    step = saturating_add(step, std::min(apart, Duration{std::chrono::seconds{1}}));
+  }
   return TimeValue{std::max(wait, Duration::zero()), at, step};
 }
 

@@ -29,6 +29,8 @@ struct TimeValue {
   std::optional<WallTime> at;  // the instant, for absolute formats
   // The step the value was stated in: 1 s for whole seconds, 1 ms for "1500"
   // milliseconds, 10 ms for "1.25" seconds, 60 s for a time without seconds.
+  // For an instant, widened by how far apart its two readings are (up to a
+  // second): from_receipt is at most this much after the true time.
   Duration resolution{};
 };
 

@@ -784,6 +784,24 @@ TEST(TimeValue, ResolutionOfEveryFormat) {
   EXPECT_EQ(step("Thu, 01 Jan 2026 00:00:30 GMT", TimeFormat::kHttpDate), 1s);
 }
 
+// An instant read against a server Date a fraction of a second behind the
+// receipt: the longer reading is used (never early), and the step widens by
+// how far apart the two are, up to a second, so that the value less its step
+// still bounds the true time from below.
+TEST(TimeValue, AStepWidensByHowFarItsReadingsDiffer) {
+  const auto t = parse_time_value("1767225630", TimeFormat::kUnixSeconds, kNow, kNow - 800ms);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->from_receipt, 30800ms);
+  EXPECT_EQ(t->resolution, 1800ms);
+  const auto far = parse_time_value("1767225630", TimeFormat::kUnixSeconds, kNow, kNow - 5s);
+  ASSERT_TRUE(far);
+  EXPECT_EQ(far->from_receipt, 35s);
+  EXPECT_EQ(far->resolution, 2s);
+  const auto same = parse_time_value("1767225630.123", TimeFormat::kUnixSecondsFraction, kNow, kNow);
+  ASSERT_TRUE(same);
+  EXPECT_EQ(same->resolution, 1ms);
+}
+
 TEST(Counts, IntegerNumberUsedLimitMembers) {
   EXPECT_EQ(parse_count("4999", CountFormat::kInteger), 4999);
   EXPECT_FALSE(parse_count("596.0", CountFormat::kInteger));
