@@ -621,6 +621,7 @@ RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules
       if (remaining == 0) pinned = later(pinned, p.reset_at);
     } else if (p.remaining >= 0) {
       p.remaining = std::min(p.remaining, remaining);
+      p.seen = std::min(p.seen, remaining);  // what is given back stays below it
     }
   }
   if (started) s.blind = 0;

@@ -32,8 +32,9 @@
 --   - Bare 429s: the key is held and one probe at a time looks for the end,
 --     each limited probe lengthening the hold by half; the accepted probe
 --     begins a window. Answers accepted in the first search before its
---     first probe is answered went out with the first window: n grows by each. Each window spent in full and quiet shortens the
---     length by 1/LEARNED_BARE_SHRINK (found ends are late, never early).
+--     first probe is answered went out with the first window: n grows by
+--     each. Each window spent in full and quiet shortens the length by
+--     1/LEARNED_BARE_SHRINK (found ends are late, never early).
 --   - Enforced as a counted window, burst or smooth, its first send a probe;
 --     with Retry-After nothing is sent in a window's last second (its
 --     boundary may be stated up to a second late).
@@ -705,6 +706,7 @@ local function record(key)
             end
           elseif p[P_REMAINING] >= 0 then
             p[P_REMAINING] = math.min(p[P_REMAINING], rem)
+            if p[P_SEEN] ~= nil then p[P_SEEN] = math.min(p[P_SEEN], rem) end  -- what is given back stays below it
           end
         end
       end

@@ -378,6 +378,21 @@ TEST_P(QuotaStoreConformance, AnswersOutOfOrderNeverRaiseTheCountPastTheLeast) {
   EXPECT_EQ(acquire().kind, Kind::kProbe);
 }
 
+// A count stated without a reset lowers the least too: nothing given back
+// later goes past it.
+TEST_P(QuotaStoreConformance, AnswersOutOfOrderGiveBackNoMoreThanACountWithoutAReset) {
+  rules.pacing = Pacing::kBurst;
+  rules.cooldown_spread = Duration::zero();
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(acquire().kind, Kind::kGranted);
+  update({window(5, seconds{10})});  // 5 - 2 in flight
+  PolicyUpdate only_remaining;
+  only_remaining.remaining = 1;
+  update({only_remaining});          // the least is 1 now
+  update({window(6, seconds{10})});  // back out of order: 1 - 0
+  EXPECT_EQ(acquire().kind, Kind::kGranted);
+  EXPECT_EQ(acquire().kind, Kind::kProbe);
+}
+
 TEST_P(QuotaStoreConformance, AResponseFromBeforeTheWindowEndIsNoAnswer) {
   rules.pacing = Pacing::kBurst;
   update({window(1, seconds{5})});
