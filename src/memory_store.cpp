@@ -593,13 +593,14 @@ RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules
         p.remaining = std::min(p.remaining, remaining);
         p.seen = std::min(p.seen, remaining);
         p.out = std::max<std::int64_t>(p.out - 1, 0);
-        if (p.owed > 0 && p.seen - p.out > p.remaining) {
-          // The least count reported, less what may still be out, is what is
-          // left: an answer that came back out of order (its count was
-          // already in the least) gives back the unit the first answer took
-          // for it, and once all are back the count is the server's. Never
-          // more than the first answer took.
-          const std::int64_t back = std::min(p.seen - p.out - p.remaining, p.owed);
+        // The least count reported, less what may still be out, is what is
+        // left: an answer that came back out of order (its count was already
+        // in the least) gives back the unit the first answer took for it, and
+        // once all are back the count is the server's. Never more than the
+        // first answer took.
+        const std::int64_t left = p.seen - p.out;
+        if (p.owed > 0 && left > p.remaining) {
+          const std::int64_t back = std::min(left - p.remaining, p.owed);
           p.owed -= back;
           p.remaining += back;
         }

@@ -706,7 +706,8 @@ local function record(key)
             end
           elseif p[P_REMAINING] >= 0 then
             p[P_REMAINING] = math.min(p[P_REMAINING], rem)
-            if p[P_SEEN] ~= nil then p[P_SEEN] = math.min(p[P_SEEN], rem) end  -- what is given back stays below it
+            -- What is given back stays below it.
+            if p[P_SEEN] ~= nil then p[P_SEEN] = math.min(p[P_SEEN], rem) end
           end
         end
       end
@@ -771,13 +772,15 @@ local function abandon(key)
 end
 
 -- ARGV: op. What the key learned, for people: {0} while nothing is (or the
--- server announces a quota), else {1, n, length (0: not found yet), measured (1|0), windows,
--- from Retry-After (1|0)}. Changes nothing.
+-- server announces a quota), else {1, n, length (0: not found yet),
+-- measured (1|0), windows, from Retry-After (1|0)}. Changes nothing.
 local function learned(key)
   local st = load(key)
   local L = st.L
   if L == nil or #st.pol > 0 then return {0} end
-  return {1, L[L_N], L[L_LEN] > 0 and L[L_LEN] or L[L_GUESS], L[L_LEN] > 0 and 1 or 0, L[L_WINDOWS], L[L_MODE] == MODE_RA and 1 or 0}
+  local measured = L[L_LEN] > 0
+  return {1, L[L_N], measured and L[L_LEN] or L[L_GUESS], measured and 1 or 0, L[L_WINDOWS],
+          L[L_MODE] == MODE_RA and 1 or 0}
 end
 
 -- ---- dispatch ----------------------------------------------------------------------

@@ -330,15 +330,13 @@ TEST_P(QuotaStoreConformance, CountsOnlyGoDownWithinAWindow) {
 // arrive) counts the three others as spent; each later answer is one fewer
 // in flight, so once all are back the count is the server's least: 6.
 TEST_P(QuotaStoreConformance, AnswersOutOfOrderGiveBackWhatTheFirstTook) {
-  rules.pacing = Pacing::kBurst;
-  rules.cooldown_spread = Duration::zero();
+  plain_burst();
   for (int i = 0; i < 4; ++i) ASSERT_EQ(acquire().kind, Kind::kGranted);
   update({window(7, seconds{10})});
   update({window(9, seconds{10})});
   update({window(8, seconds{10})});
   // Three answers back, one in flight: 7 - 1 are left.
-  StoreGrant g;
-  for (int i = 0; i < 6; ++i) ASSERT_EQ((g = acquire()).kind, Kind::kGranted) << i;
+  for (int i = 0; i < 6; ++i) ASSERT_EQ(acquire().kind, Kind::kGranted) << i;
   EXPECT_EQ(acquire().kind, Kind::kProbe);
   // The last one back reports 6: 6 - 6 granted since, nothing more this window.
   now += seconds{1};
@@ -349,8 +347,7 @@ TEST_P(QuotaStoreConformance, AnswersOutOfOrderGiveBackWhatTheFirstTook) {
 // The sends the first answer counted may come back last, after answers to
 // the window's own later sends: what they give back does not lapse.
 TEST_P(QuotaStoreConformance, AnswersOutOfOrderGiveBackEvenWhenTheyComeLast) {
-  rules.pacing = Pacing::kBurst;
-  rules.cooldown_spread = Duration::zero();
+  plain_burst();
   // 10 per window. Four blind sends reach the server first (9, 8, 7, 6 left
   // after each), then two more (5, 4); the third blind one is answered first.
   for (int i = 0; i < 4; ++i) ASSERT_EQ(acquire().kind, Kind::kGranted);
@@ -368,8 +365,7 @@ TEST_P(QuotaStoreConformance, AnswersOutOfOrderGiveBackEvenWhenTheyComeLast) {
 
 // Never more than the least count an answer reported, less what is in flight.
 TEST_P(QuotaStoreConformance, AnswersOutOfOrderNeverRaiseTheCountPastTheLeast) {
-  rules.pacing = Pacing::kBurst;
-  rules.cooldown_spread = Duration::zero();
+  plain_burst();
   for (int i = 0; i < 3; ++i) ASSERT_EQ(acquire().kind, Kind::kGranted);
   update({window(2, seconds{10})});  // 2 - 2 in flight
   update({window(1, seconds{10})});  // the least: 1 - 1 in flight
@@ -381,8 +377,7 @@ TEST_P(QuotaStoreConformance, AnswersOutOfOrderNeverRaiseTheCountPastTheLeast) {
 // A count stated without a reset lowers the least too: nothing given back
 // later goes past it.
 TEST_P(QuotaStoreConformance, AnswersOutOfOrderGiveBackNoMoreThanACountWithoutAReset) {
-  rules.pacing = Pacing::kBurst;
-  rules.cooldown_spread = Duration::zero();
+  plain_burst();
   for (int i = 0; i < 3; ++i) ASSERT_EQ(acquire().kind, Kind::kGranted);
   update({window(5, seconds{10})});  // 5 - 2 in flight
   PolicyUpdate only_remaining;
