@@ -251,6 +251,7 @@ TEST(MemoryStoreFigures, DISABLED_LearnedPolicyTable) {
         for (const auto latency : {milliseconds{1}, milliseconds{20}, milliseconds{50}}) {
           double worst = 0.0;
           double best = 1e9;
+          double over = 0.0;  // the most any phase took past its floor
           int most = 0;
           for (const auto phase : {milliseconds{0}, milliseconds{300}, milliseconds{1000}, milliseconds{1700}}) {
             MemoryStore store;
@@ -261,14 +262,17 @@ TEST(MemoryStoreFigures, DISABLED_LearnedPolicyTable) {
             const SimResult r = simulate(store, *k, o, MonoTime{std::chrono::hours{1000}});
             EXPECT_EQ(r.accepted, o.requests);
             EXPECT_EQ(r.premature, 0);
+            EXPECT_GE(r.elapsed, r.floor);
             worst = std::max(worst, r.ratio());
             best = std::min(best, r.ratio());
+            over = std::max(over, r.ratio() - r.floor_ratio());
             most = std::max(most, r.limited);
           }
-          std::printf("announced %-11s %-10s %-6s latency %2d ms: ratio %.3f..%.3f, limited at most %d\n",
-                      unix_second ? "unix-second" : "delta", from_first ? "from-first" : "grid",
-                      pacing == Pacing::kSmooth ? "smooth" : "burst", static_cast<int>(latency.count()), best, worst,
-                      most);
+          std::printf(
+              "announced %-11s %-10s %-6s latency %2d ms: ratio %.3f..%.3f, past the floor %.3f, limited at most %d\n",
+              unix_second ? "unix-second" : "delta", from_first ? "from-first" : "grid",
+              pacing == Pacing::kSmooth ? "smooth" : "burst", static_cast<int>(latency.count()), best, worst, over,
+              most);
         }
       }
     }
@@ -281,6 +285,7 @@ TEST(MemoryStoreFigures, DISABLED_LearnedPolicyTable) {
           for (const auto latency : {milliseconds{1}, milliseconds{20}, milliseconds{50}}) {
             double worst_ratio = 0.0;
             double best_ratio = 1e9;
+            double over = 0.0;
             int most = 0;
             int fewest = 1 << 30;
             for (const auto phase : {milliseconds{0}, milliseconds{300}, milliseconds{1000}, milliseconds{1700}}) {
@@ -297,18 +302,21 @@ TEST(MemoryStoreFigures, DISABLED_LearnedPolicyTable) {
               const SimResult r = simulate(store, *k, o, MonoTime{std::chrono::hours{1000}});
               EXPECT_EQ(r.accepted, o.requests);
               EXPECT_EQ(r.premature, 0);
+              EXPECT_GE(r.elapsed, r.floor);
               worst_ratio = std::max(worst_ratio, r.ratio());
               best_ratio = std::min(best_ratio, r.ratio());
+              over = std::max(over, r.ratio() - r.floor_ratio());
               most = std::max(most, r.limited);
               fewest = std::min(fewest, r.limited);
             }
-            std::printf("%-6s %-22s %-7s %-6s latency %2d ms: ratio %.3f..%.3f, limited %2d..%2d\n",
-                        tell ? "after" : "before",
-                        mode == 0   ? "retry-after"
-                        : mode == 1 ? "bare 429, fixed backoff"
-                                    : "bare 429, exp backoff",
-                        round_up ? "rounded" : "exact", pacing == Pacing::kSmooth ? "smooth" : "burst",
-                        static_cast<int>(latency.count()), best_ratio, worst_ratio, fewest, most);
+            std::printf(
+                "%-6s %-22s %-7s %-6s latency %2d ms: ratio %.3f..%.3f, past the floor %.3f, limited %2d..%2d\n",
+                tell ? "after" : "before",
+                mode == 0   ? "retry-after"
+                : mode == 1 ? "bare 429, fixed backoff"
+                            : "bare 429, exp backoff",
+                round_up ? "rounded" : "exact", pacing == Pacing::kSmooth ? "smooth" : "burst",
+                static_cast<int>(latency.count()), best_ratio, worst_ratio, over, fewest, most);
           }
         }
       }

@@ -74,8 +74,13 @@ struct SimResult {
   // Limited answers per server window, from the first window the run touched.
   std::vector<int> limited_by_window;
   double quota_time_s = 1.0;  // requests x window / limit
+  // The least time any client with these workers could take: one that knew
+  // the server's windows and sent each one's quota to arrive at its start.
+  // What it is depends on the phase (a first window nearly over is short).
+  Duration floor{};
   // Elapsed time divided by the time the quota allows at its long-run rate.
   double ratio() const { return std::chrono::duration<double>(elapsed).count() / quota_time_s; }
+  double floor_ratio() const { return std::chrono::duration<double>(floor).count() / quota_time_s; }
 };
 
 // The workload issue 17 measures: 120 requests, 20 per 2 s, 8 workers.
@@ -266,6 +271,21 @@ inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimO
         break;
       }
     }
+  }
+  {
+    // The floor: the last window's share arrives at that window's start (or
+    // at the first arrival, in the first window), in rounds of `workers`.
+    const std::int64_t per = std::max<std::int64_t>(o.limit, 1);
+    const std::int64_t last = (o.requests - 1) / per;  // windows after the first
+    const std::int64_t share = o.requests - last * per;
+    const std::int64_t rounds = (share + o.workers - 1) / std::max(o.workers, 1);
+    const MonoTime first_arrival = start + o.latency;
+    MonoTime at = first_arrival + o.window * last;
+    if (!o.windows_from_first) {
+      const std::int64_t n0 = window_of(first_arrival);
+      at = last == 0 ? first_arrival : window_end(n0 + last - 1);
+    }
+    r.floor = (at - start) + o.latency + (rounds - 1) * 2 * o.latency;
   }
   for (const auto& [n, count] : arrivals_in) {
     if (n != first_window) r.max_arrivals_per_window = std::max(r.max_arrivals_per_window, count);
