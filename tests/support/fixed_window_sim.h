@@ -77,6 +77,7 @@ struct SimResult {
   // The least time any client with these workers could take: one that knew
   // the server's windows and sent each one's quota to arrive at its start.
   // What it is depends on the phase (a first window nearly over is short).
+  // It assumes the limit never changes (limit_later is not counted).
   Duration floor{};
   // Elapsed time divided by the time the quota allows at its long-run rate.
   double ratio() const { return std::chrono::duration<double>(elapsed).count() / quota_time_s; }
