@@ -56,7 +56,8 @@
 //   (nothing else was granted since) and adds one to n. The probe that is accepted
 //   begins the next window (the first search's length, like the first
 //   cooldown, is the rest of a window, so at least a second is guessed).
-//   Found ends are late, never early, so each quiet
+//   Two found ends give the length, each known to its search's last hold
+//   (fit_length). Found ends are late, never early, so each quiet
 //   window spent in full shortens len by 1/kBareShrink until a window-start probe is
 //   limited and a short search places it again: the AIMD of bare 429s, a cut
 //   on a limited answer and a slow raise while answers succeed.
@@ -117,6 +118,7 @@ struct Learned {
   bool open = true;           // false from a window's first send (its probe) until the probe is answered
   bool first = false;         // n is the first window's count, still open to answers that come back late
   Duration rtt{};             // the last probe's round trip: answers sooner after a window began are the last one's
+  Duration found{};           // bare: how late the anchor may be (the hold and round trip of the search that found it)
   Duration length() const { return std::max(len > Duration::zero() ? len : guess, kMinLearnedWindow); }
 };
 
@@ -204,6 +206,28 @@ void learn_length(Learned& l, Duration span) {
                                                      static_cast<double>(l.len.count())));
   }
   l.len = clamp_learned(span / windows);
+}
+
+// Bare 429s: a span between two ends found by searches, each late by up to
+// its search's last hold and round trip (`found` the anchor's, `late` this
+// one's). The windows' length lies in the span's range of error divided by
+// the windows between. A length in that range stays, and one above it is cut
+// to its top, no further: a span with a coarse end would replace a fair
+// length with a poor one (after a first search late by most of a second,
+// windows too short, each one a burst of limited answers). One below it
+// takes the span's: a window-start probe was limited, the windows were short.
+void fit_length(Learned& l, Duration span, Duration late) {
+  // Until a length was measured, the span is one window (the guess may be
+  // far too short: the first limit came late in its window).
+  std::int64_t windows = 1;
+  if (l.len > Duration::zero()) {
+    windows = std::max<std::int64_t>(1, std::llround(static_cast<double>(span.count()) /
+                                                     static_cast<double>(l.len.count())));
+  }
+  const Duration lo = (span - std::min(late, span)) / windows;
+  const Duration hi = saturating_add(span, l.found) / windows;
+  const Duration len = l.len > Duration::zero() ? l.len : l.guess;
+  l.len = clamp_learned(len > hi ? hi : len >= lo ? len : span / windows);
 }
 
 // A window of the learned policy begins at `at` (a boundary the server stated
@@ -411,13 +435,15 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
     if (l.mode == Learned::kBare && l.hold > Duration::zero() && received >= l.hold_end) {
       // The probe after the hold was accepted: a window began by the time its
       // answer came back. The search's length is the guess until two are known.
+      const Duration late = saturating_add(l.hold, l.rtt);
       if (l.anchor != kNone && received > l.anchor) {
-        learn_length(l, received - l.anchor);
+        fit_length(l, received - l.anchor, late);
       } else if (l.len == Duration::zero()) {
         l.guess = clamp_learned(std::max(received - l.search_began, kStatedStep));
       }
       l.first = false;
       begin_window(l, received, 1);
+      l.found = late;
     } else if (l.len == Duration::zero() && l.since > 0 && received >= l.start) {
       // A window's first send at the guessed length was accepted: the guess holds.
       l.len = l.guess;

@@ -33,8 +33,10 @@
 --     each limited probe lengthening the hold by half; the accepted probe
 --     begins a window. Answers accepted in the first search before its
 --     first probe is answered went out with the first window: n grows by
---     each. Each window spent in full and quiet shortens the length by
---     1/LEARNED_BARE_SHRINK (found ends are late, never early).
+--     each. Two found ends give the length, each known to its search's last
+--     hold and round trip (fit_length). Each window spent in full and quiet
+--     shortens the length by 1/LEARNED_BARE_SHRINK (found ends are late,
+--     never early).
 --   - Enforced as a counted window, burst or smooth, its first send a probe;
 --     with Retry-After nothing is sent in a window's last second (its
 --     boundary may be stated up to a second late).
@@ -152,7 +154,8 @@ local L_WINDOWS = 15   -- windows it was learned from
 local L_OPEN = 16      -- 0 from a window's first send (its probe) until a probe is answered
 local L_RTT = 17       -- the last probe's round trip: answers sooner after a window began are the last one's
 local L_FIRST = 18     -- 1: n is the first window's count, still open to answers that come back late
-local L_FIELDS = 18
+local L_FOUND = 19     -- bare: how late the anchor may be (its search's last hold and round trip)
+local L_FIELDS = 19
 local MODE_RA = 1
 local MODE_BARE = 2
 
@@ -175,8 +178,9 @@ local function load(key)
       end
       if st.lc ~= nil and type(st.lc) ~= 'number' then st.lc = nil end
       if st.L ~= nil then
-        -- A state saved before L_FIRST existed reads it as 0.
-        if type(st.L) == 'table' and #st.L == L_FIELDS - 1 then st.L[L_FIELDS] = 0 end
+        -- A state saved before L_FIRST or L_FOUND existed reads them as 0.
+        if type(st.L) == 'table' and #st.L == L_FOUND - 2 then st.L[L_FIRST] = 0 end
+        if type(st.L) == 'table' and #st.L == L_FOUND - 1 then st.L[L_FOUND] = 0 end
         local ok_l = type(st.L) == 'table' and #st.L == L_FIELDS
         for i = 1, L_FIELDS do ok_l = ok_l and type(st.L[i]) == 'number' end
         if not ok_l then st.L = nil end
@@ -228,7 +232,7 @@ local function learned_length(L)
 end
 
 local function new_learned(mode)
-  return {mode, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0}
+  return {mode, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0}
 end
 
 -- A boundary `span` after the anchor: the window's length, averaged over the
@@ -239,6 +243,26 @@ local function learn_length(L, span)
   local windows = 1
   if L[L_LEN] > 0 then windows = math.max(1, math.floor(span / L[L_LEN] + 0.5)) end
   L[L_LEN] = clamp_len(math.floor(span / windows))
+end
+
+-- Bare 429s: a span between two ends found by searches, each late by up to
+-- its search's last hold and round trip (L_FOUND the anchor's, `late` this
+-- one's). The length lies in the span's range of error over the windows
+-- between: one in it stays, one above it is cut to its top and no further (a
+-- coarse end would replace a fair length with a poor one), one below it
+-- takes the span's (the windows were short) (memory_store.cpp).
+local function fit_length(L, span, late)
+  local windows = 1
+  if L[L_LEN] > 0 then windows = math.max(1, math.floor(span / L[L_LEN] + 0.5)) end
+  local lo = math.floor((span - math.min(late, span)) / windows)
+  local hi = math.floor((span + L[L_FOUND]) / windows)
+  local len = L[L_LEN] > 0 and L[L_LEN] or L[L_GUESS]
+  if len > hi then
+    len = hi
+  elseif len < lo then
+    len = math.floor(span / windows)
+  end
+  L[L_LEN] = clamp_len(len)
 end
 
 -- A window begins at `at` (a boundary stated, or found by a probe), `used`
@@ -333,13 +357,15 @@ local function learn(st, now, received, limited, cooldown, probe_answered)
     if received >= L[L_START] + L[L_RTT] then L[L_ACCEPTED] = math.min(L[L_ACCEPTED] + 1, LEARNED_MAX) end
     if L[L_MODE] == MODE_BARE and L[L_HOLD] > 0 and received >= L[L_HOLD_END] then
       -- The probe after the hold was accepted: a window began by now.
+      local late = L[L_HOLD] + L[L_RTT]
       if L[L_ANCHOR] > 0 and received > L[L_ANCHOR] then
-        learn_length(L, received - L[L_ANCHOR])
+        fit_length(L, received - L[L_ANCHOR], late)
       elseif L[L_LEN] == 0 then
         L[L_GUESS] = clamp_len(math.max(received - L[L_SEARCH], STATED_STEP))
       end
       L[L_FIRST] = 0
       begin_window(L, received, 1)
+      L[L_FOUND] = late
     elseif L[L_LEN] == 0 and L[L_SINCE] > 0 and received >= L[L_START] then
       L[L_LEN] = L[L_GUESS]  -- a window's first send at the guessed length was accepted
     end

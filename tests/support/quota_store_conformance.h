@@ -988,6 +988,33 @@ TEST_P(QuotaStoreConformance, BareLimitWorkloadAdaptsTheRate) {
   }
 }
 
+// Bare 429s whose first window is nearly over when the run starts, at 50 ms
+// one way: the first search ends late by most of a second, and the next one
+// finds an end late by little. The span between them is short, but no
+// shorter than the first end's lateness allows: the length is cut only that
+// far, not to the span (which made windows too short, each one a burst of
+// limited answers after the second: 22 to 26 in all).
+TEST_P(QuotaStoreConformance, BareLimitWorkloadKeepsItsLengthAfterALateFirstSearch) {
+  int case_number = 0;
+  for (const Pacing pacing : {Pacing::kSmooth, Pacing::kBurst}) {
+    for (const auto phase : {milliseconds{100}, milliseconds{150}}) {
+      const LearnCase c{false, true, false, pacing, phase, milliseconds{50}};
+      const SimResult r = run_learning(*store, c, now, "late-first-" + std::to_string(case_number++));
+      SCOPED_TRACE(describe(c, r));
+      EXPECT_EQ(r.accepted, 120);
+      EXPECT_EQ(r.premature, 0);
+      EXPECT_LE(r.limited, 15);
+      // The second window holds the first search's overshoot; after it, at
+      // most one window has limited answers.
+      int limited_windows = 0;
+      for (std::size_t w = 3; w < r.limited_by_window.size(); ++w) limited_windows += r.limited_by_window[w] > 0;
+      EXPECT_LE(limited_windows, 1);
+      EXPECT_LE(r.ratio(), 1.05);
+      now += std::chrono::minutes{1};
+    }
+  }
+}
+
 // A server that lowers its limit mid-run (20 to 10 per 2 s from 6 s on) is
 // followed within a window: at most one window with limited answers after it.
 TEST_P(QuotaStoreConformance, AWorkloadFollowsALoweredLimit) {
