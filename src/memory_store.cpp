@@ -491,17 +491,21 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
       // ended, or ended early), not that fewer sends fit: n stays.
       const bool misplaced = l.accepted == 0 ||
                              saturating_add(boundary, kStatedStep) < saturating_add(l.start, l.length());
-      if (l.len > Duration::zero() && (l.accepted > 0 || rolled)) {
+      const Duration unit = l.len > Duration::zero() ? l.len : l.guess;
+      if (unit > Duration::zero() && (l.accepted > 0 || rolled)) {
         // The boundary was stated in whole seconds, up to one late. A
         // boundary of the measured windows' grid within that second before
         // it is the same one, pinned closer: a window placed at the stated
         // one would straddle two of the server's, and earn a limited answer
         // in each. (A probe at the grid's boundary that is limited, nothing
-        // accepted in its window, moves the grid instead.)
+        // accepted in its window, moves the grid instead.) Before a length
+        // is measured, the guessed one's next boundary counts the same way:
+        // learned from the late one, the length would be long by up to a
+        // second, and no later answer shortens it.
         const double k = std::round(static_cast<double>((boundary - l.anchor).count()) /
-                                    static_cast<double>(l.len.count()));
-        if (k >= 1.0 && k < 1e9) {
-          const MonoTime grid = saturating_add(l.anchor, l.len * static_cast<std::int64_t>(k));
+                                    static_cast<double>(unit.count()));
+        if (k >= 1.0 && k < 1e9 && (l.len > Duration::zero() || k == 1.0)) {
+          const MonoTime grid = saturating_add(l.anchor, unit * static_cast<std::int64_t>(k));
           if (grid <= boundary && boundary - grid < kStatedStep) at = grid;
         }
       }

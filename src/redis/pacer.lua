@@ -406,14 +406,17 @@ local function learn(st, now, received, limited, cooldown, probe_answered)
       -- Nothing accepted in the window, or a boundary well before its
       -- expected end: the window was placed wrong, n stays.
       local misplaced = L[L_ACCEPTED] == 0 or boundary + STATED_STEP < L[L_START] + learned_length(L)
-      if L[L_LEN] > 0 and (L[L_ACCEPTED] > 0 or rolled) then
+      local unit = L[L_LEN] > 0 and L[L_LEN] or L[L_GUESS]
+      if unit > 0 and (L[L_ACCEPTED] > 0 or rolled) then
         -- Stated in whole seconds, the boundary is up to one late: a boundary
         -- of the measured windows' grid within that second before it is the
         -- same one, pinned closer (a window placed at the stated one would
-        -- straddle two of the server's). A limited probe moves the grid instead.
-        local k = math.floor((boundary - L[L_ANCHOR]) / L[L_LEN] + 0.5)
-        if k >= 1 and k < 1e9 then
-          local grid = L[L_ANCHOR] + L[L_LEN] * k
+        -- straddle two of the server's). A limited probe moves the grid
+        -- instead. Before a length is measured, the guessed one's next
+        -- boundary counts the same way (no later answer shortens a long one).
+        local k = math.floor((boundary - L[L_ANCHOR]) / unit + 0.5)
+        if k >= 1 and k < 1e9 and (L[L_LEN] > 0 or k == 1) then
+          local grid = L[L_ANCHOR] + unit * k
           if grid <= boundary and boundary - grid < STATED_STEP then at = grid end
         end
       end

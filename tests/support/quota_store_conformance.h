@@ -988,6 +988,29 @@ TEST_P(QuotaStoreConformance, BareLimitWorkloadAdaptsTheRate) {
   }
 }
 
+// A Retry-After whose first window is nearly over when the run starts: the
+// first limited answer comes in the second window, with a cooldown of about
+// a window, so the guessed length is about right. The next limited answer's
+// boundary is stated up to a second late; within that second after the
+// guessed grid, it is the grid's. Taken as stated, the length came out 0.76 s
+// long and stayed so (1.07 to 1.18 the quota's time).
+TEST_P(QuotaStoreConformance, RetryAfterWorkloadKeepsTheGuessedGridOfItsWindows) {
+  int case_number = 0;
+  for (const auto& [pacing, latency] :
+       {std::pair{Pacing::kSmooth, milliseconds{20}}, std::pair{Pacing::kBurst, milliseconds{50}}}) {
+    for (const auto phase : {milliseconds{50}, milliseconds{100}, milliseconds{150}}) {
+      const LearnCase c{true, true, false, pacing, phase, latency};
+      const SimResult r = run_learning(*store, c, now, "guessed-grid-" + std::to_string(case_number++));
+      SCOPED_TRACE(describe(c, r));
+      EXPECT_EQ(r.accepted, 120);
+      EXPECT_EQ(r.premature, 0);
+      EXPECT_LE(r.limited, 12);
+      EXPECT_LE(r.ratio(), 0.95);
+      now += std::chrono::minutes{1};
+    }
+  }
+}
+
 // Bare 429s whose first window is nearly over when the run starts, at 50 ms
 // one way: the first search ends late by most of a second, and the next one
 // finds an end late by little. The span between them is short, but no
