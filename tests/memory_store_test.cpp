@@ -238,10 +238,12 @@ TEST(MemoryStore, ManyThreadsOnManyKeys) {
 namespace abide::test {
 
 // The figures behind the learned policy's tests, before (the store told
-// nothing about limited answers) and after: run with
+// nothing about limited answers) and after, over 40 window phases (the tests
+// assert on a few): run with
 //   memory_store_test --gtest_also_run_disabled_tests --gtest_filter='*LearnedPolicyTable*'
 TEST(MemoryStoreFigures, DISABLED_LearnedPolicyTable) {
   using std::chrono::milliseconds;
+  using std::chrono::seconds;
   // Announced quotas first: the reset as the drafts state it (seconds from
   // now) and as GitHub does (a Unix second, no window), on a fixed grid of
   // windows and on windows that start with their first request.
@@ -253,7 +255,7 @@ TEST(MemoryStoreFigures, DISABLED_LearnedPolicyTable) {
           double best = 1e9;
           double over = 0.0;  // the most any phase took past its floor
           int most = 0;
-          for (const auto phase : {milliseconds{0}, milliseconds{300}, milliseconds{1000}, milliseconds{1700}}) {
+          for (milliseconds phase{0}; phase < seconds{2}; phase += milliseconds{50}) {
             MemoryStore store;
             auto k = store.open("k");
             PacingRules rules;
@@ -288,7 +290,7 @@ TEST(MemoryStoreFigures, DISABLED_LearnedPolicyTable) {
             double over = 0.0;
             int most = 0;
             int fewest = 1 << 30;
-            for (const auto phase : {milliseconds{0}, milliseconds{300}, milliseconds{1000}, milliseconds{1700}}) {
+            for (milliseconds phase{0}; phase < seconds{2}; phase += milliseconds{50}) {
               MemoryStore store;
               auto k = store.open("k");
               SimOptions o = quota_workload(latency, phase);
