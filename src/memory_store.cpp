@@ -31,8 +31,9 @@
 //   A limited answer from a window that has rolled on since (a later slot
 //   was granted; its count is gone) lowers n by one: each send over the
 //   limit earns one. A boundary within a second after one of the measured
-//   windows' grid is taken at the grid's (it was stated up to a second
-//   late); a limited probe with nothing accepted moves the grid instead.
+//   windows' grid (before a length is measured: after the guessed window's
+//   end) is taken at the grid's (it was stated up to a second late); a
+//   limited probe with nothing accepted moves the grid instead.
 // - The length: from two boundaries (`anchor` is the last, `since` the
 //   windows rolled after it), len = span / windows, so each refines it. Until
 //   then a window lasts `guess`: the first cooldown, at least a second (the

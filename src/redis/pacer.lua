@@ -27,7 +27,8 @@
 --     cooldown, at least a second, confirmed when a probe at its end is
 --     accepted. A window where nothing was accepted was placed early: n stays.
 --     A limited answer from a window that has rolled on lowers n by one; a
---     boundary within a second after the measured grid's is taken at the grid.
+--     boundary within a second after the measured grid's (or the guessed
+--     window's end) is taken at the grid.
 --     A cooldown voiding reservations before a window begins zeroes its count.
 --   - Bare 429s: the key is held and one probe at a time looks for the end,
 --     each limited probe lengthening the hold by half; the accepted probe
