@@ -195,18 +195,21 @@ Duration clamp_learned(Duration d) { return std::clamp(d, kMinLearnedWindow, kMa
 // The learned policy binds a key only while the server announces none.
 bool learning(const KeyState& s) { return s.learned.mode != Learned::kNothing && s.policies.empty(); }
 
+// The windows a boundary `span` after the anchor closes, at the measured
+// length; one until a length is measured: the first guess may be far too
+// short (the first limit came late in its window), so it counts only once a
+// probe at its end was accepted.
+std::int64_t windows_in(const Learned& l, Duration span) {
+  if (l.len <= Duration::zero()) return 1;
+  return std::max<std::int64_t>(1,
+                                std::llround(static_cast<double>(span.count()) / static_cast<double>(l.len.count())));
+}
+
 // A boundary `span` after the anchor: the window's length, averaged over the
-// windows in between (so each one refines it) once a length is known. The
-// first guess may be far too short (the first limit came late in its window),
-// so it counts only once a probe at its end was accepted.
+// windows in between (so each one refines it).
 void learn_length(Learned& l, Duration span) {
   if (span <= Duration::zero()) return;
-  std::int64_t windows = 1;
-  if (l.len > Duration::zero()) {
-    windows = std::max<std::int64_t>(1, std::llround(static_cast<double>(span.count()) /
-                                                     static_cast<double>(l.len.count())));
-  }
-  l.len = clamp_learned(span / windows);
+  l.len = clamp_learned(span / windows_in(l, span));
 }
 
 // Bare 429s: a span between two ends found by searches, each late by up to
@@ -218,16 +221,10 @@ void learn_length(Learned& l, Duration span) {
 // windows too short, each one a burst of limited answers). One below it
 // takes the span's: a window-start probe was limited, the windows were short.
 void fit_length(Learned& l, Duration span, Duration late) {
-  // Until a length was measured, the span is one window (the guess may be
-  // far too short: the first limit came late in its window).
-  std::int64_t windows = 1;
-  if (l.len > Duration::zero()) {
-    windows = std::max<std::int64_t>(1, std::llround(static_cast<double>(span.count()) /
-                                                     static_cast<double>(l.len.count())));
-  }
+  const std::int64_t windows = windows_in(l, span);
   const Duration lo = (span - std::min(late, span)) / windows;
   const Duration hi = saturating_add(span, l.found) / windows;
-  const Duration len = l.len > Duration::zero() ? l.len : l.guess;
+  const Duration len = l.length();
   l.len = clamp_learned(len > hi ? hi : len >= lo ? len : span / windows);
 }
 
@@ -492,8 +489,8 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
       // ended, or ended early), not that fewer sends fit: n stays.
       const bool misplaced = l.accepted == 0 ||
                              saturating_add(boundary, kStatedStep) < saturating_add(l.start, l.length());
-      const Duration unit = l.len > Duration::zero() ? l.len : l.guess;
-      if (unit > Duration::zero() && (l.accepted > 0 || rolled)) {
+      const Duration unit = l.length();
+      if (l.accepted > 0 || rolled) {
         // The boundary was stated in whole seconds, up to one late. A
         // boundary of the measured windows' grid within that second before
         // it is the same one, pinned closer: a window placed at the stated

@@ -236,14 +236,19 @@ local function new_learned(mode)
   return {mode, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0}
 end
 
+-- The windows a boundary `span` after the anchor closes, at the measured
+-- length; one until a length is measured (the first guess counts only once a
+-- probe at its end was accepted).
+local function windows_in(L, span)
+  if L[L_LEN] <= 0 then return 1 end
+  return math.max(1, math.floor(span / L[L_LEN] + 0.5))
+end
+
 -- A boundary `span` after the anchor: the window's length, averaged over the
--- windows in between once a length is known (each one refines it). The first
--- guess counts only once a probe at its end was accepted.
+-- windows in between (each one refines it).
 local function learn_length(L, span)
   if span <= 0 then return end
-  local windows = 1
-  if L[L_LEN] > 0 then windows = math.max(1, math.floor(span / L[L_LEN] + 0.5)) end
-  L[L_LEN] = clamp_len(math.floor(span / windows))
+  L[L_LEN] = clamp_len(math.floor(span / windows_in(L, span)))
 end
 
 -- Bare 429s: a span between two ends found by searches, each late by up to
@@ -253,11 +258,10 @@ end
 -- coarse end would replace a fair length with a poor one), one below it
 -- takes the span's (the windows were short) (memory_store.cpp).
 local function fit_length(L, span, late)
-  local windows = 1
-  if L[L_LEN] > 0 then windows = math.max(1, math.floor(span / L[L_LEN] + 0.5)) end
+  local windows = windows_in(L, span)
   local lo = math.floor((span - math.min(late, span)) / windows)
   local hi = math.floor((span + L[L_FOUND]) / windows)
-  local len = L[L_LEN] > 0 and L[L_LEN] or L[L_GUESS]
+  local len = learned_length(L)
   if len > hi then
     len = hi
   elseif len < lo then
@@ -407,8 +411,8 @@ local function learn(st, now, received, limited, cooldown, probe_answered)
       -- Nothing accepted in the window, or a boundary well before its
       -- expected end: the window was placed wrong, n stays.
       local misplaced = L[L_ACCEPTED] == 0 or boundary + STATED_STEP < L[L_START] + learned_length(L)
-      local unit = L[L_LEN] > 0 and L[L_LEN] or L[L_GUESS]
-      if unit > 0 and (L[L_ACCEPTED] > 0 or rolled) then
+      local unit = learned_length(L)
+      if L[L_ACCEPTED] > 0 or rolled then
         -- Stated in whole seconds, the boundary is up to one late: a boundary
         -- of the measured windows' grid within that second before it is the
         -- same one, pinned closer (a window placed at the stated one would
