@@ -5,13 +5,17 @@
 #   libnghttp2-dev, whose libnghttp2.a holds the Priority parser that
 #   bench/report.py uses as the structured-field anchor, and nginx, the
 #   reverse proxy that the proxy benchmark measures abide proxy beside.
+# libsqlite3-dev holds the file store (abide::sqlite); libssl-dev the HMAC that
+# keeps credentials out of quota key names (OpenSSL's libcrypto, which libcurl
+# links already).
 # nodejs is a real client of `abide proxy` in the tests (its fetch), and the
 # TLS server of fetch's TLS tests, whose throwaway certificates openssl makes.
 set -euo pipefail
 
 want=(g++ make cmake ninja-build pkg-config
       libgtest-dev libgmock-dev libbenchmark-dev
-      libcurl4-openssl-dev libhiredis-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev)
+      libcurl4-openssl-dev libhiredis-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
+      libsqlite3-dev libssl-dev)
 case "${1:-all}" in
   build) want+=(python3) ;;
   test) want+=(redis-server clang libclang-rt-14-dev curl python3 nodejs openssl) ;;
