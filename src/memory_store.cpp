@@ -1,711 +1,32 @@
-// MemoryStore: the pacer's per-key state machine, in process memory.
+// MemoryStore: the pacing kernel's state per key, in process memory.
 //
-// The same state machine runs in Redis as a Lua script (src/redis/pacer.lua);
-// keep the two in step. Times are monotonic instants; "none" is the zero instant.
-//
-// The learned policy (issue 17). A key whose server announces no quota still
-// learns from every limited answer: the window is full, and, with a
-// Retry-After, where it ends. The store turns that into "about n per len" and
-// enforces it as a counted window of its own, so later windows are spent
-// without a limited answer. In the order they matter:
-// - It only ever restrains: one more bound on a slot, after the cooldown, the
-//   queue and every announced policy, never shortening any. A key with an
-//   announced policy (any PolicyUpdate kept) does not learn, and drops what
-//   it learned: the server's word wins.
-// - Nothing is known before the first limited answer, and nothing restrains
-//   then: every request in flight when it comes back is limited too. (A rule
-//   that held back an unknown key would slow every server that never limits.)
-//   A first limited answer with nothing accepted before it teaches nothing:
-//   others spent that window, and "one per window" would throttle a client
-//   that joins a busy quota. The next one counts from it.
-// - Evidence with a Retry-After: n is the answers accepted since the current
-//   window began, and the cooldown's end starts the next window. An answer
-//   counts in the window its request was sent in as far as the round trip of
-//   the last probe tells (`rtt`); a limited answer received before the window
-//   began was in flight when the last one came back and says nothing new; a
-//   window where nothing was accepted was placed early, which is no evidence
-//   that fewer fit (n stays). The first window's requests went out together
-//   and come back in any order: an accepted answer received after the first
-//   limited one, before its boundary, adds one to n (not when the boundary
-//   is a step away or nearer: a request in flight may have crossed it).
-//   A limited answer from a window that has rolled on since (a later slot
-//   was granted; its count is gone) lowers n by one: each send over the
-//   limit earns one. A boundary within a second after one of the measured
-//   windows' grid (before a length is measured: after the guessed window's
-//   end) is taken at the grid's (it was stated up to a second late); a
-//   limited probe with nothing accepted moves the grid instead.
-// - The length: from two boundaries (`anchor` is the last, `since` the
-//   windows rolled after it), len = span / windows, so each refines it. Until
-//   then a window lasts `guess`: the first cooldown, at least a second (the
-//   rest of a window is a poor guess of one), confirmed as len when a probe at
-//   its end is accepted.
-// - A cooldown that voids reservations before a learned window begins
-//   zeroes its count: the slots were never sent, and asked again they would
-//   count twice.
-// - Enforcing: n sends per window, burst, or smooth up to the window's end
-//   less a second (at most half of it): boundaries are stated in whole seconds
-//   and may be up to one late. The first send of each window is a probe, as
-//   after any window: a window placed early costs that one limited answer,
-//   never a burst of them.
-// - Bare 429s (no Retry-After): the window is full and its end unknown. n
-//   drops to what it held and the key is held; one probe at a time looks for
-//   the end, each limited probe lengthening the hold by half (from kFirstHold,
-//   or len/8 once a length is known, up to kMaxHold): finer than doubling,
-//   which overshoots by up to the time searched. As with a Retry-After, the
-//   first window's answers come back in any order: one accepted in the first
-//   search, before its first probe is answered, went out with that window
-//   (nothing else was granted since) and adds one to n. The probe that is accepted
-//   begins the next window (the first search's length, like the first
-//   cooldown, is the rest of a window, so at least a second is guessed).
-//   Two found ends give the length, each known to its search's last hold
-//   (fit_length). Found ends are late, never early, so each quiet
-//   window spent in full shortens len by 1/kBareShrink until a window-start probe is
-//   limited and a short search places it again: the AIMD of bare 429s, a cut
-//   on a limited answer and a slow raise while answers succeed.
-// - Following the server: a limited answer inside a learned window sets n to
-//   what it held at once (a lowered limit); every kRaiseAfter windows spent
-//   in full without one (idle windows say nothing), n
-//   grows by n/16, at least 1 (a raised limit is found again, slowly, for one
-//   limited probe each time it goes past).
-// - Bounded: a fixed handful of numbers per key; counts in [1, kMaxLearned],
-//   lengths and holds in [kMinLearnedWindow, kMaxLearnedWindow].
-// A server that never limits pays one counter increment per record and one
-// test per acquire (`mode` is kNothing).
+// A map of key -> (mutex, pacing::KeyState); each operation runs one kernel
+// function under the key's mutex. The map is bounded by max_keys. When it is
+// full, one pass drops every unheld key whose state no longer matters; live
+// state is never dropped (that would forget a cooldown). When the pass frees
+// nothing, the next max_keys/8 new keys skip it, so a full map costs one
+// O(keys) pass per max_keys/8 new keys, not one each. A key past the bound
+// never shares another key's state: it gets state of its own, not kept in
+// the map, that its holder alone paces by.
 #include <algorithm>
-#include <cmath>
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <unordered_map>
-#include <vector>
+#include <utility>
 
 #include "abide/quota_store.h"
+#include "pacing/kernel.h"
 
 namespace abide {
 namespace {
 
-constexpr MonoTime kNone{};
-constexpr double kGolden = 0.6180339887498949;  // low-discrepancy step for the spread
-
-// The learned policy's bounds (pacer.lua takes the same, through pacer_script.h).
-using B = LearnedPolicyBounds;
-constexpr std::int64_t kMaxLearned = B::kMaxCount;
-constexpr Duration kMinLearnedWindow = B::kMinWindow;
-constexpr Duration kMaxLearnedWindow = B::kMaxWindow;
-constexpr Duration kFirstHold = B::kFirstHold;
-constexpr Duration kMaxHold = B::kMaxHold;
-constexpr std::int64_t kRaiseAfter = B::kRaiseAfter;
-constexpr std::int64_t kBareShrink = B::kBareShrink;
-constexpr std::int64_t kHoldGrowth = B::kHoldGrowth;
-constexpr Duration kStatedStep = B::kStatedStep;
-
-// A policy learned from limited answers (see the head of this file).
-struct Learned {
-  enum Mode : std::uint8_t { kNothing, kRetryAfter, kBare };
-  Mode mode = kNothing;
-  std::int64_t n = 0;         // sends per window
-  Duration len{};             // the window's length; zero until two boundaries were seen
-  Duration guess{};           // the length used before then
-  MonoTime start{};           // the current window's start
-  MonoTime anchor{};          // the last boundary an answer stated (or a probe found)
-  std::int64_t since = 0;     // windows rolled since the anchor
-  std::int64_t accepted = 0;  // accepted answers received since `start` (counted even before anything is learned)
-  std::int64_t used = 0;      // sends granted in the current window
-  std::int64_t quiet = 0;     // windows ended without a limited answer since n last changed
-  MonoTime next{};            // smooth pacing's next slot in the window
-  Duration hold{};            // bare: while the window's end is searched for, the hold (zero: not searching)
-  MonoTime hold_end{};        // bare: the next probe's slot
-  MonoTime search_began{};    // bare: when the search began
-  std::int64_t windows = 0;   // windows it was learned from (for what is shown)
-  bool open = true;           // false from a window's first send (its probe) until the probe is answered
-  bool first = false;         // n is the first window's count, still open to answers that come back late
-  Duration rtt{};             // the last probe's round trip: answers sooner after a window began are the last one's
-  Duration found{};           // bare: how late the anchor may be (the hold and round trip of the search that found it)
-  Duration length() const { return std::max(len > Duration::zero() ? len : guess, kMinLearnedWindow); }
-};
-
-struct PolicyState {
-  std::string id;
-  std::int64_t limit = 0;       // 0: unknown
-  Duration window{};            // 0: unknown
-  std::int64_t remaining = -1;  // tracked remaining in the current window; -1: no window known
-  MonoTime reset_at{};          // end of the current window (when remaining >= 0)
-  MonoTime aim{};               // smooth pacing spends the window's quota by this (<= reset_at)
-  MonoTime next{};              // this policy's next free slot (smooth / GCRA spacing)
-  // The counted window's first answer counts the sends still in flight as
-  // spent; its later answers give them back (see record_locked): the least
-  // remaining an answer reported, the sends that may not be in it yet
-  // (those, and the window's own, not answered), and how many of the units
-  // the first answer took may still be given back.
-  std::int64_t seen = 0;
-  std::int64_t out = 0;
-  std::int64_t owed = 0;
-};
-
-struct KeyState final : QuotaStore::Handle {
+struct Entry final : QuotaStore::Handle {
   std::mutex mu;
-  std::uint64_t epoch = 0;
-  MonoTime tat{};                               // the key's next free slot; slots are handed out in order
-  MonoTime cool_end{};                          // nothing before this
-  WaitCause cool_cause = WaitCause::kCooldown;  // what set cool_end
-  MonoTime spread_end{};                        // slots before this are spread
-  double spread_seed = 0.0;
-  std::uint64_t spread_n = 0;
-  bool probe_need = false;  // the next grant must be a probe (a cooldown ended)
-  bool probe_out = false;   // a probe was handed out and not yet answered
-  MonoTime probe_start{};
-  MonoTime probe_until{};
-  MonoTime seen{};  // the latest `now` seen, for expiry
-  // Grants no counted window covered (nothing was known, or their slot was
-  // past every window's end), not yet answered: the first answer of a window
-  // counts those still in flight as spent (see record_locked). A grant that is
-  // never answered (a transport failure records nothing) is forgotten a probe
-  // timeout after the last blind grant.
-  std::int64_t blind = 0;
-  MonoTime blind_at{};
-  std::vector<PolicyState> policies;
-  Learned learned;
+  pacing::KeyState state;
 };
 
-MonoTime later(MonoTime a, MonoTime b) { return a < b ? b : a; }
-
-// A duration in nanoseconds from a double, clamped to [0, kMaxDuration].
-Duration from_ns(double ns) {
-  if (!(ns > 0.0)) return Duration::zero();
-  if (ns >= 9.0e18) return kMaxDuration;
-  return Duration{static_cast<Duration::rep>(std::ceil(ns))};
-}
-
-double margin_of(const PacingRules& rules) {
-  const double m = rules.safety_margin;
-  if (!(m > 0.0)) return 0.0;
-  return m > 1.0 ? 1.0 : m;
-}
-
-Duration spread_step(KeyState& s, const PacingRules& rules) {
-  const Duration spread = rules.cooldown_spread;
-  if (spread <= Duration::zero()) return Duration::zero();
-  double u = s.spread_seed + static_cast<double>(s.spread_n++ % 1000000) * kGolden;
-  u -= std::floor(u);
-  const double sp = static_cast<double>(spread.count());
-  return from_ns(sp / 4.0 + u * sp * 0.75);
-}
-
-Duration clamp_learned(Duration d) { return std::clamp(d, kMinLearnedWindow, kMaxLearnedWindow); }
-
-// The learned policy binds a key only while the server announces none.
-bool learning(const KeyState& s) { return s.learned.mode != Learned::kNothing && s.policies.empty(); }
-
-// The windows a boundary `span` after the anchor closes, at the measured
-// length; one until a length is measured: the first guess may be far too
-// short (the first limit came late in its window), so it counts only once a
-// probe at its end was accepted.
-std::int64_t windows_in(const Learned& l, Duration span) {
-  if (l.len <= Duration::zero()) return 1;
-  return std::max<std::int64_t>(1,
-                                std::llround(static_cast<double>(span.count()) / static_cast<double>(l.len.count())));
-}
-
-// A boundary `span` after the anchor: the window's length, averaged over the
-// windows in between (so each one refines it).
-void learn_length(Learned& l, Duration span) {
-  if (span <= Duration::zero()) return;
-  l.len = clamp_learned(span / windows_in(l, span));
-}
-
-// Bare 429s: a span between two ends found by searches, each late by up to
-// its search's last hold and round trip (`found` the anchor's, `late` this
-// one's). The windows' length lies in the span's range of error divided by
-// the windows between. A length in that range stays, and one above it is cut
-// to its top, no further: a span with a coarse end would replace a fair
-// length with a poor one (after a first search late by most of a second,
-// windows too short, each one a burst of limited answers). One below it
-// takes the span's: a window-start probe was limited, the windows were short.
-void fit_length(Learned& l, Duration span, Duration late) {
-  const std::int64_t windows = windows_in(l, span);
-  const Duration lo = (span - std::min(late, span)) / windows;
-  const Duration hi = saturating_add(span, l.found) / windows;
-  const Duration len = l.length();
-  l.len = clamp_learned(len > hi ? hi : len >= lo ? len : span / windows);
-}
-
-// A window of the learned policy begins at `at` (a boundary the server stated
-// or a probe found), `used` sends already in it.
-void begin_window(Learned& l, MonoTime at, std::int64_t used) {
-  l.anchor = at;
-  l.start = at;
-  l.next = at;
-  l.since = 0;
-  l.used = used;
-  l.accepted = used;
-  l.quiet = 0;
-  l.hold = Duration::zero();
-  l.open = true;
-  l.windows = std::min(l.windows + 1, kMaxLearned);
-}
-
-// The learned policy's part of a send at `slot`: a slot past the window's end
-// rolls it on (the windows follow each other at the learned length), and the
-// send counts in its window.
-void commit_learned(Learned& l, MonoTime slot, bool smooth, double stretch) {
-  if (l.hold > Duration::zero()) return;  // the probe for a window's end: counted when it is answered
-  const Duration len = l.length();
-  if (slot >= saturating_add(l.start, len)) {
-    const std::int64_t k = (slot - l.start) / len;
-    // Only a window that was spent in full and ended quiet says the limit
-    // may be higher; idle windows say nothing.
-    const bool full = l.used >= l.n;
-    l.first = false;  // late answers of the first window are counted no more
-    l.start += len * k;
-    l.since = std::min(l.since + k, kMaxLearned);
-    if (full) l.quiet = std::min(l.quiet + 1, kMaxLearned);
-    l.used = 0;
-    l.accepted = 0;
-    l.open = false;  // this send is the window's probe: the others wait for its answer
-    if (l.mode == Learned::kBare && full) {
-      // Bare 429s tell no window's end; each quiet window shortens the one
-      // found by a search (it can only be too long), so the rate is raised
-      // slowly until a probe comes back limited and a search finds it again.
-      const Duration shorter = len - len / kBareShrink;
-      if (l.len > Duration::zero()) l.len = clamp_learned(shorter);
-      else l.guess = clamp_learned(shorter);
-    }
-    if (l.quiet >= kRaiseAfter) {
-      // Probing upward, slowly: a raised limit is found again.
-      l.n = std::min(kMaxLearned, l.n + std::max<std::int64_t>(1, l.n / 16));
-      l.quiet = 0;
-    }
-  }
-  if (smooth && l.used < l.n) {
-    // Spread what is left of n up to the window's earliest possible end: its
-    // boundary was stated in whole seconds, so it may be up to one early.
-    // A stated window's spacing is not stretched by the safety margin: the
-    // aim is that margin already, and a stretch pushes the window's last
-    // sends past it, into the next window. A found one (bare 429s) keeps it.
-    const MonoTime end = saturating_add(l.start, len);
-    const MonoTime aim = end - std::min(kStatedStep, len / 2);
-    const double left = aim > slot ? static_cast<double>((aim - slot).count()) : 0.0;
-    const double k = l.mode == Learned::kRetryAfter ? 1.0 : stretch;
-    l.next = saturating_add(slot, from_ns(left * k / static_cast<double>(l.n - l.used)));
-  }
-  l.used = std::min(l.used + 1, kMaxLearned);
-}
-
-// Consumes one unit of every policy for a send at `slot`, and moves the key's
-// schedule on.
-void commit(KeyState& s, MonoTime slot, const PacingRules& rules) {
-  const double stretch = 1.0 + margin_of(rules);
-  if (learning(s)) commit_learned(s.learned, slot, rules.pacing == Pacing::kSmooth, stretch);
-  bool counted = false;
-  for (auto& p : s.policies) {
-    if (p.remaining >= 0) {
-      counted = counted || slot < p.reset_at;
-      if (slot < p.reset_at && p.remaining > 0) {
-        if (rules.pacing == Pacing::kSmooth) {
-          // Divide what is left of the window among what is left of the quota.
-          // Aim at the earliest instant the window can end (see `aim`).
-          const double left = p.aim > slot ? static_cast<double>((p.aim - slot).count()) : 0.0;
-          p.next = saturating_add(slot, from_ns(left * stretch / static_cast<double>(p.remaining)));
-        }
-        --p.remaining;
-        p.out = std::min(p.out + 1, kMaxLearned);
-      }
-    } else if (p.limit > 0 && p.window > Duration::zero()) {
-      const double interval = static_cast<double>(p.window.count()) / static_cast<double>(p.limit);
-      p.next = saturating_add(slot, from_ns(interval * stretch));
-    }
-  }
-  if (!counted) {
-    s.blind = std::min(s.blind + 1, kMaxLearned);
-    s.blind_at = later(s.blind_at, slot);
-  }
-  s.tat = slot;
-  if (slot < s.spread_end) s.tat = saturating_add(slot, spread_step(s, rules));
-}
-
-StoreGrant acquire_locked(KeyState& s, MonoTime now, Duration max_wait, const PacingRules& rules) {
-  s.seen = later(s.seen, now);
-  // The slot is the latest of these bounds; the one that set it is the cause.
-  MonoTime slot = now;
-  WaitCause cause = WaitCause::kNone;
-  const auto bound = [&](MonoTime t, WaitCause c) {
-    if (t > slot) {
-      slot = t;
-      cause = c;
-    }
-  };
-  // Slots spread out after a cooldown are still the cooldown's doing.
-  bound(s.tat, s.tat <= s.spread_end ? s.cool_cause : WaitCause::kQueue);
-  bound(s.cool_end, s.cool_cause);
-  const bool smooth = rules.pacing == Pacing::kSmooth;
-  for (const auto& p : s.policies) {
-    if (p.remaining >= 0) {
-      if (p.remaining == 0) {
-        bound(p.reset_at, WaitCause::kQuota);
-      } else if (smooth) {
-        // A smooth slot past the reset means: the next send is the probe, at the reset.
-        bound(p.next < p.reset_at ? p.next : p.reset_at, WaitCause::kQuota);
-      }
-    } else if (p.limit > 0 && p.window > Duration::zero()) {
-      bound(p.next, WaitCause::kQuota);
-    }
-  }
-  bool ended = false;  // a known window ends before this slot: nothing fresh is known
-  if (learning(s)) {
-    // The learned policy, one more bound (it only restrains). The first send
-    // of each learned window, and the one after a bare 429's hold, is a probe.
-    const Learned& l = s.learned;
-    if (l.hold > Duration::zero()) {
-      bound(l.hold_end, WaitCause::kQuota);
-      ended = true;
-    } else {
-      const Duration len = l.length();
-      const MonoTime end = saturating_add(l.start, len);
-      if (l.used >= l.n) {
-        bound(end, WaitCause::kQuota);
-      } else if (smooth) {
-        bound(l.next < end ? l.next : end, WaitCause::kQuota);
-      }
-      // The window may truly end up to a stated step before `end` (its
-      // boundary was stated late): a send after that waits for the next one,
-      // or it could land in the next true window beside that window's own.
-      if (l.mode == Learned::kRetryAfter && slot >= end - std::min(kStatedStep, len / 2)) {
-        bound(end, WaitCause::kQuota);
-      }
-      if (slot >= end || !l.open) ended = true;
-    }
-  }
-  for (const auto& p : s.policies) {
-    if (p.remaining >= 0 && slot >= p.reset_at) ended = true;
-  }
-  const Duration wait = slot - now;
-  if (ended || s.probe_need) {
-    if (s.probe_out && s.probe_until > now) {
-      return {StoreGrant::Kind::kAwaitProbe, s.probe_until - now, s.epoch, WaitCause::kProbe};
-    }
-    if (wait > max_wait) return {StoreGrant::Kind::kTooLate, wait, s.epoch, cause};
-    s.probe_out = true;
-    s.probe_start = slot;
-    s.probe_until = saturating_add(slot, std::max(rules.probe_timeout, Duration::zero()));
-    commit(s, slot, rules);
-    return {StoreGrant::Kind::kProbe, wait, s.epoch, cause};
-  }
-  if (wait > max_wait) return {StoreGrant::Kind::kTooLate, wait, s.epoch, cause};
-  commit(s, slot, rules);
-  return {StoreGrant::Kind::kGranted, wait, s.epoch, cause};
-}
-
-void release(KeyState& s, MonoTime now, double seed, const PacingRules& rules) {
-  s.spread_end = saturating_add(now, std::max(rules.spread_period, Duration::zero()));
-  s.spread_seed = seed;
-  s.spread_n = 0;
-}
-
-// What one answer teaches the learned policy (the head of this file).
-void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answered) {
-  Learned& l = s.learned;
-  if (!s.policies.empty()) {
-    if (l.mode != Learned::kNothing) l = Learned{};  // the server announces: its word wins
-    return;
-  }
-  if (probe_answered) {
-    l.open = true;
-    if (received >= s.probe_start && s.probe_start != kNone) l.rtt = std::min(received - s.probe_start, kMaxHold);
-  }
-  const MonoTime now = r.now;
-  if (!r.limited) {
-    if (l.first && l.mode == Learned::kBare && l.hold > Duration::zero() && received < l.hold_end) {
-      // The first search: nothing was granted since the first limited answer
-      // but its probe, so this request went out before, with the first
-      // window's others, and was accepted in it.
-      l.n = std::min(l.n + 1, kMaxLearned);
-      return;
-    }
-    if (l.first && l.mode == Learned::kRetryAfter && received < l.start) {
-      // The first window: the workers' requests went out together, and the
-      // answers come back in any order. One accepted after the first limited
-      // answer was in that window too, which held one more.
-      l.n = std::min(l.n + 1, kMaxLearned);
-      return;
-    }
-    // An answer counts in the window its request was sent in, as far as the
-    // round trip tells: one received within it after the start was sent before.
-    if (received >= saturating_add(l.start, l.rtt)) l.accepted = std::min(l.accepted + 1, kMaxLearned);
-    if (l.mode == Learned::kBare && l.hold > Duration::zero() && received >= l.hold_end) {
-      // The probe after the hold was accepted: a window began by the time its
-      // answer came back. The search's length is the guess until two are known.
-      const Duration late = saturating_add(l.hold, l.rtt);
-      if (l.anchor != kNone && received > l.anchor) {
-        fit_length(l, received - l.anchor, late);
-      } else if (l.len == Duration::zero()) {
-        l.guess = clamp_learned(std::max(received - l.search_began, kStatedStep));
-      }
-      l.first = false;
-      begin_window(l, received, 1);
-      l.found = late;
-    } else if (l.len == Duration::zero() && l.since > 0 && received >= l.start) {
-      // A window's first send at the guessed length was accepted: the guess holds.
-      l.len = l.guess;
-    }
-    return;
-  }
-  // A first limited answer with nothing accepted before it tells no count:
-  // the window was spent by others (another process, an earlier run), not
-  // that one fits. Learning "one per window" from it would throttle a client
-  // that joins a busy quota; the next limited answer counts from here.
-  if (l.mode == Learned::kNothing && l.accepted == 0) return;
-  // (A cooldown an exhausted quota set comes with its policy, so the key is not learning.)
-  const bool stated = r.cooldown && *r.cooldown > Duration::zero();
-  if (stated) {
-    // Received before the current window began: it was in flight when the
-    // answer that began it came back, and says nothing new.
-    bool rolled = false;
-    if (l.mode == Learned::kRetryAfter && received < l.start) {
-      if (received < l.anchor) return;
-      rolled = true;
-      // Limited in a window that has rolled on since (a later slot was
-      // granted): that window held one fewer than n, and its count is gone.
-      // Each send over the limit earns one such answer, so n follows a
-      // lowered limit (or a raise that went past it) one by one.
-      l.n = std::max<std::int64_t>(l.n - 1, 1);
-      l.quiet = 0;
-    }
-    const MonoTime boundary = saturating_add(now, *r.cooldown);
-    MonoTime at = boundary;
-    const std::int64_t held = std::clamp<std::int64_t>(l.accepted, 1, kMaxLearned);
-    if (l.mode != Learned::kRetryAfter) {
-      l = Learned{};
-      l.mode = Learned::kRetryAfter;
-      // A short cooldown (the first answer came late in its window) is a poor
-      // guess of a window; windows are rarely shorter than the step they are told in.
-      l.guess = clamp_learned(std::max(*r.cooldown, kStatedStep));
-      l.n = held;
-      // Only with a boundary more than a step away: no request in flight
-      // then can have crossed into the next window.
-      l.first = *r.cooldown > kStatedStep;
-    } else if (boundary > l.anchor) {
-      l.first = false;
-      // Nothing accepted in the window yet, or a boundary well before its
-      // expected end: the window was placed wrong (the server's had not
-      // ended, or ended early), not that fewer sends fit: n stays.
-      const bool misplaced = l.accepted == 0 ||
-                             saturating_add(boundary, kStatedStep) < saturating_add(l.start, l.length());
-      const Duration unit = l.length();
-      if (l.accepted > 0 || rolled) {
-        // The boundary was stated in whole seconds, up to one late. A
-        // boundary of the measured windows' grid within that second before
-        // it is the same one, pinned closer: a window placed at the stated
-        // one would straddle two of the server's, and earn a limited answer
-        // in each. (A probe at the grid's boundary that is limited, nothing
-        // accepted in its window, moves the grid instead.) Before a length
-        // is measured, the guessed one's next boundary counts the same way:
-        // learned from the late one, the length would be long by up to a
-        // second, and no later answer shortens it.
-        const double k = std::round(static_cast<double>((boundary - l.anchor).count()) /
-                                    static_cast<double>(unit.count()));
-        if (k >= 1.0 && k < 1e9 && (l.len > Duration::zero() || k == 1.0)) {
-          const MonoTime grid = saturating_add(l.anchor, unit * static_cast<std::int64_t>(k));
-          if (grid <= boundary && boundary - grid < kStatedStep) at = grid;
-        }
-      }
-      learn_length(l, at - l.anchor);
-      if (!misplaced) l.n = held;
-    }
-    begin_window(l, at, 0);
-    return;
-  }
-  // A bare 429: the window is full and its end unknown.
-  if (l.hold > Duration::zero()) {
-    // A probe after the hold was limited too: look again later.
-    if (received >= l.hold_end) {
-      l.first = false;  // answers that come back later may be the next window's
-      l.hold = std::min(l.hold + l.hold / kHoldGrowth, kMaxHold);
-      l.hold_end = saturating_add(now, l.hold);
-    }
-    return;
-  }
-  if (l.mode != Learned::kNothing && received < l.start) return;  // in flight before the window began
-  // A window that held less than half its n was placed late: the server's
-  // began before it, and the rest of that one went in the window before
-  // (a found end is late, never early). Its place is searched for again and
-  // n stays; dropping n to the few it held would throttle the key for many
-  // windows, with nothing to raise it but the slow probe upward.
-  const bool misplaced = l.mode != Learned::kNothing && 2 * l.accepted < l.n;
-  if (!misplaced) l.n = std::clamp<std::int64_t>(l.accepted, 1, kMaxLearned);
-  if (l.mode != Learned::kBare) {
-    const std::int64_t n = l.n;
-    // The first window's answers come back in any order: those accepted
-    // after this one, until the first probe is answered, add to n.
-    const bool first = l.mode == Learned::kNothing;
-    l = Learned{};
-    l.mode = Learned::kBare;
-    l.n = n;
-    l.first = first;
-  }
-  // A search near a known length starts fine; the first one starts at kFirstHold.
-  const Duration known = l.len > Duration::zero() ? l.len : l.guess;
-  l.hold = known > Duration::zero() ? std::clamp(known / 8, kMinLearnedWindow, kMaxHold) : kFirstHold;
-  l.hold_end = saturating_add(now, l.hold);
-  l.search_began = now;
-  l.accepted = 0;
-  l.used = 0;
-  l.quiet = 0;
-}
-
-RecordOutcome record_locked(KeyState& s, const StoreRecord& r, const PacingRules& rules) {
-  RecordOutcome out;
-  const MonoTime now = r.now;
-  s.seen = later(s.seen, now);
-  Duration age = std::max(r.age, Duration::zero());
-  if (age > now.time_since_epoch()) age = now.time_since_epoch();
-  const MonoTime received = now - age;
-  double seed = r.spread_seed;
-  if (!(seed >= 0.0 && seed < 1.0)) seed = 0.0;
-
-  // A response received after a window ended is fresh information about it:
-  // the window's count no longer applies.
-  for (auto& p : s.policies) {
-    if (p.remaining >= 0 && received >= p.reset_at) p.remaining = -1;
-  }
-  // The probe's answer, or any response received after the cooldown ended,
-  // is the fresh information the waiters wait for.
-  if ((s.probe_out && received >= s.probe_start) || (s.probe_need && received >= s.cool_end)) {
-    s.probe_out = false;
-    s.probe_need = false;
-    out.released = true;
-  }
-
-  // This answer's request was one grant; the others granted blind and not yet
-  // answered may have reached the server after it, so the count it reports
-  // does not have them in yet. A window starting now spends them first (a
-  // few too many when they were counted before it: never too few).
-  if (now > saturating_add(s.blind_at, std::max(rules.probe_timeout, Duration::zero()))) s.blind = 0;
-  const std::int64_t others = std::max<std::int64_t>(s.blind - 1, 0);
-  if (s.blind > 0) --s.blind;
-  bool started = false;
-  MonoTime pinned = kNone;  // the latest end of a window this answer says is spent
-  bool untracked_spent = false;
-  for (const auto& u : r.policies) {
-    const bool has_policy = u.limit && *u.limit > 0 && u.window && *u.window > Duration::zero();
-    const bool has_window = u.remaining.has_value() && u.reset.has_value();
-    if (!has_policy && !u.remaining) continue;
-    const std::string_view id = std::string_view(u.id).substr(0, 256);
-    auto it = std::find_if(s.policies.begin(), s.policies.end(), [&](const PolicyState& p) { return p.id == id; });
-    if (it == s.policies.end()) {
-      if (s.policies.size() >= QuotaStore::kMaxPolicies || (!has_policy && !has_window)) {
-        if (u.remaining && *u.remaining <= 0) untracked_spent = true;  // its end is not known here
-        continue;
-      }
-      s.policies.push_back(PolicyState{std::string(id)});
-      it = std::prev(s.policies.end());
-    }
-    PolicyState& p = *it;
-    if (u.limit && *u.limit > 0) p.limit = *u.limit;
-    if (u.window && *u.window > Duration::zero()) p.window = *u.window;
-    if (!u.remaining) continue;
-    const std::int64_t remaining = std::max<std::int64_t>(*u.remaining, 0);
-    if (u.reset) {
-      const MonoTime reset_at = saturating_add(now, std::max(*u.reset, Duration::zero()));
-      if (reset_at <= now) continue;  // a stale response about a window already over
-      // A reset stated in steps (whole seconds) is at most a step after the
-      // true end, so reset_at - step is a lower bound of it (servers round up).
-      const Duration step = std::max(u.reset_resolution, Duration::zero());
-      // A reset a whole window later than the window we count in is the next
-      // one. (Two answers about one window differ by less than the server's rounding.)
-      const bool next_window = p.window > Duration::zero() && reset_at >= saturating_add(p.reset_at, p.window);
-      if (p.remaining >= 0 && !next_window) {
-        // The same window: counts only go down (a late response reports too
-        // much), and the earliest reset is the closest: servers round times up,
-        // so every answer's reset is at or after the true one. Later answers
-        // only tighten the aim; a bound at or past the tracked end is about a
-        // later window.
-        p.remaining = std::min(p.remaining, remaining);
-        p.seen = std::min(p.seen, remaining);
-        p.out = std::max<std::int64_t>(p.out - 1, 0);
-        // The least count reported, less what may still be out, is what is
-        // left: an answer that came back out of order (its count was already
-        // in the least) gives back the unit the first answer took for it, and
-        // once all are back the count is the server's. Never more than the
-        // first answer took.
-        const std::int64_t left = p.seen - p.out;
-        if (p.owed > 0 && left > p.remaining) {
-          const std::int64_t back = std::min(left - p.remaining, p.owed);
-          p.owed -= back;
-          p.remaining += back;
-        }
-        p.reset_at = std::min(p.reset_at, reset_at);
-        const MonoTime bound = reset_at - std::min(step, reset_at - now);
-        if (bound < p.reset_at) p.aim = std::max(p.aim, bound);
-        p.aim = std::min(p.aim, p.reset_at);
-      } else {
-        // A window starts. Its first answer is aimed at most half way, so a
-        // window shorter than the step is still spread.
-        p.remaining = std::max<std::int64_t>(remaining - others, 0);
-        p.seen = remaining;
-        p.out = others;
-        p.owed = others;
-        p.reset_at = reset_at;
-        p.aim = reset_at - std::min(step, (reset_at - now) / 2);
-        started = true;
-      }
-      if (remaining == 0) pinned = later(pinned, p.reset_at);
-    } else if (p.remaining >= 0) {
-      p.remaining = std::min(p.remaining, remaining);
-      p.seen = std::min(p.seen, remaining);  // what is given back stays below it
-    }
-  }
-  if (started) s.blind = 0;
-  if (r.cooldown && *r.cooldown > Duration::zero()) {
-    MonoTime end = saturating_add(now, *r.cooldown);
-    if (r.cooldown_cause == WaitCause::kQuota && pinned != kNone && !untracked_spent && pinned < end) {
-      // A spent window's cooldown ends where the window does: at the earliest
-      // reset any answer gave it (each is at or after the true end), not at
-      // this answer's own, which may be rounded up most of a second later.
-      // What a Retry-After states stays whole.
-      end = later(pinned, saturating_add(now, std::max(r.cooldown_floor, Duration::zero())));
-    }
-    if (end > s.cool_end) {
-      s.cool_end = end;
-      s.cool_cause = r.cooldown_cause == WaitCause::kQuota ? WaitCause::kQuota : WaitCause::kCooldown;
-      ++s.epoch;
-      out.blocked = true;
-      // Like every reservation, a probe handed out before the cooldown is void.
-      s.probe_out = false;
-      // Every slot after now was a reservation, void now: the queue starts
-      // again from here, and a learned window that has not begun has spent
-      // nothing yet (its slots would otherwise count twice when asked again).
-      s.tat = std::min(s.tat, now);
-      if (s.learned.mode != Learned::kNothing && now < s.learned.start) {
-        s.learned.used = 0;
-        s.learned.next = s.learned.start;
-      }
-      if (rules.probe_after_cooldown) {
-        s.probe_need = true;
-      } else {
-        release(s, end, seed, rules);
-      }
-    }
-  }
-  if (out.released && !out.blocked) release(s, now, seed, rules);
-
-  learn(s, r, received, out.released);
-  return out;
-}
-
-// The last instant the state matters, plus a grace of the longest window.
-MonoTime expiry(const KeyState& s) {
-  MonoTime last = later(later(s.seen, s.tat), later(later(s.cool_end, s.spread_end), s.probe_until));
-  Duration grace = std::chrono::seconds{1};
-  if (s.learned.mode != Learned::kNothing) {
-    const Learned& l = s.learned;
-    last = later(last, later(saturating_add(l.start, l.length()), later(l.hold_end, l.next)));
-    grace = std::max(grace, l.length());
-  }
-  for (const auto& p : s.policies) {
-    last = later(last, later(p.next, p.remaining >= 0 ? p.reset_at : kNone));
-    grace = std::max(grace, p.window);
-  }
-  return saturating_add(last, grace);
-}
+Entry& entry(QuotaStore::Handle& key) { return static_cast<Entry&>(key); }
 
 struct StringHash {
   using is_transparent = void;
@@ -717,28 +38,41 @@ struct StringHash {
 struct MemoryStore::Impl {
   MemoryStoreOptions options;
   mutable std::mutex mu;
-  std::unordered_map<std::string, std::shared_ptr<KeyState>, StringHash, std::equal_to<>> keys;
-  std::shared_ptr<KeyState> overflow = std::make_shared<KeyState>();
+  std::unordered_map<std::string, std::shared_ptr<Entry>, StringHash, std::equal_to<>> keys;
 
-  // Drops keys nobody holds whose state no longer matters.
+  std::size_t skip = 0;  // new keys that go unmapped before the next pass
+  // The latest `now` any operation brought, unmapped keys' too: a pass
+  // measures expiry against it.
+  std::atomic<Duration::rep> latest{0};
+
+  void saw(MonoTime now) {
+    const Duration::rep t = now.time_since_epoch().count();
+    Duration::rep seen = latest.load(std::memory_order_relaxed);
+    while (seen < t && !latest.compare_exchange_weak(seen, t, std::memory_order_relaxed)) {
+    }
+  }
+
+  // Drops every unheld key whose state no longer matters.
   void sweep() {
-    MonoTime now{};
-    {
-      std::lock_guard lock(overflow->mu);
-      now = overflow->seen;
+    const MonoTime now{Duration{latest.load(std::memory_order_relaxed)}};
+    std::erase_if(keys, [&](const auto& kv) {
+      if (kv.second.use_count() != 1) return false;
+      std::lock_guard lock(kv.second->mu);
+      return pacing::expiry(kv.second->state) < now;
+    });
+  }
+
+  // True when the map has room for one more key, after a pass if due.
+  bool room() {
+    if (keys.size() < options.max_keys) return true;
+    if (skip > 0) {
+      --skip;
+      return false;
     }
-    for (auto& [k, s] : keys) {
-      std::lock_guard lock(s->mu);
-      now = later(now, s->seen);
-    }
-    for (auto it = keys.begin(); it != keys.end();) {
-      bool drop = false;
-      if (it->second.use_count() == 1) {
-        std::lock_guard lock(it->second->mu);
-        drop = expiry(*it->second) < now;
-      }
-      it = drop ? keys.erase(it) : std::next(it);
-    }
+    sweep();
+    if (keys.size() < options.max_keys) return true;
+    skip = options.max_keys / 8;
+    return false;
   }
 };
 
@@ -752,54 +86,41 @@ MemoryStore::~MemoryStore() = default;
 std::shared_ptr<QuotaStore::Handle> MemoryStore::open(std::string_view key) {
   std::lock_guard lock(impl_->mu);
   if (auto it = impl_->keys.find(key); it != impl_->keys.end()) return it->second;
-  if (impl_->keys.size() >= impl_->options.max_keys) {
-    impl_->sweep();
-    if (impl_->keys.size() >= impl_->options.max_keys) return impl_->overflow;
-  }
-  auto s = std::make_shared<KeyState>();
-  impl_->keys.emplace(std::string(key), s);
+  auto s = std::make_shared<Entry>();
+  if (impl_->room()) impl_->keys.emplace(std::string(key), s);
   return s;
 }
 
 StoreGrant MemoryStore::acquire(Handle& key, const StoreAcquire& request, const PacingRules& rules) {
-  auto& s = static_cast<KeyState&>(key);
-  std::lock_guard lock(s.mu);
-  return acquire_locked(s, request.now, request.max_wait, rules);
+  Entry& e = entry(key);
+  impl_->saw(request.now);
+  std::lock_guard lock(e.mu);
+  return pacing::acquire(e.state, request.now, request.max_wait, rules);
 }
 
 RecordOutcome MemoryStore::record(Handle& key, const StoreRecord& record, const PacingRules& rules) {
-  auto& s = static_cast<KeyState&>(key);
-  std::lock_guard lock(s.mu);
-  return record_locked(s, record, rules);
+  Entry& e = entry(key);
+  impl_->saw(record.now);
+  std::lock_guard lock(e.mu);
+  return pacing::record(e.state, record, rules);
 }
 
 bool MemoryStore::still_valid(Handle& key, std::uint64_t epoch, MonoTime /*now*/) {
-  auto& s = static_cast<KeyState&>(key);
-  std::lock_guard lock(s.mu);
-  return s.epoch == epoch;
+  Entry& e = entry(key);
+  std::lock_guard lock(e.mu);
+  return pacing::still_valid(e.state, epoch);
 }
 
 void MemoryStore::abandon_probe(Handle& key, MonoTime now) {
-  auto& s = static_cast<KeyState&>(key);
-  std::lock_guard lock(s.mu);
-  s.seen = later(s.seen, now);
-  s.probe_out = false;
-  s.probe_until = kNone;
+  Entry& e = entry(key);
+  std::lock_guard lock(e.mu);
+  pacing::abandon_probe(e.state, now);
 }
 
 std::optional<LearnedPolicy> MemoryStore::learned(Handle& key, MonoTime now) {
-  auto& s = static_cast<KeyState&>(key);
-  std::lock_guard lock(s.mu);
-  s.seen = later(s.seen, now);
-  if (!learning(s)) return std::nullopt;
-  const Learned& l = s.learned;
-  LearnedPolicy p;
-  p.count = l.n;
-  p.window = l.len > Duration::zero() ? l.len : l.guess;
-  p.window_measured = l.len > Duration::zero();
-  p.windows = l.windows;
-  p.from_retry_after = l.mode == Learned::kRetryAfter;
-  return p;
+  Entry& e = entry(key);
+  std::lock_guard lock(e.mu);
+  return pacing::learned(e.state, now);
 }
 
 std::size_t MemoryStore::size() const {

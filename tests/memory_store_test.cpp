@@ -109,21 +109,24 @@ TEST(MemoryStore, ALearnedWindowsEndIsAQuotaWait) {
   EXPECT_EQ(g.cause, WaitCause::kQuota);
 }
 
-TEST(MemoryStore, KeyCountIsBoundedAndOverflowKeysShareOneState) {
+// Past the bound, each key still has a state of its own: one origin's long
+// cooldown never holds another's.
+TEST(MemoryStore, KeysPastTheBoundNeverShareState) {
   MemoryStore store(MemoryStoreOptions{4});
   std::vector<std::shared_ptr<QuotaStore::Handle>> held;
   for (int i = 0; i < 4; ++i) held.push_back(store.open("k" + std::to_string(i)));
   auto x = store.open("x");
   auto y = store.open("y");
-  EXPECT_EQ(store.size(), 4u);
-  EXPECT_EQ(x.get(), y.get());  // both overflow: conservative, never unbounded
-  // Overflow keys are paced together.
+  EXPECT_EQ(store.size(), 4u);  // bounded
+  EXPECT_NE(x.get(), y.get());
   PacingRules rules;
   StoreRecord r;
   r.now = kT0;
-  r.cooldown = seconds{5};
+  r.cooldown = std::chrono::hours{1};
   store.record(*x, r, rules);
-  EXPECT_EQ(store.acquire(*y, {kT0, Duration{-1}}, rules).kind, StoreGrant::Kind::kTooLate);
+  EXPECT_EQ(store.acquire(*x, {kT0, Duration{-1}}, rules).kind, StoreGrant::Kind::kTooLate);
+  EXPECT_EQ(store.acquire(*y, {kT0, Duration::zero()}, rules).kind, StoreGrant::Kind::kGranted);
+  EXPECT_EQ(store.acquire(*held[0], {kT0, Duration::zero()}, rules).kind, StoreGrant::Kind::kGranted);
 }
 
 TEST(MemoryStore, ExpiredKeysNobodyHoldsAreDropped) {
@@ -137,7 +140,7 @@ TEST(MemoryStore, ExpiredKeysNobodyHoldsAreDropped) {
     store.record(*h, r, rules);
   }
   auto fresh = store.open("fresh");
-  EXPECT_EQ(store.size(), 4u);  // nothing expired yet: "fresh" overflows
+  EXPECT_EQ(store.size(), 4u);  // nothing expired yet: "fresh" is not kept
   {
     StoreRecord r;
     r.now = kT0 + seconds{60};  // the store learns the time from any key
