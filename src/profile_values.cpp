@@ -335,7 +335,9 @@ std::optional<TimeValue> parse_time_value(std::string_view text, TimeFormat form
     // be the closer, so the value is known to the step widened by their
     // difference: a whole-second Date alone reads up to a second long.
     const Duration by_date = wall_diff(*at, *server_date);
-    const Duration apart = by_date > wait ? by_date - wait : wait - by_date;
+    // Either reading may have saturated (a Date centuries back puts by_date
+    // at the largest Duration): the gap saturates too.
+    const Duration apart = by_date > wait ? saturating_sub(by_date, wait) : saturating_sub(wait, by_date);
     wait = std::max(wait, by_date);
     step = saturating_add(step, std::min(apart, Duration{std::chrono::seconds{1}}));
   }

@@ -1224,6 +1224,29 @@ TEST(AbsurdInstants, RejectedWithAWarning) {
   EXPECT_TRUE(warned(s, "\"-1767225660000\" ignored: not unix_milliseconds"));
 }
 
+// A Date centuries back puts the reading by Date at the largest Duration; the
+// gap between the two readings saturates too instead of overflowing (the
+// asan preset halts on any overflow). The input is in the observe fuzz corpus.
+TEST(AbsurdInstants, ADateCenturiesBackSaturates) {
+  constexpr std::string_view kHead =
+      "HTTP/1.1 429 Too Many Requests\r\nDate: Thu, 01 Jan 1413 00:00:00 GMT\r\nX-RateLimit-Limit: 5\r\n"
+      "X-RateLimit-Remaining: 0\r\nX-RateLimit-Reset: 1470173023.123\r\nX-RateLimit-Bucket: abcd\r\n"
+      "X-RateLimit-Scope: user\r\n\r\n";
+  const auto vendor = see(kHead, "discord.com");
+  ASSERT_EQ(vendor.quota.size(), 1u);
+  EXPECT_FALSE(vendor.quota[0].reset);
+  EXPECT_TRUE(warned(vendor, "\"1470173023.123\" ignored: more than a year ahead"));
+  const auto guessed = see(kHead, "api.unknown.example", {}, kNow, /*heuristic=*/true);
+  ASSERT_EQ(guessed.quota.size(), 1u);
+  EXPECT_EQ(guessed.quota[0].reset, kMaxDuration);
+  EXPECT_EQ(guessed.quota[0].confidence, Confidence::kLow);
+
+  const auto v = parse_time_value("1470173023.123", TimeFormat::kUnixSecondsFraction, kNow, WallTime::min());
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->from_receipt, kMaxDuration);
+  EXPECT_EQ(v->resolution, 1001ms);  // the step, widened by at most a second
+}
+
 // A retry delay header gets the same checks as a reset: 1970 is never "retry now".
 TEST(AbsurdInstants, RetryDelaysAreCheckedLikeResets) {
   constexpr std::string_view kProfile =
