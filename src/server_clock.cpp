@@ -22,8 +22,13 @@ Duration drift_over(MonoTime from, MonoTime to) noexcept {
 }
 }  // namespace
 
-Duration ServerClock::low_locked(MonoTime at) const noexcept { return low_ - drift_over(low_at_, at); }
-Duration ServerClock::high_locked(MonoTime at) const noexcept { return high_ + drift_over(high_at_, at); }
+// Saturating throughout: a Date may sit at an end of WallTime's range (year
+// 1413 reads as its earliest instant), and the bounds are that Date minus a
+// monotonic instant.
+Duration ServerClock::low_locked(MonoTime at) const noexcept { return saturating_sub(low_, drift_over(low_at_, at)); }
+Duration ServerClock::high_locked(MonoTime at) const noexcept {
+  return saturating_add(high_, drift_over(high_at_, at));
+}
 
 void ServerClock::learn(std::optional<WallTime> server_date, MonoTime received, std::optional<MonoTime> sent) noexcept {
   if (!server_date) return;
@@ -32,8 +37,8 @@ void ServerClock::learn(std::optional<WallTime> server_date, MonoTime received, 
   // below Date + 1 s plus the time the answer took (the Date was written at
   // some instant after the request was sent).
   const Duration took = sent && *sent < at ? at - *sent : Duration::zero();
-  const Duration low = server_date->time_since_epoch() - at.time_since_epoch();
-  const Duration high = saturating_add(low + std::chrono::seconds{1}, took);
+  const Duration low = saturating_sub(server_date->time_since_epoch(), at.time_since_epoch());
+  const Duration high = saturating_add(saturating_add(low, std::chrono::seconds{1}), took);
   std::lock_guard lock(mu_);
   if (known_) {
     const Duration known_low = low_locked(at);
@@ -52,7 +57,7 @@ void ServerClock::learn(std::optional<WallTime> server_date, MonoTime received, 
       return;
     }
     // No single clock reads this: another server answered, or the clock was set.
-    const Duration by = high <= known_low ? known_low - high : low - known_high;
+    const Duration by = high <= known_low ? saturating_sub(known_low, high) : saturating_sub(low, known_high);
     if (by < kClockSet || reset_once_) {
       several_ = true;
       return;
@@ -70,13 +75,13 @@ void ServerClock::learn(std::optional<WallTime> server_date, MonoTime received, 
 std::optional<WallTime> ServerClock::floor_at(MonoTime at) const noexcept {
   std::lock_guard lock(mu_);
   if (!known_ || several_) return std::nullopt;
-  return WallTime{at.time_since_epoch() + low_locked(at)};
+  return WallTime{saturating_add(at.time_since_epoch(), low_locked(at))};
 }
 
 std::optional<WallTime> ServerClock::trusted_floor_at(MonoTime at) const noexcept {
   std::lock_guard lock(mu_);
   if (!known_ || several_ || agreed_ < kConfirmations) return std::nullopt;
-  return WallTime{at.time_since_epoch() + low_locked(at)};
+  return WallTime{saturating_add(at.time_since_epoch(), low_locked(at))};
 }
 
 bool ServerClock::several_clocks() const noexcept {

@@ -54,7 +54,8 @@ std::string seconds_text(Duration d) {
 // the second the Date names. A floor at or past the Date's second contradicts
 // it (another clock, or a clock set back) and is not used; one below says less.
 WallTime server_time_at_receipt(WallTime date, WallTime floor) noexcept {
-  return floor > date && floor < date + std::chrono::seconds{1} ? floor : date;
+  // saturating: a Date in year 9999 reads as WallTime's last instant
+  return floor > date && floor < saturating_add(date, Duration{std::chrono::seconds{1}}) ? floor : date;
 }
 
 void read_date(const std::string* date, WallTime received, Signals& s) {

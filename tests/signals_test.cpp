@@ -320,6 +320,19 @@ TEST_F(ObserveTest, ALearnedServerClockTightensVendorResets) {
   EXPECT_EQ(s.quota[0].reset, 79500ms);
 }
 
+// A Date in WallTime's last second (2262-04-11T23:47:16Z, valid syntax) and a
+// floor within it: the second's end saturates instead of overflowing.
+TEST_F(ObserveTest, ALearnedFloorInWallTimesLastSecondSaturates) {
+  const WallTime last{std::chrono::seconds{Duration::max().count() / 1'000'000'000}};
+  ObserveOptions o;
+  o.server_time_floor = WallTime{last + 500ms};
+  const auto s = see(503, {{"Date", "Fri, 11 Apr 2262 23:47:16 GMT"}, {"Retry-After", "120"}}, o);
+  ASSERT_TRUE(s.server_date);
+  EXPECT_EQ(*s.server_date, last);
+  EXPECT_EQ(s.server_time_floor, o.server_time_floor);
+  EXPECT_EQ(s.retry_after->wait, 120s);
+}
+
 void expect_near(WallTime a, WallTime b) {
   EXPECT_LE(a - b, 1ms);
   EXPECT_GE(a - b, -1ms);
@@ -404,6 +417,18 @@ TEST(QuotaModel, EverySourceKeepsTheLabelItHadAsAString) {
   EXPECT_EQ(q.source_name(), "github");
   q.source = QuotaSource::kDraft08;
   EXPECT_EQ(q.source_name(), "draft-08");
+}
+
+// Dates at the ends of WallTime's range (year 1413 reads as its first
+// instant) minus a monotonic instant saturate instead of overflowing.
+TEST(ServerClock, DatesAtTheEndsOfTimeSaturate) {
+  ServerClock sc;
+  sc.learn(WallTime::min(), MonoTime{100s}, MonoTime{99s});
+  ASSERT_TRUE(sc.floor_at(MonoTime{200s}));
+  EXPECT_LT(*sc.floor_at(MonoTime{200s}), WallTime{});
+  sc.learn(WallTime::max(), MonoTime{300s});  // a clock set forward: start afresh
+  ASSERT_TRUE(sc.floor_at(MonoTime{400s}));
+  EXPECT_EQ(*sc.floor_at(MonoTime{400s}), WallTime::max());
 }
 
 TEST(ServerClock, AllowsForDriftAndStartsAfreshWhenTheServerIsSetBack) {
