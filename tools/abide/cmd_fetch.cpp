@@ -38,6 +38,8 @@
 #include "fetch_store.h"
 #include "fetch_verbose.h"
 #include "fetch_write_out.h"
+#include "key_secret.h"
+#include "proxy/proxy_rules.h"
 #include "shown_url.h"
 
 namespace abide::cli {
@@ -190,6 +192,13 @@ int run_fetch(const FetchOptions& o) {
   // The store first: a store that cannot be used leaves no empty -o file.
   auto store = open_store(*spec);
   if (!store) return reject(store.error());
+  // Credentials in pacer keys are hashed under a secret (key_secret.h); only
+  // keys that hold one and leave the process need a secret that outlives it.
+  const bool credential_keys = o.pacer_key.empty() && proxy::carries_credential(headers);
+  auto key_secret = resolve_key_secret(credential_keys && spec->redis ? KeyScope::kFleet : KeyScope::kProcess,
+                                       SecretEnvironment::of_process());
+  if (!key_secret) return reject(key_secret.error().text);
+  if (!key_secret->warning.empty()) std::cerr << "abide fetch: warning: " << key_secret->warning << "\n";
   BodyOutput sink;
   if (auto err = sink.open(o, plan->urls_file.empty() ? plan->jobs : cmd_fetch::first_lines(*plan))) {
     std::cerr << "abide fetch: " << *err << "\n";
@@ -258,7 +267,7 @@ int run_fetch(const FetchOptions& o) {
   std::map<std::string, WallTime> cooldowns;
   for (const FetchJob& job : plan->jobs) {
     if (!job.not_before) continue;
-    const std::string key = request_pacer_key(job.url, headers, o.pacer_key);
+    const std::string key = request_pacer_key(job.url, headers, o.pacer_key, key_secret->secret);
     if (key.empty()) continue;
     auto [it, fresh] = cooldowns.emplace(key, *job.not_before);
     if (!fresh && *job.not_before > it->second) it->second = *job.not_before;
@@ -273,7 +282,7 @@ int run_fetch(const FetchOptions& o) {
     r.method = job.method;
     r.url = job.url;
     r.headers = headers;
-    r.pacer_key = request_pacer_key(r.url, headers, o.pacer_key);
+    r.pacer_key = request_pacer_key(r.url, headers, o.pacer_key, key_secret->secret);
     r.body = job.body;
     r.idempotency_key = job.idempotency_key;
     r.not_before = job.not_before;
@@ -362,7 +371,7 @@ int run_fetch(const FetchOptions& o) {
       }
       ++hops.followed;
       Request r = redirected_request(request, answer.status, *target, job.url, first_headers, hop_not_before);
-      r.pacer_key = request_pacer_key(r.url, r.headers, o.pacer_key);
+      r.pacer_key = request_pacer_key(r.url, r.headers, o.pacer_key, key_secret->secret);
       request = std::move(r);
     }
   };

@@ -15,6 +15,7 @@
 #include "command.h"
 #include "common.h"
 #include "fetch_store.h"
+#include "key_secret.h"
 #include "proxy/proxy_rules.h"
 #include "proxy/proxy_server.h"
 
@@ -91,6 +92,16 @@ int run_proxy(const ProxyFlags& o) {
     std::cerr << "abide proxy: " << store.error() << "\n";
     return kExitRejected;
   }
+  // Credentials in pacer keys are hashed under a secret (key_secret.h): this
+  // process's own while the keys stay in it, else one that outlives it.
+  auto key_secret =
+      resolve_key_secret(spec->redis ? KeyScope::kFleet : KeyScope::kProcess, SecretEnvironment::of_process());
+  if (!key_secret) {
+    std::cerr << "abide proxy: " << key_secret.error().text << "\n";
+    return kExitRejected;
+  }
+  if (!key_secret->warning.empty()) std::cerr << "abide proxy: warning: " << key_secret->warning << "\n";
+  opts.key_secret = std::move(key_secret->secret);
   ClientConfig& config = opts.client;
   config.max_attempts = o.max_attempts;
   config.profile = o.profile;  // "": chosen by each upstream's host

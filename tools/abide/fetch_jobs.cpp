@@ -172,11 +172,12 @@ Result<std::optional<UrlLine>, std::string> UrlListReader::next() {
   }
 }
 
-std::string request_pacer_key(std::string_view url, const HeaderList& headers, const std::string& override_key) {
+std::string request_pacer_key(std::string_view url, const HeaderList& headers, const std::string& override_key,
+                              const KeySecret& secret) {
   if (!override_key.empty()) return override_key;
   const auto origin = parse_origin(url);
   if (!origin) return {};
-  return proxy::quota_key(*origin, headers);
+  return proxy::quota_key(*origin, headers, secret);
 }
 
 bool resumable(const RequestOutcome& o) noexcept { return fetch_jobs::resumable_kind(o.kind, o.ambiguous); }

@@ -18,6 +18,7 @@
 #include "abide/clock.h"
 #include "abide/headers.h"
 #include "abide/result.h"
+#include "key_secret.h"
 
 namespace abide::cli {
 
@@ -138,12 +139,15 @@ nlohmann::ordered_json stats_json(const std::vector<FetchJob>& jobs, const std::
                                   Duration elapsed, bool interrupted);
 
 // The pacer key of one request: `override_key` when given (--pacer-key: one
-// key for every request), else the URL's origin with a hash of its credential
-// headers (Authorization, X-Api-Key, ...; proxy::quota_key), so that requests
-// made with different credentials are paced apart, and the key never holds a
-// credential in clear. Empty for a URL without an http(s) origin: the engine
-// then keys it (and refuses it) itself.
-std::string request_pacer_key(std::string_view url, const HeaderList& headers, const std::string& override_key);
+// key for every request), else the URL's origin with a keyed hash of its
+// credential headers (Authorization, X-Api-Key, ...; proxy::quota_key, under
+// `secret`), so that requests made with different credentials are paced
+// apart, and the key never holds a credential nor reveals one to a reader of
+// the store. Empty for a URL without an http(s) origin: the engine then keys
+// it (and refuses it) itself. Without `secret`, this process's own: right
+// for keys that never leave the process (--store memory).
+std::string request_pacer_key(std::string_view url, const HeaderList& headers, const std::string& override_key,
+                              const KeySecret& secret = KeySecret::per_process());
 
 // Who may read a file abide writes.
 enum class FileAccess : std::uint8_t {

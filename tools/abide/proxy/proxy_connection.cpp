@@ -345,7 +345,7 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
   if (stop_.stop_requested()) stop_ = std::stop_source();
   f.stop = stop_;
   f.id = core.next_id.fetch_add(1);
-  f.request = upstream_request(head, route, std::move(body));
+  f.request = upstream_request(head, route, std::move(body), core.opts.key_secret);
   f.request.send_by = saturating_add(core.mono.now(), std::max(budget, kMinBudget));
   core.enter(f);
 

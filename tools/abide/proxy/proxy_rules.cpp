@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "ascii.h"
-#include "proxy/sha256.h"
 
 namespace abide::proxy {
 namespace proxy_rules_cpp {  // private to this file (the tool is compiled in unity batches)
@@ -307,7 +306,15 @@ Result<Duration, ErrorMessage> caller_max_wait(const HeaderList& caller, Duratio
   return found.value_or(fallback);
 }
 
-std::string quota_key(const UrlOrigin& origin, const HeaderList& caller) {
+bool carries_credential(const HeaderList& caller) noexcept {
+  using namespace proxy_rules_cpp;
+  return std::any_of(caller.lines().begin(), caller.lines().end(), [](const Header& h) {
+    return std::any_of(kCredentialFields.begin(), kCredentialFields.end(),
+                       [&](std::string_view n) { return iequals(n, h.name); });
+  });
+}
+
+std::string quota_key(const UrlOrigin& origin, const HeaderList& caller, const cli::KeySecret& secret) {
   using namespace proxy_rules_cpp;
   std::vector<std::pair<std::string, std::string_view>> credentials;
   for (const Header& h : caller.lines()) {
@@ -318,19 +325,31 @@ std::string quota_key(const UrlOrigin& origin, const HeaderList& caller) {
   if (credentials.empty()) return origin.origin;
   // A fixed order, so that the same fields sent in another order or case share a key.
   std::sort(credentials.begin(), credentials.end());
-  std::string text;
+  // The origin is hashed too: one credential used at two origins leaves no common mark in their keys.
+  std::string text = origin.origin;
+  text.push_back('\n');
   for (const auto& [name, value] : credentials) text.append(name).append(":").append(value).append("\n");
-  const Sha256Digest digest = sha256(text);
-  return origin.origin + "#" + to_hex(std::span<const std::uint8_t>(digest.data(), 8));
+  const cli::KeySecret::Mac mac = secret.mac(text);
+  // 64 bits: a keyed hash cannot be searched offline, so its length only has to keep credentials apart.
+  constexpr std::size_t kKeyBytes = 8;
+  constexpr std::string_view kHex = "0123456789abcdef";
+  std::string key = origin.origin;
+  key.push_back('#');
+  for (std::size_t i = 0; i < kKeyBytes; ++i) {
+    key.push_back(kHex[mac[i] >> 4]);
+    key.push_back(kHex[mac[i] & 0xf]);
+  }
+  return key;
 }
 
-engine::Request upstream_request(const RequestHead& head, const Route& route, std::string body) {
+engine::Request upstream_request(const RequestHead& head, const Route& route, std::string body,
+                                 const cli::KeySecret& secret) {
   engine::Request r;
   r.method = head.method;
   r.url = upstream_url(route, head.target);
   r.headers = forward_headers(head.headers);
   r.body = std::move(body);
-  r.pacer_key = quota_key(route.origin, head.headers);
+  r.pacer_key = quota_key(route.origin, head.headers, secret);
   // Idempotency-Key stays among the headers, where the engine looks for it;
   // whether a retry is safe is the engine's method rule, not the proxy's.
   return r;

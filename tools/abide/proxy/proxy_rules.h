@@ -15,6 +15,7 @@
 #include "abide/engine.h"
 #include "abide/headers.h"
 #include "abide/result.h"
+#include "key_secret.h"
 #include "proxy/http1_request.h"
 
 namespace abide::proxy {
@@ -59,19 +60,26 @@ struct Route {
 // The pacer key of a request: the upstream origin, and when the caller sent
 // a credential (Authorization, X-Api-Key, Api-Key, X-Auth-Token,
 // Private-Token, X-Goog-Api-Key; names in any case), "#" and the first 16
-// hex digits of the SHA-256 of every such field as "name:value\n" (name
-// lower-cased, value as sent), sorted by name and then value. Same
-// credential, same key, whatever the order or case of the fields; the key
-// never holds the credential.
-[[nodiscard]] std::string quota_key(const UrlOrigin& origin, const HeaderList& caller);
+// hex digits of the HMAC-SHA-256, under `secret`, of the origin and every
+// such field as "name:value\n" (name lower-cased, value as sent), sorted by
+// name and then value. Same credential, same key, whatever the order or case
+// of the fields; the key never holds the credential, and without the secret a
+// reader of key names can neither test a guessed token against one nor tell
+// that two origins are called with the same credential.
+[[nodiscard]] std::string quota_key(const UrlOrigin& origin, const HeaderList& caller, const cli::KeySecret& secret);
+
+// Whether the caller sent a field that quota_key counts as a credential.
+[[nodiscard]] bool carries_credential(const HeaderList& caller) noexcept;
 
 // The upstream request for a caller's request, forwarded under `route`: the
-// method as sent, upstream_url, forward_headers, the body, and quota_key as
-// the pacer key. The caller's Idempotency-Key stays in the headers (the
-// engine reads it there); idempotency_key and non_idempotent are left unset,
-// so the engine's method rules decide what may be repeated (a POST without a
-// key is sent once). Deadlines are the server's to set.
-[[nodiscard]] engine::Request upstream_request(const RequestHead& head, const Route& route, std::string body);
+// method as sent, upstream_url, forward_headers, the body, and quota_key
+// (under `secret`) as the pacer key. The caller's Idempotency-Key stays in
+// the headers (the engine reads it there); idempotency_key and
+// non_idempotent are left unset, so the engine's method rules decide what may
+// be repeated (a POST without a key is sent once). Deadlines are the server's
+// to set.
+[[nodiscard]] engine::Request upstream_request(const RequestHead& head, const Route& route, std::string body,
+                                              const cli::KeySecret& secret);
 
 // An answer's head for the caller. The server adds the framing
 // (Content-Length when `content_length` is known, else chunked for HTTP/1.1

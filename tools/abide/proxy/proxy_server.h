@@ -32,6 +32,9 @@ struct ProxyOptions {
   Duration head_timeout = std::chrono::seconds{30};  // to receive a whole head (and each body read)
   Duration idle_timeout = std::chrono::seconds{60};  // a keep-alive connection without a request
   bool verbose = false;                              // one line per decision on stderr
+  // The secret of the credential part of pacer keys (proxy::quota_key); by
+  // default this process's own, right for a store that never leaves it.
+  cli::KeySecret key_secret;
   // The client's settings (pacer, profile, timeouts, attempts). The server
   // sets max_transfers (= jobs), the planner's max_wait (long: the caller's
   // budget is each request's send_by) and adds its own event hook.
