@@ -2,7 +2,7 @@
 #
 # Each part is installed on its own, so that a consumer takes only what it asks
 # for: find_package(abide) loads abide::core (which needs nothing but threads);
-# find_package(abide COMPONENTS curl redis) loads each named part as well, with
+# find_package(abide COMPONENTS curl redis sqlite) loads each named part as well, with
 # the dependencies of that part alone. A part that was not built is not
 # installed at all: no library, no header, no CMake export, no .pc file.
 include(GNUInstallDirs)
@@ -13,6 +13,7 @@ set(ABIDE_INSTALL_PCDIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 # The headers of the optional parts; every other header of include/abide/ is core.
 set(ABIDE_CURL_HEADERS client.h)
 set(ABIDE_REDIS_HEADERS redis_store.h)
+set(ABIDE_SQLITE_HEADERS sqlite_store.h)
 
 # The .pc files locate themselves (${pcfiledir}), so `cmake --install --prefix
 # DIR` works whatever prefix was configured.
@@ -37,7 +38,7 @@ install(TARGETS abide_testing EXPORT abideCoreTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY testing/include/abide/testing DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/abide)
 set(_abide_exclude "")
-foreach(header IN LISTS ABIDE_CURL_HEADERS ABIDE_REDIS_HEADERS)
+foreach(header IN LISTS ABIDE_CURL_HEADERS ABIDE_REDIS_HEADERS ABIDE_SQLITE_HEADERS)
   list(APPEND _abide_exclude PATTERN ${header} EXCLUDE)
 endforeach()
 # Only include/abide/: the headers under src/ are the library's own.
@@ -76,6 +77,7 @@ endfunction()
 
 abide_install_part(abide_curl curl Curl libcurl "abide's" HTTP client over libcurl)
 abide_install_part(abide_redis redis Redis hiredis "abide's" quota store over Redis)
+abide_install_part(abide_sqlite sqlite Sqlite sqlite3 "abide's" quota store in a file shared by a machine's processes)
 
 if(TARGET abide_cli)
   install(TARGETS abide_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds abide with warnings as errors and runs every test: the plain build, a
-# core-only build (no libcurl, no hiredis) and its tests, an install with a
+# core-only build (no libcurl, no hiredis, no SQLite) and its tests, an install with a
 # consumer project, the whole suite again under AddressSanitizer +
 # UndefinedBehaviorSanitizer, the threaded tests under ThreadSanitizer, and a
 # short run of every fuzz target. Installs missing Debian packages first.
@@ -34,9 +34,9 @@ fi
 
 [ -n "${ABIDE_QUICK:-}" ] && exit 0
 
-step "core-only build (-DABIDE_WITH_CURL=OFF -DABIDE_WITH_REDIS=OFF) and its tests"
+step "core-only build (no libcurl, no hiredis, no SQLite) and its tests"
 # abide::core alone, with the CLI (without fetch), the tests and the examples
-# that need no optional part: what a user without libcurl or hiredis builds.
+# that need no optional part: what a user without libcurl, hiredis or SQLite builds.
 cmake --preset core -DABIDE_WERROR=ON -DABIDE_BUILD_BENCH=OFF -DABIDE_BUILD_FUZZ=OFF >/dev/null
 cmake --build --preset core -j "$jobs"
 ctest --preset core -j "$jobs"

@@ -26,13 +26,13 @@ fail() { echo "consumer: FAIL: $*" >&2; failures=$((failures + 1)); }
 pass() { echo "consumer: ok: $*"; }
 
 # Which optional parts this install has.
-declare -A part_header=([curl]=client.h [redis]=redis_store.h)
+declare -A part_header=([curl]=client.h [redis]=redis_store.h [sqlite]=sqlite_store.h)
 declare -A installed=()
-for part in curl redis; do
+for part in curl redis sqlite; do
   export_name="$(tr '[:lower:]' '[:upper:]' <<<"${part:0:1}")${part:1}"
   if [ -f "$cmake_dir/abide${export_name}Targets.cmake" ]; then installed[$part]=1; fi
 done
-echo "consumer: $prefix has the core${installed[curl]:+, curl}${installed[redis]:+, redis}"
+echo "consumer: $prefix has the core${installed[curl]:+, curl}${installed[redis]:+, redis}${installed[sqlite]:+, sqlite}"
 
 # ---- headers ---------------------------------------------------------------
 inc="$prefix/include/abide"
@@ -42,7 +42,7 @@ for h in "$inc"/*.h; do
   # Only public headers: each one is in include/abide/ of the sources (src/ stays private).
   [ "$name" = version.h ] || [ -f "$source_headers/$name" ] || fail "abide/$name is installed but is not a public header"
 done
-for part in curl redis; do
+for part in curl redis sqlite; do
   h=${part_header[$part]}
   if [ -n "${installed[$part]:-}" ]; then
     [ -f "$inc/$h" ] && pass "abide/$h is installed with $part" || fail "abide/$h is missing although $part is installed"
@@ -53,15 +53,15 @@ for part in curl redis; do
   fi
 done
 # Every installed header compiles on its own from the install alone (no src/
-# header, nothing the install lacks), and the core ones include no libcurl or hiredis.
+# header, nothing the install lacks), and the core ones include no libcurl, hiredis or SQLite.
 for h in "$inc"/*.h; do
   name=$(basename "$h")
   if ! echo "#include <abide/$name>" | "$cxx" -std=c++20 -fsyntax-only -I"$prefix/include" -x c++ - 2>"$work/header.txt"; then
     fail "abide/$name does not compile on its own:"; head -n 5 "$work/header.txt" >&2
   fi
-  case $name in client.h | redis_store.h) continue ;; esac
-  if grep -Eq '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"](curl/|hiredis)' "$h"; then
-    fail "core header abide/$name includes a libcurl or hiredis header"
+  case $name in client.h | redis_store.h | sqlite_store.h) continue ;; esac
+  if grep -Eq '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"](curl/|hiredis|sqlite3)' "$h"; then
+    fail "core header abide/$name includes a libcurl, hiredis or SQLite header"
   fi
 done
 pass "the installed headers compile on their own"
@@ -114,9 +114,9 @@ if must_configure core "find_package(abide) without components, libcurl and pkg-
   build_and_run core consumer
   build_and_run core consumer_testing
 fi
-must_configure optional "OPTIONAL_COMPONENTS curl redis nosuch" -DABIDE_CONSUMER=optional || true
+must_configure optional "OPTIONAL_COMPONENTS curl redis sqlite nosuch" -DABIDE_CONSUMER=optional || true
 must_refuse unknown "COMPONENTS nosuch is refused" 'component "nosuch": unknown component' -DABIDE_CONSUMER=unknown
-for part in curl redis; do
+for part in curl redis sqlite; do
   if [ -n "${installed[$part]:-}" ]; then
     if must_configure "$part" "COMPONENTS $part" -DABIDE_CONSUMER=$part; then
       build_and_run "$part" "consumer_$part"
@@ -139,6 +139,10 @@ fi
 if [ -n "${installed[redis]:-}" ]; then
   must_refuse redis-nolib "COMPONENTS redis without pkg-config is refused" 'component "redis": needs hiredis' \
     -DABIDE_CONSUMER=redis -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON
+fi
+if [ -n "${installed[sqlite]:-}" ]; then
+  must_refuse sqlite-nolib "COMPONENTS sqlite without pkg-config is refused" 'component "sqlite": needs sqlite3' \
+    -DABIDE_CONSUMER=sqlite -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON
 fi
 
 # ---- pkg-config ------------------------------------------------------------
@@ -164,6 +168,10 @@ fi
 if [ -n "${installed[redis]:-}" ]; then
   [ "$(pkg-config --modversion abide-redis)" = "$version" ] && pkg-config --libs abide-redis >/dev/null &&
     pass "pkg-config abide-redis" || fail "pkg-config abide-redis"
+fi
+if [ -n "${installed[sqlite]:-}" ]; then
+  [ "$(pkg-config --modversion abide-sqlite)" = "$version" ] && pkg-config --libs abide-sqlite >/dev/null &&
+    pass "pkg-config abide-sqlite" || fail "pkg-config abide-sqlite"
 fi
 
 if [ "$failures" -ne 0 ]; then

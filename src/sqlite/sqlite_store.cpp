@@ -1,0 +1,489 @@
+// SqliteStore: the pacing kernel's state per key, one row each in a SQLite
+// file. Each operation is one transaction: read the row, run one kernel
+// function on it, write it back (BEGIN IMMEDIATE takes the write lock first,
+// so two processes never interleave a read-modify-write).
+#include "abide/sqlite_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <random>
+
+#include "abide/headers.h"
+#include "database.h"
+#include "pacing/kernel.h"
+#include "pacing/state_codec.h"
+
+namespace abide {
+
+using sqlite_detail::Database;
+using sqlite_detail::Statement;
+
+namespace {
+
+constexpr std::int64_t kApplicationId = 0x61626964;  // "abid"
+constexpr std::int64_t kSchema = 1;
+constexpr std::uint64_t kPruneEvery = 512;  // writes between two prunes
+constexpr Duration kRetryAfterFailure = std::chrono::seconds{1};
+
+constexpr const char* kCreate =
+    "CREATE TABLE quota_state ("
+    " key TEXT PRIMARY KEY NOT NULL,"
+    " state BLOB NOT NULL,"          // pacing::encode()
+    " boot TEXT NOT NULL,"           // the boot whose monotonic clock the state's instants are on
+    " mono_ns INTEGER NOT NULL,"     // the writer's monotonic now ...
+    " wall_ns INTEGER NOT NULL,"     // ... and its wall clock at the same moment (for a reboot)
+    " expires_mono INTEGER NOT NULL,"
+    " expires_wall INTEGER NOT NULL,"
+    " told_wall INTEGER,"            // when a response was last recorded on the key
+    " told_by INTEGER"               // by which store (SqliteStore instance)
+    ") WITHOUT ROWID;"
+    "PRAGMA application_id = 1633839460;"  // kApplicationId
+    "PRAGMA user_version = 1;";
+
+std::string boot_of_machine() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id.empty() ? std::string("unknown-boot") : id;
+}
+
+std::int64_t ns(MonoTime t) { return t.time_since_epoch().count(); }
+std::int64_t ns(WallTime t) { return t.time_since_epoch().count(); }
+
+// Creates the folders of `path` that are missing, 0700.
+bool make_parents(const std::string& path, std::string& why) {
+  for (std::size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+    const std::string dir = path.substr(0, slash);
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      why = "cannot create the folder " + dir + ": " + std::strerror(errno);
+      return false;
+    }
+  }
+  return true;
+}
+
+// The file exists afterwards, 0600 when this made it; or why not.
+bool make_file(const std::string& path, std::string& why) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode)) {
+      why = path + " is not a regular file";
+      return false;
+    }
+    return true;
+  }
+  if (!make_parents(path, why)) return false;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 && errno != EEXIST) {
+    why = "cannot create " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  if (fd >= 0) ::close(fd);
+  return true;
+}
+
+SqliteProblem problem_of(int code) {
+  switch (code & 0xff) {
+    case SQLITE_NOTADB: return SqliteProblem::kNotAbide;
+    case SQLITE_CORRUPT: return SqliteProblem::kCorrupt;
+    case SQLITE_READONLY: return SqliteProblem::kReadOnly;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: return SqliteProblem::kLocked;
+    default: return SqliteProblem::kCannotOpen;
+  }
+}
+
+std::string words_of(SqliteProblem p, const std::string& path) {
+  switch (p) {
+    case SqliteProblem::kNotAbide: return path + " is not abide's quota store";
+    case SqliteProblem::kCorrupt: return path + " is damaged";
+    case SqliteProblem::kNewerSchema: return path + " was written by a newer abide";
+    case SqliteProblem::kReadOnly: return path + " cannot be written";
+    case SqliteProblem::kLocked: return path + " is locked by another process";
+    case SqliteProblem::kCannotOpen: return "cannot open " + path;
+  }
+  return path;
+}
+
+Unexpected<SqliteOpenError> open_error(SqliteProblem p, const std::string& path, const std::string& detail) {
+  return fail(SqliteOpenError{p, words_of(p, path) + (detail.empty() ? "" : " (" + detail + ")")});
+}
+
+// A row as read, with what the kernel does not keep.
+struct Row {
+  pacing::KeyState state;
+  std::optional<std::int64_t> told_wall;
+  std::optional<std::int64_t> told_by;
+};
+
+}  // namespace
+
+std::string_view to_string(SqliteEvent e) noexcept {
+  return e == SqliteEvent::kDown ? "down" : "recovered";
+}
+
+std::string_view to_string(SqliteProblem p) noexcept {
+  switch (p) {
+    case SqliteProblem::kCannotOpen: return "cannot_open";
+    case SqliteProblem::kNotAbide: return "not_abide";
+    case SqliteProblem::kCorrupt: return "corrupt";
+    case SqliteProblem::kNewerSchema: return "newer_schema";
+    case SqliteProblem::kReadOnly: return "read_only";
+    case SqliteProblem::kLocked: return "locked";
+  }
+  return "unknown";
+}
+
+struct FileKey final : QuotaStore::Handle {
+  std::string key;
+  std::shared_ptr<QuotaStore::Handle> memory;  // the fallback's, while the file cannot be used
+};
+
+struct SqliteStore::Impl {
+  SqliteStoreOptions options;
+  const WallClock& wall;
+  std::string boot;
+  std::int64_t self = 0;  // this store's id in told_by
+  MemoryStore fallback;
+
+  std::mutex mu;  // one connection, one operation at a time
+  Database db;
+  Statement begin_write, begin_read, commit, rollback, select, upsert, remove, prune_rows, all_rows;
+  std::uint64_t writes = 0;
+  bool down = false;
+  MonoTime retry_at{};
+
+  Impl(SqliteStoreOptions o, Database d)
+      : options(std::move(o)),
+        wall(options.wall != nullptr ? *options.wall : system_wall_clock()),
+        boot(options.boot_id.empty() ? boot_of_machine() : options.boot_id),
+        fallback(options.fallback),
+        db(std::move(d)) {
+    std::random_device rd;
+    self = static_cast<std::int64_t>((static_cast<std::uint64_t>(rd()) << 32 | rd()) >> 1) | 1;
+  }
+
+  bool prepare() {
+    sqlite3* h = db.get();
+    begin_write = Statement(h, "BEGIN IMMEDIATE");
+    begin_read = Statement(h, "BEGIN");
+    commit = Statement(h, "COMMIT");
+    rollback = Statement(h, "ROLLBACK");
+    select = Statement(h, "SELECT state, boot, mono_ns, wall_ns, told_wall, told_by FROM quota_state WHERE key = ?1");
+    upsert = Statement(h,
+                       "INSERT INTO quota_state (key, state, boot, mono_ns, wall_ns, expires_mono, expires_wall,"
+                       " told_wall, told_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+                       " ON CONFLICT(key) DO UPDATE SET state = excluded.state, boot = excluded.boot,"
+                       " mono_ns = excluded.mono_ns, wall_ns = excluded.wall_ns,"
+                       " expires_mono = excluded.expires_mono, expires_wall = excluded.expires_wall,"
+                       " told_wall = coalesce(excluded.told_wall, told_wall),"
+                       " told_by = coalesce(excluded.told_by, told_by)");
+    remove = Statement(h, "DELETE FROM quota_state WHERE key = ?1");
+    // A row of this boot expires by the monotonic clock, which never jumps;
+    // one of an earlier boot can only be judged by the wall clock.
+    prune_rows = Statement(h,
+                           "DELETE FROM quota_state WHERE (boot = ?1 AND expires_mono < ?2)"
+                           " OR (boot <> ?1 AND expires_wall < ?3)");
+    all_rows = Statement(h, "SELECT key, state, boot, mono_ns, wall_ns, told_wall, told_by FROM quota_state ORDER BY key");
+    for (const Statement* s : {&begin_write, &begin_read, &commit, &rollback, &select, &upsert, &remove, &prune_rows,
+                               &all_rows}) {
+      if (!s->ok()) return false;
+    }
+    return true;
+  }
+
+  // The state of a row, on this boot's clock. An error names the key.
+  Result<pacing::KeyState, std::string> state_of(const Statement::Use& u, int col, std::string_view key,
+                                                 MonoTime now, WallTime wall_now) const {
+    auto s = pacing::decode(u.bytes(col));
+    if (!s) return fail("the row of " + printable(key, 128) + " is damaged: " + s.error());
+    if (u.text(col + 1) != boot) {
+      // Written before a reboot: the instant that was wall_ns then is
+      // (wall_now - wall_ns) before now on this boot's clock.
+      const Duration then_to_now = saturating_sub(Duration{ns(wall_now)}, Duration{u.integer(col + 3)});
+      const Duration by = saturating_sub(saturating_sub(now.time_since_epoch(), then_to_now),
+                                         Duration{u.integer(col + 2)});
+      pacing::shift(*s, by);
+    }
+    return std::move(*s);
+  }
+
+  void finish_failed() {
+    auto u = rollback.use();
+    (void)u.step();
+  }
+
+  // One transaction on one key's row: `change` runs the kernel on the state;
+  // when `write`, the state is written back (`told`: a response was recorded).
+  // nullopt when the file cannot be used (the caller goes to the fallback).
+  template <class F>
+  auto on_row(std::string_view key, MonoTime now, bool write, bool told, F&& change)
+      -> std::optional<decltype(change(std::declval<Row&>()))> {
+    std::lock_guard lock(mu);
+    if (down && now < retry_at) return std::nullopt;
+    const WallTime wall_now = wall.now();
+    std::string why;
+    const auto failed = [&](const std::string& what) {
+      mark_down(now, what);
+      return std::nullopt;
+    };
+    {
+      auto b = (write ? begin_write : begin_read).use();
+      if (b.step() != SQLITE_DONE) return failed(db.error());
+    }
+    Row row;
+    std::string error;  // set when the row cannot be read
+    {
+      auto u = select.use();
+      u.bind(1, key);
+      const int rc = u.step();
+      if (rc == SQLITE_ROW) {
+        if (auto s = state_of(u, 0, key, now, wall_now)) {
+          row.state = std::move(*s);
+          if (!u.null(4)) row.told_wall = u.integer(4);
+          if (!u.null(5)) row.told_by = u.integer(5);
+        } else {
+          error = s.error() + "; `abide state --forget` clears it";
+        }
+      } else if (rc != SQLITE_DONE) {
+        error = db.error();
+      }
+    }
+    if (!error.empty()) {
+      finish_failed();
+      return failed(error);
+    }
+    auto result = change(row);
+    if (write) {
+      const MonoTime expires = pacing::expiry(row.state);
+      const WallTime expires_wall = saturating_add(wall_now, expires > now ? expires - now : Duration::zero());
+      auto u = upsert.use();
+      u.bind(1, key).blob(2, pacing::encode(row.state)).bind(3, boot).bind(4, ns(now)).bind(5, ns(wall_now));
+      u.bind(6, ns(expires)).bind(7, ns(expires_wall));
+      if (told) u.bind(8, ns(wall_now)).bind(9, self);
+      if (u.step() != SQLITE_DONE) {
+        const std::string e = db.error();
+        finish_failed();
+        return failed(e);
+      }
+    }
+    {
+      auto c = commit.use();
+      if (c.step() != SQLITE_DONE) {
+        const std::string e = db.error();
+        finish_failed();
+        return failed(e);
+      }
+    }
+    if (write && ++writes % kPruneEvery == 0) (void)prune_locked(now, wall_now);
+    mark_up();
+    return result;
+  }
+
+  Result<std::size_t, std::string> prune_locked(MonoTime now, WallTime wall_now) {
+    auto u = prune_rows.use();
+    u.bind(1, boot).bind(2, ns(now)).bind(3, ns(wall_now));
+    if (u.step() != SQLITE_DONE) return fail(db.error());
+    return static_cast<std::size_t>(sqlite3_changes(db.get()));
+  }
+
+  void mark_down(MonoTime now, const std::string& why) {
+    retry_at = saturating_add(now, kRetryAfterFailure);
+    if (down) return;
+    down = true;
+    if (options.on_event) {
+      options.on_event(SqliteEvent::kDown, options.path + ": " + why + "; going on with in-process quota state");
+    }
+  }
+
+  void mark_up() {
+    if (!down) return;
+    down = false;
+    if (options.on_event) options.on_event(SqliteEvent::kRecovered, options.path + " can be used again");
+  }
+};
+
+Result<std::shared_ptr<SqliteStore>, SqliteOpenError> SqliteStore::open_file(SqliteStoreOptions options) {
+  const std::string path = options.path;
+  if (path.empty()) return fail(SqliteOpenError{SqliteProblem::kCannotOpen, "no path given for the quota store"});
+  std::string why;
+  if (!make_file(path, why)) return fail(SqliteOpenError{SqliteProblem::kCannotOpen, why});
+  int code = SQLITE_OK;
+  auto db = Database::open(path, false, code, why);
+  if (!db) return open_error(problem_of(code), path, why);
+  sqlite3_busy_timeout(db->get(), static_cast<int>(std::clamp<std::int64_t>(
+                                      std::chrono::duration_cast<std::chrono::milliseconds>(options.busy_timeout).count(),
+                                      0, 3'600'000)));
+  // Read before anything is written: another program's database is left as it was.
+  const auto app = db->integer("PRAGMA application_id");
+  if (!app) return open_error(problem_of(sqlite3_extended_errcode(db->get())), path, db->error());
+  const auto version = db->integer("PRAGMA user_version");
+  const auto tables = db->integer("SELECT count(*) FROM sqlite_schema");
+  if (!version || !tables) return open_error(problem_of(sqlite3_extended_errcode(db->get())), path, db->error());
+  const bool fresh = *app == 0 && *version == 0 && *tables == 0;
+  if (!fresh && *app != kApplicationId) return open_error(SqliteProblem::kNotAbide, path, "another program's database");
+  if (*version > kSchema) {
+    return open_error(SqliteProblem::kNewerSchema, path,
+                      "layout " + std::to_string(*version) + "; this abide knows " + std::to_string(kSchema));
+  }
+  if (!fresh && *version < 1) return open_error(SqliteProblem::kNotAbide, path, "no layout version");
+  if (int rc = db->exec("PRAGMA journal_mode = WAL"); rc != SQLITE_OK) {
+    return open_error(problem_of(rc), path, db->error());
+  }
+  (void)db->exec("PRAGMA synchronous = NORMAL");
+  // The write lock, once: a file that cannot be written or stays locked is
+  // found now, not by the first request. A new file gets its table here
+  // (again checked inside the lock: another process may have made it first).
+  if (int rc = db->exec("BEGIN IMMEDIATE"); rc != SQLITE_OK) return open_error(problem_of(rc), path, db->error());
+  const auto made = db->integer("SELECT count(*) FROM sqlite_schema WHERE name = 'quota_state'");
+  int rc = made ? SQLITE_OK : sqlite3_extended_errcode(db->get());
+  if (made && *made == 0) rc = db->exec(kCreate);
+  if (rc == SQLITE_OK) rc = db->exec("COMMIT");
+  if (rc != SQLITE_OK) {
+    const std::string e = db->error();
+    (void)db->exec("ROLLBACK");
+    return open_error(problem_of(rc), path, e);
+  }
+  {
+    Statement check(db->get(), "PRAGMA quick_check");
+    auto u = check.use();
+    if (!check.ok() || u.step() != SQLITE_ROW || u.text(0) != "ok") {
+      return open_error(SqliteProblem::kCorrupt, path, check.ok() ? std::string(printable(u.text(0), 120)) : db->error());
+    }
+  }
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(*db));
+  if (!impl->prepare()) return open_error(SqliteProblem::kCorrupt, path, impl->db.error());
+  std::shared_ptr<SqliteStore> store(new SqliteStore(std::move(impl)));
+  return store;
+}
+
+SqliteStore::SqliteStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SqliteStore::~SqliteStore() = default;
+
+const std::string& SqliteStore::path() const noexcept { return impl_->options.path; }
+
+std::shared_ptr<QuotaStore::Handle> SqliteStore::open(std::string_view key) {
+  auto h = std::make_shared<FileKey>();
+  h->key = std::string(key);
+  h->memory = impl_->fallback.open(key);
+  return h;
+}
+
+StoreGrant SqliteStore::acquire(Handle& key, const StoreAcquire& request, const PacingRules& rules) {
+  auto& k = static_cast<FileKey&>(key);
+  auto g = impl_->on_row(k.key, request.now, true, false, [&](Row& row) {
+    return pacing::acquire(row.state, request.now, request.max_wait, rules);
+  });
+  return g ? *g : impl_->fallback.acquire(*k.memory, request, rules);
+}
+
+RecordOutcome SqliteStore::record(Handle& key, const StoreRecord& record, const PacingRules& rules) {
+  auto& k = static_cast<FileKey&>(key);
+  auto r = impl_->on_row(k.key, record.now, true, true, [&](Row& row) { return pacing::record(row.state, record, rules); });
+  return r ? *r : impl_->fallback.record(*k.memory, record, rules);
+}
+
+bool SqliteStore::still_valid(Handle& key, std::uint64_t epoch, MonoTime now) {
+  auto& k = static_cast<FileKey&>(key);
+  auto v = impl_->on_row(k.key, now, false, false, [&](Row& row) { return pacing::still_valid(row.state, epoch); });
+  // When the file cannot be asked, a reservation cannot be confirmed: the
+  // caller asks for a slot again.
+  return v.value_or(false);
+}
+
+void SqliteStore::abandon_probe(Handle& key, MonoTime now) {
+  auto& k = static_cast<FileKey&>(key);
+  auto done = impl_->on_row(k.key, now, true, false, [&](Row& row) {
+    pacing::abandon_probe(row.state, now);
+    return true;
+  });
+  if (!done) impl_->fallback.abandon_probe(*k.memory, now);
+}
+
+std::optional<LearnedPolicy> SqliteStore::learned(Handle& key, MonoTime now) {
+  auto& k = static_cast<FileKey&>(key);
+  auto l = impl_->on_row(k.key, now, false, false, [&](Row& row) { return pacing::learned(row.state, now); });
+  return l ? *l : impl_->fallback.learned(*k.memory, now);
+}
+
+std::optional<WallTime> SqliteStore::remembered(Handle& key, MonoTime now) {
+  auto& k = static_cast<FileKey&>(key);
+  auto t = impl_->on_row(k.key, now, false, false, [&](Row& row) -> std::optional<WallTime> {
+    if (!row.told_wall || !row.told_by || *row.told_by == impl_->self || row.state.cool_end <= now) return std::nullopt;
+    return WallTime{Duration{*row.told_wall}};
+  });
+  return t ? *t : std::nullopt;
+}
+
+Result<std::vector<StoredKey>, std::string> SqliteStore::list(MonoTime now) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mu);
+  const WallTime wall_now = m.wall.now();
+  const auto at = [&](MonoTime t) { return saturating_add(wall_now, t - now); };
+  std::vector<StoredKey> out;
+  {
+    auto b = m.begin_read.use();
+    if (b.step() != SQLITE_DONE) return fail(m.options.path + ": " + m.db.error());
+  }
+  std::string e;
+  {
+  auto u = m.all_rows.use();
+  int rc = SQLITE_ROW;
+  while ((rc = u.step()) == SQLITE_ROW) {
+    StoredKey k;
+    k.key = std::string(u.text(0));
+    auto s = m.state_of(u, 1, k.key, now, wall_now);
+    if (!s) continue;  // a damaged row is not shown as empty; `forget` clears it
+    if (pacing::expiry(*s) < now) continue;
+    if (s->cool_end > now) {
+      k.cooldown_until = at(s->cool_end);
+      k.cooldown_cause = s->cool_cause;
+    }
+    for (const auto& p : s->policies) {
+      StoredKey::Policy q{p.id, p.limit, p.window, std::nullopt, std::nullopt};
+      if (p.remaining >= 0 && p.reset_at > now) {
+        q.remaining = p.remaining;
+        q.reset = at(p.reset_at);
+      }
+      k.policies.push_back(std::move(q));
+    }
+    k.learned = pacing::learned(*s, now);
+    if (!u.null(5)) k.told = WallTime{Duration{u.integer(5)}};
+    k.expires = at(pacing::expiry(*s));
+    out.push_back(std::move(k));
+  }
+  if (rc != SQLITE_DONE) e = m.db.error();
+  }
+  {
+    auto c = m.commit.use();
+    (void)c.step();
+  }
+  if (!e.empty()) return fail(m.options.path + ": " + e);
+  return out;
+}
+
+Result<bool, std::string> SqliteStore::forget(std::string_view key) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mu);
+  auto u = m.remove.use();
+  u.bind(1, key);
+  if (u.step() != SQLITE_DONE) return fail(m.options.path + ": " + m.db.error());
+  return sqlite3_changes(m.db.get()) > 0;
+}
+
+Result<std::size_t, std::string> SqliteStore::prune(MonoTime now) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mu);
+  auto r = m.prune_locked(now, m.wall.now());
+  if (!r) return fail(m.options.path + ": " + r.error());
+  return *r;
+}
+
+}  // namespace abide
