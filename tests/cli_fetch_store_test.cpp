@@ -1,8 +1,14 @@
 // `abide fetch` end to end, --store at start: a Redis that cannot be used is a configuration error unless --store-fallback; --fail-closed; redis://unix:.
+// And the secret of the quota keys (key_secret.h): where it is kept, when it is needed, its refusals.
+// Every abide started here keeps its state under a temporary XDG_STATE_HOME, never in the real home.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +21,56 @@ namespace abide::test {
 namespace {
 
 constexpr const char* kPassword = "store-5ecret-Jw73";
+
+// Sets (or unsets) a variable until the end of a scope, then restores what was there.
+class RestoredEnv {
+ public:
+  RestoredEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value != nullptr) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~RestoredEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+  RestoredEnv(const RestoredEnv&) = delete;
+  RestoredEnv& operator=(const RestoredEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// The whole run's state home: a temporary directory, so that an abide keyed
+// for a Redis store makes its secret there and not in the real home.
+class TemporaryStateHome : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    dir_.emplace();
+    xdg_.emplace("XDG_STATE_HOME", (*dir_ / "state").c_str());
+    secret_.emplace("ABIDE_KEY_SECRET", nullptr);
+    secret_file_.emplace("ABIDE_KEY_SECRET_FILE", nullptr);
+  }
+  void TearDown() override {
+    secret_file_.reset();
+    secret_.reset();
+    xdg_.reset();
+    dir_.reset();
+  }
+
+ private:
+  std::optional<TempDir> dir_;
+  std::optional<RestoredEnv> xdg_, secret_, secret_file_;
+};
+
+[[maybe_unused]] ::testing::Environment* const kStateHome =
+    ::testing::AddGlobalTestEnvironment(new TemporaryStateHome);
+
+unsigned mode_of(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 ? static_cast<unsigned>(st.st_mode & 07777) : 0xffffu;
+}
 
 TEST(FetchStore, HelpRuns) {
   const RunResult r = run(fetch_argv({"--help"}));
@@ -328,6 +384,134 @@ TEST(FetchStore, ProxyFailClosedHoldsARequestForRedisThenAnswersDeferred) {
   EXPECT_EQ(requests(mock), 0u);  // not sent without the shared state
   const RunResult stopped = proxy.stop(SIGTERM, 10s);
   EXPECT_NE(stopped.err.find("requests wait for it (--fail-closed)"), std::string::npos) << stopped.err;
+}
+
+// --- the secret of the quota keys -----------------------------------------------------------
+
+constexpr const char* kToken = "X-Api-Key: 4711";
+constexpr const char* kWarning =
+    "warning: credentialed requests share quota only with processes of this machine";
+
+TEST(FetchStore, KeySecretMemoryStoreNeedsNoFile) {
+  TempDir home;
+  const RestoredEnv xdg("XDG_STATE_HOME", (home / "state").c_str());
+  Mock mock({"--limit", "100"});
+  ASSERT_GT(mock.port(), 0);
+  const RunResult r = run(fetch_argv({"-H", kToken, "-o", "/dev/null", mock.url("/items/1")}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(home / "state")) << "--store memory wrote state";
+}
+
+TEST(FetchStore, KeySecretRedisWithACredentialWarnsOnceAndHidesTheToken) {
+  REQUIRE_REDIS_CLI();
+  RedisServer redis({true, false, {}});
+  ASSERT_TRUE(redis.start());
+  Mock mock({"--limit", "100"});
+  ASSERT_GT(mock.port(), 0);
+  TempDir home;
+  const RestoredEnv xdg("XDG_STATE_HOME", (home / "state").c_str());
+  const std::string file = home / "state/abide/key-secret";
+
+  // Without a credential: the origin's key, shared by all, and no secret needed.
+  RunResult r = run(fetch_argv({"--store", tcp_store(redis, "", "k"), "-o", "/dev/null", mock.url("/items/0")}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(home / "state"));
+
+  // With one: this machine's secret, made 0600 in a 0700 directory, and one line that says what it means.
+  for (int run_no = 0; run_no < 2; ++run_no) {
+    r = run(fetch_argv({"-H", kToken, "--store", tcp_store(redis, "", "k"), "-o", "/dev/null",
+                        mock.url("/items/" + std::to_string(run_no + 1)), mock.url("/items/9")}));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find("abide fetch: " + std::string(kWarning)), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(file), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("ABIDE_KEY_SECRET"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("4711"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(mode_of(home / "state/abide"), 0700u);
+  EXPECT_EQ(mode_of(file), 0600u);
+  EXPECT_EQ(std::filesystem::file_size(file), 32u);
+#if ABIDE_TEST_HAVE_HIREDIS
+  // What a reader of key names sees: the origin, and a hash that needs the secret.
+  const RespReply keys = redis.command({"KEYS", "*"});
+  ASSERT_TRUE(keys.ok);
+  std::size_t credentialed = 0;
+  for (const std::string& key : keys.elements) {
+    EXPECT_EQ(key.find("4711"), std::string::npos) << key;
+    if (key.find('#') != std::string::npos) ++credentialed;
+  }
+  EXPECT_GT(credentialed, 0u) << keys.elements.size() << " keys";
+#endif
+
+  // A fleet's secret from the environment: no warning, nothing written.
+  TempDir other;
+  const RestoredEnv xdg2("XDG_STATE_HOME", (other / "state").c_str());
+  const RestoredEnv given("ABIDE_KEY_SECRET", "fleet-secret-0123456789");
+  r = run(fetch_argv({"-H", kToken, "--store", tcp_store(redis, "", "k"), "-o", "/dev/null", mock.url("/items/3")}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(other / "state"));
+}
+
+TEST(FetchStore, KeySecretThatCannotBeUsedIsAnErrorAndNothingIsSent) {
+  Mock mock({"--limit", "100"});
+  ASSERT_GT(mock.port(), 0);
+  {
+    const RestoredEnv given("ABIDE_KEY_SECRET", "tooshort-73");
+    const RunResult r = run(fetch_argv({"-H", kToken, "-o", "/dev/null", mock.url("/items/1")}));
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find("ABIDE_KEY_SECRET is too short"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("tooshort-73"), std::string::npos) << r.err;
+  }
+  if (kRedisBuiltIn && !redis_server_binary().empty()) {
+    RedisServer redis({true, false, {}});
+    ASSERT_TRUE(redis.start());
+    TempDir home;
+    const RestoredEnv xdg("XDG_STATE_HOME", (home / "state").c_str());
+    std::filesystem::create_directories(home / "state/abide");
+    const std::string file = home / "state/abide/key-secret";
+    std::ofstream(file) << std::string(32, 'x');
+    ::chmod(file.c_str(), 0644);
+    const RunResult r = run(fetch_argv({"-H", kToken, "--store", tcp_store(redis, ""), "-o", home / "body",
+                                        mock.url("/items/1")}));
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(file), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("0644"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(home / "body")) << "an output was opened";
+    EXPECT_EQ(r.err.find("xxxx"), std::string::npos) << r.err;
+
+    if (abide({"proxy", "--help"}).exit_code == 0) {
+      const RunResult p = abide({"proxy", "--upstream", mock.url(""), "--port", "0", "--store", tcp_store(redis, "")});
+      EXPECT_EQ(p.exit_code, 1) << p.err;
+      EXPECT_TRUE(p.out.empty()) << p.out;  // it never listened
+      EXPECT_NE(p.err.find("abide proxy: the key secret " + file), std::string::npos) << p.err;
+    }
+  }
+  EXPECT_EQ(requests(mock), 0u);
+}
+
+TEST(FetchStore, KeySecretProxyOnRedisWarnsOnceAtStart) {
+  REQUIRE_REDIS_CLI();
+  if (abide({"proxy", "--help"}).exit_code != 0) GTEST_SKIP() << "no abide proxy in this build";
+  const RunResult help = abide({"proxy", "--help"});
+  EXPECT_NE(help.out.find("ABIDE_KEY_SECRET"), std::string::npos) << help.out;
+  EXPECT_NE(run(fetch_argv({"--help"})).out.find("ABIDE_KEY_SECRET_FILE"), std::string::npos);
+  RedisServer redis({true, false, {}});
+  ASSERT_TRUE(redis.start());
+  TempDir home;
+  const RestoredEnv xdg("XDG_STATE_HOME", (home / "state").c_str());
+  BackgroundProcess proxy({ABIDE_CLI_PATH, "proxy", "--upstream", "http://127.0.0.1:1", "--port", "0", "--store",
+                           tcp_store(redis, "")});
+  const auto line = proxy.read_line(10s);
+  ASSERT_TRUE(line.has_value() && line->starts_with("listening on ")) << proxy.err_so_far();
+  const RunResult stopped = proxy.stop(SIGTERM, 10s);
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.err;
+  EXPECT_EQ(lines(stopped.err), 1u) << stopped.err;
+  EXPECT_NE(stopped.err.find("abide proxy: " + std::string(kWarning)), std::string::npos) << stopped.err;
+  EXPECT_EQ(mode_of(home / "state/abide/key-secret"), 0600u);
 }
 
 }  // namespace

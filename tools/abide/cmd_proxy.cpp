@@ -166,8 +166,19 @@ without Redis and holds requests until it answers or their budget runs out.
 
 )";
 
+// How pacer keys keep credentials out of the store (key_secret.h).
+constexpr const char* kFooterKeys =
+    R"(Callers are paced per upstream origin and credential: a request with Authorization, X-Api-Key or
+a like field is keyed by an HMAC of it under a secret, never by the credential. The secret:
+ABIDE_KEY_SECRET (16 bytes or more) or ABIDE_KEY_SECRET_FILE (a file, mode 0600); with --store memory
+one of the process alone; else key-secret in $XDG_STATE_HOME/abide (~/.local/state/abide), made once,
+mode 0600. Give every proxy of a fleet sharing a store the same ABIDE_KEY_SECRET, or credentialed
+quota is shared per machine only (one warning line on stderr says so).
+
+)";
+
 constexpr const char* kFooterEnd =
-    "Exit status: 0 after a signal, 1 when it cannot listen or cannot use its --store, 2 usage error.";
+    "Exit status: 0 after a signal, 1 when it cannot listen or cannot use its --store or key secret, 2 usage error.";
 
 const Registration proxy_cmd{
     {"proxy"},
@@ -226,7 +237,7 @@ const Registration proxy_cmd{
           ->capture_default_str()
           ->check(CLI::Range(0.0, 86400.0));
       app.add_flag("-v,--verbose", o->verbose, "One line per attempt, decision and outcome on stderr (redacted)");
-      app.footer(std::string(kFooterStart) + (redis_built_in() ? kFooterRedis : "") + kFooterEnd);
+      app.footer(std::string(kFooterStart) + (redis_built_in() ? kFooterRedis : "") + kFooterKeys + kFooterEnd);
       return [o] { return run_proxy(*o); };
     }};
 

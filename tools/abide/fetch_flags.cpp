@@ -100,6 +100,18 @@ for it. Passwords are never printed.
 
 )";
 
+// How pacer keys keep credentials out of the store (key_secret.h).
+constexpr const char* kFooterKeys = R"(Requests are paced per origin and credential: a request with Authorization,
+X-Api-Key or a like field is keyed by an HMAC of it under a secret, never by
+the credential. The secret: ABIDE_KEY_SECRET (16 bytes or more) or
+ABIDE_KEY_SECRET_FILE (a file, mode 0600); with --store memory one of the
+process alone; else key-secret in $XDG_STATE_HOME/abide (~/.local/state/abide),
+made once, mode 0600. Give every machine of a fleet sharing a store the same
+ABIDE_KEY_SECRET, or credentialed quota is shared per machine only (one warning
+line on stderr says so).
+
+)";
+
 constexpr const char* kFooterEnd = R"(--stats FILE writes a JSON summary: requests, done, attempts, retries,
 status_counts {"STATUS": count}, transport_errors, outcomes {kind: count},
 ambiguous, waited_s (summed over requests), elapsed_s, interrupted, and
@@ -276,7 +288,7 @@ const Registration fetch_cmd{
       auto* seed = app.add_option("--seed", o->seed, "Seed for the jitter (reproducible runs)");
       app.add_flag("-v,--verbose", o->verbose, "Print every attempt and decision (credentials redacted)");
       app.add_flag("-s,--silent", o->silent, "No progress line, no summary");
-      app.footer(std::string(kFooterStart) + (redis_built_in() ? kFooterRedis : "") + kFooterEnd);
+      app.footer(std::string(kFooterStart) + (redis_built_in() ? kFooterRedis : "") + kFooterKeys + kFooterEnd);
       return [&app, o, data, data_binary, data_raw, data_urlencode, json, form, deadline, max_attempts, retry, max_wait,
               http11, http2, seed, resume_file] {
         o->has_resume_file = resume_file->count() > 0;
