@@ -64,8 +64,8 @@ request whose body is longer, and keeps no partial file of it.
 
 Requests are paced per origin and credential: different Authorization or
 API-key header values (X-Api-Key, Api-Key, ...) get separate pacer keys, which
-hold a hash of the value, never the value. --pacer-key NAME paces every
-request under NAME instead.
+hold an HMAC of the value under a secret (below), never the value. --pacer-key
+NAME paces every request under NAME instead.
 
 --deadline S counts from the start of the run and applies to every request: a
 request that cannot finish by then ends deadline_exceeded, with the time the
@@ -101,9 +101,7 @@ for it. Passwords are never printed.
 )";
 
 // How pacer keys keep credentials out of the store (key_secret.h).
-constexpr const char* kFooterKeys = R"(Requests are paced per origin and credential: a request with Authorization,
-X-Api-Key or a like field is keyed by an HMAC of it under a secret, never by
-the credential. The secret: ABIDE_KEY_SECRET (16 bytes or more) or
+constexpr const char* kFooterKeys = R"(The secret of the pacer keys: ABIDE_KEY_SECRET (16 bytes or more) or
 ABIDE_KEY_SECRET_FILE (a file, mode 0600); with --store memory one of the
 process alone; else key-secret in $XDG_STATE_HOME/abide (~/.local/state/abide),
 made once, mode 0600. Give every machine of a fleet sharing a store the same
