@@ -26,6 +26,7 @@
 
 #include "abide/client.h"
 #include "abide/headers.h"
+#include "abide/http_date.h"
 #include "abide/profiles.h"
 #include "body_output.h"
 #include "command.h"
@@ -195,7 +196,11 @@ int run_fetch(const FetchOptions& o) {
   // Credentials in pacer keys are hashed under a secret (key_secret.h); only
   // keys that hold one and leave the process need a secret that outlives it.
   const bool credential_keys = o.pacer_key.empty() && proxy::carries_credential(headers);
-  auto key_secret = resolve_key_secret(credential_keys && spec->redis ? KeyScope::kFleet : KeyScope::kProcess,
+  const KeyScope scope = !credential_keys ? KeyScope::kProcess
+                         : spec->redis    ? KeyScope::kFleet
+                         : spec->file     ? KeyScope::kMachine
+                                          : KeyScope::kProcess;
+  auto key_secret = resolve_key_secret(scope,
                                        SecretEnvironment::of_process());
   if (!key_secret) return reject(key_secret.error().text);
   if (!key_secret->warning.empty()) std::cerr << "abide fetch: warning: " << key_secret->warning << "\n";
@@ -246,6 +251,7 @@ int run_fetch(const FetchOptions& o) {
     config.random = std::make_shared<SeededRandom>(o.seed);
     pacer_config.seed = o.seed;
   }
+  const std::shared_ptr<QuotaStore> quota_store = *store;  // asked again at the end (remembered_text)
   config.pacer = std::make_shared<Pacer>(pacer_config, std::move(*store));
   // -v: the requests being made, by their position in the run (Client::fetch's
   // index, which every event carries).
@@ -545,7 +551,14 @@ int run_fetch(const FetchOptions& o) {
       std::cerr << "abide fetch: " << out.job.method << " " << out.job.shown_url << ": ";
       if (!out.http_failed)
         std::cerr << to_string(out.kind) << (out.ambiguous ? " (ambiguous: may have been applied)" : "") << ": ";
-      std::cerr << safe_text(out.reason) << "\n";
+      std::cerr << safe_text(out.reason);
+      // When it may be sent, and whether an earlier run's answer says so.
+      if (out.not_before && (out.kind == OutcomeKind::kDeferred || out.kind == OutcomeKind::kDeadlineExceeded)) {
+        std::cerr << "; permitted at " << format_rfc3339(std::chrono::ceil<std::chrono::milliseconds>(*out.not_before));
+        const std::string key = request_pacer_key(out.job.url, headers, o.pacer_key, key_secret->secret);
+        if (auto where = remembered_text(*quota_store, key, system_monotonic_clock().now())) std::cerr << ", " << *where;
+      }
+      std::cerr << "\n";
     }
     if (shown > 20) std::cerr << "abide fetch: ... and " << shown - 20 << " more\n";
   }

@@ -29,7 +29,7 @@ struct ProxyFlags {
   int port = 8080;
   std::string profile;
   std::vector<std::string> profile_files;
-  std::string store = "memory";
+  std::string store;  // --store; empty: ABIDE_STORE, else the file store
   bool store_fallback = false;
   bool fail_closed = false;
   std::string pacing = "smooth";
@@ -95,7 +95,10 @@ int run_proxy(const ProxyFlags& o) {
   // Credentials in pacer keys are hashed under a secret (key_secret.h): this
   // process's own while the keys stay in it, else one that outlives it.
   auto key_secret =
-      resolve_key_secret(spec->redis ? KeyScope::kFleet : KeyScope::kProcess, SecretEnvironment::of_process());
+      resolve_key_secret(spec->redis  ? KeyScope::kFleet
+                         : spec->file ? KeyScope::kMachine
+                                      : KeyScope::kProcess,
+                         SecretEnvironment::of_process());
   if (!key_secret) {
     std::cerr << "abide proxy: " << key_secret.error().text << "\n";
     return kExitRejected;
@@ -151,6 +154,17 @@ time, give transfers in flight --grace seconds, then exit 0.
 
 )";
 
+// Where quota state lives (fetch_store.h).
+constexpr const char* kFooterStore =
+    R"(Quota state (--store): by default a file that every abide of this machine shares,
+$XDG_STATE_HOME/abide/quota.db (~/.local/state/abide/quota.db), so a restarted proxy never sends
+before what a server told the one before it; `abide state` shows what it holds and forgets a key.
+--store file:PATH puts it elsewhere, --store memory keeps it in this process alone, and ABIDE_STORE
+sets the default. A file that cannot be used is an error at start naming it (exit 1), unless
+--store-fallback: then one line on stderr and the proxy goes on in memory.
+
+)";
+
 // Only in an abide built with abide::redis.
 constexpr const char* kFooterRedis =
     R"(--store redis://[[USER]:PASSWORD@]HOST[:PORT][/PREFIX], redis://[[USER]:PASSWORD@]unix:/PATH or
@@ -171,7 +185,7 @@ constexpr const char* kFooterKeys =
     R"(Callers are paced per upstream origin and credential: a request with Authorization, X-Api-Key or
 a like field is keyed by an HMAC of it under a secret, never by the credential. The secret:
 ABIDE_KEY_SECRET (16 bytes or more) or ABIDE_KEY_SECRET_FILE (a file, mode 0600); with --store memory
-one of the process alone; else key-secret in $XDG_STATE_HOME/abide (~/.local/state/abide), made once,
+one of the process alone; else key-secret beside quota.db in $XDG_STATE_HOME/abide, made once,
 mode 0600. Give every proxy of a fleet sharing a store the same ABIDE_KEY_SECRET, or credentialed
 quota is shared per machine only (one warning line on stderr says so).
 
@@ -198,13 +212,14 @@ const Registration proxy_cmd{
       app.add_option("--profile-file", o->profile_files, "Load a profile from this JSON file first (repeatable)")
           ->allow_extra_args(false);
       app.add_option("--store", o->store,
-                     redis_built_in() ? "Quota state: memory, or redis://[:PASSWORD@]HOST:PORT[/PREFIX] to share it "
-                                        "with other proxies (password also from $ABIDE_REDIS_PASSWORD)"
-                                      : "Quota state: memory (this abide was built without Redis support)")
-          ->capture_default_str();
+                     std::string("Quota state: file (the default: a restarted proxy remembers), file:PATH, memory") +
+                         (redis_built_in() ? ", or redis://[:PASSWORD@]HOST:PORT[/PREFIX] to share it with other "
+                                             "machines (password also from $ABIDE_REDIS_PASSWORD)"
+                                           : "") +
+                         "; ABIDE_STORE sets the default");
+      app.add_flag("--store-fallback", o->store_fallback,
+                   "Start even when the store cannot be used: go on in memory (a Redis store: as during an outage)");
       if (redis_built_in()) {
-        app.add_flag("--store-fallback", o->store_fallback,
-                     "Start even when the Redis store cannot be used (as during an outage)");
         app.add_flag("--fail-closed", o->fail_closed,
                      "While Redis is down, hold requests until it is back (up to their wait budget)");
       }
@@ -237,7 +252,8 @@ const Registration proxy_cmd{
           ->capture_default_str()
           ->check(CLI::Range(0.0, 86400.0));
       app.add_flag("-v,--verbose", o->verbose, "One line per attempt, decision and outcome on stderr (redacted)");
-      app.footer(std::string(kFooterStart) + (redis_built_in() ? kFooterRedis : "") + kFooterKeys + kFooterEnd);
+      app.footer(std::string(kFooterStart) + (file_store_built_in() ? kFooterStore : "") +
+                 (redis_built_in() ? kFooterRedis : "") + kFooterKeys + kFooterEnd);
       return [o] { return run_proxy(*o); };
     }};
 

@@ -83,6 +83,19 @@ A second Ctrl-C exits at once, without writing anything.
 
 )";
 
+// Where quota state lives (fetch_store.h).
+constexpr const char* kFooterStore = R"(Quota state (--store): by default a file that every abide of this machine
+shares, $XDG_STATE_HOME/abide/quota.db (~/.local/state/abide/quota.db), so a
+later run, or another process, never sends before what a server told an earlier
+one; `abide state` shows what it holds and forgets a key. --store file:PATH
+puts it elsewhere, --store memory keeps it in this process alone, and
+ABIDE_STORE sets the default. A file that is not abide's, is damaged, was
+written by a newer abide, cannot be written or stays locked is an error at
+start naming it (exit 1, nothing sent), unless --store-fallback: then one line
+on stderr and the run goes on in memory.
+
+)";
+
 // Only in an abide built with abide::redis.
 constexpr const char* kFooterRedis = R"(--store redis://[[USER]:PASSWORD@]HOST[:PORT][/PREFIX],
 redis://[[USER]:PASSWORD@]unix:/PATH or unix:/PATH (a socket's prefix:
@@ -103,7 +116,7 @@ for it. Passwords are never printed.
 // How pacer keys keep credentials out of the store (key_secret.h).
 constexpr const char* kFooterKeys = R"(The secret of the pacer keys: ABIDE_KEY_SECRET (16 bytes or more) or
 ABIDE_KEY_SECRET_FILE (a file, mode 0600); with --store memory one of the
-process alone; else key-secret in $XDG_STATE_HOME/abide (~/.local/state/abide),
+process alone; else key-secret beside quota.db in $XDG_STATE_HOME/abide,
 made once, mode 0600. Give every machine of a fleet sharing a store the same
 ABIDE_KEY_SECRET, or credentialed quota is shared per machine only (one warning
 line on stderr says so).
@@ -257,13 +270,15 @@ const Registration fetch_cmd{
                      "Refuse a body larger than BYTES (the request fails, and no partial file is kept)")
           ->check(CLI::Range(std::uint64_t{1}, std::numeric_limits<std::uint64_t>::max()));
       app.add_option("--store", o->store,
-                     redis_built_in() ? "Quota state: memory, or redis://[:PASSWORD@]HOST:PORT[/PREFIX] (or unix:/PATH) to "
-                                        "share it (password also from $ABIDE_REDIS_PASSWORD)"
-                                      : "Quota state: memory (this abide was built without Redis support)")
-          ->capture_default_str();
+                     std::string("Quota state: file (the default, shared by this machine's processes), file:PATH, "
+                                 "memory") +
+                         (redis_built_in() ? ", or redis://[:PASSWORD@]HOST:PORT[/PREFIX] (or unix:/PATH) to share it "
+                                             "across machines (password also from $ABIDE_REDIS_PASSWORD)"
+                                           : "") +
+                         "; ABIDE_STORE sets the default");
+      app.add_flag("--store-fallback", o->store_fallback,
+                   "Start even when the store cannot be used: go on in memory (a Redis store: as during an outage)");
       if (redis_built_in()) {
-        app.add_flag("--store-fallback", o->store_fallback,
-                     "Start even when the Redis store cannot be used (as during an outage)");
         app.add_flag("--fail-closed", o->fail_closed, "While Redis is down, wait for it instead of going on without");
       }
       app.add_option("--pacing", o->pacing, "Spend known quota smoothly, or in a burst")
@@ -286,7 +301,8 @@ const Registration fetch_cmd{
       auto* seed = app.add_option("--seed", o->seed, "Seed for the jitter (reproducible runs)");
       app.add_flag("-v,--verbose", o->verbose, "Print every attempt and decision (credentials redacted)");
       app.add_flag("-s,--silent", o->silent, "No progress line, no summary");
-      app.footer(std::string(kFooterStart) + (redis_built_in() ? kFooterRedis : "") + kFooterKeys + kFooterEnd);
+      app.footer(std::string(kFooterStart) + (file_store_built_in() ? kFooterStore : "") +
+                 (redis_built_in() ? kFooterRedis : "") + kFooterKeys + kFooterEnd);
       return [&app, o, data, data_binary, data_raw, data_urlencode, json, form, deadline, max_attempts, retry, max_wait,
               http11, http2, seed, resume_file] {
         o->has_resume_file = resume_file->count() > 0;

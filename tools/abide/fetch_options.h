@@ -53,8 +53,8 @@ struct FetchOptions {
   std::string profile;
   std::vector<std::string> profile_files;
   std::string pacer_key;
-  std::string store = "memory";
-  bool store_fallback = false;  // --store-fallback: a Redis that cannot be used at start is not an error
+  std::string store;  // --store; empty: ABIDE_STORE, else the file store
+  bool store_fallback = false;  // --store-fallback: a store that cannot be used at start is not an error
   bool fail_closed = false;     // --fail-closed: while Redis is down, wait for it instead of going on without
   std::string pacing = "smooth";
   std::uint64_t seed = 0;

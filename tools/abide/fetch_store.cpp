@@ -5,10 +5,17 @@
 
 #include "common.h"
 
-#if defined(ABIDE_REDIS)
 #include "abide/clock.h"
+#include "abide/http_date.h"
+#include "state_dir.h"
+
+#if defined(ABIDE_REDIS)
 #include "abide/redis_store.h"
 #define ABIDE_FETCH_HAS_REDIS 1
+#endif
+#if defined(ABIDE_SQLITE)
+#include "abide/sqlite_store.h"
+#define ABIDE_FETCH_HAS_SQLITE 1
 #endif
 
 namespace abide::cli {
@@ -21,13 +28,35 @@ bool redis_built_in() noexcept {
 #endif
 }
 
-Result<StoreSpec, std::string> parse_store_spec(const std::string& text) {
+bool file_store_built_in() noexcept {
+#ifdef ABIDE_FETCH_HAS_SQLITE
+  return true;
+#else
+  return false;
+#endif
+}
+
+namespace {
+
+Result<StoreSpec, std::string> parse_store_text(const std::string& text) {
   StoreSpec spec;
   if (text == "memory") return spec;
+  if (text == "file" || text.starts_with("file:")) {
+    if (!file_store_built_in()) {
+      return fail(std::string("--store: this abide was built without the file store (abide::sqlite), so use "
+                              "--store memory"));
+    }
+    spec.file = true;
+    if (text != "file") {
+      spec.path = text.substr(5);
+      if (spec.path.empty()) return fail(std::string("--store file: wants a path after the colon (or --store file)"));
+    }
+    return spec;
+  }
 #ifdef ABIDE_FETCH_HAS_REDIS
   // The parser names every form it takes, and never repeats credentials.
   if (auto endpoint = parse_redis_url(text); !endpoint) {
-    return fail("--store: " + endpoint.error() + " (or --store memory)");
+    return fail("--store: " + endpoint.error() + " (or --store file, file:PATH or memory)");
   }
   spec.redis = true;
   spec.url = text;
@@ -35,8 +64,19 @@ Result<StoreSpec, std::string> parse_store_spec(const std::string& text) {
 #else
   // Said before anything is sent, and without the URL (it may hold a password).
   return fail(std::string("--store: this abide was built without Redis support (abide::redis), so only "
-                          "--store memory is available"));
+                          "--store file, file:PATH and memory are available"));
 #endif
+}
+
+}  // namespace
+
+Result<StoreSpec, std::string> parse_store_spec(const std::string& text) {
+  if (!text.empty()) return parse_store_text(text);
+  const char* env = std::getenv(kStoreEnv);
+  if (env == nullptr || *env == '\0') return parse_store_text(file_store_built_in() ? "file" : "memory");
+  auto spec = parse_store_text(env);
+  if (!spec) return fail(std::string(kStoreEnv) + " (the default --store): " + spec.error());
+  return spec;
 }
 
 #ifdef ABIDE_FETCH_HAS_REDIS
@@ -59,7 +99,66 @@ std::string remedy(RedisProblem problem, bool password_given) {
 }  // namespace
 #endif
 
+Result<std::string, ErrorMessage> store_file_path(const StoreSpec& spec, bool create) {
+  if (!spec.path.empty()) return spec.path;
+  auto dir = state_dir(create);
+  if (!dir) return fail(dir.error());
+  return (*dir / kStoreFileName).string();
+}
+
+#ifdef ABIDE_FETCH_HAS_SQLITE
+namespace {
+
+Result<std::shared_ptr<QuotaStore>, std::string> open_file_store(const StoreSpec& spec, std::string_view who) {
+  const std::string prefix(who);
+  const auto memory = [&](const std::string& what) -> Result<std::shared_ptr<QuotaStore>, std::string> {
+    if (!spec.fallback) {
+      return fail("--store: " + what + ". Nothing was sent: fix or move the file, or add --store-fallback " +
+                  "to go on with in-process quota state (--store memory)");
+    }
+    std::fputs((prefix + ": --store: " + what + "; going on with in-process quota state (--store-fallback)\n").c_str(),
+               stderr);
+    return std::shared_ptr<QuotaStore>(std::make_shared<MemoryStore>());
+  };
+  auto path = store_file_path(spec, true);
+  if (!path) return memory(path.error().text);
+  SqliteStoreOptions options;
+  options.path = *path;
+  options.on_event = [prefix](SqliteEvent e, std::string_view message) {
+    std::fputs((prefix + ": quota store " + std::string(to_string(e)) + ": " + safe_text(message) + "\n").c_str(),
+               stderr);
+  };
+  auto store = SqliteStore::open_file(std::move(options));
+  if (!store) return memory(safe_text(store.error().message));
+  return std::shared_ptr<QuotaStore>(std::move(*store));
+}
+
+}  // namespace
+#endif
+
+std::optional<std::string> remembered_text(QuotaStore& store, std::string_view key, MonoTime now) {
+#ifdef ABIDE_FETCH_HAS_SQLITE
+  // The one place the CLI asks which store it has: only a file outlives the
+  // process that was told.
+  auto* file = dynamic_cast<SqliteStore*>(&store);
+  if (file == nullptr) return std::nullopt;
+  auto handle = file->open(key);
+  const auto told = file->remembered(*handle, now);
+  if (!told) return std::nullopt;
+  return "remembered in " + safe_text(file->path()) + " (told " +
+         format_rfc3339(std::chrono::floor<std::chrono::seconds>(*told)) + ")";
+#else
+  (void)store;
+  (void)key;
+  (void)now;
+  return std::nullopt;
+#endif
+}
+
 Result<std::shared_ptr<QuotaStore>, std::string> open_store(const StoreSpec& spec, std::string_view who) {
+#ifdef ABIDE_FETCH_HAS_SQLITE
+  if (spec.file) return open_file_store(spec, who);
+#endif
   if (!spec.redis) return std::shared_ptr<QuotaStore>(std::make_shared<MemoryStore>());
 #ifdef ABIDE_FETCH_HAS_REDIS
   auto endpoint = parse_redis_url(spec.url);
