@@ -23,6 +23,10 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# The demo's mock servers take a fresh port each run: their quota state goes
+# to a file of this run, not to the machine's own (a port used again later
+# must not inherit a cooldown from an earlier demo).
+export ABIDE_STORE="file:$work/quota.db"
 
 # run STYLE REQUESTS LIMIT WINDOW JOBS [fetch options...]
 run() {
