@@ -54,6 +54,11 @@ void read_heuristic(const HeaderList& headers, WallTime received, std::optional<
       if (!ascii::istarts_with(h.name, family)) continue;
       const std::string_view what = std::string_view(h.name).substr(family.size());
       auto bad = [&] { out.warnings.push_back("heuristic: " + h.name + " " + shown(h.value) + " not understood"); };
+      // As for a profile: a reset beyond a year (a Date centuries back, a
+      // Unix time centuries ahead) is garbage, never a wait of decades.
+      auto too_far = [&] {
+        out.warnings.push_back("heuristic: " + h.name + " " + shown(h.value) + " ignored: more than a year ahead");
+      };
       if (ascii::iequals(what, "limit")) {
         if (auto n = parse_count(h.value, CountFormat::kNumber, false)) q.limit = n;
         else bad();
@@ -64,7 +69,9 @@ void read_heuristic(const HeaderList& headers, WallTime received, std::optional<
         if (auto n = parse_count(h.value, CountFormat::kNumber, true)) used = n;
         else bad();
       } else if (ascii::iequals(what, "reset")) {
-        if (auto t = guess_time(h.value, received, server_date)) {
+        if (auto t = guess_time(h.value, received, server_date); t && t->from_receipt > kMaxAhead) {
+          too_far();
+        } else if (t) {
           q.reset = t->from_receipt;
           q.reset_resolution = t->resolution;
         } else {
@@ -85,6 +92,10 @@ void read_heuristic(const HeaderList& headers, WallTime received, std::optional<
     const auto t = parse_time_value(*v, TimeFormat::kMilliseconds, received, server_date);
     if (!t) {
       out.warnings.push_back("heuristic: " + std::string(name) + " " + shown(*v) + " not understood");
+      continue;
+    }
+    if (t->from_receipt > kMaxAhead) {
+      out.warnings.push_back("heuristic: " + std::string(name) + " " + shown(*v) + " ignored: more than a year ahead");
       continue;
     }
     if (!out.retry_delay || t->from_receipt > out.retry_delay->wait) {

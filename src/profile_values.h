@@ -34,6 +34,11 @@ struct TimeValue {
   Duration resolution{};
 };
 
+// The furthest ahead a vendor's time may lie: no quota window abide knows is
+// longer than a month, so a reset or delay beyond a year is garbage, not a
+// wait of decades. Profiles and the heuristic both reject what lies beyond.
+inline constexpr Duration kMaxAhead = std::chrono::hours{24 * 366};
+
 // Reads a time value in the given format. Nullopt when malformed (including
 // negative values).
 std::optional<TimeValue> parse_time_value(std::string_view text, TimeFormat format, WallTime received,

@@ -55,11 +55,6 @@ Found lookup(const detail::LineIndex& headers, const FieldSpec& spec, detail::Li
 }
 
 
-// The furthest ahead a vendor's time may lie: no quota window abide knows is
-// longer than a month, so a reset or delay beyond a year is garbage, not a
-// wait of decades.
-constexpr Duration kMaxAhead = std::chrono::hours{24 * 366};
-
 class VendorReader {
  public:
   VendorReader(const Profile& p, const detail::LineIndex& index, WallTime received, std::optional<WallTime> date,

@@ -582,6 +582,13 @@ TEST(NoProfile, HeuristicGuessesTheResetFormat) {
       "h", {}, kNow, true);
   EXPECT_TRUE(js.quota.empty());
   EXPECT_TRUE(warned(js, "not understood"));
+  // As for a profile, nothing is read as a wait of decades (2286; 31,000 years).
+  const auto far = see("HTTP/1.1 429 \r\nX-RateLimit-Reset: 9999999999\r\nretry-after-ms: 999999999999999\r\n\r\n",
+                       "h", {}, kNow, true);
+  EXPECT_TRUE(far.quota.empty());
+  EXPECT_FALSE(far.retry_after);
+  EXPECT_TRUE(warned(far, "\"9999999999\" ignored: more than a year ahead"));
+  EXPECT_TRUE(warned(far, "\"999999999999999\" ignored: more than a year ahead"));
 }
 
 TEST(VendorHeaderNames, WhatLooksLikeAQuotaHeader) {
@@ -1238,8 +1245,8 @@ TEST(AbsurdInstants, ADateCenturiesBackSaturates) {
   EXPECT_TRUE(warned(vendor, "\"1470173023.123\" ignored: more than a year ahead"));
   const auto guessed = see(kHead, "api.unknown.example", {}, kNow, /*heuristic=*/true);
   ASSERT_EQ(guessed.quota.size(), 1u);
-  EXPECT_EQ(guessed.quota[0].reset, kMaxDuration);
-  EXPECT_EQ(guessed.quota[0].confidence, Confidence::kLow);
+  EXPECT_FALSE(guessed.quota[0].reset);
+  EXPECT_TRUE(warned(guessed, "heuristic: X-RateLimit-Reset \"1470173023.123\" ignored: more than a year ahead"));
 
   const auto v = parse_time_value("1470173023.123", TimeFormat::kUnixSecondsFraction, kNow, WallTime::min());
   ASSERT_TRUE(v);
