@@ -4,12 +4,16 @@
 // retry-delay header supplied one; low-confidence observations appear only in
 // heuristic mode or with a warning that says why (a draft reset that can only
 // be a Unix time); a draft field's delta reset is never more than a year;
-// permitted_wait() reads only exhausted high-confidence quotas.
+// permitted_wait() reads only exhausted high-confidence quotas; a heuristic
+// reset is at most a year; with a learned server clock beside the Date,
+// waits and resets are still never negative.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
+#include "abide/clock.h"
 #include "abide/headers.h"
 #include "abide/ratelimit.h"
 #include "abide/signals.h"
@@ -71,10 +75,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       check(*q.reset <= std::chrono::hours{24 * 366});
     }
     if (q.source == abide::QuotaSource::kDraft12Provisional && q.cost) check(*q.cost >= 0);
+    // A guessed vendor time is never a wait of decades.
+    if (q.reset && q.source == abide::QuotaSource::kHeuristic) check(*q.reset <= std::chrono::hours{24 * 366});
     check(q.source != abide::QuotaSource::kUnknown);
     check((q.source == abide::QuotaSource::kVendor) == !q.profile.empty());
   }
   if (const auto w = permitted_wait(s).quota) check(*w >= abide::Duration::zero());
   if (const auto* m = s.most_restrictive()) check(m >= s.quota.data() && m < s.quota.data() + s.quota.size());
+
+  // A server clock learned from earlier answers, half a second past this
+  // Date: inside its second, so it is used (a Date at WallTime's end too).
+  if (s.server_date) {
+    o.server_time_floor = abide::saturating_add(*s.server_date, abide::Duration{std::chrono::milliseconds{500}});
+    const auto floored = abide::observe(head->status, head->headers, now, abide::MonoTime{}, o);
+    if (floored.retry_after) check(floored.retry_after->wait >= abide::Duration::zero());
+    for (const auto& q : floored.quota) {
+      if (q.reset) check(*q.reset >= abide::Duration::zero());
+    }
+  }
   return 0;
 }
