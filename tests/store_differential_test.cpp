@@ -1,0 +1,251 @@
+// The stores side by side: seeded random traces (acquires with every kind of
+// wait bound, records of every kind of answer, abandoned probes, checks of a
+// reservation, several keys, times with sub-microsecond parts, clock steps)
+// run through MemoryStore, the file store and RedisStore (a real
+// redis-server on loopback), which must answer alike: the same kind of grant,
+// the same record outcomes and reservation checks, the same waits. The file
+// store runs the kernel itself and must match memory to the nanosecond. The
+// Redis script is still a copy of the machine that keeps whole microseconds,
+// rounding each instant and each spacing on its own, so its waits drift from
+// the kernel's by a few microseconds over a trace (the largest drift is
+// printed); they are held to a millisecond, which any difference of rule
+// exceeds. A mismatch prints the seed and the operation to replay.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "abide/quota_store.h"
+#if ABIDE_TEST_WITH_REDIS
+#include "abide/redis_store.h"
+#include "support/redis_store_server.h"
+#endif
+#if ABIDE_TEST_WITH_SQLITE
+#include "abide/sqlite_store.h"
+#endif
+
+namespace abide::test {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr int kKeys = 3;
+constexpr int kOpsPerTrace = 120;
+
+// One trace's operations, drawn from a seed.
+class Trace {
+ public:
+  explicit Trace(std::uint64_t seed) : rng_(seed) {}
+
+  int pick(int n) { return static_cast<int>(rng_() % static_cast<std::uint64_t>(n)); }
+  bool chance(int percent) { return pick(100) < percent; }
+  // A time step: mostly small, with sub-microsecond parts; sometimes a jump.
+  Duration step() {
+    switch (pick(10)) {
+      case 0: return Duration::zero();
+      case 1: return Duration{pick(999) + 1};  // under a microsecond
+      case 2: return seconds{pick(90)};        // a clock step past most windows
+      default: return microseconds{pick(400'000)} + Duration{pick(1000)};
+    }
+  }
+  Duration max_wait() {
+    switch (pick(5)) {
+      case 0: return Duration{-1};  // only report
+      case 1: return Duration::zero();
+      case 2: return milliseconds{pick(3000)} + Duration{pick(1000)};
+      default: return kMaxDuration;
+    }
+  }
+  StoreRecord answer(MonoTime now) {
+    StoreRecord r;
+    r.now = now;
+    r.age = chance(20) ? microseconds{pick(50'000)} : Duration::zero();
+    r.spread_seed = static_cast<double>(pick(1000)) / 1000.0;
+    r.limited = chance(30);
+    if (chance(35)) r.cooldown = milliseconds{pick(5000)} + (chance(50) ? Duration{pick(1000)} : Duration::zero());
+    if (r.cooldown && chance(30)) {
+      r.cooldown_cause = WaitCause::kQuota;
+      r.cooldown_floor = milliseconds{pick(2000)};
+    }
+    const int policies = chance(50) ? pick(3) : 0;
+    for (int i = 0; i < policies; ++i) {
+      PolicyUpdate u;
+      u.id = i == 0 ? "default" : "p" + std::to_string(i);
+      if (chance(70)) {
+        u.limit = pick(40) + 1;
+        u.window = seconds{pick(10) + 1};
+      }
+      if (chance(70)) {
+        u.remaining = pick(45) - 2;
+        u.reset = milliseconds{pick(10'000)};
+        u.reset_resolution = chance(50) ? seconds{1} : Duration::zero();
+      }
+      r.policies.push_back(u);
+    }
+    return r;
+  }
+
+ private:
+  std::mt19937_64 rng_;
+};
+
+std::string describe_grant(const StoreGrant& g) {
+  std::ostringstream s;
+  s << "kind " << static_cast<int>(g.kind) << " wait " << g.wait.count() << " ns cause " << describe(g.cause);
+  return s.str();
+}
+
+// Runs one trace through every store and compares each answer with the
+// first store's (memory). `exact`: the store keeps nanoseconds too.
+struct Contender {
+  Contender(std::string n, std::shared_ptr<QuotaStore> s, bool e = true) : name(std::move(n)), store(std::move(s)), exact(e) {}
+  std::string name;
+  std::shared_ptr<QuotaStore> store;
+  bool exact = true;
+  std::vector<std::shared_ptr<QuotaStore::Handle>> keys;
+  std::vector<std::uint64_t> epochs;
+};
+
+// The largest wait difference seen from memory's, per store.
+std::map<std::string, Duration>& drift() {
+  static std::map<std::string, Duration> d;
+  return d;
+}
+
+void run_trace(std::uint64_t seed, std::vector<Contender>& stores, const std::string& prefix) {
+  Trace t(seed);
+  PacingRules rules;
+  rules.pacing = t.chance(50) ? Pacing::kSmooth : Pacing::kBurst;
+  rules.probe_after_cooldown = t.chance(70);
+  for (Contender& c : stores) {
+    c.keys.clear();
+    c.epochs.assign(kKeys, 0);
+    for (int k = 0; k < kKeys; ++k) c.keys.push_back(c.store->open(prefix + std::to_string(seed) + "-" + std::to_string(k)));
+  }
+  MonoTime now{std::chrono::hours{1000} + Duration{t.pick(1'000'000)}};
+  for (int op = 0; op < kOpsPerTrace; ++op) {
+    now += t.step();
+    const int key = t.pick(kKeys);
+    const std::string where = "seed " + std::to_string(seed) + " op " + std::to_string(op) + " key " +
+                              std::to_string(key) + " at " + std::to_string(now.time_since_epoch().count());
+    switch (t.pick(10)) {
+      case 0:
+      case 1:
+      case 2:
+      case 3: {
+        const StoreAcquire a{now, t.max_wait()};
+        std::vector<StoreGrant> grants;
+        for (Contender& c : stores) grants.push_back(c.store->acquire(*c.keys[static_cast<std::size_t>(key)], a, rules));
+        for (std::size_t i = 1; i < stores.size(); ++i) {
+          const Duration slack = stores[i].exact ? Duration::zero() : milliseconds{1};
+          ASSERT_EQ(grants[i].kind, grants[0].kind) << where << ": " << stores[i].name << " "
+                                                    << describe_grant(grants[i]) << ", memory " << describe_grant(grants[0]);
+          Duration& most = drift()[stores[i].name];
+          most = std::max(most, std::chrono::abs(grants[i].wait - grants[0].wait));
+          ASSERT_LE(std::chrono::abs(grants[i].wait - grants[0].wait), slack)
+              << where << ": " << stores[i].name << " " << describe_grant(grants[i]) << ", memory "
+              << describe_grant(grants[0]);
+          if (grants[i].cause != WaitCause::kUnknown) {
+            ASSERT_EQ(grants[i].cause, grants[0].cause) << where << ": " << stores[i].name;
+          }
+        }
+        for (std::size_t i = 0; i < stores.size(); ++i) stores[i].epochs[static_cast<std::size_t>(key)] = grants[i].epoch;
+        break;
+      }
+      case 4:
+      case 5:
+      case 6:
+      case 7: {
+        const StoreRecord r = t.answer(now);
+        std::vector<RecordOutcome> outs;
+        for (Contender& c : stores) outs.push_back(c.store->record(*c.keys[static_cast<std::size_t>(key)], r, rules));
+        for (std::size_t i = 1; i < stores.size(); ++i) {
+          ASSERT_EQ(outs[i].blocked, outs[0].blocked) << where << ": " << stores[i].name << " record blocked";
+          ASSERT_EQ(outs[i].released, outs[0].released) << where << ": " << stores[i].name << " record released";
+        }
+        break;
+      }
+      case 8: {
+        for (Contender& c : stores) c.store->abandon_probe(*c.keys[static_cast<std::size_t>(key)], now);
+        break;
+      }
+      default: {
+        std::vector<bool> valid;
+        for (Contender& c : stores) {
+          valid.push_back(c.store->still_valid(*c.keys[static_cast<std::size_t>(key)],
+                                               c.epochs[static_cast<std::size_t>(key)], now));
+        }
+        for (std::size_t i = 1; i < stores.size(); ++i) {
+          ASSERT_EQ(valid[i], valid[0]) << where << ": " << stores[i].name << " still_valid";
+        }
+        break;
+      }
+    }
+  }
+}
+
+std::string scratch_file() {
+  static int n = 0;
+  return (std::filesystem::temp_directory_path() /
+          ("abide-differential-" + std::to_string(::getpid()) + "-" + std::to_string(n++) + ".db"))
+      .string();
+}
+
+void remove_file(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+}
+
+#if ABIDE_TEST_WITH_SQLITE
+// A file store of its own per trace (as a process of its own would open it):
+// fewer writes than its periodic prune, which drops the rows whose state no
+// longer matters, where memory keeps them and answers alike only as far as
+// expiry() says (a long-idle key forgets that its next send was to probe).
+TEST(StoreDifferential, TheFileStoreAnswersAsMemoryDoes) {
+  for (std::uint64_t seed = 1; seed <= 200 && !HasFatalFailure(); ++seed) {
+    const std::string path = scratch_file();
+    {
+      SqliteStoreOptions o;
+      o.path = path;
+      o.boot_id = "differential";
+      auto file = SqliteStore::open_file(o);
+      ASSERT_TRUE(file.has_value()) << file.error().message;
+      std::vector<Contender> stores{{"memory", std::make_shared<MemoryStore>()}, {"file", *file}};
+      run_trace(seed, stores, "f");
+    }
+    remove_file(path);
+  }
+  EXPECT_EQ(drift()["file"], Duration::zero());
+}
+#endif
+
+#if ABIDE_TEST_WITH_REDIS
+TEST(StoreDifferential, RedisAnswersAsMemoryDoes) {
+  RedisServer server;
+  if (!server.start()) GTEST_SKIP() << "redis-server is not available";
+  RedisStoreOptions o;
+  o.endpoint.unix_socket = server.socket_path();
+  o.endpoint.prefix = "differential:";
+  o.time_base = RedisTimeBase::kClient;
+  auto redis = std::make_shared<RedisStore>(o);
+  std::vector<Contender> stores{{"memory", std::make_shared<MemoryStore>()}, {"redis", redis, false}};
+  for (std::uint64_t seed = 1; seed <= 200; ++seed) {
+    run_trace(seed, stores, "r");
+    if (HasFatalFailure()) break;
+  }
+  EXPECT_EQ(redis->stats().fallbacks, 0u);
+  std::printf("redis: 200 traces, the largest wait drift from memory %lld ns\n",
+              static_cast<long long>(drift()["redis"].count()));
+}
+#endif
+
+}  // namespace
+}  // namespace abide::test
