@@ -27,6 +27,12 @@ constexpr Duration kMaxSleepSlice = std::chrono::hours{1};
 constexpr std::size_t kMaxReturned = 64;
 // Store questions per step while records keep changing the answer.
 constexpr int kMaxRounds = 8;
+// A store's answer this far (or less) before the floor is rounding (a shared
+// store's own clock and microseconds), not a store that forgot: the floor
+// holds without writing it back.
+constexpr Duration kFloorSlack = std::chrono::milliseconds{1};
+// Window ends followed per key for the floor (each policy once).
+constexpr std::size_t kMaxWindowEnds = QuotaStore::kMaxPolicies;
 
 std::uint64_t fnv1a(std::string_view s) noexcept {
   std::uint64_t h = 0xcbf29ce484222325ULL;
@@ -146,6 +152,14 @@ struct Returned {
   std::uint64_t store_epoch = 0;
 };
 
+// One policy's window as this process was told it, for the floor.
+struct WindowEnd {
+  std::string id;
+  MonoTime end{};     // the earliest reset stated for the window (each is at or after its true end)
+  MonoTime lower{};   // the latest "not before" those resets prove (reset less its rounding step)
+  Duration window{};  // the policy's length, when stated
+};
+
 struct Pacer::Local {
   std::string name;
   std::shared_ptr<QuotaStore::Handle> handle;
@@ -164,12 +178,90 @@ struct Pacer::Local {
   MonoTime blocked_until{};                     // the head's latest estimate, for those behind it
   bool blocked_by_store = false;                // ... and whether the store was unavailable (fail-closed)
   WaitCause blocked_cause = WaitCause::kProbe;  // ... and what holds the head
+  // The floor (DESIGN.md rule 10): the latest instant before which this
+  // process was told nothing may be sent (cooldowns, spent windows' ends),
+  // kept here because a shared store may forget it (a flush, a restart, a
+  // failover). Nanoseconds of MonoTime; read without a lock on every acquire.
+  std::atomic<Duration::rep> floor_end{0};
+  std::atomic<WaitCause> floor_cause{WaitCause::kCooldown};
+  std::mutex floor_mu;                  // raising the floor, and window_ends
+  std::vector<WindowEnd> window_ends;   // at most kMaxWindowEnds, dropped once passed
 };
 
 struct Pacer::Keys {
   std::mutex mu;
   std::unordered_map<std::string, std::shared_ptr<Local>, StringHash, std::equal_to<>> map;
+  // The map is swept when it reaches this size; set after each sweep so that
+  // sweeps cost O(1) per new key, amortized.
+  std::size_t sweep_at = 0;
 };
+
+namespace {
+
+MonoTime floor_of(const Pacer::Local& l) {
+  return MonoTime{Duration{l.floor_end.load(std::memory_order_acquire)}};
+}
+
+// Raises the key's floor to `end` (it never goes down). Caller holds l.floor_mu.
+void raise_floor_locked(Pacer::Local& l, MonoTime end, WaitCause cause) {
+  if (end <= floor_of(l)) return;
+  l.floor_cause.store(cause, std::memory_order_relaxed);
+  l.floor_end.store(end.time_since_epoch().count(), std::memory_order_release);
+}
+
+// Follows one policy's window for the floor, as the stores follow it (the
+// earliest reset of a window, a new window once it is over or a whole window
+// later), and returns the instant its reset proves the window lasts until.
+// Caller holds l.floor_mu.
+std::optional<MonoTime> follow_window_locked(Pacer::Local& l, const PolicyUpdate& u, MonoTime now,
+                                             MonoTime received) {
+  if (!u.remaining || !u.reset) return std::nullopt;
+  const MonoTime end = saturating_add(now, std::max(*u.reset, Duration::zero()));
+  if (end <= now) return std::nullopt;  // about a window already over
+  // A reset stated in steps (whole seconds) is at most a step after the true
+  // end: end - step is what it proves, so the floor never holds longer than
+  // the window truly lasts, whichever process saw an earlier reset.
+  const MonoTime lower = end - std::min(std::max(u.reset_resolution, Duration::zero()), end - now);
+  const Duration window = u.window && *u.window > Duration::zero() ? *u.window : Duration::zero();
+  auto it = std::find_if(l.window_ends.begin(), l.window_ends.end(), [&](const WindowEnd& w) { return w.id == u.id; });
+  if (it == l.window_ends.end()) {
+    if (l.window_ends.size() >= kMaxWindowEnds) return std::nullopt;  // no floor: never a longer wait
+    it = l.window_ends.insert(l.window_ends.end(), WindowEnd{u.id, end, lower, window});
+  } else {
+    if (window > Duration::zero()) it->window = window;
+    const bool next = received >= it->end ||
+                      (it->window > Duration::zero() && end >= saturating_add(it->end, it->window));
+    if (next) {
+      *it = WindowEnd{u.id, end, lower, it->window};
+    } else {
+      it->end = std::min(it->end, end);
+      it->lower = std::max(it->lower, lower);
+    }
+  }
+  // Answers that disagree beyond their rounding (exact resets, jittered):
+  // never past the earliest stated end, as the stores hold it.
+  return std::min(it->lower, it->end);
+}
+
+// What a record tells the floor: a cooldown in full (an exhausted quota's:
+// the part the stores keep whole), and each spent window's end.
+void note_floor(Pacer::Local& l, const StoreRecord& rec, MonoTime received) {
+  if (!rec.cooldown && rec.policies.empty()) return;
+  const bool quota = rec.cooldown_cause == WaitCause::kQuota;
+  std::lock_guard lock(l.floor_mu);
+  if (rec.cooldown && *rec.cooldown > Duration::zero()) {
+    const Duration whole = quota ? std::min(std::max(rec.cooldown_floor, Duration::zero()), *rec.cooldown)
+                                 : *rec.cooldown;
+    if (whole > Duration::zero()) raise_floor_locked(l, saturating_add(rec.now, whole), rec.cooldown_cause);
+  }
+  std::erase_if(l.window_ends, [&](const WindowEnd& w) { return w.end <= rec.now; });
+  for (const auto& u : rec.policies) {
+    const std::optional<MonoTime> until = follow_window_locked(l, u, rec.now, received);
+    if (until && *u.remaining <= 0) raise_floor_locked(l, *until, WaitCause::kQuota);
+  }
+}
+
+}  // namespace
 
 const std::string& Pacer::Key::name() const noexcept {
   static const std::string kEmpty;
@@ -198,6 +290,7 @@ Pacer::Pacer(PacerConfig config, std::shared_ptr<QuotaStore> store)
       keys_(std::make_unique<Keys>()) {
   if (config_.max_wait < Duration::zero()) config_.max_wait = Duration::zero();
   if (config_.max_keys == 0) config_.max_keys = 1;
+  keys_->sweep_at = config_.max_keys;
 }
 
 Pacer::Pacer(PacerConfig config, std::shared_ptr<QuotaStore> store, const MonotonicClock& mono, const WallClock& wall)
@@ -209,16 +302,38 @@ Pacer::Key Pacer::key(std::string_view name) {
   std::string n = bounded(std::string(name), kMaxKeyLength);
   std::lock_guard lock(keys_->mu);
   if (auto it = keys_->map.find(n); it != keys_->map.end()) return Key(it->second);
+  if (keys_->map.size() >= keys_->sweep_at) sweep_keys_locked();
+  // Every key handed out is in the map, so two callers of one name share one
+  // line, one epoch and one floor. Keys held (by a Key or a Ticket) are never
+  // dropped; they are bounded by their holders.
   auto local = std::make_shared<Local>();
   local->name = n;
   local->handle = store_->open(n);
-  if (keys_->map.size() >= config_.max_keys) {
-    // Drop keys nobody holds (no handle, no acquire in progress); their state
-    // stays in the store.
-    std::erase_if(keys_->map, [](const auto& kv) { return kv.second.use_count() == 1; });
-  }
-  if (keys_->map.size() < config_.max_keys) keys_->map.emplace(std::move(n), local);
+  keys_->map.emplace(std::move(n), local);
   return Key(std::move(local));
+}
+
+void Pacer::sweep_keys_locked() {
+  auto& map = keys_->map;
+  const MonoTime now = mono_.now();
+  // Nobody holds it (only the map does: a Key is copied from the map under
+  // this lock), and its floor has passed: its state stays in the store.
+  const auto unheld = [](const auto& kv) { return kv.second.use_count() == 1; };
+  std::erase_if(map, [&](const auto& kv) { return unheld(kv) && floor_of(*kv.second) <= now; });
+  // Floors too are bounded: past half the bound, those that end first go.
+  const std::size_t keep = std::max<std::size_t>(config_.max_keys / 2, 1);
+  if (map.size() > keep) {
+    std::vector<std::pair<MonoTime, std::string_view>> floored;
+    for (const auto& kv : map) {
+      if (unheld(kv)) floored.emplace_back(floor_of(*kv.second), kv.first);
+    }
+    const std::size_t drop = std::min(floored.size(), map.size() - keep);
+    std::nth_element(floored.begin(), floored.begin() + static_cast<std::ptrdiff_t>(drop), floored.end());
+    std::vector<std::string> gone;
+    for (std::size_t i = 0; i < drop; ++i) gone.emplace_back(floored[i].second);
+    for (const auto& g : gone) map.erase(g);
+  }
+  keys_->sweep_at = std::max(config_.max_keys, 2 * map.size());
 }
 
 double Pacer::next_random() {
@@ -358,11 +473,15 @@ struct Pacer::Ops {
       wake_head(l);
       return;
     }
-    if (s.slot < p.mono_.now() || l.epoch.load(std::memory_order_acquire) != s.epoch) return;
+    return_slot(p, l, Returned{s.slot, s.epoch, s.store_epoch});
+  }
+
+  // A slot the store reserved that its taker will not use.
+  static void return_slot(Pacer& p, Local& l, const Returned& r) {
+    if (r.slot < p.mono_.now() || l.epoch.load(std::memory_order_acquire) != r.epoch) return;
     {
       std::lock_guard lock(l.mu);
       if (l.returned.size() >= kMaxReturned) return;
-      const Returned r{s.slot, s.epoch, s.store_epoch};
       l.returned.insert(std::upper_bound(l.returned.begin(), l.returned.end(), r.slot,
                                          [](MonoTime t, const Returned& x) { return t < x.slot; }),
                         r);
@@ -409,6 +528,35 @@ struct Pacer::Ops {
     return pending_result(TryStatus::kReserved, slot, probe, cause);
   }
 
+  // What this process was told, written back to a store that answered with
+  // less (it was flushed, restarted empty, failed over to a replica that
+  // missed writes), so that every process learns it again. Received at the
+  // clock's origin, like block_until's: it answers no probe.
+  static void write_back(Pacer& p, Local& l, MonoTime floor, WaitCause cause) {
+    StoreRecord rec;
+    rec.now = p.mono_.now();
+    if (floor <= rec.now) return;
+    rec.age = kMaxDuration;
+    rec.cooldown = floor - rec.now;
+    rec.cooldown_cause = cause;
+    rec.cooldown_floor = *rec.cooldown;  // whole: the store has no window to end it at
+    rec.spread_seed = p.next_random();
+    const RecordOutcome out = p.store_->record(*l.handle, rec, p.config_.rules);
+    if (out.blocked) l.epoch.fetch_add(1, std::memory_order_acq_rel);
+    wake_head(l);
+  }
+
+  // A grant the ticket will not take (the floor or the caller's limit lies
+  // past it): a probe is abandoned, a slot goes to the next to ask.
+  static void return_grant(Pacer& p, Local& l, const Asked& asked, MonoTime at) {
+    if (asked.grant.kind == StoreGrant::Kind::kProbe) {
+      p.store_->abandon_probe(*l.handle, p.mono_.now());
+      wake_head(l);
+    } else if (asked.grant.wait > Duration::zero()) {
+      return_slot(p, l, Returned{at, asked.epoch, asked.grant.epoch});
+    }
+  }
+
   // One look at the key, never blocking: the logic both acquire forms share.
   static TryAcquireResult step(Pacer& p, Ticket& t, std::optional<MonoTime> deadline, std::optional<Asked> pending) {
     Local& local = *t.local_;
@@ -417,13 +565,16 @@ struct Pacer::Ops {
     const PacingRules& rules = p.config_.rules;
     MonoTime limit = saturating_add(s.start, p.config_.max_wait);
     if (deadline && *deadline < limit) limit = *deadline;
+    bool wrote_back = false;
 
     for (int round = 0; round < kMaxRounds; ++round) {
       MonoTime now = p.mono_.now();
       if (s.reserved) {
         if (now < s.slot) return pending_result(TryStatus::kReserved, s.slot, s.probe, s.cause);
         s.reserved = false;
-        const bool valid = local.epoch.load(std::memory_order_acquire) == s.epoch &&
+        // Void too when an answer since the reservation raised the floor past
+        // it (a quota said spent, even one too uncertain to start a cooldown).
+        const bool valid = local.epoch.load(std::memory_order_acquire) == s.epoch && floor_of(local) <= now &&
                            !(p.store_->shared() && s.reserved_wait >= p.config_.revalidate_after &&
                              !p.store_->still_valid(*local.handle, s.store_epoch, now));
         if (valid) return pending_result(TryStatus::kPermit, s.slot, s.probe);
@@ -473,14 +624,41 @@ struct Pacer::Ops {
       // The wait counts from the instant the store was asked. A shared store may
       // answer on its own clock: counting from its answer is never early.
       now = p.store_->shared() ? std::max(asked.at, p.mono_.now()) : asked.at;
-      const StoreGrant& g = asked.grant;
-      const MonoTime at = saturating_add(now, std::max(g.wait, Duration::zero()));
+      StoreGrant g = asked.grant;
+      MonoTime at = saturating_add(now, std::max(g.wait, Duration::zero()));
+      // The floor: never earlier than this process was told.
+      const MonoTime floor = floor_of(local);
+      bool floored = false;
+      if (floor > now && g.kind != StoreGrant::Kind::kAwaitProbe) {
+        const WaitCause floor_cause = local.floor_cause.load(std::memory_order_relaxed);
+        if (floor > saturating_add(at, kFloorSlack) && g.kind != StoreGrant::Kind::kUnavailable && !wrote_back) {
+          // The store forgot: teach it again (which voids what it just
+          // granted) and ask again. Once per step: a store that still
+          // answers with less is held by the floor below.
+          wrote_back = true;
+          write_back(p, local, floor, floor_cause);
+          continue;
+        }
+        if (floor > at) {
+          at = floor;
+          floored = true;
+          g.cause = floor_cause;
+        } else if (at - floor <= kFloorSlack && g.cause == WaitCause::kUnknown) {
+          g.cause = floor_cause;  // the store holds it there too, without saying why
+        }
+      }
       switch (g.kind) {
         case StoreGrant::Kind::kGranted:
         case StoreGrant::Kind::kProbe: {
           leave(local, s);
           const bool probe = g.kind == StoreGrant::Kind::kProbe;
-          if (g.wait <= Duration::zero()) return pending_result(TryStatus::kPermit, now, probe);
+          if (at > limit) {
+            // Past what the caller accepts: a shared store's wait counts from
+            // its answer, the round trip after the caller's limit was given.
+            return_grant(p, local, asked, at);
+            return too_late(p, deadline, at, g.cause);
+          }
+          if (at <= now) return pending_result(TryStatus::kPermit, now, probe);
           // A number now, so that if the slot is voided the ticket queues
           // ahead of those who came later.
           if (s.number == 0) s.number = p.next_ticket_.fetch_add(1, std::memory_order_relaxed);
@@ -499,6 +677,8 @@ struct Pacer::Ops {
           if (now >= limit || (unavailable && at > limit)) {
             lock.unlock();
             leave(local, s);
+            // While the store is down, what this process was told still says when.
+            if (floored) return too_late(p, deadline, at, g.cause);
             return unavailable ? final_result(p, TryStatus::kUnavailable, at, WaitCause::kStore)
                                : too_late(p, deadline, at, WaitCause::kProbe);
           }
@@ -525,8 +705,9 @@ struct Pacer::Ops {
     return Asked{p.store_->acquire(*local.handle, {now, limit - now}, p.config_.rules), epoch, now};
   }
 
-  static bool granted_now(const std::optional<Asked>& a) {
-    return a && a->grant.kind == StoreGrant::Kind::kGranted && a->grant.wait <= Duration::zero();
+  static bool granted_now(const Local& l, const std::optional<Asked>& a) {
+    return a && a->grant.kind == StoreGrant::Kind::kGranted && a->grant.wait <= Duration::zero() &&
+           floor_of(l) <= a->at;
   }
 
   static void start(Ticket& t, MonoTime now) {
@@ -676,7 +857,7 @@ TryAcquireResult Pacer::try_acquire(Ticket& t, const Key& key, std::optional<Mon
     if (deadline && *deadline < limit) limit = *deadline;
     first = Ops::fast_path(*this, local, now, limit);
     // Most acquires end here, and the ticket is not even bound to the key.
-    if (Ops::granted_now(first)) return Ops::pending_result(TryStatus::kPermit, now, false);
+    if (Ops::granted_now(local, first)) return Ops::pending_result(TryStatus::kPermit, now, false);
     if (!bound) {
       t.release();
       t.pacer_ = this;
@@ -703,7 +884,7 @@ AcquireResult Pacer::acquire(const Key& key, std::optional<MonoTime> deadline, s
   MonoTime limit = saturating_add(start, config_.max_wait);
   if (deadline && *deadline < limit) limit = *deadline;
   std::optional<Ops::Asked> first = Ops::fast_path(*this, *key.local_, start, limit);
-  if (Ops::granted_now(first)) {
+  if (Ops::granted_now(*key.local_, first)) {
     AcquireResult r;
     r.not_before = start;
     return r;
@@ -765,6 +946,7 @@ void Pacer::record(const Key& key, const Signals& signals) {
   rec.limited = signals.limited && !dated;
   rec.spread_seed = next_random();
   const RecordOutcome out = store_->record(*local.handle, rec, config_.rules);
+  note_floor(local, rec, rec.now - rec.age);
   if (out.blocked) local.epoch.fetch_add(1, std::memory_order_acq_rel);
   // A waiting head waits for a probe's answer (released) or for a cooldown
   // to be known (blocked); a record that is neither changes no answer it
@@ -785,10 +967,11 @@ bool Pacer::block_until(const Key& key, WallTime until) {
   // Received at the clock's origin: older than any probe and any window, so
   // it answers no probe and says nothing fresh about a window; the cooldown
   // counts from now.
-  rec.age = rec.now.time_since_epoch();
+  rec.age = kMaxDuration;
   rec.cooldown = until - wall_now;
   rec.spread_seed = next_random();
   const RecordOutcome out = store_->record(*local.handle, rec, config_.rules);
+  note_floor(local, rec, MonoTime{});
   if (out.blocked) local.epoch.fetch_add(1, std::memory_order_acq_rel);
   // A head waiting for a probe's answer now waits for the cooldown instead.
   Ops::wake_head(local);

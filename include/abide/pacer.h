@@ -38,6 +38,17 @@
 //   in order, and workers waiting for a probe queue first-in first-out. A
 //   slot given back before its time (a cancelled wait) goes to the next worker
 //   to ask, in this process (the store has no way to take it back).
+// - The floor (DESIGN.md rule 10): the cooldowns and spent windows' ends this
+//   process was told (record, block_until) are kept in its memory too, per
+//   key, until they pass. A store that answers with less (a shared store
+//   flushed, restarted empty, failed over; down) never lets a send go before
+//   them: the acquire waits or is deferred until the floor, with its cause,
+//   and the floor is written back to the store as a cooldown so that other
+//   processes learn it again. A spent window's end counts from its earliest
+//   stated reset less that reset's rounding step, so the floor never holds a
+//   key longer than the window truly lasts. A reserved slot is checked
+//   against the floor when it is used, so an answer recorded between the
+//   grant and the send that says the quota is spent holds it.
 // Tracked remaining quota only goes down within a window: a response reporting
 // more than already spent keeps the lower count (stale responses arrive late).
 // Within a window the earliest reported reset is kept: servers round reset
@@ -150,7 +161,10 @@ struct PacerConfig {
   // Shared stores: a reservation waited longer than this is checked against the
   // store before use (a cooldown may have started in another process).
   Duration revalidate_after = std::chrono::milliseconds{20};
-  // The most keys the pacer holds handles for (idle ones are dropped first).
+  // The most keys the pacer holds handles for that nobody uses: past it, keys
+  // that no Key or acquire holds are dropped, those whose floor has passed
+  // first (their state stays in the store). Keys in use are never dropped, so
+  // every caller of one name shares its line.
   std::size_t max_keys = 65536;
   // Low-confidence quota readings (the opt-in heuristic) start cooldowns too;
   // set it as PlannerConfig::use_low_confidence_quota so both wait alike.
@@ -276,6 +290,7 @@ class Pacer {
   AcquireResult finish(AcquireStatus status, MonoTime start, MonoTime not_before, bool probe,
                        WaitCause cause = WaitCause::kNone) const;
   double next_random();
+  void sweep_keys_locked();  // drops keys nobody holds whose floor has passed; caller holds Keys::mu
 
   PacerConfig config_;
   std::shared_ptr<QuotaStore> store_;
