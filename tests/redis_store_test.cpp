@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <regex>
@@ -1033,6 +1034,136 @@ TEST(RedisStore, AKeyOfTheWrongTypeIsReportedNotFatal) {
   EXPECT_EQ(events.count(RedisEvent::kScriptError), 1) << events.all();
   EXPECT_TRUE(store->up());
   EXPECT_TRUE(p.acquire("fine").ok());
+}
+
+// ---- what this process was told outlives a Redis that forgets ---------------------------
+
+// A 429 with Retry-After: 30, then Redis loses the key (`lose` flushes it or
+// restarts the server empty): an acquire is not granted before the 30 s, and
+// the cooldown is written back for the other processes.
+void expect_the_cooldown_outlives(RedisServer& server, const std::function<void()>& lose, bool fail_closed) {
+  ManualClock clock;
+  RedisStoreOptions o = options_for(server);
+  if (fail_closed) o.on_down = RedisDownPolicy::kFailClosed;
+  Pacer p(PacerConfig{}, std::make_shared<RedisStore>(o), clock.monotonic(), clock.wall());
+  const auto k = p.key("api");
+  const MonoTime t0 = clock.mono_now();
+  p.record(k, retry_after(clock, seconds{30}));
+  ASSERT_EQ(server.command({"EXISTS", o.endpoint.prefix + "api"}).integer, 1);
+  clock.advance(seconds{4});
+  lose();
+  ASSERT_EQ(server.command({"EXISTS", o.endpoint.prefix + "api"}).integer, 0);
+  const AcquireResult r = p.acquire(k, clock.mono_now());
+  ASSERT_EQ(r.status, AcquireStatus::kDeadlineExceeded) << to_string(r.status);
+  EXPECT_GE(r.not_before, t0 + seconds{30});
+  EXPECT_LE(r.not_before, t0 + seconds{30} + milliseconds{1});
+  EXPECT_EQ(r.cause, WaitCause::kCooldown);
+  // Written back: another process, which was told nothing, holds too.
+  EXPECT_EQ(server.command({"EXISTS", o.endpoint.prefix + "api"}).integer, 1);
+  Pacer other(PacerConfig{}, std::make_shared<RedisStore>(o), clock.monotonic(), clock.wall());
+  const AcquireResult b = other.acquire(other.key("api"), clock.mono_now());
+  EXPECT_FALSE(b.ok());
+  EXPECT_GE(b.not_before, t0 + seconds{30});
+  // At the permitted time, one goes (the probe).
+  clock.advance(t0 + seconds{30} + milliseconds{1} - clock.mono_now());
+  const AcquireResult probe = p.acquire(k, clock.mono_now());
+  EXPECT_TRUE(probe.ok()) << to_string(probe.status);
+  EXPECT_TRUE(probe.probe);
+}
+
+TEST(RedisStore, AFlushAllForgetsNoCooldownThisProcessWasTold) {
+  for (const bool fail_closed : {false, true}) {
+    SCOPED_TRACE(fail_closed ? "fail-closed" : "fallback");
+    RedisServer server({false, true, {}});
+    if (!server.start()) GTEST_SKIP() << "redis-server is not available";
+    expect_the_cooldown_outlives(server, [&] { ASSERT_EQ(server.command({"FLUSHALL"}).text, "OK"); }, fail_closed);
+  }
+}
+
+TEST(RedisStore, ARestartEmptyForgetsNoCooldownThisProcessWasTold) {
+  for (const bool fail_closed : {false, true}) {
+    SCOPED_TRACE(fail_closed ? "fail-closed" : "fallback");
+    RedisServer server({false, true, {}});
+    if (!server.start()) GTEST_SKIP() << "redis-server is not available";
+    expect_the_cooldown_outlives(
+        server,
+        [&] {
+          server.stop();
+          ASSERT_TRUE(server.start());
+        },
+        fail_closed);
+  }
+}
+
+TEST(RedisStore, WhileRedisIsDownTheCooldownThisProcessWasToldHolds) {
+  for (const bool fail_closed : {false, true}) {
+    SCOPED_TRACE(fail_closed ? "fail-closed" : "fallback");
+    RedisServer server({false, true, {}});
+    if (!server.start()) GTEST_SKIP() << "redis-server is not available";
+    ManualClock clock;
+    RedisStoreOptions o = options_for(server);
+    if (fail_closed) o.on_down = RedisDownPolicy::kFailClosed;
+    Pacer p(PacerConfig{}, std::make_shared<RedisStore>(o), clock.monotonic(), clock.wall());
+    const auto k = p.key("api");
+    const MonoTime t0 = clock.mono_now();
+    p.record(k, retry_after(clock, seconds{30}));
+    server.kill_now();
+    // Not "unavailable": the server's own time, and its reason.
+    const AcquireResult r = p.acquire(k, clock.mono_now());
+    EXPECT_EQ(r.status, AcquireStatus::kDeadlineExceeded) << to_string(r.status);
+    EXPECT_GE(r.not_before, t0 + seconds{30});
+    EXPECT_EQ(r.cause, WaitCause::kCooldown);
+  }
+}
+
+// ---- defects ------------------------------------------------------------------------------
+
+TEST(RedisStore, AReservationIsNotConfirmedWhenRedisCannotBeAsked) {
+  for (const bool fail_closed : {false, true}) {
+    SCOPED_TRACE(fail_closed ? "fail-closed" : "fallback");
+    RedisServer server({false, true, {}});
+    if (!server.start()) GTEST_SKIP() << "redis-server is not available";
+    ManualClock clock;
+    RedisStoreOptions o = options_for(server);
+    if (fail_closed) o.on_down = RedisDownPolicy::kFailClosed;
+    RedisStore store(o);
+    auto h = store.open("api");
+    const StoreGrant g = store.acquire(*h, {clock.mono_now(), seconds{1}}, PacingRules{});
+    ASSERT_EQ(g.kind, StoreGrant::Kind::kGranted);
+    EXPECT_TRUE(store.still_valid(*h, g.epoch, clock.mono_now()));
+    server.kill_now();
+    // A cooldown may have started in another process: cannot tell is not "valid".
+    EXPECT_FALSE(store.still_valid(*h, g.epoch, clock.mono_now()));
+  }
+}
+
+// Waits are whole microseconds on the script's side: a cooldown recorded at
+// an instant inside a microsecond still ends no earlier than stated, and a
+// maximum wait is rounded so that a wait is accepted exactly when it ends
+// within it.
+TEST(RedisStore, MicrosecondsNeverEndAWaitEarlyNorAcceptOneBeyondMaxWait) {
+  REQUIRE_REDIS();
+  ManualClock clock;
+  clock.advance(std::chrono::nanoseconds{900});  // inside a microsecond
+  RedisStore store(options_for(*shared_server));
+  const PacingRules rules;
+  auto h = store.open("us");
+  const MonoTime told = clock.mono_now();
+  StoreRecord rec;
+  rec.now = told;
+  rec.cooldown = milliseconds{10};
+  store.record(*h, rec, rules);
+  // Asked at the start of a later microsecond: the wait still ends at or after told + 10 ms.
+  clock.advance(std::chrono::nanoseconds{100});
+  const MonoTime asked = clock.mono_now();
+  const StoreGrant g = store.acquire(*h, {asked, -Duration{1}}, rules);
+  EXPECT_GE(asked + g.wait, told + milliseconds{10}) << g.wait.count();
+  // max_wait: just enough is accepted, a nanosecond less is not.
+  const StoreGrant short_by_one = store.acquire(*h, {asked, g.wait - std::chrono::nanoseconds{1}}, rules);
+  EXPECT_EQ(short_by_one.kind, StoreGrant::Kind::kTooLate);
+  const StoreGrant enough = store.acquire(*h, {asked, g.wait + std::chrono::nanoseconds{999}}, rules);
+  EXPECT_EQ(enough.kind, StoreGrant::Kind::kProbe);
+  EXPECT_EQ(enough.wait, g.wait);
 }
 
 // ---- the multi-process proof ---------------------------------------------------------------

@@ -12,7 +12,10 @@
 // by default it goes on with an in-process MemoryStore, reports the outage once
 // through on_event, and reconnects with exponential backoff; fail-closed makes
 // acquire wait for Redis (up to the caller's deadline) and then report
-// AcquireStatus::kUnavailable. The library prints nothing, and no message or
+// AcquireStatus::kUnavailable. A reservation that cannot be confirmed with
+// Redis (still_valid) counts as void: the pacer asks again. What the pacer
+// was told is kept in its memory too (abide/pacer.h, the floor): a Redis
+// that comes back empty gets it written back. The library prints nothing, and no message or
 // description ever contains a password or user name.
 #pragma once
 

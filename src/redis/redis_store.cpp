@@ -39,6 +39,18 @@ std::int64_t micros_down(Duration d) {
   return std::min<std::int64_t>(d.count() / 1000, kMaxMicros);
 }
 
+// The longest acceptable wait, in the script's whole microseconds: rounded
+// down. The script answers waits in whole microseconds counted from the
+// caller's `now` cut to the microsecond (time_arg), and the pacer sends that
+// wait after its own `now`: a wait of w us is within max_wait exactly when
+// w <= floor(max_wait), so rounding down accepts every wait within it and
+// none beyond. (Rounding up would accept a wait up to 1 us past it.)
+// Negative: only report.
+std::string max_wait_arg(Duration max_wait) {
+  if (max_wait < Duration::zero()) return "-1";
+  return std::to_string(micros_down(max_wait));
+}
+
 std::string num(std::int64_t v) { return std::to_string(v); }
 
 std::string num(double v) {
@@ -146,6 +158,17 @@ struct RedisStore::Impl {
   std::string time_arg(MonoTime now) const {
     if (options.time_base == RedisTimeBase::kServer) return {};
     return num(std::max<std::int64_t>(now.time_since_epoch().count() / 1000, 0));
+  }
+
+  // A span that ends a cooldown or a window, from `now`: on the caller's clock
+  // the script counts from `now` cut to the microsecond (time_arg), so the
+  // span runs to the end rounded up, never before now + d. On the server's
+  // clock it is rounded up from the server's own now, later than the caller's.
+  std::int64_t span_up(MonoTime now, Duration d) const {
+    if (d <= Duration::zero()) return 0;
+    if (options.time_base == RedisTimeBase::kServer) return micros_up(d);
+    const Duration cut = Duration{std::max<Duration::rep>(now.time_since_epoch().count(), 0) % 1000};
+    return micros_up(saturating_add(cut, d));
   }
 
   // While down, only one caller at a time tries Redis again, once the backoff passed.
@@ -367,8 +390,7 @@ StoreGrant RedisStore::acquire(Handle& key, const StoreAcquire& request, const P
   const std::array<std::string, redis_detail::kAcquireArgs> args{
       num(redis_detail::kOpAcquire),
       impl_->time_arg(request.now),
-      request.max_wait < Duration::zero() ? std::string("-1")
-                                          : num(std::min(request.max_wait.count() / 1000, kMaxMicros)),
+      max_wait_arg(request.max_wait),
       rules.pacing == Pacing::kSmooth ? "1" : "0",
       num(std::clamp(rules.safety_margin, 0.0, 1.0)),
       num(micros_up(rules.probe_timeout)),
@@ -407,13 +429,14 @@ RecordOutcome RedisStore::record(Handle& key, const StoreRecord& record, const P
       num(redis_detail::kOpRecord),
       impl_->time_arg(record.now),
       num(micros_up(record.age)),
-      record.cooldown && *record.cooldown > Duration::zero() ? num(micros_up(*record.cooldown)) : std::string(),
+      record.cooldown && *record.cooldown > Duration::zero() ? num(impl_->span_up(record.now, *record.cooldown))
+                                                             : std::string(),
       num(record.spread_seed >= 0.0 && record.spread_seed < 1.0 ? record.spread_seed : 0.0),
       rules.probe_after_cooldown ? "1" : "0",
       num(micros_up(rules.spread_period)),
       record.limited ? "1" : "0",
       // An exhausted quota's cooldown may end where its window does, not before the floor.
-      record.cooldown_cause == WaitCause::kQuota ? num(micros_up(std::max(record.cooldown_floor, Duration::zero())))
+      record.cooldown_cause == WaitCause::kQuota ? num(impl_->span_up(record.now, record.cooldown_floor))
                                                  : std::string(),
       num(micros_up(std::max(rules.probe_timeout, Duration::zero()))),
       num(static_cast<std::int64_t>(n)),
@@ -425,7 +448,7 @@ RecordOutcome RedisStore::record(Handle& key, const StoreRecord& record, const P
     args.push_back(u.limit ? num(*u.limit) : std::string());
     args.push_back(u.window ? num(micros_up(*u.window)) : std::string());
     args.push_back(u.remaining ? num(*u.remaining) : std::string());
-    args.push_back(u.reset ? num(micros_up(*u.reset)) : std::string());
+    args.push_back(u.reset ? num(impl_->span_up(record.now, *u.reset)) : std::string());
     args.push_back(num(micros_down(u.reset_resolution)));
   }
   std::vector<long long> out;
@@ -443,7 +466,10 @@ bool RedisStore::still_valid(Handle& key, std::uint64_t epoch, MonoTime now) {
                                                                num(static_cast<std::int64_t>(epoch))};
   std::vector<long long> out;
   if (impl_->run(h.key, args, now, out) == Outcome::kOk && !out.empty()) return out[0] == 1;
-  return true;  // cannot tell: the reservation was valid when made
+  // Cannot tell: a cooldown may have started since in another process, so
+  // the reservation is void and the pacer asks again (the fallback store, or
+  // unavailable when fail-closed), never sends on a guess.
+  return false;
 }
 
 void RedisStore::abandon_probe(Handle& key, MonoTime now) {
