@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -740,6 +741,74 @@ TEST(ProxyFleet, TwoProxiesShareACooldownThroughRedis) {
   EXPECT_LE(mock.requests(), 3);
   one.stop_cleanly();
   two.stop_cleanly();
+#endif
+}
+
+// A proxy on Redis told a 429 with Retry-After: 30, then Redis forgets (`lose`:
+// FLUSHALL, or a restart with nothing saved): callers within the 30 s are
+// answered deferred with the permitted time, and nothing more reaches the
+// upstream before it.
+void expect_the_proxy_remembers(RedisServer& redis, const std::function<void()>& lose) {
+  REQUIRE_PROGRAM(python, "python3");
+  const std::string store = "redis://127.0.0.1:" + std::to_string(redis.port());
+  Mock mock({"--style", "retry-after-seconds", "--limit", "1", "--window", "30", "--align", "first"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(with(upstream(mock), {"--store", store, "--max-wait", "60"}));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const double t0 = unix_now();  // the mock's window starts at the first request: ends at t0 + 30 or later
+  const auto ok = run_client(python, "client.py", {"--url", proxy.url("/x")});
+  ASSERT_EQ(ok.answers.size(), 1u) << describe(ok);
+  ASSERT_EQ(ok.answers[0].status, 200);
+  const auto limited = run_client(python, "client.py", {"--url", proxy.url("/x"), "-H", "Abide-Max-Wait: 0"});
+  ASSERT_EQ(limited.answers.size(), 1u) << describe(limited);
+  ASSERT_EQ(limited.answers[0].status, 429) << describe(limited);
+  ASSERT_EQ(mock.requests(), 2);
+
+  lose();
+  for (int i = 0; i < 3; ++i) {
+    const auto held = run_client(python, "client.py", {"--url", proxy.url("/x"), "-H", "Abide-Max-Wait: 1"});
+    ASSERT_EQ(held.answers.size(), 1u) << describe(held);
+    const Answer& a = held.answers[0];
+    EXPECT_EQ(a.status, 429) << describe(held);
+    EXPECT_TRUE(a.outcome == "deferred" || a.outcome == "deadline_exceeded") << describe(held);
+    const auto nb = rfc3339_unix(a.not_before);
+    ASSERT_TRUE(nb) << a.not_before;
+    EXPECT_GE(*nb, t0 + 29) << a.not_before;
+  }
+  std::this_thread::sleep_for(300ms);  // a request the proxy might wrongly still send would show now
+  EXPECT_EQ(mock.requests(), 2);
+  EXPECT_EQ(mock.stats()["totals"]["premature"], 0) << mock.stats()["totals"].dump();
+  proxy.stop_cleanly();
+}
+
+TEST(ProxyFleet, AFlushedRedisForgetsNoCooldownTheProxyWasTold) {
+#ifndef ABIDE_TEST_WITH_REDIS
+  GTEST_SKIP() << "abide was built without abide::redis";
+#else
+  if (redis_server_binary().empty()) GTEST_SKIP() << "no redis-server installed";
+  RedisServer redis(RedisServer::Options{true, false, {}});
+  if (!redis.start()) GTEST_SKIP() << "redis-server did not start";
+  expect_the_proxy_remembers(redis, [&] {
+#if ABIDE_TEST_HAVE_HIREDIS
+    ASSERT_EQ(redis.command({"FLUSHALL"}).text, "OK");
+#else
+    GTEST_SKIP() << "no hiredis to flush Redis with";
+#endif
+  });
+#endif
+}
+
+TEST(ProxyFleet, ARedisRestartedEmptyForgetsNoCooldownTheProxyWasTold) {
+#ifndef ABIDE_TEST_WITH_REDIS
+  GTEST_SKIP() << "abide was built without abide::redis";
+#else
+  if (redis_server_binary().empty()) GTEST_SKIP() << "no redis-server installed";
+  RedisServer redis(RedisServer::Options{true, false, {}});
+  if (!redis.start()) GTEST_SKIP() << "redis-server did not start";
+  expect_the_proxy_remembers(redis, [&] {
+    redis.stop();
+    ASSERT_TRUE(redis.start());
+  });
 #endif
 }
 
