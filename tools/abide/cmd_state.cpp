@@ -23,6 +23,7 @@
 #include "abide/http_date.h"
 #include "abide/sqlite_store.h"
 #include "command.h"
+#include "duration_text.h"
 #include "common.h"
 #include "fetch_store.h"
 #include "learned_text.h"
@@ -38,11 +39,12 @@ struct Options {
   std::vector<std::string> forget;
 };
 
-std::string seconds_text(Duration d) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
-  if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
-  return std::to_string(static_cast<double>(ms) / 1000.0) + " s";
-}
+std::string seconds_text(Duration d) { return format_seconds(std::chrono::ceil<std::chrono::milliseconds>(d)); }
+
+// An instant for people, to the second: a time something waits for is
+// rounded up (never shown before it is), a time something happened, down.
+std::string until_text(WallTime t) { return format_rfc3339(std::chrono::ceil<std::chrono::seconds>(t)); }
+std::string when_text(WallTime t) { return format_rfc3339(std::chrono::floor<std::chrono::seconds>(t)); }
 
 std::string policy_text(const StoredKey::Policy& p, WallTime now) {
   std::string s = "quota";
@@ -50,7 +52,7 @@ std::string policy_text(const StoredKey::Policy& p, WallTime now) {
   if (p.limit > 0) s += " " + std::to_string(p.limit);
   if (p.window > Duration::zero()) s += (p.limit > 0 ? " per " : " window ") + seconds_text(p.window);
   if (p.remaining && p.reset) {
-    s += ", " + std::to_string(*p.remaining) + " left until " + format_rfc3339(*p.reset);
+    s += ", " + std::to_string(*p.remaining) + " left until " + until_text(*p.reset);
     if (*p.reset > now) s += " (in " + seconds_text(*p.reset - now) + ")";
   }
   return s;
@@ -65,13 +67,13 @@ void print_text(const std::vector<StoredKey>& keys, const std::string& path, Wal
   for (const StoredKey& k : keys) {
     std::cout << safe_text(k.key, 512) << "\n";
     if (k.cooldown_until) {
-      std::cout << "  cooldown until " << format_rfc3339(*k.cooldown_until) << " (in "
+      std::cout << "  cooldown until " << until_text(*k.cooldown_until) << " (in "
                 << seconds_text(*k.cooldown_until - now) << "): "
                 << (k.cooldown_cause == WaitCause::kQuota ? "its quota is spent" : "the server's Retry-After") << "\n";
     }
     for (const auto& p : k.policies) std::cout << "  " << policy_text(p, now) << "\n";
     if (k.learned) std::cout << "  learned: " << learned_text(*k.learned) << "\n";
-    if (k.told) std::cout << "  last told " << format_rfc3339(*k.told) << "\n";
+    if (k.told) std::cout << "  last told " << when_text(*k.told) << "\n";
   }
 }
 
