@@ -7,7 +7,8 @@
 // - after an answer stating r units left until a reset, no more than r slots
 //   before that reset (or an earlier one stated for the same window) are
 //   granted, until a later answer about that policy;
-// - waits are never negative and never longer than the longest input allows;
+// - waits are never negative, and never longer than the longest input allows
+//   for each reservation made so far;
 // - the state survives its encoding (state_codec) unchanged.
 #include <fuzzer/FuzzedDataProvider.h>
 
@@ -74,6 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   MonoTime stated{};  // nothing may be sent before this (the Retry-Afters told)
   std::map<std::string, Counted> counted;
   std::vector<Grant> grants;  // outstanding, for the validity rule
+  std::int64_t granted = 0;   // every grant so far
   for (int ops = 0; ops < 200 && in.remaining_bytes() > 0; ++ops) {
     now += some_duration(in, kLongestInput / 16);
     switch (in.ConsumeIntegralInRange(0, 9)) {
@@ -90,8 +92,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                        static_cast<long long>(stated.time_since_epoch().count()));
         }
         if (g.wait < Duration::zero()) broken("a negative wait");
-        if (g.wait > 4 * kLongestInput) broken("a wait longer than anything stated");
+        // Each reservation takes a slot of its own, at worst a window each
+        // (learned ones last up to a day): the bound grows with the grants.
+        if (g.wait > (granted + 4) * 2 * kLongestInput) broken("a wait longer than anything stated");
         if (g.kind != StoreGrant::Kind::kGranted && g.kind != StoreGrant::Kind::kProbe) break;
+        ++granted;
         const MonoTime slot = now + g.wait;
         if (slot < stated) broken("a grant inside a stated cooldown");
         for (auto& [id, c] : counted) {
