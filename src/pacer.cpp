@@ -652,13 +652,15 @@ struct Pacer::Ops {
         case StoreGrant::Kind::kProbe: {
           leave(local, s);
           const bool probe = g.kind == StoreGrant::Kind::kProbe;
+          if (at <= now) return pending_result(TryStatus::kPermit, now, probe);
           if (at > limit) {
-            // Past what the caller accepts: a shared store's wait counts from
-            // its answer, the round trip after the caller's limit was given.
+            // A sleep past what the caller accepts: a shared store's wait
+            // counts from its answer, a round trip after the caller's limit
+            // was given to it. (A slot that is due goes: the round trip is
+            // the store's time, not a wait.)
             return_grant(p, local, asked, at);
             return too_late(p, deadline, at, g.cause);
           }
-          if (at <= now) return pending_result(TryStatus::kPermit, now, probe);
           // A number now, so that if the slot is voided the ticket queues
           // ahead of those who came later.
           if (s.number == 0) s.number = p.next_ticket_.fetch_add(1, std::memory_order_relaxed);

@@ -1018,6 +1018,25 @@ TEST_F(Fixture, ASharedStoresWaitCountedFromItsAnswerIsNotAcceptedBeyondMaxWait)
   EXPECT_TRUE(n.probe);
 }
 
+TEST_F(Fixture, ASharedStoresSlotThatIsDueGoesWhateverItsRoundTrip) {
+  // A caller that accepts no wait, on a key with nothing known and on one
+  // whose cooldown has ended (its first send is the probe): the store's
+  // round trip is no wait, so the send goes.
+  ManualClock c;
+  PacerConfig cfg = config();
+  cfg.max_wait = Duration::zero();
+  Pacer p(cfg, std::make_shared<SlowStore>(c, milliseconds{5}, true), c.monotonic(), c.wall());
+  const auto k = p.key("k");
+  Pacer::Ticket t;
+  EXPECT_TRUE(p.try_acquire(t, k).ok());
+  EXPECT_TRUE(p.acquire(k).ok());
+  p.record(k, retry_after(c, seconds{1}));
+  c.advance(seconds{1});
+  const AcquireResult probe = p.acquire(k);
+  EXPECT_TRUE(probe.ok()) << to_string(probe.status);
+  EXPECT_TRUE(probe.probe);
+}
+
 // ---- try_acquire: the same rules without blocking ----------------------------------------
 
 // A policy of 2 per 10 s: slots 5.25 s apart (the margin of 5%), the first now.

@@ -44,9 +44,9 @@
 //   flushed, restarted empty, failed over; down) never lets a send go before
 //   them: the acquire waits or is deferred until the floor, with its cause,
 //   and the floor is written back to the store as a cooldown so that other
-//   processes learn it again. A spent window's end counts from its earliest
-//   stated reset less that reset's rounding step, so the floor never holds a
-//   key longer than the window truly lasts. A reserved slot is checked
+//   processes learn it again. A spent window's end is the latest instant its
+//   resets prove (each less its rounding step), never past the earliest
+//   reset stated: the floor never holds a key longer than the window lasts. A reserved slot is checked
 //   against the floor when it is used, so an answer recorded between the
 //   grant and the send that says the quota is spent holds it.
 // Tracked remaining quota only goes down within a window: a response reporting
