@@ -155,7 +155,7 @@ struct SqliteStore::Impl {
 
   std::mutex mu;  // one connection, one operation at a time
   Database db;
-  Statement begin_write, begin_read, commit, rollback, select, upsert, remove, prune_rows, all_rows;
+  Statement begin_write, begin_read, commit, rollback, select, insert, update, update_told, remove, prune_rows, all_rows;
   std::uint64_t writes = 0;
   bool down = false;
   MonoTime retry_at{};
@@ -177,14 +177,17 @@ struct SqliteStore::Impl {
     commit = Statement(h, "COMMIT");
     rollback = Statement(h, "ROLLBACK");
     select = Statement(h, "SELECT state, boot, mono_ns, wall_ns, told_wall, told_by FROM quota_state WHERE key = ?1");
-    upsert = Statement(h,
+    // The row was read first, so the write is an UPDATE or an INSERT, never
+    // an upsert that tries one and falls back to the other.
+    insert = Statement(h,
                        "INSERT INTO quota_state (key, state, boot, mono_ns, wall_ns, expires_mono, expires_wall,"
-                       " told_wall, told_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
-                       " ON CONFLICT(key) DO UPDATE SET state = excluded.state, boot = excluded.boot,"
-                       " mono_ns = excluded.mono_ns, wall_ns = excluded.wall_ns,"
-                       " expires_mono = excluded.expires_mono, expires_wall = excluded.expires_wall,"
-                       " told_wall = coalesce(excluded.told_wall, told_wall),"
-                       " told_by = coalesce(excluded.told_by, told_by)");
+                       " told_wall, told_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+    update = Statement(h,
+                       "UPDATE quota_state SET state = ?2, boot = ?3, mono_ns = ?4, wall_ns = ?5, expires_mono = ?6,"
+                       " expires_wall = ?7 WHERE key = ?1");
+    update_told = Statement(h,
+                            "UPDATE quota_state SET state = ?2, boot = ?3, mono_ns = ?4, wall_ns = ?5,"
+                            " expires_mono = ?6, expires_wall = ?7, told_wall = ?8, told_by = ?9 WHERE key = ?1");
     remove = Statement(h, "DELETE FROM quota_state WHERE key = ?1");
     // A row of this boot expires by the monotonic clock, which never jumps;
     // one of an earlier boot can only be judged by the wall clock.
@@ -192,7 +195,8 @@ struct SqliteStore::Impl {
                            "DELETE FROM quota_state WHERE (boot = ?1 AND expires_mono < ?2)"
                            " OR (boot <> ?1 AND expires_wall < ?3)");
     all_rows = Statement(h, "SELECT key, state, boot, mono_ns, wall_ns, told_wall, told_by FROM quota_state ORDER BY key");
-    for (const Statement* s : {&begin_write, &begin_read, &commit, &rollback, &select, &upsert, &remove, &prune_rows,
+    for (const Statement* s : {&begin_write, &begin_read, &commit, &rollback, &select, &insert, &update, &update_told,
+                               &remove, &prune_rows,
                                &all_rows}) {
       if (!s->ok()) return false;
     }
@@ -239,12 +243,14 @@ struct SqliteStore::Impl {
       if (b.step() != SQLITE_DONE) return failed(db.error());
     }
     Row row;
-    std::string error;  // set when the row cannot be read
+    bool stored = false;  // the key has a row
+    std::string error;    // set when the row cannot be read
     {
       auto u = select.use();
       u.bind(1, key);
       const int rc = u.step();
       if (rc == SQLITE_ROW) {
+        stored = true;
         if (auto s = state_of(u, 0, key, now, wall_now)) {
           row.state = std::move(*s);
           if (!u.null(4)) row.told_wall = u.integer(4);
@@ -264,7 +270,7 @@ struct SqliteStore::Impl {
     if (write) {
       const MonoTime expires = pacing::expiry(row.state);
       const WallTime expires_wall = saturating_add(wall_now, expires > now ? expires - now : Duration::zero());
-      auto u = upsert.use();
+      auto u = (!stored ? insert : told ? update_told : update).use();
       u.bind(1, key).blob(2, pacing::encode(row.state)).bind(3, boot).bind(4, ns(now)).bind(5, ns(wall_now));
       u.bind(6, ns(expires)).bind(7, ns(expires_wall));
       if (told) u.bind(8, ns(wall_now)).bind(9, self);
