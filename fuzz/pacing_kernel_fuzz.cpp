@@ -100,7 +100,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const MonoTime slot = now + g.wait;
         if (slot < stated) broken("a grant inside a stated cooldown");
         for (auto& [id, c] : counted) {
-          if (slot < c.end && ++c.granted > c.left) broken("more grants than an answer said were left");
+          if (slot < c.end && ++c.granted > c.left) {
+            if (kTrace) {
+              std::fprintf(stderr, "%s: %lld granted, %lld left until %lld; slot %lld\n", id.c_str(),
+                           static_cast<long long>(c.granted), static_cast<long long>(c.left),
+                           static_cast<long long>(c.end.time_since_epoch().count()),
+                           static_cast<long long>(slot.time_since_epoch().count()));
+            }
+            broken("more grants than an answer said were left");
+          }
         }
         grants.push_back({slot, g.epoch});
         if (grants.size() > 64) grants.erase(grants.begin());
@@ -161,14 +169,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         // (once that end passed, the next statement starts a new window).
         const MonoTime received = now - std::min(r.age, now.time_since_epoch());
         for (const auto& u : r.policies) {
-          if (!u.remaining || !u.reset || *u.reset <= Duration::zero()) {
-            if (u.remaining) counted.erase(u.id);
+          if (!u.remaining) continue;
+          const auto it = counted.find(u.id);
+          if (u.reset && *u.reset <= Duration::zero()) continue;  // about a window already over: stale
+          if (!u.reset) {
+            // A count without a reset is about the window already known.
+            if (it != counted.end() && received < it->second.end) {
+              it->second = Counted{it->second.end, std::max<std::int64_t>(*u.remaining, 0), 0};
+            }
             continue;
           }
           MonoTime end = now + *u.reset;
-          if (auto it = counted.find(u.id); it != counted.end() && received < it->second.end) {
-            end = std::min(end, it->second.end);
-          }
+          if (it != counted.end() && received < it->second.end) end = std::min(end, it->second.end);
           counted[u.id] = Counted{end, std::max<std::int64_t>(*u.remaining, 0), 0};
         }
         // A cooldown that started voids the reservations inside it.
@@ -182,6 +194,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       case 8: abide::pacing::abandon_probe(s, now); break;
       default: (void)abide::pacing::learned(s, now); break;
+    }
+    if (kTrace) {
+      for (const auto& p : s.policies) {
+        std::fprintf(stderr, "    state %s remaining %lld reset %lld out %lld owed %lld seen %lld\n", p.id.c_str(),
+                     static_cast<long long>(p.remaining), static_cast<long long>(p.reset_at.time_since_epoch().count()),
+                     static_cast<long long>(p.out), static_cast<long long>(p.owed), static_cast<long long>(p.seen));
+      }
     }
     const std::string bytes = abide::pacing::encode(s);
     auto back = abide::pacing::decode(bytes);
