@@ -168,6 +168,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         // statements bound the grants before the earliest end any of them gave
         // (once that end passed, the next statement starts a new window).
         const MonoTime received = now - std::min(r.age, now.time_since_epoch());
+        // Any answer received after a window's end ends that window.
+        std::erase_if(counted, [&](const auto& c) { return received >= c.second.end; });
         for (const auto& u : r.policies) {
           if (!u.remaining) continue;
           const auto it = counted.find(u.id);
