@@ -73,7 +73,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   rules.safety_margin = in.ConsumeProbability<double>();
   MonoTime now{std::chrono::hours{1000}};
   MonoTime stated{};  // nothing may be sent before this (the Retry-Afters told)
-  std::map<std::string, Counted> counted;
+  std::map<std::string, Counted> counted;       // the windows answers counted, by policy
+  std::map<std::string, Duration> window_of;    // each policy's stated window length
   std::vector<Grant> grants;  // outstanding, for the validity rule
   std::int64_t granted = 0;   // every grant so far
   for (int ops = 0; ops < 200 && in.remaining_bytes() > 0; ++ops) {
@@ -163,27 +164,39 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           if (end > stated) stated = end;
         }
         // Each statement bounds the grants after it: at most its count before
-        // its reset. Statements about one window are merged as servers round
-        // resets up: the earliest reset is the window's end, so a window's
-        // statements bound the grants before the earliest end any of them gave
-        // (once that end passed, the next statement starts a new window).
+        // its reset. Statements about one window are merged as the kernel
+        // merges them (servers round resets up, so the earliest reset is the
+        // window's end); a reset a whole window past the known end starts the
+        // next window, and any answer received after a window's end ends it.
         const MonoTime received = now - std::min(r.age, now.time_since_epoch());
-        // Any answer received after a window's end ends that window.
         std::erase_if(counted, [&](const auto& c) { return received >= c.second.end; });
         for (const auto& u : r.policies) {
+          // The kernel keeps a policy once a statement gives it a limit and a
+          // window, or a count and a reset; only then does it take a window's length.
+          const bool has_policy = u.limit && *u.limit > 0 && u.window && *u.window > Duration::zero();
+          if (!has_policy && !u.remaining) continue;
+          if (!window_of.contains(u.id) && !has_policy && !(u.remaining && u.reset)) continue;
+          if (u.window && *u.window > Duration::zero()) {
+            window_of[u.id] = *u.window;
+          } else {
+            window_of.try_emplace(u.id, Duration::zero());
+          }
           if (!u.remaining) continue;
           const auto it = counted.find(u.id);
           if (u.reset && *u.reset <= Duration::zero()) continue;  // about a window already over: stale
+          const std::int64_t left = std::max<std::int64_t>(*u.remaining, 0);
           if (!u.reset) {
             // A count without a reset is about the window already known.
-            if (it != counted.end() && received < it->second.end) {
-              it->second = Counted{it->second.end, std::max<std::int64_t>(*u.remaining, 0), 0};
-            }
+            if (it != counted.end()) it->second = Counted{it->second.end, left, 0};
             continue;
           }
           MonoTime end = now + *u.reset;
-          if (it != counted.end() && received < it->second.end) end = std::min(end, it->second.end);
-          counted[u.id] = Counted{end, std::max<std::int64_t>(*u.remaining, 0), 0};
+          if (it != counted.end()) {
+            const Duration window = window_of[u.id];
+            const bool next = window > Duration::zero() && end >= it->second.end + window;
+            if (!next) end = std::min(end, it->second.end);
+          }
+          counted[u.id] = Counted{end, left, 0};
         }
         // A cooldown that started voids the reservations inside it.
         if (s.epoch != epoch_before) {
