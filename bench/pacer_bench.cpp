@@ -11,7 +11,7 @@
 #include <mutex>
 #include <string>
 
-#include "../tests/support/redis_store_server.h"
+#include "bench_redis.h"
 #include "abide/pacer.h"
 #include "abide/redis_store.h"
 
@@ -112,16 +112,7 @@ void BM_Memory8ThreadsEightKeys(benchmark::State& state) {
 }
 BENCHMARK(BM_Memory8ThreadsEightKeys)->Threads(8)->UseRealTime();
 
-// A private redis-server, started on first use.
-abide::test::RedisServer* bench_redis() {
-  static std::once_flag once;
-  static std::unique_ptr<abide::test::RedisServer> server;
-  std::call_once(once, [] {
-    auto s = std::make_unique<abide::test::RedisServer>();
-    if (s->start()) server = std::move(s);
-  });
-  return server.get();
-}
+using abide_bench::bench_redis;
 
 void redis_acquire(benchmark::State& state, bool tcp) {
   abide::test::RedisServer* redis = bench_redis();

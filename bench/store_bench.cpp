@@ -13,10 +13,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <string>
 
-#include "../tests/support/redis_store_server.h"
+#include "bench_redis.h"
 #include "abide/clock.h"
 #include "abide/redis_store.h"
 #include "abide/sqlite_store.h"
@@ -70,16 +69,7 @@ void BM_FileAcquireRecord(benchmark::State& state) {
 }
 BENCHMARK(BM_FileAcquireRecord)->UseRealTime();
 
-// A private redis-server, started on first use.
-abide::test::RedisServer* bench_redis() {
-  static std::once_flag once;
-  static std::unique_ptr<abide::test::RedisServer> server;
-  std::call_once(once, [] {
-    auto s = std::make_unique<abide::test::RedisServer>();
-    if (s->start()) server = std::move(s);
-  });
-  return server.get();
-}
+using abide_bench::bench_redis;
 
 // The anchor: one acquire on the Redis store over loopback TCP, one round trip.
 void BM_RedisRoundTripTcp(benchmark::State& state) {
