@@ -201,7 +201,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         // A cooldown that started voids the reservations inside it.
         if (s.epoch != epoch_before) {
           for (const Grant& g : grants) {
-            if (g.slot < s.cool_end && abide::pacing::still_valid(s, g.epoch)) broken("a voided grant still valid");
+            if (g.slot < abide::pacing::mono_of(s.cool_end) && abide::pacing::still_valid(s, g.epoch)) broken("a voided grant still valid");
           }
           grants.clear();
         }

@@ -54,7 +54,7 @@ struct MemoryStore::Impl {
 
   // Drops every unheld key whose state no longer matters.
   void sweep() {
-    const MonoTime now{Duration{latest.load(std::memory_order_relaxed)}};
+    const pacing::Instant now = pacing::instant_of(MonoTime{Duration{latest.load(std::memory_order_relaxed)}});
     std::erase_if(keys, [&](const auto& kv) {
       if (kv.second.use_count() != 1) return false;
       std::lock_guard lock(kv.second->mu);

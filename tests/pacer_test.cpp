@@ -595,7 +595,7 @@ TEST_F(Fixture, AnExhaustedFullRefillRequestsQuotaHoldsTheKeyForOneRequestsRefil
   p.record(k, s);
   const AcquireResult r = peek(p, k);
   EXPECT_EQ(r.status, AcquireStatus::kDeadlineExceeded);
-  EXPECT_EQ(r.not_before, t0 + Duration{6666666667});
+  EXPECT_EQ(r.not_before, t0 + std::chrono::microseconds{6666667});  // 20/3 s, rounded up to the kernel's microsecond
   clock.advance(r.not_before - clock.mono_now());
   const AcquireResult probe = peek(p, k);
   EXPECT_TRUE(probe.ok());
@@ -609,14 +609,15 @@ TEST_F(Fixture, AFullRefillQuotaWithRoomLeftIsSpentAsItRefillsNotHeldForTheRefil
   const auto k = p.key("k");
   const MonoTime t0 = clock.mono_now();
   p.record(k, with(response(clock), full_refill_obs("requests", 100, 10, seconds{60})));
-  const auto times = drain(p, k, t0 + Duration{6666666667});
+  const MonoTime refilled = t0 + std::chrono::microseconds{6666667};  // 20/3 s, rounded up to the kernel's microsecond
+  const auto times = drain(p, k, refilled);
   ASSERT_EQ(times.size(), 10u);  // never more than the remaining before the window ends
   for (std::size_t i = 1; i < times.size(); ++i) {
     EXPECT_GE(times[i] - times[i - 1], milliseconds{600}) << i;
     EXPECT_LE(times[i] - times[i - 1], milliseconds{750}) << i;
   }
   // Then one request learns the quota afresh: nothing waits for the 60 s refill.
-  clock.advance(t0 + Duration{6666666667} - clock.mono_now());
+  clock.advance(refilled - clock.mono_now());
   const AcquireResult probe = peek(p, k);
   EXPECT_TRUE(probe.ok());
   EXPECT_TRUE(probe.probe);

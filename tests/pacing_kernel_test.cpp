@@ -18,8 +18,8 @@ const MonoTime kT0{std::chrono::hours{1000}};
 // A state with every field set, from a seed.
 KeyState busy_state(std::uint64_t seed) {
   std::mt19937_64 rng(seed);
-  const auto t = [&] { return MonoTime{Duration{static_cast<Duration::rep>(rng() >> 2)}}; };
-  const auto d = [&] { return Duration{static_cast<Duration::rep>(rng() >> 20)}; };
+  const auto t = [&] { return Instant{Micros{static_cast<Micros::rep>(rng() >> 12)}}; };
+  const auto d = [&] { return Micros{static_cast<Micros::rep>(rng() >> 30)}; };
   const auto n = [&] { return static_cast<std::int64_t>(rng() % 1000); };
   KeyState s;
   s.epoch = rng();
@@ -103,10 +103,10 @@ TEST(StateCodec, UnknownFormatsAndOutOfRangeValuesAreRefused) {
   bytes[0] = static_cast<char>(kStateFormat + 1);
   auto newer = decode(bytes);
   ASSERT_FALSE(newer.has_value());
-  EXPECT_EQ(newer.error(), "state format 2 is not 1");
+  EXPECT_EQ(newer.error(), "state format 3 is not 2");
 
   KeyState negative;
-  negative.cool_end = MonoTime{Duration{-5}};
+  negative.cool_end = Instant{Micros{-5}};
   auto r = decode(encode(negative));
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error(), "cooldown end negative");
@@ -134,17 +134,32 @@ TEST(KernelShift, MovesEveryInstantButNone) {
   r.now = kT0;
   r.cooldown = seconds{30};
   (void)record(s, r, rules);
-  ASSERT_EQ(s.probe_start, MonoTime{});
-  const Duration by = -std::chrono::hours{999};
+  ASSERT_EQ(s.probe_start, Instant{});
+  const Micros by = -std::chrono::hours{999};
   shift(s, by);
-  EXPECT_EQ(s.cool_end, kT0 + seconds{30} + by);
-  EXPECT_EQ(s.probe_start, MonoTime{});
+  EXPECT_EQ(s.cool_end, instant_of(kT0) + seconds{30} + by);
+  EXPECT_EQ(s.probe_start, Instant{});
   const StoreGrant g = acquire(s, kT0 + by + seconds{10}, Duration::zero(), rules);
   EXPECT_EQ(g.kind, StoreGrant::Kind::kTooLate);
   EXPECT_EQ(g.wait, seconds{20});
   // Moved before the clock's start: long past, not "none".
   shift(s, -std::chrono::hours{5000});
-  EXPECT_EQ(s.cool_end, MonoTime{Duration{1}});
+  EXPECT_EQ(s.cool_end, Instant{Micros{1}});
+}
+
+// A state written in nanoseconds (format 1) reads back in microseconds,
+// every instant rounded up: a cooldown never ends earlier than it was told.
+TEST(StateCodec, NanosecondStatesReadRoundedUp) {
+  KeyState s;
+  s.cool_end = Instant{Micros{7}};
+  std::string bytes = encode(s);
+  bytes[0] = 1;
+  // The cooldown's end is the 8 bytes after the format, epoch and next slot.
+  const std::int64_t ns = 7'000'001;
+  for (int i = 0; i < 8; ++i) bytes[17 + static_cast<std::size_t>(i)] = static_cast<char>((ns >> (8 * i)) & 0xff);
+  auto back = decode(bytes);
+  ASSERT_TRUE(back.has_value()) << back.error();
+  EXPECT_EQ(back->cool_end, Instant{Micros{7001}});
 }
 
 }  // namespace

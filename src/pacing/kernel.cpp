@@ -1,8 +1,9 @@
 // The pacer's per-key state machine (pacing/kernel.h): every store runs it.
 //
 // The Redis store still runs its own copy as a Lua script (src/redis/pacer.lua);
-// keep the two in step until it mirrors this kernel. Times are monotonic
-// instants; "none" is the zero instant.
+// keep the two in step until it mirrors this kernel. Times are whole
+// microseconds on the caller's monotonic clock (pacing/units.h); "none" is
+// the zero instant.
 //
 // The learned policy (issue 17). A key whose server announces no quota still
 // learns from every limited answer: the window is full, and, with a
@@ -74,6 +75,7 @@
 // test per acquire (`mode` is kNothing).
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,46 +84,84 @@
 namespace abide::pacing {
 namespace {
 
-constexpr MonoTime kNone{};
+constexpr Instant kNone{};
 constexpr double kGolden = 0.6180339887498949;  // low-discrepancy step for the spread
 
 // The learned policy's bounds (pacer.lua takes the same, through pacer_script.h).
 using B = LearnedPolicyBounds;
 constexpr std::int64_t kMaxLearned = B::kMaxCount;
-constexpr Duration kMinLearnedWindow = B::kMinWindow;
-constexpr Duration kMaxLearnedWindow = B::kMaxWindow;
-constexpr Duration kFirstHold = B::kFirstHold;
-constexpr Duration kMaxHold = B::kMaxHold;
+constexpr Micros kMinLearnedWindow = std::chrono::duration_cast<Micros>(B::kMinWindow);
+constexpr Micros kMaxLearnedWindow = std::chrono::duration_cast<Micros>(B::kMaxWindow);
+constexpr Micros kFirstHold = std::chrono::duration_cast<Micros>(B::kFirstHold);
+constexpr Micros kMaxHold = std::chrono::duration_cast<Micros>(B::kMaxHold);
 constexpr std::int64_t kRaiseAfter = B::kRaiseAfter;
 constexpr std::int64_t kBareShrink = B::kBareShrink;
 constexpr std::int64_t kHoldGrowth = B::kHoldGrowth;
-constexpr Duration kStatedStep = B::kStatedStep;
+constexpr Micros kStatedStep = std::chrono::duration_cast<Micros>(B::kStatedStep);
 
-MonoTime later(MonoTime a, MonoTime b) { return a < b ? b : a; }
+Instant later(Instant a, Instant b) { return a < b ? b : a; }
 
-// A duration in nanoseconds from a double, clamped to [0, kMaxDuration].
-Duration from_ns(double ns) {
-  if (!(ns > 0.0)) return Duration::zero();
-  if (ns >= 9.0e18) return kMaxDuration;
-  return Duration{static_cast<Duration::rep>(std::ceil(ns))};
+// A span in microseconds from a double, rounded up, within [0, kMaxMicros].
+Micros from_us(double us) {
+  if (!(us > 0.0)) return Micros::zero();
+  if (us >= static_cast<double>(kMaxMicros.count())) return kMaxMicros;
+  return Micros{static_cast<Micros::rep>(std::ceil(us))};
 }
 
-double margin_of(const PacingRules& rules) {
-  const double m = rules.safety_margin;
-  if (!(m > 0.0)) return 0.0;
-  return m > 1.0 ? 1.0 : m;
+// PacingRules in the kernel's units (rounded as the Redis store sends them).
+struct Rules {
+  bool smooth = true;
+  double stretch = 1.0;  // 1 + the safety margin, clamped to [0, 1]
+  bool probe_after_cooldown = true;
+  Micros probe_timeout{};
+  Micros spread{};
+  Micros spread_period{};
+};
+
+Rules rules_of(const PacingRules& r) {
+  Rules k;
+  k.smooth = r.pacing == Pacing::kSmooth;
+  const double m = r.safety_margin;
+  k.stretch = 1.0 + (!(m > 0.0) ? 0.0 : m > 1.0 ? 1.0 : m);
+  k.probe_after_cooldown = r.probe_after_cooldown;
+  k.probe_timeout = micros_up(r.probe_timeout);
+  k.spread = micros_up(r.cooldown_spread);
+  k.spread_period = micros_up(r.spread_period);
+  return k;
 }
 
-Duration spread_step(KeyState& s, const PacingRules& rules) {
-  const Duration spread = rules.cooldown_spread;
-  if (spread <= Duration::zero()) return Duration::zero();
+// What one answer said, in the kernel's units (StoreRecord rounded as units.h
+// says; the policies are rounded as they are read).
+struct Answer {
+  Instant now{};
+  Micros age{};
+  std::optional<Micros> cooldown;  // > 0 when set
+  WaitCause cooldown_cause = WaitCause::kCooldown;
+  Micros cooldown_floor{};
+  bool limited = false;
+};
+
+Answer answer_of(const StoreRecord& r) {
+  Answer a;
+  a.now = instant_of(r.now);
+  a.age = micros_up(r.age);
+  if (r.cooldown && *r.cooldown > Duration::zero()) a.cooldown = span_up(r.now, *r.cooldown);
+  a.cooldown_cause = r.cooldown_cause;
+  if (r.cooldown_cause == WaitCause::kQuota) a.cooldown_floor = span_up(r.now, r.cooldown_floor);
+  a.limited = r.limited;
+  return a;
+}
+
+Micros spread_step(KeyState& s, const Rules& rules) {
+  const Micros spread = rules.spread;
+  if (spread <= Micros::zero()) return Micros::zero();
   double u = s.spread_seed + static_cast<double>(s.spread_n++ % 1000000) * kGolden;
   u -= std::floor(u);
   const double sp = static_cast<double>(spread.count());
-  return from_ns(sp / 4.0 + u * sp * 0.75);
+  return from_us(sp / 4.0 + u * sp * 0.75);
 }
 
-Duration clamp_learned(Duration d) { return std::clamp(d, kMinLearnedWindow, kMaxLearnedWindow); }
+Micros clamp_learned(Micros d) { return std::clamp(d, kMinLearnedWindow, kMaxLearnedWindow); }
 
 // The learned policy binds a key only while the server announces none.
 bool learning(const KeyState& s) { return s.learned.mode != Learned::kNothing && s.policies.empty(); }
@@ -130,16 +170,16 @@ bool learning(const KeyState& s) { return s.learned.mode != Learned::kNothing &&
 // length; one until a length is measured: the first guess may be far too
 // short (the first limit came late in its window), so it counts only once a
 // probe at its end was accepted.
-std::int64_t windows_in(const Learned& l, Duration span) {
-  if (l.len <= Duration::zero()) return 1;
+std::int64_t windows_in(const Learned& l, Micros span) {
+  if (l.len <= Micros::zero()) return 1;
   return std::max<std::int64_t>(1,
                                 std::llround(static_cast<double>(span.count()) / static_cast<double>(l.len.count())));
 }
 
 // A boundary `span` after the anchor: the window's length, averaged over the
 // windows in between (so each one refines it).
-void learn_length(Learned& l, Duration span) {
-  if (span <= Duration::zero()) return;
+void learn_length(Learned& l, Micros span) {
+  if (span <= Micros::zero()) return;
   l.len = clamp_learned(span / windows_in(l, span));
 }
 
@@ -151,17 +191,17 @@ void learn_length(Learned& l, Duration span) {
 // length with a poor one (after a first search late by most of a second,
 // windows too short, each one a burst of limited answers). One below it
 // takes the span's: a window-start probe was limited, the windows were short.
-void fit_length(Learned& l, Duration span, Duration late) {
+void fit_length(Learned& l, Micros span, Micros late) {
   const std::int64_t windows = windows_in(l, span);
-  const Duration lo = (span - std::min(late, span)) / windows;
-  const Duration hi = saturating_add(span, l.found) / windows;
-  const Duration len = l.length();
+  const Micros lo = (span - std::min(late, span)) / windows;
+  const Micros hi = add(span, l.found) / windows;
+  const Micros len = l.length();
   l.len = clamp_learned(len > hi ? hi : len >= lo ? len : span / windows);
 }
 
 // A window of the learned policy begins at `at` (a boundary the server stated
 // or a probe found), `used` sends already in it.
-void begin_window(Learned& l, MonoTime at, std::int64_t used) {
+void begin_window(Learned& l, Instant at, std::int64_t used) {
   l.anchor = at;
   l.start = at;
   l.next = at;
@@ -169,7 +209,7 @@ void begin_window(Learned& l, MonoTime at, std::int64_t used) {
   l.used = used;
   l.accepted = used;
   l.quiet = 0;
-  l.hold = Duration::zero();
+  l.hold = Micros::zero();
   l.open = true;
   l.windows = std::min(l.windows + 1, kMaxLearned);
 }
@@ -177,10 +217,10 @@ void begin_window(Learned& l, MonoTime at, std::int64_t used) {
 // The learned policy's part of a send at `slot`: a slot past the window's end
 // rolls it on (the windows follow each other at the learned length), and the
 // send counts in its window.
-void commit_learned(Learned& l, MonoTime slot, bool smooth, double stretch) {
-  if (l.hold > Duration::zero()) return;  // the probe for a window's end: counted when it is answered
-  const Duration len = l.length();
-  if (slot >= saturating_add(l.start, len)) {
+void commit_learned(Learned& l, Instant slot, bool smooth, double stretch) {
+  if (l.hold > Micros::zero()) return;  // the probe for a window's end: counted when it is answered
+  const Micros len = l.length();
+  if (slot >= add(l.start, len)) {
     const std::int64_t k = (slot - l.start) / len;
     // Only a window that was spent in full and ended quiet says the limit
     // may be higher; idle windows say nothing.
@@ -196,8 +236,8 @@ void commit_learned(Learned& l, MonoTime slot, bool smooth, double stretch) {
       // Bare 429s tell no window's end; each quiet window shortens the one
       // found by a search (it can only be too long), so the rate is raised
       // slowly until a probe comes back limited and a search finds it again.
-      const Duration shorter = len - len / kBareShrink;
-      if (l.len > Duration::zero()) l.len = clamp_learned(shorter);
+      const Micros shorter = len - len / kBareShrink;
+      if (l.len > Micros::zero()) l.len = clamp_learned(shorter);
       else l.guess = clamp_learned(shorter);
     }
     if (l.quiet >= kRaiseAfter) {
@@ -212,37 +252,37 @@ void commit_learned(Learned& l, MonoTime slot, bool smooth, double stretch) {
     // A stated window's spacing is not stretched by the safety margin: the
     // aim is that margin already, and a stretch pushes the window's last
     // sends past it, into the next window. A found one (bare 429s) keeps it.
-    const MonoTime end = saturating_add(l.start, len);
-    const MonoTime aim = end - std::min(kStatedStep, len / 2);
+    const Instant end = add(l.start, len);
+    const Instant aim = end - std::min(kStatedStep, len / 2);
     const double left = aim > slot ? static_cast<double>((aim - slot).count()) : 0.0;
     const double k = l.mode == Learned::kRetryAfter ? 1.0 : stretch;
-    l.next = saturating_add(slot, from_ns(left * k / static_cast<double>(l.n - l.used)));
+    l.next = add(slot, from_us(left * k / static_cast<double>(l.n - l.used)));
   }
   l.used = std::min(l.used + 1, kMaxLearned);
 }
 
 // Consumes one unit of every policy for a send at `slot`, and moves the key's
 // schedule on.
-void commit(KeyState& s, MonoTime slot, const PacingRules& rules) {
-  const double stretch = 1.0 + margin_of(rules);
-  if (learning(s)) commit_learned(s.learned, slot, rules.pacing == Pacing::kSmooth, stretch);
+void commit(KeyState& s, Instant slot, const Rules& rules) {
+  const double stretch = rules.stretch;
+  if (learning(s)) commit_learned(s.learned, slot, rules.smooth, stretch);
   bool counted = false;
   for (auto& p : s.policies) {
     if (p.remaining >= 0) {
       counted = counted || slot < p.reset_at;
       if (slot < p.reset_at && p.remaining > 0) {
-        if (rules.pacing == Pacing::kSmooth) {
+        if (rules.smooth) {
           // Divide what is left of the window among what is left of the quota.
           // Aim at the earliest instant the window can end (see `aim`).
           const double left = p.aim > slot ? static_cast<double>((p.aim - slot).count()) : 0.0;
-          p.next = saturating_add(slot, from_ns(left * stretch / static_cast<double>(p.remaining)));
+          p.next = add(slot, from_us(left * stretch / static_cast<double>(p.remaining)));
         }
         --p.remaining;
         p.out = std::min(p.out + 1, kMaxLearned);
       }
-    } else if (p.limit > 0 && p.window > Duration::zero()) {
+    } else if (p.limit > 0 && p.window > Micros::zero()) {
       const double interval = static_cast<double>(p.window.count()) / static_cast<double>(p.limit);
-      p.next = saturating_add(slot, from_ns(interval * stretch));
+      p.next = add(slot, from_us(interval * stretch));
     }
   }
   if (!counted) {
@@ -250,17 +290,22 @@ void commit(KeyState& s, MonoTime slot, const PacingRules& rules) {
     s.blind_at = later(s.blind_at, slot);
   }
   s.tat = slot;
-  if (slot < s.spread_end) s.tat = saturating_add(slot, spread_step(s, rules));
+  if (slot < s.spread_end) s.tat = add(slot, spread_step(s, rules));
 }
 
 }  // namespace
 
-StoreGrant acquire(KeyState& s, MonoTime now, Duration max_wait, const PacingRules& rules) {
+StoreGrant acquire(KeyState& s, MonoTime caller_now, Duration caller_max_wait, const PacingRules& caller_rules) {
+  // Waits count from `now` cut to the microsecond: the caller, whose now is
+  // later, never sends before the slot.
+  const Instant now = instant_of(caller_now);
+  const Micros max_wait = max_wait_of(caller_max_wait);
+  const Rules rules = rules_of(caller_rules);
   s.seen = later(s.seen, now);
   // The slot is the latest of these bounds; the one that set it is the cause.
-  MonoTime slot = now;
+  Instant slot = now;
   WaitCause cause = WaitCause::kNone;
-  const auto bound = [&](MonoTime t, WaitCause c) {
+  const auto bound = [&](Instant t, WaitCause c) {
     if (t > slot) {
       slot = t;
       cause = c;
@@ -269,7 +314,7 @@ StoreGrant acquire(KeyState& s, MonoTime now, Duration max_wait, const PacingRul
   // Slots spread out after a cooldown are still the cooldown's doing.
   bound(s.tat, s.tat <= s.spread_end ? s.cool_cause : WaitCause::kQueue);
   bound(s.cool_end, s.cool_cause);
-  const bool smooth = rules.pacing == Pacing::kSmooth;
+  const bool smooth = rules.smooth;
   for (const auto& p : s.policies) {
     if (p.remaining >= 0) {
       if (p.remaining == 0) {
@@ -278,7 +323,7 @@ StoreGrant acquire(KeyState& s, MonoTime now, Duration max_wait, const PacingRul
         // A smooth slot past the reset means: the next send is the probe, at the reset.
         bound(p.next < p.reset_at ? p.next : p.reset_at, WaitCause::kQuota);
       }
-    } else if (p.limit > 0 && p.window > Duration::zero()) {
+    } else if (p.limit > 0 && p.window > Micros::zero()) {
       bound(p.next, WaitCause::kQuota);
     }
   }
@@ -287,12 +332,12 @@ StoreGrant acquire(KeyState& s, MonoTime now, Duration max_wait, const PacingRul
     // The learned policy, one more bound (it only restrains). The first send
     // of each learned window, and the one after a bare 429's hold, is a probe.
     const Learned& l = s.learned;
-    if (l.hold > Duration::zero()) {
+    if (l.hold > Micros::zero()) {
       bound(l.hold_end, WaitCause::kQuota);
       ended = true;
     } else {
-      const Duration len = l.length();
-      const MonoTime end = saturating_add(l.start, len);
+      const Micros len = l.length();
+      const Instant end = add(l.start, len);
       if (l.used >= l.n) {
         bound(end, WaitCause::kQuota);
       } else if (smooth) {
@@ -310,33 +355,33 @@ StoreGrant acquire(KeyState& s, MonoTime now, Duration max_wait, const PacingRul
   for (const auto& p : s.policies) {
     if (p.remaining >= 0 && slot >= p.reset_at) ended = true;
   }
-  const Duration wait = slot - now;
+  const Micros wait = slot - now;
   if (ended || s.probe_need) {
     if (s.probe_out && s.probe_until > now) {
-      return {StoreGrant::Kind::kAwaitProbe, s.probe_until - now, s.epoch, WaitCause::kProbe};
+      return {StoreGrant::Kind::kAwaitProbe, duration_of(s.probe_until - now), s.epoch, WaitCause::kProbe};
     }
-    if (wait > max_wait) return {StoreGrant::Kind::kTooLate, wait, s.epoch, cause};
+    if (wait > max_wait) return {StoreGrant::Kind::kTooLate, duration_of(wait), s.epoch, cause};
     s.probe_out = true;
     s.probe_start = slot;
-    s.probe_until = saturating_add(slot, std::max(rules.probe_timeout, Duration::zero()));
+    s.probe_until = add(slot, rules.probe_timeout);
     commit(s, slot, rules);
-    return {StoreGrant::Kind::kProbe, wait, s.epoch, cause};
+    return {StoreGrant::Kind::kProbe, duration_of(wait), s.epoch, cause};
   }
-  if (wait > max_wait) return {StoreGrant::Kind::kTooLate, wait, s.epoch, cause};
+  if (wait > max_wait) return {StoreGrant::Kind::kTooLate, duration_of(wait), s.epoch, cause};
   commit(s, slot, rules);
-  return {StoreGrant::Kind::kGranted, wait, s.epoch, cause};
+  return {StoreGrant::Kind::kGranted, duration_of(wait), s.epoch, cause};
 }
 
 namespace {
 
-void release(KeyState& s, MonoTime now, double seed, const PacingRules& rules) {
-  s.spread_end = saturating_add(now, std::max(rules.spread_period, Duration::zero()));
+void release(KeyState& s, Instant now, double seed, const Rules& rules) {
+  s.spread_end = add(now, rules.spread_period);
   s.spread_seed = seed;
   s.spread_n = 0;
 }
 
 // What one answer teaches the learned policy (the head of this file).
-void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answered) {
+void learn(KeyState& s, const Answer& r, Instant received, bool probe_answered) {
   Learned& l = s.learned;
   if (!s.policies.empty()) {
     if (l.mode != Learned::kNothing) l = Learned{};  // the server announces: its word wins
@@ -346,9 +391,9 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
     l.open = true;
     if (received >= s.probe_start && s.probe_start != kNone) l.rtt = std::min(received - s.probe_start, kMaxHold);
   }
-  const MonoTime now = r.now;
+  const Instant now = r.now;
   if (!r.limited) {
-    if (l.first && l.mode == Learned::kBare && l.hold > Duration::zero() && received < l.hold_end) {
+    if (l.first && l.mode == Learned::kBare && l.hold > Micros::zero() && received < l.hold_end) {
       // The first search: nothing was granted since the first limited answer
       // but its probe, so this request went out before, with the first
       // window's others, and was accepted in it.
@@ -364,20 +409,20 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
     }
     // An answer counts in the window its request was sent in, as far as the
     // round trip tells: one received within it after the start was sent before.
-    if (received >= saturating_add(l.start, l.rtt)) l.accepted = std::min(l.accepted + 1, kMaxLearned);
-    if (l.mode == Learned::kBare && l.hold > Duration::zero() && received >= l.hold_end) {
+    if (received >= add(l.start, l.rtt)) l.accepted = std::min(l.accepted + 1, kMaxLearned);
+    if (l.mode == Learned::kBare && l.hold > Micros::zero() && received >= l.hold_end) {
       // The probe after the hold was accepted: a window began by the time its
       // answer came back. The search's length is the guess until two are known.
-      const Duration late = saturating_add(l.hold, l.rtt);
+      const Micros late = add(l.hold, l.rtt);
       if (l.anchor != kNone && received > l.anchor) {
         fit_length(l, received - l.anchor, late);
-      } else if (l.len == Duration::zero()) {
+      } else if (l.len == Micros::zero()) {
         l.guess = clamp_learned(std::max(received - l.search_began, kStatedStep));
       }
       l.first = false;
       begin_window(l, received, 1);
       l.found = late;
-    } else if (l.len == Duration::zero() && l.since > 0 && received >= l.start) {
+    } else if (l.len == Micros::zero() && l.since > 0 && received >= l.start) {
       // A window's first send at the guessed length was accepted: the guess holds.
       l.len = l.guess;
     }
@@ -389,7 +434,7 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
   // that joins a busy quota; the next limited answer counts from here.
   if (l.mode == Learned::kNothing && l.accepted == 0) return;
   // (A cooldown an exhausted quota set comes with its policy, so the key is not learning.)
-  const bool stated = r.cooldown && *r.cooldown > Duration::zero();
+  const bool stated = r.cooldown && *r.cooldown > Micros::zero();
   if (stated) {
     // Received before the current window began: it was in flight when the
     // answer that began it came back, and says nothing new.
@@ -404,8 +449,8 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
       l.n = std::max<std::int64_t>(l.n - 1, 1);
       l.quiet = 0;
     }
-    const MonoTime boundary = saturating_add(now, *r.cooldown);
-    MonoTime at = boundary;
+    const Instant boundary = add(now, *r.cooldown);
+    Instant at = boundary;
     const std::int64_t held = std::clamp<std::int64_t>(l.accepted, 1, kMaxLearned);
     if (l.mode != Learned::kRetryAfter) {
       l = Learned{};
@@ -423,8 +468,8 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
       // expected end: the window was placed wrong (the server's had not
       // ended, or ended early), not that fewer sends fit: n stays.
       const bool misplaced = l.accepted == 0 ||
-                             saturating_add(boundary, kStatedStep) < saturating_add(l.start, l.length());
-      const Duration unit = l.length();
+                             add(boundary, kStatedStep) < add(l.start, l.length());
+      const Micros unit = l.length();
       if (l.accepted > 0 || rolled) {
         // The boundary was stated in whole seconds, up to one late. A
         // boundary of the measured windows' grid within that second before
@@ -437,8 +482,8 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
         // second, and no later answer shortens it.
         const double k = std::round(static_cast<double>((boundary - l.anchor).count()) /
                                     static_cast<double>(unit.count()));
-        if (k >= 1.0 && k < 1e9 && (l.len > Duration::zero() || k == 1.0)) {
-          const MonoTime grid = saturating_add(l.anchor, unit * static_cast<std::int64_t>(k));
+        if (k >= 1.0 && k < 1e9 && (l.len > Micros::zero() || k == 1.0)) {
+          const Instant grid = add(l.anchor, unit * static_cast<std::int64_t>(k));
           if (grid <= boundary && boundary - grid < kStatedStep) at = grid;
         }
       }
@@ -449,12 +494,12 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
     return;
   }
   // A bare 429: the window is full and its end unknown.
-  if (l.hold > Duration::zero()) {
+  if (l.hold > Micros::zero()) {
     // A probe after the hold was limited too: look again later.
     if (received >= l.hold_end) {
       l.first = false;  // answers that come back later may be the next window's
       l.hold = std::min(l.hold + l.hold / kHoldGrowth, kMaxHold);
-      l.hold_end = saturating_add(now, l.hold);
+      l.hold_end = add(now, l.hold);
     }
     return;
   }
@@ -477,9 +522,9 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
     l.first = first;
   }
   // A search near a known length starts fine; the first one starts at kFirstHold.
-  const Duration known = l.len > Duration::zero() ? l.len : l.guess;
-  l.hold = known > Duration::zero() ? std::clamp(known / 8, kMinLearnedWindow, kMaxHold) : kFirstHold;
-  l.hold_end = saturating_add(now, l.hold);
+  const Micros known = l.len > Micros::zero() ? l.len : l.guess;
+  l.hold = known > Micros::zero() ? std::clamp(known / 8, kMinLearnedWindow, kMaxHold) : kFirstHold;
+  l.hold_end = add(now, l.hold);
   l.search_began = now;
   l.accepted = 0;
   l.used = 0;
@@ -488,14 +533,16 @@ void learn(KeyState& s, const StoreRecord& r, MonoTime received, bool probe_answ
 
 }  // namespace
 
-RecordOutcome record(KeyState& s, const StoreRecord& r, const PacingRules& rules) {
+RecordOutcome record(KeyState& s, const StoreRecord& record, const PacingRules& caller_rules) {
+  const Answer r = answer_of(record);
+  const Rules rules = rules_of(caller_rules);
   RecordOutcome out;
-  const MonoTime now = r.now;
+  const Instant now = r.now;
   s.seen = later(s.seen, now);
-  Duration age = std::max(r.age, Duration::zero());
+  Micros age = r.age;
   if (age > now.time_since_epoch()) age = now.time_since_epoch();
-  const MonoTime received = now - age;
-  double seed = r.spread_seed;
+  const Instant received = now - age;
+  double seed = record.spread_seed;
   if (!(seed >= 0.0 && seed < 1.0)) seed = 0.0;
 
   // A response received after a window ended is fresh information about it:
@@ -515,14 +562,16 @@ RecordOutcome record(KeyState& s, const StoreRecord& r, const PacingRules& rules
   // answered may have reached the server after it, so the count it reports
   // does not have them in yet. A window starting now spends them first (a
   // few too many when they were counted before it: never too few).
-  if (now > saturating_add(s.blind_at, std::max(rules.probe_timeout, Duration::zero()))) s.blind = 0;
+  if (now > add(s.blind_at, rules.probe_timeout)) s.blind = 0;
   const std::int64_t others = std::max<std::int64_t>(s.blind - 1, 0);
   if (s.blind > 0) --s.blind;
   bool started = false;
-  MonoTime pinned = kNone;  // the latest end of a window this answer says is spent
+  Instant pinned = kNone;  // the latest end of a window this answer says is spent
   bool untracked_spent = false;
-  for (const auto& u : r.policies) {
-    const bool has_policy = u.limit && *u.limit > 0 && u.window && *u.window > Duration::zero();
+  for (const auto& u : record.policies) {
+    // Its spans rounded as units.h says: a window up, a reset's end up, a resolution down.
+    const Micros window = u.window ? micros_up(*u.window) : Micros::zero();
+    const bool has_policy = u.limit && *u.limit > 0 && window > Micros::zero();
     const bool has_window = u.remaining.has_value() && u.reset.has_value();
     if (!has_policy && !u.remaining) continue;
     const std::string_view id = std::string_view(u.id).substr(0, 256);
@@ -537,18 +586,18 @@ RecordOutcome record(KeyState& s, const StoreRecord& r, const PacingRules& rules
     }
     PolicyState& p = *it;
     if (u.limit && *u.limit > 0) p.limit = *u.limit;
-    if (u.window && *u.window > Duration::zero()) p.window = *u.window;
+    if (window > Micros::zero()) p.window = window;
     if (!u.remaining) continue;
     const std::int64_t remaining = std::max<std::int64_t>(*u.remaining, 0);
     if (u.reset) {
-      const MonoTime reset_at = saturating_add(now, std::max(*u.reset, Duration::zero()));
+      const Instant reset_at = add(now, span_up(record.now, *u.reset));
       if (reset_at <= now) continue;  // a stale response about a window already over
       // A reset stated in steps (whole seconds) is at most a step after the
       // true end, so reset_at - step is a lower bound of it (servers round up).
-      const Duration step = std::max(u.reset_resolution, Duration::zero());
+      const Micros step = micros_down(u.reset_resolution);
       // A reset a whole window later than the window we count in is the next
       // one. (Two answers about one window differ by less than the server's rounding.)
-      const bool next_window = p.window > Duration::zero() && reset_at >= saturating_add(p.reset_at, p.window);
+      const bool next_window = p.window > Micros::zero() && reset_at >= add(p.reset_at, p.window);
       if (p.remaining >= 0 && !next_window) {
         // The same window: counts only go down (a late response reports too
         // much), and the earliest reset is the closest: servers round times up,
@@ -570,7 +619,7 @@ RecordOutcome record(KeyState& s, const StoreRecord& r, const PacingRules& rules
           p.remaining += back;
         }
         p.reset_at = std::min(p.reset_at, reset_at);
-        const MonoTime bound = reset_at - std::min(step, reset_at - now);
+        const Instant bound = reset_at - std::min(step, reset_at - now);
         if (bound < p.reset_at) p.aim = std::max(p.aim, bound);
         p.aim = std::min(p.aim, p.reset_at);
       } else {
@@ -591,14 +640,14 @@ RecordOutcome record(KeyState& s, const StoreRecord& r, const PacingRules& rules
     }
   }
   if (started) s.blind = 0;
-  if (r.cooldown && *r.cooldown > Duration::zero()) {
-    MonoTime end = saturating_add(now, *r.cooldown);
+  if (r.cooldown && *r.cooldown > Micros::zero()) {
+    Instant end = add(now, *r.cooldown);
     if (r.cooldown_cause == WaitCause::kQuota && pinned != kNone && !untracked_spent && pinned < end) {
       // A spent window's cooldown ends where the window does: at the earliest
       // reset any answer gave it (each is at or after the true end), not at
       // this answer's own, which may be rounded up most of a second later.
       // What a Retry-After states stays whole.
-      end = later(pinned, saturating_add(now, std::max(r.cooldown_floor, Duration::zero())));
+      end = later(pinned, add(now, r.cooldown_floor));
     }
     if (end > s.cool_end) {
       s.cool_end = end;
@@ -628,56 +677,58 @@ RecordOutcome record(KeyState& s, const StoreRecord& r, const PacingRules& rules
   return out;
 }
 
-MonoTime expiry(const KeyState& s) {
-  MonoTime last = later(later(s.seen, s.tat), later(later(s.cool_end, s.spread_end), s.probe_until));
-  Duration grace = std::chrono::seconds{1};
+Instant expiry(const KeyState& s) {
+  Instant last = later(later(s.seen, s.tat), later(later(s.cool_end, s.spread_end), s.probe_until));
+  Micros grace = std::chrono::seconds{1};
   if (s.learned.mode != Learned::kNothing) {
     const Learned& l = s.learned;
-    last = later(last, later(saturating_add(l.start, l.length()), later(l.hold_end, l.next)));
+    last = later(last, later(add(l.start, l.length()), later(l.hold_end, l.next)));
     grace = std::max(grace, l.length());
   }
   for (const auto& p : s.policies) {
     last = later(last, later(p.next, p.remaining >= 0 ? p.reset_at : kNone));
     grace = std::max(grace, p.window);
   }
-  return saturating_add(last, grace);
+  return add(last, grace);
 }
 
-Duration Learned::length() const { return std::max(len > Duration::zero() ? len : guess, kMinLearnedWindow); }
+Micros Learned::length() const { return std::max(len > Micros::zero() ? len : guess, kMinLearnedWindow); }
 
-void abandon_probe(KeyState& s, MonoTime now) {
+void abandon_probe(KeyState& s, MonoTime caller_now) {
+  const Instant now = instant_of(caller_now);
   s.seen = later(s.seen, now);
   s.probe_out = false;
   s.probe_until = kNone;
 }
 
-std::optional<LearnedPolicy> learned(KeyState& s, MonoTime now) {
+std::optional<LearnedPolicy> learned(KeyState& s, MonoTime caller_now) {
+  const Instant now = instant_of(caller_now);
   s.seen = later(s.seen, now);
   if (!learning(s)) return std::nullopt;
   const Learned& l = s.learned;
   LearnedPolicy p;
   p.count = l.n;
-  p.window = l.len > Duration::zero() ? l.len : l.guess;
-  p.window_measured = l.len > Duration::zero();
+  p.window = duration_of(l.len > Micros::zero() ? l.len : l.guess);
+  p.window_measured = l.len > Micros::zero();
   p.windows = l.windows;
   p.from_retry_after = l.mode == Learned::kRetryAfter;
   return p;
 }
 
-void shift(KeyState& s, Duration by) {
+void shift(KeyState& s, Micros by) {
   // An instant moved before the clock's start is long past: the earliest
   // instant that is not "none" says the same.
-  const auto move = [by](MonoTime& t) {
-    if (t != kNone) t = std::max(saturating_add(t, by), MonoTime{Duration{1}});
+  const auto move = [by](Instant& t) {
+    if (t != kNone) t = std::max(add(t, by), Instant{Micros{1}});
   };
-  for (MonoTime* t : {&s.tat, &s.cool_end, &s.spread_end, &s.probe_start, &s.probe_until, &s.seen, &s.blind_at}) {
+  for (Instant* t : {&s.tat, &s.cool_end, &s.spread_end, &s.probe_start, &s.probe_until, &s.seen, &s.blind_at}) {
     move(*t);
   }
   for (auto& p : s.policies) {
-    for (MonoTime* t : {&p.reset_at, &p.aim, &p.next}) move(*t);
+    for (Instant* t : {&p.reset_at, &p.aim, &p.next}) move(*t);
   }
   Learned& l = s.learned;
-  for (MonoTime* t : {&l.start, &l.anchor, &l.next, &l.hold_end, &l.search_began}) move(*t);
+  for (Instant* t : {&l.start, &l.anchor, &l.next, &l.hold_end, &l.search_began}) move(*t);
 }
 
 }  // namespace abide::pacing

@@ -4,9 +4,12 @@
 // clock reads. Every store keeps a KeyState per key and runs these functions
 // on it inside its own atomic step: MemoryStore under a per-key mutex, the
 // file store inside one SQLite transaction (the state is encoded with
-// state_codec.h between steps). Times are the caller's monotonic instants in
-// nanoseconds; the zero instant means "none". The rules are in abide/pacer.h
-// and abide/quota_store.h; how the learned policy works is at the head of
+// state_codec.h between steps), and the Redis store runs the same machine as
+// a Lua script. The state's times are whole microseconds on the caller's
+// monotonic clock (pacing/units.h says why and how they are rounded); the
+// zero instant means "none". The functions take the caller's nanoseconds and
+// round them the one way units.h gives. The rules are in abide/pacer.h and
+// abide/quota_store.h; how the learned policy works is at the head of
 // kernel.cpp.
 #pragma once
 
@@ -17,6 +20,7 @@
 
 #include "abide/clock.h"
 #include "abide/quota_store.h"
+#include "pacing/units.h"
 
 namespace abide::pacing {
 
@@ -25,35 +29,35 @@ struct Learned {
   enum Mode : std::uint8_t { kNothing, kRetryAfter, kBare };
   Mode mode = kNothing;
   std::int64_t n = 0;         // sends per window
-  Duration len{};             // the window's length; zero until two boundaries were seen
-  Duration guess{};           // the length used before then
-  MonoTime start{};           // the current window's start
-  MonoTime anchor{};          // the last boundary an answer stated (or a probe found)
+  Micros len{};             // the window's length; zero until two boundaries were seen
+  Micros guess{};           // the length used before then
+  Instant start{};           // the current window's start
+  Instant anchor{};          // the last boundary an answer stated (or a probe found)
   std::int64_t since = 0;     // windows rolled since the anchor
   std::int64_t accepted = 0;  // accepted answers received since `start` (counted even before anything is learned)
   std::int64_t used = 0;      // sends granted in the current window
   std::int64_t quiet = 0;     // windows ended without a limited answer since n last changed
-  MonoTime next{};            // smooth pacing's next slot in the window
-  Duration hold{};            // bare: while the window's end is searched for, the hold (zero: not searching)
-  MonoTime hold_end{};        // bare: the next probe's slot
-  MonoTime search_began{};    // bare: when the search began
+  Instant next{};            // smooth pacing's next slot in the window
+  Micros hold{};            // bare: while the window's end is searched for, the hold (zero: not searching)
+  Instant hold_end{};        // bare: the next probe's slot
+  Instant search_began{};    // bare: when the search began
   std::int64_t windows = 0;   // windows it was learned from (for what is shown)
   bool open = true;           // false from a window's first send (its probe) until the probe is answered
   bool first = false;         // n is the first window's count, still open to answers that come back late
-  Duration rtt{};             // the last probe's round trip: answers sooner after a window began are the last one's
-  Duration found{};           // bare: how late the anchor may be (the hold and round trip of the search that found it)
-  Duration length() const;    // len once measured, else guess; at least the smallest learned window
+  Micros rtt{};             // the last probe's round trip: answers sooner after a window began are the last one's
+  Micros found{};           // bare: how late the anchor may be (the hold and round trip of the search that found it)
+  Micros length() const;    // len once measured, else guess; at least the smallest learned window
 };
 
 // One announced policy of the key.
 struct PolicyState {
   std::string id;
   std::int64_t limit = 0;       // 0: unknown
-  Duration window{};            // 0: unknown
+  Micros window{};            // 0: unknown
   std::int64_t remaining = -1;  // tracked remaining in the current window; -1: no window known
-  MonoTime reset_at{};          // end of the current window (when remaining >= 0)
-  MonoTime aim{};               // smooth pacing spends the window's quota by this (<= reset_at)
-  MonoTime next{};              // this policy's next free slot (smooth / GCRA spacing)
+  Instant reset_at{};          // end of the current window (when remaining >= 0)
+  Instant aim{};               // smooth pacing spends the window's quota by this (<= reset_at)
+  Instant next{};              // this policy's next free slot (smooth / GCRA spacing)
   // The counted window's first answer counts the sends still in flight as
   // spent; its later answers give them back (see record()): the least
   // remaining an answer reported, the sends that may not be in it yet
@@ -67,24 +71,24 @@ struct PolicyState {
 // Everything enforcement needs about one key.
 struct KeyState {
   std::uint64_t epoch = 0;                      // the blocking generation (StoreGrant::epoch)
-  MonoTime tat{};                               // the key's next free slot; slots are handed out in order
-  MonoTime cool_end{};                          // nothing before this
+  Instant tat{};                               // the key's next free slot; slots are handed out in order
+  Instant cool_end{};                          // nothing before this
   WaitCause cool_cause = WaitCause::kCooldown;  // what set cool_end
-  MonoTime spread_end{};                        // slots before this are spread
+  Instant spread_end{};                        // slots before this are spread
   double spread_seed = 0.0;
   std::uint64_t spread_n = 0;
   bool probe_need = false;  // the next grant must be a probe (a cooldown ended)
   bool probe_out = false;   // a probe was handed out and not yet answered
-  MonoTime probe_start{};
-  MonoTime probe_until{};
-  MonoTime seen{};  // the latest `now` seen, for expiry
+  Instant probe_start{};
+  Instant probe_until{};
+  Instant seen{};  // the latest `now` seen, for expiry
   // Grants no counted window covered (nothing was known, or their slot was
   // past every window's end), not yet answered: the first answer of a window
   // counts those still in flight as spent (see record()). A grant that is
   // never answered (a transport failure records nothing) is forgotten a probe
   // timeout after the last blind grant.
   std::int64_t blind = 0;
-  MonoTime blind_at{};
+  Instant blind_at{};
   std::vector<PolicyState> policies;
   Learned learned;
 };
@@ -106,10 +110,10 @@ std::optional<LearnedPolicy> learned(KeyState& s, MonoTime now);
 
 // The last instant the state matters (plus a grace of the longest window):
 // after it the state is the same as a new key's and may be dropped.
-MonoTime expiry(const KeyState& s);
+Instant expiry(const KeyState& s);
 
 // Moves every instant of the state by `by` (zero instants stay "none"): the
 // same state on another timeline (a monotonic clock after a reboot).
-void shift(KeyState& s, Duration by);
+void shift(KeyState& s, Micros by);
 
 }  // namespace abide::pacing

@@ -13,6 +13,7 @@ namespace abide::pacing {
 namespace {
 
 constexpr std::size_t kMaxId = 256;
+constexpr std::uint8_t kNanosecondFormat = 1;  // the same layout, times in nanoseconds
 constexpr std::int64_t kAnyCount = INT64_MAX;  // a count a server stated
 
 class Writer {
@@ -23,8 +24,8 @@ class Writer {
   }
   void i64(std::int64_t v) { u64(static_cast<std::uint64_t>(v)); }
   void flag(bool v) { u8(v ? 1 : 0); }
-  void time(MonoTime t) { i64(t.time_since_epoch().count()); }
-  void span(Duration d) { i64(d.count()); }
+  void time(Instant t) { i64(t.time_since_epoch().count()); }
+  void span(Micros d) { i64(d.count()); }
   void real(double v) { u64(std::bit_cast<std::uint64_t>(v)); }
   void text(std::string_view s) {
     u64(s.size());
@@ -40,6 +41,10 @@ class Writer {
 class Reader {
  public:
   explicit Reader(std::string_view in) : in_(in) {}
+
+  // Format 1 kept times in nanoseconds: they are read rounded up to the
+  // microsecond (a cooldown read back never ends earlier).
+  void times_in_nanoseconds() { nanos_ = true; }
 
   std::uint8_t u8(const char* what) {
     if (!need(1, what)) return 0;
@@ -67,15 +72,14 @@ class Reader {
     if (v > 1) bad(what, "not 0 or 1");
     return v == 1;
   }
-  MonoTime time(const char* what) {
+  Instant time(const char* what) { return Instant{span(what)}; }
+  Micros span(const char* what) {
     const std::int64_t v = i64(what);
-    if (v < 0) bad(what, "negative");
-    return MonoTime{Duration{v}};
-  }
-  Duration span(const char* what) {
-    const std::int64_t v = i64(what);
-    if (v < 0) bad(what, "negative");
-    return Duration{v};
+    if (v < 0) {
+      bad(what, "negative");
+      return Micros::zero();
+    }
+    return nanos_ ? micros_up(Duration{v}) : Micros{v};
   }
   double unit(const char* what) {
     const double v = std::bit_cast<double>(u64(what));
@@ -113,6 +117,7 @@ class Reader {
   }
   std::string_view in_;
   std::string error_;
+  bool nanos_ = false;
 };
 
 WaitCause cause_of(std::uint8_t v, Reader& r) {
@@ -185,7 +190,8 @@ std::string encode(const KeyState& s) {
 Result<KeyState, std::string> decode(std::string_view bytes) {
   Reader r(bytes);
   const std::uint8_t format = r.u8("format");
-  if (r.error().empty() && format != kStateFormat) {
+  if (r.error().empty() && format == kNanosecondFormat) r.times_in_nanoseconds();
+  if (r.error().empty() && format != kStateFormat && format != kNanosecondFormat) {
     return fail("state format " + std::to_string(format) + " is not " + std::to_string(kStateFormat));
   }
   KeyState s;

@@ -16,8 +16,9 @@
 
 namespace abide::pacing {
 
-// The layout's version, the first byte of every blob.
-inline constexpr std::uint8_t kStateFormat = 1;
+// The layout's version, the first byte of every blob: 2, times in whole
+// microseconds. decode also reads 1 (the same layout in nanoseconds).
+inline constexpr std::uint8_t kStateFormat = 2;
 
 // The state as bytes.
 std::string encode(const KeyState& s);

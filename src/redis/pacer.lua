@@ -1,6 +1,6 @@
 -- pacer.lua: the pacer's per-key state machine, run by Redis for RedisStore.
 --
--- It is the state machine of src/memory_store.cpp (the rules are described in
+-- It is the state machine of src/pacing/kernel.cpp (the rules are described in
 -- include/abide/pacer.h), written again for Redis so that one operation on a
 -- key is one atomic script call: one round trip per acquire, shared by every
 -- process that uses the same Redis. The store conformance suite
@@ -15,7 +15,7 @@
 -- anywhere else in this file, comments included.
 --
 -- The learned policy (a key whose server announces no quota) is the one of
--- memory_store.cpp, whose head gives the design in full. In short:
+-- pacing/kernel.cpp, whose head gives the design in full. In short:
 --   - It only ever restrains: one more bound on a slot; an announced policy
 --     replaces it (a key with any policy does not learn, and drops `L`).
 --   - Nothing restrains before the first limited answer (`lc` counts the
@@ -44,8 +44,11 @@
 --   - A limited answer inside a window lowers n at once; every
 --     LEARNED_RAISE_AFTER windows spent in full and quiet raise it by n/16.
 --   - Bounded: `L` is a fixed array of numbers; counts and lengths clamped.
--- Units: every time and duration is a whole number of microseconds. Lua numbers
--- are doubles, exact up to 2^53 us (about 285 years). "Now" comes from the
+-- Units: every time and duration is a whole number of microseconds, the
+-- kernel's own unit, rounded by the caller as src/pacing/units.h says; the
+-- arithmetic is the kernel's, step for step, so both answer alike to the
+-- microsecond (tests/store_differential_test.cpp). Lua numbers are doubles,
+-- exact up to 2^53 us (about 285 years). "Now" comes from the
 -- caller (its monotonic clock) or, when the caller sends '', from Redis's TIME,
 -- which every client of this Redis shares.
 
@@ -69,6 +72,12 @@ local GRANT_PROBE = @GRANT_PROBE@
 local GRANT_AWAIT_PROBE = @GRANT_AWAIT_PROBE@
 local GRANT_TOO_LATE = @GRANT_TOO_LATE@
 
+local CAUSE_NONE = @CAUSE_NONE@
+local CAUSE_COOLDOWN = @CAUSE_COOLDOWN@
+local CAUSE_QUOTA = @CAUSE_QUOTA@
+local CAUSE_QUEUE = @CAUSE_QUEUE@
+local CAUSE_PROBE = @CAUSE_PROBE@
+
 local MAX_POLICIES = @MAX_POLICIES@
 local MAX_ID_BYTES = @MAX_ID_BYTES@
 local MICROS_PER_SECOND = @MICROS_PER_SECOND@
@@ -86,7 +95,7 @@ local STATED_STEP = @STATED_STEP@
 -- ---- this script's own numbers ---------------------------------------------------
 
 -- The cooldown spread steps through [0, 1) by the golden ratio from a random
--- seed (a low-discrepancy sequence), as memory_store.cpp does (kGolden).
+-- seed (a low-discrepancy sequence), as pacing/kernel.cpp does (kGolden).
 local GOLDEN = 0.6180339887498949
 local SPREAD_CYCLE = 1000000
 -- A key's state is kept this long after the last instant it matters (at least;
@@ -104,6 +113,8 @@ local MAX_TTL_MS = 365 * 24 * 3600 * 1000
 --   tat  the key's next free slot ("theoretical arrival time"); slots are handed
 --        out in order, each at or after the one before.
 --   ce   cooldown end: nothing is sent before it (Retry-After and the like).
+--   cc   what set it: 1 an exhausted quota's reset, 0 a cooldown the server
+--        asked for (a state saved before cc existed reads 0).
 --   se   spread end: slots before it are spaced by a random step, so workers
 --        released together do not all start in the same millisecond.
 --   ss   spread seed in [0, 1), from the caller's random source.
@@ -130,13 +141,13 @@ local P_NEXT = 6       -- this policy's next free slot (smooth or GCRA spacing)
 local P_AIM = 7        -- smooth pacing spends the window's quota by this (<= P_RESET);
                        -- a state saved before it existed reads it as P_RESET
 -- The window's first answer counts the sends in flight as spent, its later
--- answers give them back (memory_store.cpp): a state saved before these
+-- answers give them back (pacing/kernel.cpp): a state saved before these
 -- existed reads them as nil, and gives nothing back.
 local P_SEEN = 8       -- the least remaining an answer reported in the current window
 local P_OUT = 9        -- sends that may not be in it yet (those, and the window's own, not answered)
 local P_OWED = 10      -- how many of the units the first answer took may still be given back
 
--- The learned policy (the same fields as memory_store.cpp's Learned):
+-- The learned policy (the same fields as pacing/kernel.cpp's Learned):
 local L_MODE = 1       -- MODE_RA (from Retry-After) or MODE_BARE (from bare 429s)
 local L_N = 2          -- sends per window
 local L_LEN = 3        -- the window's length; 0 until two boundaries were seen
@@ -161,7 +172,7 @@ local MODE_RA = 1
 local MODE_BARE = 2
 
 local function fresh_state()
-  return {e = 0, tat = 0, ce = 0, se = 0, ss = 0, sn = 0, pn = 0, po = 0, ps = 0, pu = 0, bl = 0, ba = 0, pol = {}}
+  return {e = 0, tat = 0, ce = 0, cc = 0, se = 0, ss = 0, sn = 0, pn = 0, po = 0, ps = 0, pu = 0, bl = 0, ba = 0, pol = {}}
 end
 
 -- The key's state, and whether there was one. Anything unreadable (another
@@ -256,7 +267,7 @@ end
 -- one's). The length lies in the span's range of error over the windows
 -- between: one in it stays, one above it is cut to its top and no further (a
 -- coarse end would replace a fair length with a poor one), one below it
--- takes the span's (the windows were short) (memory_store.cpp).
+-- takes the span's (the windows were short) (pacing/kernel.cpp).
 local function fit_length(L, span, late)
   local windows = windows_in(L, span)
   local lo = math.floor((span - math.min(late, span)) / windows)
@@ -327,7 +338,7 @@ local function commit_learned(L, slot, smooth, stretch)
   L[L_USED] = math.min(L[L_USED] + 1, LEARNED_MAX)
 end
 
--- What one answer teaches (memory_store.cpp, learn()).
+-- What one answer teaches (pacing/kernel.cpp, learn()).
 local function learn(st, now, received, limited, cooldown, probe_answered)
   if #st.pol > 0 then
     -- The server announces a quota: its word wins.
@@ -444,7 +455,7 @@ local function learn(st, now, received, limited, cooldown, probe_answered)
   end
   if L ~= nil and received < L[L_START] then return end
   local n = L ~= nil and L[L_N] or 0
-  -- A window that held less than half its n was placed late (memory_store.cpp): n stays.
+  -- A window that held less than half its n was placed late (pacing/kernel.cpp): n stays.
   if L == nil or 2 * L[L_ACCEPTED] >= L[L_N] then n = math.max(1, math.min(accepted, LEARNED_MAX)) end
   if L == nil or L[L_MODE] ~= MODE_BARE then
     -- The first window's answers come back in any order: those accepted
@@ -536,17 +547,26 @@ local function acquire(key)
   local spread = tonumber(ARGV[7])
   local st = load(key)
 
-  local slot = math.max(now, st.tat, st.ce)
+  -- The slot is the latest of these bounds; the first to set it is the
+  -- cause (kernel.cpp's acquire, in the same order).
+  local slot, cause = now, CAUSE_NONE
+  local cool_cause = st.cc == 1 and CAUSE_QUOTA or CAUSE_COOLDOWN
+  local function bound(t, c)
+    if t > slot then slot, cause = t, c end
+  end
+  -- Slots spread out after a cooldown are still the cooldown's doing.
+  bound(st.tat, st.tat <= st.se and cool_cause or CAUSE_QUEUE)
+  bound(st.ce, cool_cause)
   for _, p in ipairs(st.pol) do
     if p[P_REMAINING] >= 0 then
       if p[P_REMAINING] == 0 then
-        slot = math.max(slot, p[P_RESET])
+        bound(p[P_RESET], CAUSE_QUOTA)
       elseif smooth then
         -- A smooth slot past the reset means: the next send is the probe, at the reset.
-        slot = math.max(slot, math.min(p[P_NEXT], p[P_RESET]))
+        bound(math.min(p[P_NEXT], p[P_RESET]), CAUSE_QUOTA)
       end
     elseif p[P_LIMIT] > 0 and p[P_WINDOW] > 0 then
-      slot = math.max(slot, p[P_NEXT])
+      bound(p[P_NEXT], CAUSE_QUOTA)
     end
   end
 
@@ -556,20 +576,20 @@ local function acquire(key)
     -- The learned policy: one more bound, it only restrains. The first send
     -- of each learned window, and the one after a bare 429's hold, is a probe.
     if L[L_HOLD] > 0 then
-      slot = math.max(slot, L[L_HOLD_END])
+      bound(L[L_HOLD_END], CAUSE_QUOTA)
       ended = true
     else
       local len = learned_length(L)
       local e = L[L_START] + len
       if L[L_USED] >= L[L_N] then
-        slot = math.max(slot, e)
+        bound(e, CAUSE_QUOTA)
       elseif smooth then
-        slot = math.max(slot, math.min(L[L_NEXT], e))
+        bound(math.min(L[L_NEXT], e), CAUSE_QUOTA)
       end
       -- The window may truly end up to a stated step before e (its boundary
       -- was stated late): a send after that waits for the next window.
       if L[L_MODE] == MODE_RA and slot >= e - math.min(STATED_STEP, math.floor(len / 2)) then
-        slot = math.max(slot, e)
+        bound(e, CAUSE_QUOTA)
       end
       if slot >= e or L[L_OPEN] == 0 then ended = true end
     end
@@ -581,8 +601,8 @@ local function acquire(key)
   local wait = slot - now
   local kind = GRANT_GRANTED
   if ended or st.pn == 1 then
-    if st.po == 1 and st.pu > now then return {GRANT_AWAIT_PROBE, st.pu - now, st.e} end
-    if wait > max_wait then return {GRANT_TOO_LATE, wait, st.e} end
+    if st.po == 1 and st.pu > now then return {GRANT_AWAIT_PROBE, st.pu - now, st.e, CAUSE_PROBE} end
+    if wait > max_wait then return {GRANT_TOO_LATE, wait, st.e, cause} end
     -- This caller is the probe. Its answer (any record received after its
     -- slot) releases the others; if none comes by pu, the next caller probes.
     st.po = 1
@@ -590,11 +610,11 @@ local function acquire(key)
     st.pu = slot + probe_timeout
     kind = GRANT_PROBE
   elseif wait > max_wait then
-    return {GRANT_TOO_LATE, wait, st.e}
+    return {GRANT_TOO_LATE, wait, st.e, cause}
   end
   commit(st, slot, smooth, stretch, spread)
   save(key, st, now)
-  return {kind, wait, st.e}
+  return {kind, wait, st.e, cause}
 end
 
 -- ---- record ----------------------------------------------------------------------
@@ -762,6 +782,7 @@ local function record(key)
       -- the outstanding probe included; at its end either one probe goes
       -- first or everyone is released together, spread.
       st.ce = e
+      st.cc = floor ~= nil and 1 or 0
       st.e = st.e + 1
       blocked = 1
       st.po = 0

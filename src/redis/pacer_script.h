@@ -53,6 +53,12 @@ inline constexpr ScriptConstant kScriptConstants[] = {
     {"GRANT_PROBE", 1},
     {"GRANT_AWAIT_PROBE", 2},
     {"GRANT_TOO_LATE", 3},
+    // The fourth: what set the wait (WaitCause).
+    {"CAUSE_NONE", 0},
+    {"CAUSE_COOLDOWN", 1},
+    {"CAUSE_QUOTA", 2},
+    {"CAUSE_QUEUE", 3},
+    {"CAUSE_PROBE", 4},
     // Limits: policies kept per key (QuotaStore::kMaxPolicies), bytes of a policy id.
     {"MAX_POLICIES", 8},
     {"MAX_ID_BYTES", 256},
@@ -94,6 +100,11 @@ inline constexpr std::int64_t kGrantGranted = script_constant("GRANT_GRANTED");
 inline constexpr std::int64_t kGrantProbe = script_constant("GRANT_PROBE");
 inline constexpr std::int64_t kGrantAwaitProbe = script_constant("GRANT_AWAIT_PROBE");
 inline constexpr std::int64_t kGrantTooLate = script_constant("GRANT_TOO_LATE");
+inline constexpr std::int64_t kCauseNone = script_constant("CAUSE_NONE");
+inline constexpr std::int64_t kCauseCooldown = script_constant("CAUSE_COOLDOWN");
+inline constexpr std::int64_t kCauseQuota = script_constant("CAUSE_QUOTA");
+inline constexpr std::int64_t kCauseQueue = script_constant("CAUSE_QUEUE");
+inline constexpr std::int64_t kCauseProbe = script_constant("CAUSE_PROBE");
 inline constexpr std::size_t kMaxPolicies = static_cast<std::size_t>(script_constant("MAX_POLICIES"));
 inline constexpr std::size_t kMaxIdBytes = static_cast<std::size_t>(script_constant("MAX_ID_BYTES"));
 inline constexpr std::int64_t kMicrosPerSecond = script_constant("MICROS_PER_SECOND");

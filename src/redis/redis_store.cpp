@@ -17,39 +17,22 @@
 #include "abide/headers.h"
 #include "connection_pool.h"
 #include "pacer_script.h"
+#include "pacing/units.h"
 
 namespace abide {
 namespace {
 
 using redis_detail::ScriptReply;
 
-constexpr std::int64_t kMaxMicros = 315'576'000'000'000;  // ten years: longer is "forever"
-constexpr std::uint64_t kFallbackEpoch = 1ULL << 63;      // marks epochs from the fallback store
+constexpr std::uint64_t kFallbackEpoch = 1ULL << 63;  // marks epochs from the fallback store
 
-std::int64_t micros_up(Duration d) {
-  if (d <= Duration::zero()) return 0;
-  const auto n = d.count();
-  const std::int64_t us = n / 1000 + (n % 1000 != 0 ? 1 : 0);
-  return std::min(us, kMaxMicros);
-}
+// Every time the script takes or gives is the kernel's whole microseconds,
+// rounded the one way pacing/units.h gives.
+std::int64_t micros_up(Duration d) { return pacing::micros_up(d).count(); }
+std::int64_t micros_down(Duration d) { return pacing::micros_down(d).count(); }
 
-// For a resolution: rounding down aims later, never earlier.
-std::int64_t micros_down(Duration d) {
-  if (d <= Duration::zero()) return 0;
-  return std::min<std::int64_t>(d.count() / 1000, kMaxMicros);
-}
-
-// The longest acceptable wait, in the script's whole microseconds: rounded
-// down. The script answers waits in whole microseconds counted from the
-// caller's `now` cut to the microsecond (time_arg), and the pacer sends that
-// wait after its own `now`: a wait of w us is within max_wait exactly when
-// w <= floor(max_wait), so rounding down accepts every wait within it and
-// none beyond. (Rounding up would accept a wait up to 1 us past it.)
-// Negative: only report.
-std::string max_wait_arg(Duration max_wait) {
-  if (max_wait < Duration::zero()) return "-1";
-  return std::to_string(micros_down(max_wait));
-}
+// The longest acceptable wait, rounded down (units.h); negative: only report.
+std::string max_wait_arg(Duration max_wait) { return std::to_string(pacing::max_wait_of(max_wait).count()); }
 
 std::string num(std::int64_t v) { return std::to_string(v); }
 
@@ -60,9 +43,7 @@ std::string num(double v) {
 }
 
 Duration from_micros(long long us) {
-  if (us <= 0) return Duration::zero();
-  if (us >= kMaxMicros) return std::chrono::microseconds{kMaxMicros};
-  return std::chrono::microseconds{us};
+  return pacing::duration_of(std::clamp(pacing::Micros{us}, pacing::Micros::zero(), pacing::kMaxMicros));
 }
 
 std::optional<StoreGrant::Kind> grant_kind(long long code) {
@@ -71,6 +52,20 @@ std::optional<StoreGrant::Kind> grant_kind(long long code) {
   if (code == redis_detail::kGrantAwaitProbe) return StoreGrant::Kind::kAwaitProbe;
   if (code == redis_detail::kGrantTooLate) return StoreGrant::Kind::kTooLate;
   return std::nullopt;
+}
+
+// What set a grant's wait. A script from before the cause was returned (a
+// reply of three) says nothing of it.
+WaitCause wait_cause(const std::vector<long long>& out) {
+  if (out.size() < 4) return WaitCause::kUnknown;
+  switch (out[3]) {
+    case redis_detail::kCauseNone: return WaitCause::kNone;
+    case redis_detail::kCauseCooldown: return WaitCause::kCooldown;
+    case redis_detail::kCauseQuota: return WaitCause::kQuota;
+    case redis_detail::kCauseQueue: return WaitCause::kQueue;
+    case redis_detail::kCauseProbe: return WaitCause::kProbe;
+    default: return WaitCause::kUnknown;
+  }
 }
 
 struct RedisHandle final : QuotaStore::Handle {
@@ -157,7 +152,7 @@ struct RedisStore::Impl {
 
   std::string time_arg(MonoTime now) const {
     if (options.time_base == RedisTimeBase::kServer) return {};
-    return num(std::max<std::int64_t>(now.time_since_epoch().count() / 1000, 0));
+    return num(static_cast<std::int64_t>(pacing::instant_of(now).time_since_epoch().count()));
   }
 
   // A span that ends a cooldown or a window, from `now`: on the caller's clock
@@ -167,8 +162,7 @@ struct RedisStore::Impl {
   std::int64_t span_up(MonoTime now, Duration d) const {
     if (d <= Duration::zero()) return 0;
     if (options.time_base == RedisTimeBase::kServer) return micros_up(d);
-    const Duration cut = Duration{std::max<Duration::rep>(now.time_since_epoch().count(), 0) % 1000};
-    return micros_up(saturating_add(cut, d));
+    return pacing::span_up(now, d).count();
   }
 
   // While down, only one caller at a time tries Redis again, once the backoff passed.
@@ -404,6 +398,7 @@ StoreGrant RedisStore::acquire(Handle& key, const StoreAcquire& request, const P
       g.kind = *kind;
       g.wait = from_micros(out[1]);
       g.epoch = static_cast<std::uint64_t>(std::max<long long>(out[2], 0)) & ~kFallbackEpoch;
+      g.cause = wait_cause(out);
       return g;
     }
   }

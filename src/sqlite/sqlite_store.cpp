@@ -213,7 +213,7 @@ struct SqliteStore::Impl {
       const Duration then_to_now = saturating_sub(Duration{ns(wall_now)}, Duration{u.integer(col + 3)});
       const Duration by = saturating_sub(saturating_sub(now.time_since_epoch(), then_to_now),
                                          Duration{u.integer(col + 2)});
-      pacing::shift(*s, by);
+      pacing::shift(*s, std::chrono::ceil<pacing::Micros>(by));  // rounded later, never earlier
     }
     return std::move(*s);
   }
@@ -267,7 +267,7 @@ struct SqliteStore::Impl {
     }
     auto result = change(row);
     if (write) {
-      const MonoTime expires = pacing::expiry(row.state);
+      const MonoTime expires = pacing::mono_of(pacing::expiry(row.state));
       const WallTime expires_wall = saturating_add(wall_now, expires > now ? expires - now : Duration::zero());
       auto u = (!stored ? insert : told ? update_told : update).use();
       u.bind(1, key).blob(2, pacing::encode(row.state)).bind(3, boot).bind(4, ns(now)).bind(5, ns(wall_now));
@@ -421,7 +421,8 @@ std::optional<LearnedPolicy> SqliteStore::learned(Handle& key, MonoTime now) {
 std::optional<WallTime> SqliteStore::remembered(Handle& key, MonoTime now) {
   auto& k = static_cast<FileKey&>(key);
   auto t = impl_->on_row(k.key, now, false, false, [&](Row& row) -> std::optional<WallTime> {
-    if (!row.told_wall || !row.told_by || *row.told_by == impl_->self || row.state.cool_end <= now) return std::nullopt;
+    if (!row.told_wall || !row.told_by || *row.told_by == impl_->self ||
+        pacing::mono_of(row.state.cool_end) <= now) return std::nullopt;
     return WallTime{Duration{*row.told_wall}};
   });
   return t ? *t : std::nullopt;
@@ -431,7 +432,7 @@ Result<std::vector<StoredKey>, std::string> SqliteStore::list(MonoTime now) {
   Impl& m = *impl_;
   std::lock_guard lock(m.mu);
   const WallTime wall_now = m.wall.now();
-  const auto at = [&](MonoTime t) { return saturating_add(wall_now, t - now); };
+  const auto at = [&](pacing::Instant t) { return saturating_add(wall_now, pacing::mono_of(t) - now); };
   std::vector<StoredKey> out;
   {
     auto b = m.begin_read.use();
@@ -446,14 +447,14 @@ Result<std::vector<StoredKey>, std::string> SqliteStore::list(MonoTime now) {
     k.key = std::string(u.text(0));
     auto s = m.state_of(u, 1, k.key, now, wall_now);
     if (!s) continue;  // a damaged row is not shown as empty; `forget` clears it
-    if (pacing::expiry(*s) < now) continue;
-    if (s->cool_end > now) {
+    if (pacing::mono_of(pacing::expiry(*s)) < now) continue;
+    if (pacing::mono_of(s->cool_end) > now) {
       k.cooldown_until = at(s->cool_end);
       k.cooldown_cause = s->cool_cause;
     }
     for (const auto& p : s->policies) {
-      StoredKey::Policy q{p.id, p.limit, p.window, std::nullopt, std::nullopt};
-      if (p.remaining >= 0 && p.reset_at > now) {
+      StoredKey::Policy q{p.id, p.limit, pacing::duration_of(p.window), std::nullopt, std::nullopt};
+      if (p.remaining >= 0 && pacing::mono_of(p.reset_at) > now) {
         q.remaining = p.remaining;
         q.reset = at(p.reset_at);
       }
