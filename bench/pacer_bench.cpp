@@ -70,7 +70,7 @@ void BM_MemoryStoreAcquire(benchmark::State& state) {
   const abide::PacingRules rules;
   const abide::MonoTime now = abide::system_monotonic_clock().now();
   for (auto _ : state) {
-    benchmark::DoNotOptimize(store.acquire(*handle, {now, abide::Duration::zero()}, rules));
+    benchmark::DoNotOptimize(handle->acquire({now, abide::Duration::zero()}, rules));
   }
   state.SetItemsProcessed(state.iterations());
 }

@@ -47,12 +47,12 @@ std::shared_ptr<abide::SqliteStore> open_file(const std::string& path) {
 }
 
 // One request's store work: the acquire before it and the record of its answer.
-void acquire_and_record(abide::QuotaStore& store, abide::QuotaStore::Handle& key, const abide::PacingRules& rules) {
+void acquire_and_record(abide::QuotaStore::Handle& key, const abide::PacingRules& rules) {
   const MonoTime now = abide::system_monotonic_clock().now();
-  benchmark::DoNotOptimize(store.acquire(key, {now, abide::kMaxDuration}, rules));
+  benchmark::DoNotOptimize(key.acquire({now, abide::kMaxDuration}, rules));
   StoreRecord r;
   r.now = now;
-  benchmark::DoNotOptimize(store.record(key, r, rules));
+  benchmark::DoNotOptimize(key.record(r, rules));
 }
 
 void BM_FileAcquireRecord(benchmark::State& state) {
@@ -64,7 +64,7 @@ void BM_FileAcquireRecord(benchmark::State& state) {
   }
   const abide::PacingRules rules;
   auto key = store->open("https://api.example.com");
-  for (auto _ : state) acquire_and_record(*store, *key, rules);
+  for (auto _ : state) acquire_and_record(*key, rules);
   state.SetItemsProcessed(state.iterations());
 }
 BENCHMARK(BM_FileAcquireRecord)->UseRealTime();
@@ -85,9 +85,9 @@ void BM_RedisRoundTripTcp(benchmark::State& state) {
   abide::RedisStore store(o);
   const abide::PacingRules rules;
   auto key = store.open("rtt");
-  (void)store.acquire(*key, {abide::system_monotonic_clock().now(), abide::kMaxDuration}, rules);  // connect, load
+  (void)key->acquire({abide::system_monotonic_clock().now(), abide::kMaxDuration}, rules);  // connect, load
   for (auto _ : state) {
-    benchmark::DoNotOptimize(store.acquire(*key, {abide::system_monotonic_clock().now(), abide::kMaxDuration}, rules));
+    benchmark::DoNotOptimize(key->acquire({abide::system_monotonic_clock().now(), abide::kMaxDuration}, rules));
   }
   if (store.stats().fallbacks != 0) state.SkipWithError("redis answered not every acquire");
   state.SetItemsProcessed(state.iterations());
@@ -114,7 +114,7 @@ void BM_File8ProcessesOneKey(benchmark::State& state) {
         if (store == nullptr) ::_exit(1);
         const abide::PacingRules rules;
         auto key = store->open("https://api.example.com");
-        for (int i = 0; i < kEach; ++i) acquire_and_record(*store, *key, rules);
+        for (int i = 0; i < kEach; ++i) acquire_and_record(*key, rules);
         ::_exit(0);
       }
     }

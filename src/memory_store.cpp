@@ -21,12 +21,57 @@
 namespace abide {
 namespace {
 
-struct Entry final : QuotaStore::Handle {
-  std::mutex mu;
-  pacing::KeyState state;
+// The latest `now` any operation brought, unmapped keys' too: a pass
+// measures expiry against it. Shared with the handles, which may outlive the store.
+struct Latest {
+  std::atomic<Duration::rep> ns{0};
+
+  void saw(MonoTime now) {
+    const Duration::rep t = now.time_since_epoch().count();
+    Duration::rep seen = ns.load(std::memory_order_relaxed);
+    while (seen < t && !ns.compare_exchange_weak(seen, t, std::memory_order_relaxed)) {
+    }
+  }
 };
 
-Entry& entry(QuotaStore::Handle& key) { return static_cast<Entry&>(key); }
+// One key: its state under its own mutex.
+class Entry final : public QuotaStore::Handle {
+ public:
+  explicit Entry(std::shared_ptr<Latest> latest) : latest_(std::move(latest)) {}
+
+  StoreGrant acquire(const StoreAcquire& request, const PacingRules& rules) override {
+    latest_->saw(request.now);
+    std::lock_guard lock(mu_);
+    return pacing::acquire(state_, request.now, request.max_wait, rules);
+  }
+  RecordOutcome record(const StoreRecord& record, const PacingRules& rules) override {
+    latest_->saw(record.now);
+    std::lock_guard lock(mu_);
+    return pacing::record(state_, record, rules);
+  }
+  bool still_valid(std::uint64_t epoch, MonoTime /*now*/) override {
+    std::lock_guard lock(mu_);
+    return pacing::still_valid(state_, epoch);
+  }
+  void abandon_probe(MonoTime now) override {
+    std::lock_guard lock(mu_);
+    pacing::abandon_probe(state_, now);
+  }
+  std::optional<LearnedPolicy> learned(MonoTime now) override {
+    std::lock_guard lock(mu_);
+    return pacing::learned(state_, now);
+  }
+  // True when the state no longer matters at `now`.
+  bool expired(pacing::Instant now) {
+    std::lock_guard lock(mu_);
+    return pacing::expiry(state_) < now;
+  }
+
+ private:
+  std::shared_ptr<Latest> latest_;
+  std::mutex mu_;
+  pacing::KeyState state_;
+};
 
 struct StringHash {
   using is_transparent = void;
@@ -41,25 +86,12 @@ struct MemoryStore::Impl {
   std::unordered_map<std::string, std::shared_ptr<Entry>, StringHash, std::equal_to<>> keys;
 
   std::size_t skip = 0;  // new keys that go unmapped before the next pass
-  // The latest `now` any operation brought, unmapped keys' too: a pass
-  // measures expiry against it.
-  std::atomic<Duration::rep> latest{0};
-
-  void saw(MonoTime now) {
-    const Duration::rep t = now.time_since_epoch().count();
-    Duration::rep seen = latest.load(std::memory_order_relaxed);
-    while (seen < t && !latest.compare_exchange_weak(seen, t, std::memory_order_relaxed)) {
-    }
-  }
+  std::shared_ptr<Latest> latest = std::make_shared<Latest>();
 
   // Drops every unheld key whose state no longer matters.
   void sweep() {
-    const pacing::Instant now = pacing::instant_of(MonoTime{Duration{latest.load(std::memory_order_relaxed)}});
-    std::erase_if(keys, [&](const auto& kv) {
-      if (kv.second.use_count() != 1) return false;
-      std::lock_guard lock(kv.second->mu);
-      return pacing::expiry(kv.second->state) < now;
-    });
+    const pacing::Instant now = pacing::instant_of(MonoTime{Duration{latest->ns.load(std::memory_order_relaxed)}});
+    std::erase_if(keys, [&](const auto& kv) { return kv.second.use_count() == 1 && kv.second->expired(now); });
   }
 
   // True when the map has room for one more key, after a pass if due.
@@ -86,41 +118,9 @@ MemoryStore::~MemoryStore() = default;
 std::shared_ptr<QuotaStore::Handle> MemoryStore::open(std::string_view key) {
   std::lock_guard lock(impl_->mu);
   if (auto it = impl_->keys.find(key); it != impl_->keys.end()) return it->second;
-  auto s = std::make_shared<Entry>();
+  auto s = std::make_shared<Entry>(impl_->latest);
   if (impl_->room()) impl_->keys.emplace(std::string(key), s);
   return s;
-}
-
-StoreGrant MemoryStore::acquire(Handle& key, const StoreAcquire& request, const PacingRules& rules) {
-  Entry& e = entry(key);
-  impl_->saw(request.now);
-  std::lock_guard lock(e.mu);
-  return pacing::acquire(e.state, request.now, request.max_wait, rules);
-}
-
-RecordOutcome MemoryStore::record(Handle& key, const StoreRecord& record, const PacingRules& rules) {
-  Entry& e = entry(key);
-  impl_->saw(record.now);
-  std::lock_guard lock(e.mu);
-  return pacing::record(e.state, record, rules);
-}
-
-bool MemoryStore::still_valid(Handle& key, std::uint64_t epoch, MonoTime /*now*/) {
-  Entry& e = entry(key);
-  std::lock_guard lock(e.mu);
-  return pacing::still_valid(e.state, epoch);
-}
-
-void MemoryStore::abandon_probe(Handle& key, MonoTime now) {
-  Entry& e = entry(key);
-  std::lock_guard lock(e.mu);
-  pacing::abandon_probe(e.state, now);
-}
-
-std::optional<LearnedPolicy> MemoryStore::learned(Handle& key, MonoTime now) {
-  Entry& e = entry(key);
-  std::lock_guard lock(e.mu);
-  return pacing::learned(e.state, now);
 }
 
 std::size_t MemoryStore::size() const {

@@ -469,7 +469,7 @@ struct Pacer::Ops {
   // A reserved slot the caller will not use: the next to ask gets it.
   static void give_back(Pacer& p, Local& l, const State& s) {
     if (s.probe) {
-      p.store_->abandon_probe(*l.handle, p.mono_.now());
+      l.handle->abandon_probe(p.mono_.now());
       wake_head(l);
       return;
     }
@@ -541,7 +541,7 @@ struct Pacer::Ops {
     rec.cooldown_cause = cause;
     rec.cooldown_floor = *rec.cooldown;  // whole: the store has no window to end it at
     rec.spread_seed = p.next_random();
-    const RecordOutcome out = p.store_->record(*l.handle, rec, p.config_.rules);
+    const RecordOutcome out = l.handle->record(rec, p.config_.rules);
     if (out.blocked) l.epoch.fetch_add(1, std::memory_order_acq_rel);
     wake_head(l);
   }
@@ -550,7 +550,7 @@ struct Pacer::Ops {
   // past it): a probe is abandoned, a slot goes to the next to ask.
   static void return_grant(Pacer& p, Local& l, const Asked& asked, MonoTime at) {
     if (asked.grant.kind == StoreGrant::Kind::kProbe) {
-      p.store_->abandon_probe(*l.handle, p.mono_.now());
+      l.handle->abandon_probe(p.mono_.now());
       wake_head(l);
     } else if (asked.grant.wait > Duration::zero()) {
       return_slot(p, l, Returned{at, asked.epoch, asked.grant.epoch});
@@ -576,7 +576,7 @@ struct Pacer::Ops {
         // it (a quota said spent, even one too uncertain to start a cooldown).
         const bool valid = local.epoch.load(std::memory_order_acquire) == s.epoch && floor_of(local) <= now &&
                            !(p.store_->shared() && s.reserved_wait >= p.config_.revalidate_after &&
-                             !p.store_->still_valid(*local.handle, s.store_epoch, now));
+                             !local.handle->still_valid(s.store_epoch, now));
         if (valid) return pending_result(TryStatus::kPermit, s.slot, s.probe);
         // A cooldown began since: the slot is void (a probe's too). The ticket
         // keeps its number, so it queues ahead of those who came later.
@@ -617,7 +617,7 @@ struct Pacer::Ops {
         }
         lock.unlock();
         const std::uint64_t epoch = local.epoch.load(std::memory_order_acquire);
-        pending = Asked{p.store_->acquire(*local.handle, {now, limit - now}, rules), epoch, now};
+        pending = Asked{local.handle->acquire({now, limit - now}, rules), epoch, now};
       }
       const Asked asked = *pending;
       pending.reset();
@@ -704,7 +704,7 @@ struct Pacer::Ops {
       return std::nullopt;
     }
     const std::uint64_t epoch = local.epoch.load(std::memory_order_acquire);
-    return Asked{p.store_->acquire(*local.handle, {now, limit - now}, p.config_.rules), epoch, now};
+    return Asked{local.handle->acquire({now, limit - now}, p.config_.rules), epoch, now};
   }
 
   static bool granted_now(const Local& l, const std::optional<Asked>& a) {
@@ -947,7 +947,7 @@ void Pacer::record(const Key& key, const Signals& signals) {
   const bool dated = signals.retry_after && signals.retry_after->kind == RetryHint::Kind::kDate;
   rec.limited = signals.limited && !dated;
   rec.spread_seed = next_random();
-  const RecordOutcome out = store_->record(*local.handle, rec, config_.rules);
+  const RecordOutcome out = local.handle->record(rec, config_.rules);
   note_floor(local, rec, rec.now - rec.age);
   if (out.blocked) local.epoch.fetch_add(1, std::memory_order_acq_rel);
   // A waiting head waits for a probe's answer (released) or for a cooldown
@@ -972,7 +972,7 @@ bool Pacer::block_until(const Key& key, WallTime until) {
   rec.age = kMaxDuration;
   rec.cooldown = until - wall_now;
   rec.spread_seed = next_random();
-  const RecordOutcome out = store_->record(*local.handle, rec, config_.rules);
+  const RecordOutcome out = local.handle->record(rec, config_.rules);
   note_floor(local, rec, MonoTime{});
   if (out.blocked) local.epoch.fetch_add(1, std::memory_order_acq_rel);
   // A head waiting for a probe's answer now waits for the cooldown instead.
@@ -982,12 +982,12 @@ bool Pacer::block_until(const Key& key, WallTime until) {
 
 std::optional<LearnedPolicy> Pacer::learned(const Key& key) {
   if (!key.local_) return std::nullopt;
-  return store_->learned(*key.local_->handle, mono_.now());
+  return key.local_->handle->learned(mono_.now());
 }
 
 void Pacer::abandon_probe(const Key& key) {
   if (!key.local_) return;
-  store_->abandon_probe(*key.local_->handle, mono_.now());
+  key.local_->handle->abandon_probe(mono_.now());
   Ops::wake_head(*key.local_);
 }
 

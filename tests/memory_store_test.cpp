@@ -39,23 +39,23 @@ TEST(MemoryStore, EachGrantNamesWhatHoldsItBack) {
   MemoryStore store;
   const PacingRules rules;
   auto fresh = store.open("fresh");
-  EXPECT_EQ(store.acquire(*fresh, {kT0, seconds{60}}, rules).cause, WaitCause::kNone);
+  EXPECT_EQ(fresh->acquire({kT0, seconds{60}}, rules).cause, WaitCause::kNone);
 
   // A server's Retry-After: a cooldown.
   auto cooled = store.open("cooled");
   StoreRecord r;
   r.now = kT0;
   r.cooldown = seconds{30};
-  (void)store.record(*cooled, r, rules);
-  const StoreGrant g = store.acquire(*cooled, {kT0, seconds{0}}, rules);
+  (void)cooled->record(r, rules);
+  const StoreGrant g = cooled->acquire({kT0, seconds{0}}, rules);
   EXPECT_EQ(g.kind, StoreGrant::Kind::kTooLate);
   EXPECT_EQ(g.cause, WaitCause::kCooldown);
 
   // An exhausted quota's reset, recorded as the cooldown it sets.
   auto exhausted = store.open("exhausted");
   r.cooldown_cause = WaitCause::kQuota;
-  (void)store.record(*exhausted, r, rules);
-  EXPECT_EQ(store.acquire(*exhausted, {kT0, seconds{0}}, rules).cause, WaitCause::kQuota);
+  (void)exhausted->record(r, rules);
+  EXPECT_EQ(exhausted->acquire({kT0, seconds{0}}, rules).cause, WaitCause::kQuota);
 
   // An announced policy's spacing: 2 per 10 s, the second send waits.
   auto spaced = store.open("spaced");
@@ -66,9 +66,9 @@ TEST(MemoryStore, EachGrantNamesWhatHoldsItBack) {
   u.limit = 2;
   u.window = seconds{10};
   p.policies.push_back(u);
-  (void)store.record(*spaced, p, rules);
-  EXPECT_EQ(store.acquire(*spaced, {kT0, seconds{60}}, rules).cause, WaitCause::kNone);
-  const StoreGrant second = store.acquire(*spaced, {kT0, seconds{60}}, rules);
+  (void)spaced->record(p, rules);
+  EXPECT_EQ(spaced->acquire({kT0, seconds{60}}, rules).cause, WaitCause::kNone);
+  const StoreGrant second = spaced->acquire({kT0, seconds{60}}, rules);
   EXPECT_GT(second.wait, seconds{4});
   EXPECT_EQ(second.cause, WaitCause::kQuota);
 
@@ -79,9 +79,9 @@ TEST(MemoryStore, EachGrantNamesWhatHoldsItBack) {
   StoreRecord c;
   c.now = kT0;
   c.cooldown = seconds{1};
-  (void)store.record(*probed, c, probing);
-  EXPECT_EQ(store.acquire(*probed, {kT0, seconds{60}}, probing).kind, StoreGrant::Kind::kProbe);
-  const StoreGrant waiting = store.acquire(*probed, {kT0, seconds{60}}, probing);
+  (void)probed->record(c, probing);
+  EXPECT_EQ(probed->acquire({kT0, seconds{60}}, probing).kind, StoreGrant::Kind::kProbe);
+  const StoreGrant waiting = probed->acquire({kT0, seconds{60}}, probing);
   EXPECT_EQ(waiting.kind, StoreGrant::Kind::kAwaitProbe);
   EXPECT_EQ(waiting.cause, WaitCause::kProbe);
 }
@@ -94,16 +94,16 @@ TEST(MemoryStore, ALearnedWindowsEndIsAQuotaWait) {
   auto k = store.open("learned");
   StoreRecord r;
   r.now = kT0;
-  (void)store.record(*k, r, rules);  // one accepted answer
+  (void)k->record(r, rules);  // one accepted answer
   r.limited = true;
   r.cooldown = seconds{2};
-  (void)store.record(*k, r, rules);
-  EXPECT_EQ(store.acquire(*k, {kT0, kMaxDuration}, rules).cause,
+  (void)k->record(r, rules);
+  EXPECT_EQ(k->acquire({kT0, kMaxDuration}, rules).cause,
             WaitCause::kCooldown);  // the probe, at the cooldown's end
   StoreRecord a;
   a.now = kT0 + seconds{2};
-  (void)store.record(*k, a, rules);  // its answer: the window's one send is spent
-  const StoreGrant g = store.acquire(*k, {kT0 + seconds{2}, kMaxDuration}, rules);
+  (void)k->record(a, rules);  // its answer: the window's one send is spent
+  const StoreGrant g = k->acquire({kT0 + seconds{2}, kMaxDuration}, rules);
   EXPECT_EQ(g.kind, StoreGrant::Kind::kProbe);
   EXPECT_EQ(g.wait, seconds{2});
   EXPECT_EQ(g.cause, WaitCause::kQuota);
@@ -123,10 +123,10 @@ TEST(MemoryStore, KeysPastTheBoundNeverShareState) {
   StoreRecord r;
   r.now = kT0;
   r.cooldown = std::chrono::hours{1};
-  store.record(*x, r, rules);
-  EXPECT_EQ(store.acquire(*x, {kT0, Duration{-1}}, rules).kind, StoreGrant::Kind::kTooLate);
-  EXPECT_EQ(store.acquire(*y, {kT0, Duration::zero()}, rules).kind, StoreGrant::Kind::kGranted);
-  EXPECT_EQ(store.acquire(*held[0], {kT0, Duration::zero()}, rules).kind, StoreGrant::Kind::kGranted);
+  x->record(r, rules);
+  EXPECT_EQ(x->acquire({kT0, Duration{-1}}, rules).kind, StoreGrant::Kind::kTooLate);
+  EXPECT_EQ(y->acquire({kT0, Duration::zero()}, rules).kind, StoreGrant::Kind::kGranted);
+  EXPECT_EQ(held[0]->acquire({kT0, Duration::zero()}, rules).kind, StoreGrant::Kind::kGranted);
 }
 
 TEST(MemoryStore, ExpiredKeysNobodyHoldsAreDropped) {
@@ -137,14 +137,14 @@ TEST(MemoryStore, ExpiredKeysNobodyHoldsAreDropped) {
     StoreRecord r;
     r.now = kT0;
     r.cooldown = seconds{1};
-    store.record(*h, r, rules);
+    h->record(r, rules);
   }
   auto fresh = store.open("fresh");
   EXPECT_EQ(store.size(), 4u);  // nothing expired yet: "fresh" is not kept
   {
     StoreRecord r;
     r.now = kT0 + seconds{60};  // the store learns the time from any key
-    store.record(*fresh, r, rules);
+    fresh->record(r, rules);
   }
   auto later = store.open("later");
   EXPECT_LE(store.size(), 4u);
@@ -161,13 +161,13 @@ TEST(MemoryStore, LiveStateIsNeverDropped) {
     StoreRecord r;
     r.now = kT0;
     r.cooldown = std::chrono::hours{1};
-    store.record(*h, r, rules);
+    h->record(r, rules);
   }
   store.open("b");
   store.open("c");
   store.open("d");
   auto h = store.open("live");
-  EXPECT_EQ(store.acquire(*h, {kT0, Duration{-1}}, rules).kind, StoreGrant::Kind::kTooLate);
+  EXPECT_EQ(h->acquire({kT0, Duration{-1}}, rules).kind, StoreGrant::Kind::kTooLate);
 }
 
 TEST(MemoryStore, ManyThreadsOnOneKeyGetDistinctSlots) {
@@ -180,7 +180,7 @@ TEST(MemoryStore, ManyThreadsOnOneKeyGetDistinctSlots) {
   u.limit = 1000;
   u.window = seconds{1};
   r.policies.push_back(u);
-  store.record(*key, r, rules);
+  key->record(r, rules);
   constexpr int kThreads = 16;
   constexpr int kEach = 500;
   std::vector<std::vector<Duration>> waits(kThreads);
@@ -188,13 +188,13 @@ TEST(MemoryStore, ManyThreadsOnOneKeyGetDistinctSlots) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kEach; ++i) {
-        const StoreGrant g = store.acquire(*key, {kT0, kMaxDuration}, rules);
+        const StoreGrant g = key->acquire({kT0, kMaxDuration}, rules);
         waits[static_cast<std::size_t>(t)].push_back(g.wait);
         if (i % 50 == 0) {
           StoreRecord rr;
           rr.now = kT0;
           rr.policies.push_back(u);
-          store.record(*key, rr, rules);
+          key->record(rr, rules);
         }
       }
     });
@@ -220,12 +220,12 @@ TEST(MemoryStore, ManyThreadsOnManyKeys) {
       for (int i = 0; i < 2000; ++i) {
         auto k = store.open("k" + std::to_string((t * 7 + i) % 100));
         const MonoTime now = kT0 + milliseconds{i};
-        if (store.acquire(*k, {now, Duration::zero()}, rules).kind == StoreGrant::Kind::kGranted) ++granted;
+        if (k->acquire({now, Duration::zero()}, rules).kind == StoreGrant::Kind::kGranted) ++granted;
         if (i % 10 == 0) {
           StoreRecord r;
           r.now = now;
           r.cooldown = milliseconds{3};
-          store.record(*k, r, rules);
+          k->record(r, rules);
         }
       }
     });
@@ -264,7 +264,7 @@ TEST(MemoryStoreFigures, DISABLED_LearnedPolicyTable) {
             PacingRules rules;
             rules.pacing = pacing;
             const SimOptions o = announced_workload(unix_second, from_first, latency, phase, rules);
-            const SimResult r = simulate(store, *k, o, MonoTime{std::chrono::hours{1000}});
+            const SimResult r = simulate(*k, o, MonoTime{std::chrono::hours{1000}});
             EXPECT_EQ(r.accepted, o.requests);
             EXPECT_EQ(r.premature, 0);
             EXPECT_GE(r.elapsed, r.floor);
@@ -304,7 +304,7 @@ TEST(MemoryStoreFigures, DISABLED_LearnedPolicyTable) {
               o.backoff_exponential = mode == 2;
               o.rules.pacing = pacing;
               o.tell_limited = tell;
-              const SimResult r = simulate(store, *k, o, MonoTime{std::chrono::hours{1000}});
+              const SimResult r = simulate(*k, o, MonoTime{std::chrono::hours{1000}});
               EXPECT_EQ(r.accepted, o.requests);
               EXPECT_EQ(r.premature, 0);
               EXPECT_GE(r.elapsed, r.floor);

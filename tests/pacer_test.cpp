@@ -725,22 +725,34 @@ TEST_F(Fixture, ACancelledProbeIsHandedOn) {
 class SlowStore final : public QuotaStore {
  public:
   SlowStore(ManualClock& clock, Duration latency, bool shared) : clock_(clock), latency_(latency), shared_(shared) {}
-  std::shared_ptr<Handle> open(std::string_view key) override { return inner_.open(key); }
-  StoreGrant acquire(Handle& key, const StoreAcquire& request, const PacingRules& rules) override {
-    const StoreGrant g = inner_.acquire(key, request, rules);
-    clock_.advance(latency_);
-    return g;
+  std::shared_ptr<Handle> open(std::string_view key) override {
+    return std::make_shared<Slow>(inner_.open(key), clock_, latency_);
   }
-  RecordOutcome record(Handle& key, const StoreRecord& record, const PacingRules& rules) override {
-    return inner_.record(key, record, rules);
-  }
-  bool still_valid(Handle& key, std::uint64_t epoch, MonoTime now) override {
-    return inner_.still_valid(key, epoch, now);
-  }
-  void abandon_probe(Handle& key, MonoTime now) override { inner_.abandon_probe(key, now); }
   bool shared() const noexcept override { return shared_; }
 
  private:
+  class Slow final : public Handle {
+   public:
+    Slow(std::shared_ptr<Handle> inner, ManualClock& clock, Duration latency)
+        : inner_(std::move(inner)), clock_(clock), latency_(latency) {}
+    StoreGrant acquire(const StoreAcquire& request, const PacingRules& rules) override {
+      const StoreGrant g = inner_->acquire(request, rules);
+      clock_.advance(latency_);
+      return g;
+    }
+    RecordOutcome record(const StoreRecord& record, const PacingRules& rules) override {
+      return inner_->record(record, rules);
+    }
+    bool still_valid(std::uint64_t epoch, MonoTime now) override { return inner_->still_valid(epoch, now); }
+    void abandon_probe(MonoTime now) override { inner_->abandon_probe(now); }
+    std::optional<LearnedPolicy> learned(MonoTime now) override { return inner_->learned(now); }
+
+   private:
+    std::shared_ptr<Handle> inner_;
+    ManualClock& clock_;
+    Duration latency_;
+  };
+
   ManualClock& clock_;
   Duration latency_;
   bool shared_;
@@ -781,43 +793,42 @@ class ForgetfulStore final : public QuotaStore {
   int records() const { return records_.load(); }
 
   std::shared_ptr<Handle> open(std::string_view key) override {
-    auto h = std::make_shared<Named>();
-    h->name = std::string(key);
-    return h;
-  }
-  StoreGrant acquire(Handle& key, const StoreAcquire& request, const PacingRules& rules) override {
-    if (down_) return {StoreGrant::Kind::kUnavailable, milliseconds{100}, 0, WaitCause::kStore};
-    auto [store, h] = resolve(key);
-    return store->acquire(*h, request, rules);
-  }
-  RecordOutcome record(Handle& key, const StoreRecord& record, const PacingRules& rules) override {
-    ++records_;
-    if (down_) return {};
-    auto [store, h] = resolve(key);
-    return store->record(*h, record, rules);
-  }
-  bool still_valid(Handle& key, std::uint64_t epoch, MonoTime now) override {
-    auto [store, h] = resolve(key);
-    return !down_ && store->still_valid(*h, epoch, now);
-  }
-  void abandon_probe(Handle& key, MonoTime now) override {
-    auto [store, h] = resolve(key);
-    store->abandon_probe(*h, now);
+    return std::make_shared<Named>(*this, std::string(key));
   }
   bool shared() const noexcept override { return shared_; }
 
  private:
-  struct Named final : Handle {
-    std::string name;
-  };
-  std::pair<std::shared_ptr<MemoryStore>, std::shared_ptr<Handle>> resolve(Handle& key) {
-    std::shared_ptr<MemoryStore> store;
-    {
-      std::lock_guard lock(mu_);
-      store = inner_;
+  // A key by its name, looked up in whatever the store holds now.
+  class Named final : public Handle {
+   public:
+    Named(ForgetfulStore& store, std::string name) : store_(store), name_(std::move(name)) {}
+    StoreGrant acquire(const StoreAcquire& request, const PacingRules& rules) override {
+      if (store_.down_) return {StoreGrant::Kind::kUnavailable, milliseconds{100}, 0, WaitCause::kStore};
+      return resolve()->acquire(request, rules);
     }
-    return {store, store->open(static_cast<Named&>(key).name)};
-  }
+    RecordOutcome record(const StoreRecord& record, const PacingRules& rules) override {
+      ++store_.records_;
+      if (store_.down_) return {};
+      return resolve()->record(record, rules);
+    }
+    bool still_valid(std::uint64_t epoch, MonoTime now) override {
+      return !store_.down_ && resolve()->still_valid(epoch, now);
+    }
+    void abandon_probe(MonoTime now) override { resolve()->abandon_probe(now); }
+    std::optional<LearnedPolicy> learned(MonoTime now) override { return resolve()->learned(now); }
+
+   private:
+    std::shared_ptr<Handle> resolve() {
+      std::shared_ptr<MemoryStore> inner;
+      {
+        std::lock_guard lock(store_.mu_);
+        inner = store_.inner_;
+      }
+      return inner->open(name_);
+    }
+    ForgetfulStore& store_;
+    std::string name_;
+  };
 
   bool shared_;
   std::atomic<bool> down_{false};

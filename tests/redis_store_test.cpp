@@ -457,12 +457,12 @@ TEST(RedisStore, AFleetLearnsOnce) {
   RedisStore second(o);
   const MonoTime t0{std::chrono::hours{1000}};
   auto k1 = first.open("api");
-  const SimResult learning = simulate(first, *k1, retry_after_only(120), t0);
+  const SimResult learning = simulate(*k1, retry_after_only(120), t0);
   EXPECT_EQ(learning.accepted, 120);
   EXPECT_GT(learning.limited, 0);
   // Twenty seconds on (in step with the server's 2 s windows), the other process.
   auto k2 = second.open("api");
-  const SimResult learned = simulate(second, *k2, retry_after_only(120), t0 + seconds{20});
+  const SimResult learned = simulate(*k2, retry_after_only(120), t0 + seconds{20});
   EXPECT_EQ(learned.accepted, 120);
   EXPECT_EQ(learned.premature, 0);
   // Its first window keeps the learned limit: at most the window's probe is
@@ -471,7 +471,7 @@ TEST(RedisStore, AFleetLearnsOnce) {
   ASSERT_FALSE(learned.limited_by_window.empty());
   EXPECT_LE(learned.limited_by_window[0], 1);
   auto fresh = second.open("other");
-  const SimResult unlearned = simulate(second, *fresh, retry_after_only(120), t0 + seconds{20});
+  const SimResult unlearned = simulate(*fresh, retry_after_only(120), t0 + seconds{20});
   ASSERT_FALSE(unlearned.limited_by_window.empty());
   EXPECT_GT(unlearned.limited_by_window[0], learned.limited_by_window[0]);
   EXPECT_LT(learned.limited, unlearned.limited);
@@ -489,12 +489,12 @@ TEST(RedisStore, TheLearnedStateStaysBounded) {
     return shared_server->command({"EVAL", "return #cmsgpack.unpack(redis.call('GET', KEYS[1])).L", "1", key}).integer;
   };
   const MonoTime t0{std::chrono::hours{1000}};
-  (void)simulate(store, *k, retry_after_only(120), t0);
+  (void)simulate(*k, retry_after_only(120), t0);
   const long long after_short = shared_server->command({"STRLEN", key}).integer;
   const long long learned_fields = fields();
   SimOptions bare = retry_after_only(1200);
   bare.retry_after = false;
-  (void)simulate(store, *k, bare, t0 + std::chrono::minutes{2});
+  (void)simulate(*k, bare, t0 + std::chrono::minutes{2});
   const long long after_long = shared_server->command({"STRLEN", key}).integer;
   EXPECT_EQ(fields(), learned_fields);
   EXPECT_GT(learned_fields, 0);
@@ -510,16 +510,16 @@ TEST(RedisStore, LearningKeepsOneRoundTripPerOperation) {
   auto k = store.open("api");
   const PacingRules rules;
   MonoTime now{std::chrono::hours{1000}};
-  (void)store.acquire(*k, {now, kMaxDuration}, rules);  // loads the script
+  (void)k->acquire({now, kMaxDuration}, rules);  // loads the script
   const auto before = store.stats().round_trips;
   int operations = 0;
   for (int i = 0; i < 30; ++i) {
-    (void)store.acquire(*k, {now, kMaxDuration}, rules);
+    (void)k->acquire({now, kMaxDuration}, rules);
     StoreRecord r;
     r.now = now;
     r.limited = i % 10 == 9;
     if (i % 20 == 9) r.cooldown = seconds{1};
-    (void)store.record(*k, r, rules);
+    (void)k->record(r, rules);
     operations += 2;
     now += milliseconds{100};
   }
@@ -1128,12 +1128,12 @@ TEST(RedisStore, AReservationIsNotConfirmedWhenRedisCannotBeAsked) {
     if (fail_closed) o.on_down = RedisDownPolicy::kFailClosed;
     RedisStore store(o);
     auto h = store.open("api");
-    const StoreGrant g = store.acquire(*h, {clock.mono_now(), seconds{1}}, PacingRules{});
+    const StoreGrant g = h->acquire({clock.mono_now(), seconds{1}}, PacingRules{});
     ASSERT_EQ(g.kind, StoreGrant::Kind::kGranted);
-    EXPECT_TRUE(store.still_valid(*h, g.epoch, clock.mono_now()));
+    EXPECT_TRUE(h->still_valid(g.epoch, clock.mono_now()));
     server.kill_now();
     // A cooldown may have started in another process: cannot tell is not "valid".
-    EXPECT_FALSE(store.still_valid(*h, g.epoch, clock.mono_now()));
+    EXPECT_FALSE(h->still_valid(g.epoch, clock.mono_now()));
   }
 }
 
@@ -1152,16 +1152,16 @@ TEST(RedisStore, MicrosecondsNeverEndAWaitEarlyNorAcceptOneBeyondMaxWait) {
   StoreRecord rec;
   rec.now = told;
   rec.cooldown = milliseconds{10};
-  store.record(*h, rec, rules);
+  h->record(rec, rules);
   // Asked at the start of a later microsecond: the wait still ends at or after told + 10 ms.
   clock.advance(std::chrono::nanoseconds{100});
   const MonoTime asked = clock.mono_now();
-  const StoreGrant g = store.acquire(*h, {asked, -Duration{1}}, rules);
+  const StoreGrant g = h->acquire({asked, -Duration{1}}, rules);
   EXPECT_GE(asked + g.wait, told + milliseconds{10}) << g.wait.count();
   // max_wait: just enough is accepted, a nanosecond less is not.
-  const StoreGrant short_by_one = store.acquire(*h, {asked, g.wait - std::chrono::nanoseconds{1}}, rules);
+  const StoreGrant short_by_one = h->acquire({asked, g.wait - std::chrono::nanoseconds{1}}, rules);
   EXPECT_EQ(short_by_one.kind, StoreGrant::Kind::kTooLate);
-  const StoreGrant enough = store.acquire(*h, {asked, g.wait + std::chrono::nanoseconds{999}}, rules);
+  const StoreGrant enough = h->acquire({asked, g.wait + std::chrono::nanoseconds{999}}, rules);
   EXPECT_EQ(enough.kind, StoreGrant::Kind::kProbe);
   EXPECT_EQ(enough.wait, g.wait);
 }

@@ -83,17 +83,17 @@ TEST(SqliteStore, ACooldownOutlivesTheStoreThatWasTold) {
   {
     auto first = must_open(options_at(path));
     auto k = first->open("https://api.example");
-    (void)first->record(*k, cooldown_at(kT0, seconds{30}), rules);
+    (void)k->record(cooldown_at(kT0, seconds{30}), rules);
   }
   auto later = must_open(options_at(path));
   auto k = later->open("https://api.example");
-  const StoreGrant g = later->acquire(*k, {kT0 + seconds{10}, seconds{1}}, rules);
+  const StoreGrant g = k->acquire({kT0 + seconds{10}, seconds{1}}, rules);
   EXPECT_EQ(g.kind, StoreGrant::Kind::kTooLate);
   EXPECT_EQ(g.wait, seconds{20});
   EXPECT_EQ(g.cause, WaitCause::kCooldown);
   // Other keys are not held.
   auto other = later->open("https://other.example");
-  EXPECT_EQ(later->acquire(*other, {kT0 + seconds{10}, seconds{1}}, rules).kind, StoreGrant::Kind::kGranted);
+  EXPECT_EQ(other->acquire({kT0 + seconds{10}, seconds{1}}, rules).kind, StoreGrant::Kind::kGranted);
 }
 
 // remembered() tells a cooldown another store recorded from one of its own.
@@ -106,11 +106,11 @@ TEST(SqliteStore, SaysWhenACooldownWasToldElsewhere) {
   auto ka = a->open("k");
   auto kb = b->open("k");
   const WallTime told = clock.wall_now();
-  (void)a->record(*ka, cooldown_at(kT0, seconds{30}), rules);
+  (void)ka->record(cooldown_at(kT0, seconds{30}), rules);
   clock.advance(seconds{5});
-  EXPECT_EQ(a->remembered(*ka, kT0 + seconds{5}), std::nullopt);
-  EXPECT_EQ(b->remembered(*kb, kT0 + seconds{5}), told);
-  EXPECT_EQ(b->remembered(*kb, kT0 + seconds{31}), std::nullopt);  // over: nothing holds
+  EXPECT_EQ(a->remembered("k", kT0 + seconds{5}), std::nullopt);
+  EXPECT_EQ(b->remembered("k", kT0 + seconds{5}), told);
+  EXPECT_EQ(b->remembered("k", kT0 + seconds{31}), std::nullopt);  // over: nothing holds
 }
 
 // After a reboot the monotonic clock starts again: rows of the old boot are
@@ -122,13 +122,13 @@ TEST(SqliteStore, ARebootKeepsTheWaitByTheWallClock) {
   {
     auto before = must_open(options_at(path, &clock.wall(), "boot-1"));
     auto k = before->open("k");
-    (void)before->record(*k, cooldown_at(kT0, seconds{60}), rules);
+    (void)k->record(cooldown_at(kT0, seconds{60}), rules);
   }
   clock.advance(seconds{25});  // 25 s of wall time pass, across the reboot
   const MonoTime fresh_boot{seconds{3}};
   auto after = must_open(options_at(path, &clock.wall(), "boot-2"));
   auto k = after->open("k");
-  const StoreGrant g = after->acquire(*k, {fresh_boot, seconds{1}}, rules);
+  const StoreGrant g = k->acquire({fresh_boot, seconds{1}}, rules);
   EXPECT_EQ(g.kind, StoreGrant::Kind::kTooLate);
   EXPECT_EQ(g.wait, seconds{35});
   auto rows = after->list(fresh_boot);
@@ -151,7 +151,7 @@ TEST(SqliteStore, StoresOnOneFileNeverShareASlot) {
     u.limit = 1000;
     u.window = seconds{1};
     r.policies.push_back(u);
-    (void)s->record(*k, r, rules);
+    (void)k->record(r, rules);
   }
   constexpr int kStores = 4;
   constexpr int kEach = 100;
@@ -163,7 +163,7 @@ TEST(SqliteStore, StoresOnOneFileNeverShareASlot) {
       if (s == nullptr) return;
       auto k = s->open("hot");
       for (int i = 0; i < kEach; ++i) {
-        waits[static_cast<std::size_t>(t)].push_back(s->acquire(*k, {kT0, kMaxDuration}, rules).wait);
+        waits[static_cast<std::size_t>(t)].push_back(k->acquire({kT0, kMaxDuration}, rules).wait);
       }
     });
   }
@@ -192,7 +192,7 @@ TEST(SqliteStore, ListsWhatMattersAndForgetsOnRequest) {
   const PacingRules rules;
   auto s = must_open(options_at(path, &clock.wall()));
   auto cooled = s->open("b-cooled");
-  (void)s->record(*cooled, cooldown_at(kT0, seconds{30}), rules);
+  (void)cooled->record(cooldown_at(kT0, seconds{30}), rules);
   auto announced = s->open("a-announced");
   StoreRecord r;
   r.now = kT0;
@@ -203,9 +203,9 @@ TEST(SqliteStore, ListsWhatMattersAndForgetsOnRequest) {
   u.remaining = 40;
   u.reset = seconds{20};
   r.policies.push_back(u);
-  (void)s->record(*announced, r, rules);
+  (void)announced->record(r, rules);
   auto gone = s->open("c-gone");
-  (void)s->record(*gone, cooldown_at(kT0 - std::chrono::hours{1}, seconds{1}), rules);
+  (void)gone->record(cooldown_at(kT0 - std::chrono::hours{1}, seconds{1}), rules);
 
   auto rows = s->list(kT0);
   ASSERT_TRUE(rows.has_value()) << rows.error();
@@ -226,7 +226,7 @@ TEST(SqliteStore, ListsWhatMattersAndForgetsOnRequest) {
   ASSERT_TRUE(forgot.has_value());
   EXPECT_TRUE(*forgot);
   EXPECT_FALSE(*s->forget("b-cooled"));
-  EXPECT_EQ(s->acquire(*cooled, {kT0, Duration::zero()}, rules).kind, StoreGrant::Kind::kGranted);
+  EXPECT_EQ(cooled->acquire({kT0, Duration::zero()}, rules).kind, StoreGrant::Kind::kGranted);
 }
 
 // A row that cannot be read is never taken for an empty one: the operation
@@ -239,19 +239,19 @@ TEST(SqliteStore, ADamagedRowIsReportedNotReset) {
   auto s = must_open(o);
   const PacingRules rules;
   auto k = s->open("k");
-  (void)s->record(*k, cooldown_at(kT0, seconds{30}), rules);
+  (void)k->record(cooldown_at(kT0, seconds{30}), rules);
   {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
     ASSERT_EQ(sqlite3_exec(db, "UPDATE quota_state SET state = x'01020304'", nullptr, nullptr, nullptr), SQLITE_OK);
     sqlite3_close(db);
   }
-  const StoreGrant g = s->acquire(*k, {kT0 + seconds{1}, Duration::zero()}, rules);
+  const StoreGrant g = k->acquire({kT0 + seconds{1}, Duration::zero()}, rules);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_NE(events[0].find("down: " + path + ": the row of k is damaged"), std::string::npos) << events[0];
   EXPECT_NE(events[0].find("abide state --forget"), std::string::npos) << events[0];
   // The store never confirms a reservation it cannot read.
-  EXPECT_FALSE(s->still_valid(*k, g.epoch, kT0 + seconds{1}));
+  EXPECT_FALSE(k->still_valid(g.epoch, kT0 + seconds{1}));
 }
 
 // ---- files it refuses, each named ------------------------------------------
@@ -307,7 +307,7 @@ TEST(SqliteStoreRefuses, ADamagedFile) {
     auto k = s->open("k");
     for (int i = 0; i < 200; ++i) {
       auto h = s->open("key-" + std::to_string(i) + std::string(100, 'k'));
-      (void)s->record(*h, cooldown_at(kT0, seconds{30}), PacingRules{});
+      (void)h->record(cooldown_at(kT0, seconds{30}), PacingRules{});
     }
   }
   sql(path, "PRAGMA wal_checkpoint(TRUNCATE)");

@@ -134,7 +134,7 @@ void run_trace(std::uint64_t seed, std::vector<Contender>& stores, const std::st
       case 3: {
         const StoreAcquire a{now, t.max_wait()};
         std::vector<StoreGrant> grants;
-        for (Contender& c : stores) grants.push_back(c.store->acquire(*c.keys[static_cast<std::size_t>(key)], a, rules));
+        for (Contender& c : stores) grants.push_back(c.keys[static_cast<std::size_t>(key)]->acquire(a, rules));
         for (std::size_t i = 1; i < stores.size(); ++i) {
           ASSERT_EQ(grants[i].kind, grants[0].kind) << where << ": " << stores[i].name << " "
                                                     << describe_grant(grants[i]) << ", memory " << describe_grant(grants[0]);
@@ -154,7 +154,7 @@ void run_trace(std::uint64_t seed, std::vector<Contender>& stores, const std::st
       case 7: {
         const StoreRecord r = t.answer(now);
         std::vector<RecordOutcome> outs;
-        for (Contender& c : stores) outs.push_back(c.store->record(*c.keys[static_cast<std::size_t>(key)], r, rules));
+        for (Contender& c : stores) outs.push_back(c.keys[static_cast<std::size_t>(key)]->record(r, rules));
         for (std::size_t i = 1; i < stores.size(); ++i) {
           ASSERT_EQ(outs[i].blocked, outs[0].blocked) << where << ": " << stores[i].name << " record blocked";
           ASSERT_EQ(outs[i].released, outs[0].released) << where << ": " << stores[i].name << " record released";
@@ -162,14 +162,13 @@ void run_trace(std::uint64_t seed, std::vector<Contender>& stores, const std::st
         break;
       }
       case 8: {
-        for (Contender& c : stores) c.store->abandon_probe(*c.keys[static_cast<std::size_t>(key)], now);
+        for (Contender& c : stores) c.keys[static_cast<std::size_t>(key)]->abandon_probe(now);
         break;
       }
       default: {
         std::vector<bool> valid;
         for (Contender& c : stores) {
-          valid.push_back(c.store->still_valid(*c.keys[static_cast<std::size_t>(key)],
-                                               c.epochs[static_cast<std::size_t>(key)], now));
+          valid.push_back(c.keys[static_cast<std::size_t>(key)]->still_valid(c.epochs[static_cast<std::size_t>(key)], now));
         }
         for (std::size_t i = 1; i < stores.size(); ++i) {
           ASSERT_EQ(valid[i], valid[0]) << where << ": " << stores[i].name << " still_valid";

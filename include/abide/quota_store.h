@@ -164,34 +164,33 @@ class QuotaStore {
   // The most policies a key keeps (the most restrictive wins among them).
   static constexpr std::size_t kMaxPolicies = 8;
 
-  // One key's state, resolved once so later operations skip the lookup.
+  // One key's state in its store: the operations the pacer needs, each one
+  // atomic. A handle keeps what it needs of its store alive, so it may
+  // outlive the store object.
   class Handle {
    public:
     virtual ~Handle() = default;
+    // Decides, and reserves when granted, in one atomic operation.
+    virtual StoreGrant acquire(const StoreAcquire& request, const PacingRules& rules) = 0;
+    // Applies what one response said, in one atomic operation.
+    virtual RecordOutcome record(const StoreRecord& record, const PacingRules& rules) = 0;
+    // True when no cooldown has started on the key since `epoch` was handed
+    // out; false too when the store cannot tell.
+    virtual bool still_valid(std::uint64_t epoch, MonoTime now) = 0;
+    // Forgets the outstanding probe (it will get no answer): the next acquire probes.
+    virtual void abandon_probe(MonoTime now) = 0;
+    // What the key learned from its limited answers, while its server
+    // announces no quota; nullopt otherwise.
+    virtual std::optional<LearnedPolicy> learned(MonoTime now) = 0;
   };
 
   virtual ~QuotaStore() = default;
 
   // The handle for a key (created empty when new). Never null.
   virtual std::shared_ptr<Handle> open(std::string_view key) = 0;
-  // Decides, and reserves when granted, in one atomic operation.
-  virtual StoreGrant acquire(Handle& key, const StoreAcquire& request, const PacingRules& rules) = 0;
-  // Applies what one response said, in one atomic operation.
-  virtual RecordOutcome record(Handle& key, const StoreRecord& record, const PacingRules& rules) = 0;
-  // True when no cooldown has started on the key since `epoch` was handed out.
-  virtual bool still_valid(Handle& key, std::uint64_t epoch, MonoTime now) = 0;
-  // Forgets the outstanding probe (it will get no answer): the next acquire probes.
-  virtual void abandon_probe(Handle& key, MonoTime now) = 0;
   // True when other processes share the state: a record there cannot wake
   // waiters here, so the pacer polls while it waits for a probe's answer.
   virtual bool shared() const noexcept { return false; }
-  // What the key learned from its limited answers, while its server announces
-  // no quota; nullopt otherwise (and for stores that learn nothing).
-  virtual std::optional<LearnedPolicy> learned(Handle& key, MonoTime now) {
-    static_cast<void>(key);
-    static_cast<void>(now);
-    return std::nullopt;
-  }
 };
 
 // Bounds for MemoryStore.
@@ -210,11 +209,6 @@ class MemoryStore final : public QuotaStore {
   MemoryStore& operator=(const MemoryStore&) = delete;
 
   std::shared_ptr<Handle> open(std::string_view key) override;
-  StoreGrant acquire(Handle& key, const StoreAcquire& request, const PacingRules& rules) override;
-  RecordOutcome record(Handle& key, const StoreRecord& record, const PacingRules& rules) override;
-  bool still_valid(Handle& key, std::uint64_t epoch, MonoTime now) override;
-  void abandon_probe(Handle& key, MonoTime now) override;
-  std::optional<LearnedPolicy> learned(Handle& key, MonoTime now) override;
 
   // Keys held right now (for tests and bounds).
   std::size_t size() const;

@@ -143,11 +143,6 @@ class RedisStore final : public QuotaStore {
   [[nodiscard]] std::optional<RedisCheckError> check(MonoTime now);
 
   std::shared_ptr<Handle> open(std::string_view key) override;
-  StoreGrant acquire(Handle& key, const StoreAcquire& request, const PacingRules& rules) override;
-  RecordOutcome record(Handle& key, const StoreRecord& record, const PacingRules& rules) override;
-  bool still_valid(Handle& key, std::uint64_t epoch, MonoTime now) override;
-  void abandon_probe(Handle& key, MonoTime now) override;
-  std::optional<LearnedPolicy> learned(Handle& key, MonoTime now) override;
   bool shared() const noexcept override { return true; }
 
   // True unless the last attempt found Redis unreachable.
@@ -158,7 +153,7 @@ class RedisStore final : public QuotaStore {
 
  private:
   struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;  // shared with the handles
 };
 
 }  // namespace abide

@@ -100,17 +100,12 @@ class SqliteStore final : public QuotaStore {
   SqliteStore& operator=(const SqliteStore&) = delete;
 
   std::shared_ptr<Handle> open(std::string_view key) override;
-  StoreGrant acquire(Handle& key, const StoreAcquire& request, const PacingRules& rules) override;
-  RecordOutcome record(Handle& key, const StoreRecord& record, const PacingRules& rules) override;
-  bool still_valid(Handle& key, std::uint64_t epoch, MonoTime now) override;
-  void abandon_probe(Handle& key, MonoTime now) override;
   bool shared() const noexcept override { return true; }
-  std::optional<LearnedPolicy> learned(Handle& key, MonoTime now) override;
 
   // When a response on `key` was last recorded by another store on the file
   // (an earlier run, another process), while its cooldown still holds: the
   // time it was told. nullopt when this store told it, or nothing holds.
-  std::optional<WallTime> remembered(Handle& key, MonoTime now);
+  std::optional<WallTime> remembered(std::string_view key, MonoTime now);
 
   // Every key the file holds that still matters, sorted by key.
   [[nodiscard]] Result<std::vector<StoredKey>, std::string> list(MonoTime now);
@@ -123,8 +118,8 @@ class SqliteStore final : public QuotaStore {
 
  private:
   struct Impl;
-  explicit SqliteStore(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit SqliteStore(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;  // shared with the handles
 };
 
 }  // namespace abide

@@ -68,10 +68,6 @@ WaitCause wait_cause(const std::vector<long long>& out) {
   }
 }
 
-struct RedisHandle final : QuotaStore::Handle {
-  std::string key;
-  std::shared_ptr<QuotaStore::Handle> fallback;
-};
 
 enum class Outcome { kOk, kDown, kBusy, kRefused };
 
@@ -114,6 +110,8 @@ std::string_view to_string(RedisEvent e) noexcept {
 }
 
 struct RedisStore::Impl {
+  class Key;  // a key's handle (below)
+
   explicit Impl(RedisStoreOptions o)
       : options(normalized(std::move(o))),
         fallback(options.fallback),
@@ -362,7 +360,7 @@ struct RedisStore::Impl {
   bool fail_closed() const { return options.on_down == RedisDownPolicy::kFailClosed; }
 };
 
-RedisStore::RedisStore(RedisStoreOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+RedisStore::RedisStore(RedisStoreOptions options) : impl_(std::make_shared<Impl>(std::move(options))) {}
 
 RedisStore::~RedisStore() = default;
 
@@ -372,122 +370,127 @@ std::string RedisStore::redis_key(std::string_view key) const {
 
 std::optional<RedisCheckError> RedisStore::check(MonoTime now) { return impl_->check(now, redis_key("")); }
 
-std::shared_ptr<QuotaStore::Handle> RedisStore::open(std::string_view key) {
-  auto h = std::make_shared<RedisHandle>();
-  h->key = redis_key(key);
-  h->fallback = impl_->fallback.open(key);
-  return h;
-}
+// One key in Redis: each operation one call of the script; while Redis
+// cannot be used, the fallback's handle answers (or, fail-closed, nothing).
+class RedisStore::Impl::Key final : public QuotaStore::Handle {
+ public:
+  Key(std::shared_ptr<Impl> store, std::string key, std::shared_ptr<QuotaStore::Handle> fallback)
+      : store_(std::move(store)), key_(std::move(key)), fallback_(std::move(fallback)) {}
 
-StoreGrant RedisStore::acquire(Handle& key, const StoreAcquire& request, const PacingRules& rules) {
-  auto& h = static_cast<RedisHandle&>(key);
-  const std::array<std::string, redis_detail::kAcquireArgs> args{
-      num(redis_detail::kOpAcquire),
-      impl_->time_arg(request.now),
-      max_wait_arg(request.max_wait),
-      rules.pacing == Pacing::kSmooth ? "1" : "0",
-      num(std::clamp(rules.safety_margin, 0.0, 1.0)),
-      num(micros_up(rules.probe_timeout)),
-      num(micros_up(rules.cooldown_spread)),
-  };
-  std::vector<long long> out;
-  const Outcome o = impl_->run(h.key, args, request.now, out);
-  if (o == Outcome::kOk && out.size() >= 3) {
-    if (const auto kind = grant_kind(out[0])) {
-      StoreGrant g;
-      g.kind = *kind;
-      g.wait = from_micros(out[1]);
-      g.epoch = static_cast<std::uint64_t>(std::max<long long>(out[2], 0)) & ~kFallbackEpoch;
-      g.cause = wait_cause(out);
-      return g;
+  StoreGrant acquire(const StoreAcquire& request, const PacingRules& rules) override {
+    const std::array<std::string, redis_detail::kAcquireArgs> args{
+        num(redis_detail::kOpAcquire),
+        store_->time_arg(request.now),
+        max_wait_arg(request.max_wait),
+        rules.pacing == Pacing::kSmooth ? "1" : "0",
+        num(std::clamp(rules.safety_margin, 0.0, 1.0)),
+        num(micros_up(rules.probe_timeout)),
+        num(micros_up(rules.cooldown_spread)),
+    };
+    std::vector<long long> out;
+    const Outcome o = store_->run(key_, args, request.now, out);
+    if (o == Outcome::kOk && out.size() >= 3) {
+      if (const auto kind = grant_kind(out[0])) {
+        StoreGrant g;
+        g.kind = *kind;
+        g.wait = from_micros(out[1]);
+        g.epoch = static_cast<std::uint64_t>(std::max<long long>(out[2], 0)) & ~kFallbackEpoch;
+        g.cause = wait_cause(out);
+        return g;
+      }
     }
+    if (store_->fail_closed()) {
+      return {StoreGrant::Kind::kUnavailable, store_->retry_in(request.now), 0};
+    }
+    store_->fallbacks.fetch_add(1, std::memory_order_relaxed);
+    StoreGrant g = fallback_->acquire(request, rules);
+    g.epoch |= kFallbackEpoch;
+    return g;
   }
-  if (impl_->fail_closed()) {
-    return {StoreGrant::Kind::kUnavailable, impl_->retry_in(request.now), 0};
+
+  RecordOutcome record(const StoreRecord& record, const PacingRules& rules) override {
+    // The fallback store learns every response too, so an outage starts from
+    // what was known (cooldowns, policies), not from nothing.
+    RecordOutcome local;
+    if (!store_->fail_closed()) local = fallback_->record(record, rules);
+    // Twice the kept policies: updates for ones already known come first, the
+    // script keeps at most MAX_POLICIES.
+    const std::size_t n = std::min(record.policies.size(), 2 * redis_detail::kMaxPolicies);
+    std::vector<std::string> args{
+        num(redis_detail::kOpRecord),
+        store_->time_arg(record.now),
+        num(micros_up(record.age)),
+        record.cooldown && *record.cooldown > Duration::zero() ? num(store_->span_up(record.now, *record.cooldown))
+                                                               : std::string(),
+        num(record.spread_seed >= 0.0 && record.spread_seed < 1.0 ? record.spread_seed : 0.0),
+        rules.probe_after_cooldown ? "1" : "0",
+        num(micros_up(rules.spread_period)),
+        record.limited ? "1" : "0",
+        // An exhausted quota's cooldown may end where its window does, not before the floor.
+        record.cooldown_cause == WaitCause::kQuota ? num(store_->span_up(record.now, record.cooldown_floor))
+                                                   : std::string(),
+        num(micros_up(std::max(rules.probe_timeout, Duration::zero()))),
+        num(static_cast<std::int64_t>(n)),
+    };
+    args.reserve(redis_detail::kRecordFixedArgs + n * redis_detail::kPolicyArgs);
+    for (std::size_t i = 0; i < n; ++i) {
+      const PolicyUpdate& u = record.policies[i];
+      args.push_back(u.id.substr(0, redis_detail::kMaxIdBytes));
+      args.push_back(u.limit ? num(*u.limit) : std::string());
+      args.push_back(u.window ? num(micros_up(*u.window)) : std::string());
+      args.push_back(u.remaining ? num(*u.remaining) : std::string());
+      args.push_back(u.reset ? num(store_->span_up(record.now, *u.reset)) : std::string());
+      args.push_back(num(micros_down(u.reset_resolution)));
+    }
+    std::vector<long long> out;
+    if (store_->run(key_, args, record.now, out) == Outcome::kOk && out.size() >= 2) {
+      return RecordOutcome{out[0] != 0, out[1] != 0};
+    }
+    if (!store_->fail_closed()) store_->fallbacks.fetch_add(1, std::memory_order_relaxed);
+    return local;
   }
-  impl_->fallbacks.fetch_add(1, std::memory_order_relaxed);
-  StoreGrant g = impl_->fallback.acquire(*h.fallback, request, rules);
-  g.epoch |= kFallbackEpoch;
-  return g;
-}
 
-RecordOutcome RedisStore::record(Handle& key, const StoreRecord& record, const PacingRules& rules) {
-  auto& h = static_cast<RedisHandle&>(key);
-  // The fallback store learns every response too, so an outage starts from
-  // what was known (cooldowns, policies), not from nothing.
-  RecordOutcome local;
-  if (!impl_->fail_closed()) local = impl_->fallback.record(*h.fallback, record, rules);
-  // Twice the kept policies: updates for ones already known come first, the
-  // script keeps at most MAX_POLICIES.
-  const std::size_t n = std::min(record.policies.size(), 2 * redis_detail::kMaxPolicies);
-  std::vector<std::string> args{
-      num(redis_detail::kOpRecord),
-      impl_->time_arg(record.now),
-      num(micros_up(record.age)),
-      record.cooldown && *record.cooldown > Duration::zero() ? num(impl_->span_up(record.now, *record.cooldown))
-                                                             : std::string(),
-      num(record.spread_seed >= 0.0 && record.spread_seed < 1.0 ? record.spread_seed : 0.0),
-      rules.probe_after_cooldown ? "1" : "0",
-      num(micros_up(rules.spread_period)),
-      record.limited ? "1" : "0",
-      // An exhausted quota's cooldown may end where its window does, not before the floor.
-      record.cooldown_cause == WaitCause::kQuota ? num(impl_->span_up(record.now, record.cooldown_floor))
-                                                 : std::string(),
-      num(micros_up(std::max(rules.probe_timeout, Duration::zero()))),
-      num(static_cast<std::int64_t>(n)),
-  };
-  args.reserve(redis_detail::kRecordFixedArgs + n * redis_detail::kPolicyArgs);
-  for (std::size_t i = 0; i < n; ++i) {
-    const PolicyUpdate& u = record.policies[i];
-    args.push_back(u.id.substr(0, redis_detail::kMaxIdBytes));
-    args.push_back(u.limit ? num(*u.limit) : std::string());
-    args.push_back(u.window ? num(micros_up(*u.window)) : std::string());
-    args.push_back(u.remaining ? num(*u.remaining) : std::string());
-    args.push_back(u.reset ? num(impl_->span_up(record.now, *u.reset)) : std::string());
-    args.push_back(num(micros_down(u.reset_resolution)));
+  bool still_valid(std::uint64_t epoch, MonoTime now) override {
+    if ((epoch & kFallbackEpoch) != 0) return fallback_->still_valid(epoch & ~kFallbackEpoch, now);
+    const std::array<std::string, redis_detail::kCheckArgs> args{num(redis_detail::kOpCheck),
+                                                                 num(static_cast<std::int64_t>(epoch))};
+    std::vector<long long> out;
+    if (store_->run(key_, args, now, out) == Outcome::kOk && !out.empty()) return out[0] == 1;
+    // Cannot tell: a cooldown may have started since in another process, so
+    // the reservation is void and the pacer asks again (the fallback store, or
+    // unavailable when fail-closed), never sends on a guess.
+    return false;
   }
-  std::vector<long long> out;
-  if (impl_->run(h.key, args, record.now, out) == Outcome::kOk && out.size() >= 2) {
-    return RecordOutcome{out[0] != 0, out[1] != 0};
+
+  void abandon_probe(MonoTime now) override {
+    fallback_->abandon_probe(now);
+    const std::array<std::string, redis_detail::kAbandonArgs> args{num(redis_detail::kOpAbandon), store_->time_arg(now)};
+    std::vector<long long> out;
+    store_->run(key_, args, now, out);
   }
-  if (!impl_->fail_closed()) impl_->fallbacks.fetch_add(1, std::memory_order_relaxed);
-  return local;
-}
 
-bool RedisStore::still_valid(Handle& key, std::uint64_t epoch, MonoTime now) {
-  auto& h = static_cast<RedisHandle&>(key);
-  if ((epoch & kFallbackEpoch) != 0) return impl_->fallback.still_valid(*h.fallback, epoch & ~kFallbackEpoch, now);
-  const std::array<std::string, redis_detail::kCheckArgs> args{num(redis_detail::kOpCheck),
-                                                               num(static_cast<std::int64_t>(epoch))};
-  std::vector<long long> out;
-  if (impl_->run(h.key, args, now, out) == Outcome::kOk && !out.empty()) return out[0] == 1;
-  // Cannot tell: a cooldown may have started since in another process, so
-  // the reservation is void and the pacer asks again (the fallback store, or
-  // unavailable when fail-closed), never sends on a guess.
-  return false;
-}
+  std::optional<LearnedPolicy> learned(MonoTime now) override {
+    const std::array<std::string, redis_detail::kLearnedArgs> args{num(redis_detail::kOpLearned)};
+    std::vector<long long> out;
+    if (store_->run(key_, args, now, out) != Outcome::kOk) return fallback_->learned(now);
+    if (out.size() != 6 || out[0] != 1) return std::nullopt;
+    LearnedPolicy p;
+    p.count = out[1];
+    p.window = std::chrono::microseconds{out[2]};
+    p.window_measured = out[3] == 1;
+    p.windows = out[4];
+    p.from_retry_after = out[5] == 1;
+    return p;
+  }
 
-void RedisStore::abandon_probe(Handle& key, MonoTime now) {
-  auto& h = static_cast<RedisHandle&>(key);
-  impl_->fallback.abandon_probe(*h.fallback, now);
-  const std::array<std::string, redis_detail::kAbandonArgs> args{num(redis_detail::kOpAbandon), impl_->time_arg(now)};
-  std::vector<long long> out;
-  impl_->run(h.key, args, now, out);
-}
+ private:
+  std::shared_ptr<Impl> store_;
+  std::string key_;                               // the full Redis key
+  std::shared_ptr<QuotaStore::Handle> fallback_;  // the fallback store's handle
+};
 
-std::optional<LearnedPolicy> RedisStore::learned(Handle& key, MonoTime now) {
-  auto& h = static_cast<RedisHandle&>(key);
-  const std::array<std::string, redis_detail::kLearnedArgs> args{num(redis_detail::kOpLearned)};
-  std::vector<long long> out;
-  if (impl_->run(h.key, args, now, out) != Outcome::kOk) return impl_->fallback.learned(*h.fallback, now);
-  if (out.size() != 6 || out[0] != 1) return std::nullopt;
-  LearnedPolicy p;
-  p.count = out[1];
-  p.window = std::chrono::microseconds{out[2]};
-  p.window_measured = out[3] == 1;
-  p.windows = out[4];
-  p.from_retry_after = out[5] == 1;
-  return p;
+std::shared_ptr<QuotaStore::Handle> RedisStore::open(std::string_view key) {
+  return std::make_shared<Impl::Key>(impl_, redis_key(key), impl_->fallback.open(key));
 }
 
 bool RedisStore::up() const noexcept { return !impl_->down.load(std::memory_order_acquire); }

@@ -140,12 +140,9 @@ std::string_view to_string(SqliteProblem p) noexcept {
   return "unknown";
 }
 
-struct FileKey final : QuotaStore::Handle {
-  std::string key;
-  std::shared_ptr<QuotaStore::Handle> memory;  // the fallback's, while the file cannot be used
-};
-
 struct SqliteStore::Impl {
+  class Key;  // a key's handle (below)
+
   SqliteStoreOptions options;
   const WallClock& wall;
   std::string boot;
@@ -363,66 +360,72 @@ Result<std::shared_ptr<SqliteStore>, SqliteOpenError> SqliteStore::open_file(Sql
       return open_error(SqliteProblem::kCorrupt, path, check.ok() ? std::string(printable(u.text(0), 120)) : db->error());
     }
   }
-  auto impl = std::make_unique<Impl>(std::move(options), std::move(*db));
+  auto impl = std::make_shared<Impl>(std::move(options), std::move(*db));
   if (!impl->prepare()) return open_error(SqliteProblem::kCorrupt, path, impl->db.error());
   std::shared_ptr<SqliteStore> store(new SqliteStore(std::move(impl)));
   return store;
 }
 
-SqliteStore::SqliteStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SqliteStore::SqliteStore(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 SqliteStore::~SqliteStore() = default;
 
 const std::string& SqliteStore::path() const noexcept { return impl_->options.path; }
 
+// One key of the file: each operation one transaction on its row; while the
+// file cannot be used, the fallback's handle answers.
+class SqliteStore::Impl::Key final : public QuotaStore::Handle {
+ public:
+  Key(std::shared_ptr<SqliteStore::Impl> store, std::string key, std::shared_ptr<QuotaStore::Handle> memory)
+      : store_(std::move(store)), key_(std::move(key)), memory_(std::move(memory)) {}
+
+  StoreGrant acquire(const StoreAcquire& request, const PacingRules& rules) override {
+    auto g = store_->on_row(key_, request.now, true, false, [&](Row& row) {
+      return pacing::acquire(row.state, request.now, request.max_wait, rules);
+    });
+    return g ? *g : memory_->acquire(request, rules);
+  }
+
+  RecordOutcome record(const StoreRecord& record, const PacingRules& rules) override {
+    auto r = store_->on_row(key_, record.now, true, true,
+                            [&](Row& row) { return pacing::record(row.state, record, rules); });
+    return r ? *r : memory_->record(record, rules);
+  }
+
+  bool still_valid(std::uint64_t epoch, MonoTime now) override {
+    auto v = store_->on_row(key_, now, false, false, [&](Row& row) { return pacing::still_valid(row.state, epoch); });
+    // When the file cannot be asked, a reservation cannot be confirmed: the
+    // caller asks for a slot again.
+    return v.value_or(false);
+  }
+
+  void abandon_probe(MonoTime now) override {
+    auto done = store_->on_row(key_, now, true, false, [&](Row& row) {
+      pacing::abandon_probe(row.state, now);
+      return true;
+    });
+    if (!done) memory_->abandon_probe(now);
+  }
+
+  std::optional<LearnedPolicy> learned(MonoTime now) override {
+    auto l = store_->on_row(key_, now, false, false, [&](Row& row) { return pacing::learned(row.state, now); });
+    return l ? *l : memory_->learned(now);
+  }
+
+ private:
+  std::shared_ptr<SqliteStore::Impl> store_;
+  std::string key_;
+  std::shared_ptr<QuotaStore::Handle> memory_;  // the fallback's, while the file cannot be used
+};
+
 std::shared_ptr<QuotaStore::Handle> SqliteStore::open(std::string_view key) {
-  auto h = std::make_shared<FileKey>();
-  h->key = std::string(key);
-  h->memory = impl_->fallback.open(key);
-  return h;
+  return std::make_shared<Impl::Key>(impl_, std::string(key), impl_->fallback.open(key));
 }
 
-StoreGrant SqliteStore::acquire(Handle& key, const StoreAcquire& request, const PacingRules& rules) {
-  auto& k = static_cast<FileKey&>(key);
-  auto g = impl_->on_row(k.key, request.now, true, false, [&](Row& row) {
-    return pacing::acquire(row.state, request.now, request.max_wait, rules);
-  });
-  return g ? *g : impl_->fallback.acquire(*k.memory, request, rules);
-}
-
-RecordOutcome SqliteStore::record(Handle& key, const StoreRecord& record, const PacingRules& rules) {
-  auto& k = static_cast<FileKey&>(key);
-  auto r = impl_->on_row(k.key, record.now, true, true, [&](Row& row) { return pacing::record(row.state, record, rules); });
-  return r ? *r : impl_->fallback.record(*k.memory, record, rules);
-}
-
-bool SqliteStore::still_valid(Handle& key, std::uint64_t epoch, MonoTime now) {
-  auto& k = static_cast<FileKey&>(key);
-  auto v = impl_->on_row(k.key, now, false, false, [&](Row& row) { return pacing::still_valid(row.state, epoch); });
-  // When the file cannot be asked, a reservation cannot be confirmed: the
-  // caller asks for a slot again.
-  return v.value_or(false);
-}
-
-void SqliteStore::abandon_probe(Handle& key, MonoTime now) {
-  auto& k = static_cast<FileKey&>(key);
-  auto done = impl_->on_row(k.key, now, true, false, [&](Row& row) {
-    pacing::abandon_probe(row.state, now);
-    return true;
-  });
-  if (!done) impl_->fallback.abandon_probe(*k.memory, now);
-}
-
-std::optional<LearnedPolicy> SqliteStore::learned(Handle& key, MonoTime now) {
-  auto& k = static_cast<FileKey&>(key);
-  auto l = impl_->on_row(k.key, now, false, false, [&](Row& row) { return pacing::learned(row.state, now); });
-  return l ? *l : impl_->fallback.learned(*k.memory, now);
-}
-
-std::optional<WallTime> SqliteStore::remembered(Handle& key, MonoTime now) {
-  auto& k = static_cast<FileKey&>(key);
-  auto t = impl_->on_row(k.key, now, false, false, [&](Row& row) -> std::optional<WallTime> {
+std::optional<WallTime> SqliteStore::remembered(std::string_view key, MonoTime now) {
+  auto t = impl_->on_row(key, now, false, false, [&](Row& row) -> std::optional<WallTime> {
     if (!row.told_wall || !row.told_by || *row.told_by == impl_->self ||
-        pacing::mono_of(row.state.cool_end) <= now) return std::nullopt;
+        pacing::mono_of(row.state.cool_end) <= now)
+      return std::nullopt;
     return WallTime{Duration{*row.told_wall}};
   });
   return t ? *t : std::nullopt;

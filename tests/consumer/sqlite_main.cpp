@@ -22,12 +22,12 @@ int main() {
     abide::StoreRecord r;
     r.now = now;
     r.cooldown = std::chrono::seconds{30};
-    (void)(*s)->record(*k, r, abide::PacingRules{});
+    (void)k->record(r, abide::PacingRules{});
   }
   auto s = abide::SqliteStore::open_file(o);
   if (!s) return 1;
   auto k = (*s)->open("k");
-  const auto g = (*s)->acquire(*k, {now, std::chrono::seconds{1}}, abide::PacingRules{});
+  const auto g = k->acquire({now, std::chrono::seconds{1}}, abide::PacingRules{});
   for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
   std::printf("consumer: sqlite store remembered a %lld s wait\n",
               static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(g.wait).count()));

@@ -110,7 +110,7 @@ inline SimOptions announced_workload(bool unix_second, bool from_first, Duration
   return o;
 }
 
-inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimOptions& o, MonoTime start) {
+inline SimResult simulate(QuotaStore::Handle& key, const SimOptions& o, MonoTime start) {
   using std::chrono::seconds;
   enum Ev { kAcquire, kSend, kArrive, kAnswer };
   struct Event {
@@ -164,7 +164,7 @@ inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimO
           me.busy = true;
         }
         me.awaiting = false;
-        const StoreGrant g = store.acquire(key, StoreAcquire{e.at, kMaxDuration}, o.rules);
+        const StoreGrant g = key.acquire(StoreAcquire{e.at, kMaxDuration}, o.rules);
         if (g.kind == StoreGrant::Kind::kAwaitProbe) {
           me.awaiting = true;
           acquire_at(e.worker, saturating_add(e.at, g.wait));
@@ -177,7 +177,7 @@ inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimO
         break;
       }
       case kSend:
-        if (!store.still_valid(key, me.epoch, e.at)) {
+        if (!key.still_valid(me.epoch, e.at)) {
           acquire_at(e.worker, e.at);
         } else {
           if (e.at < permitted) ++r.premature;
@@ -245,7 +245,7 @@ inline SimResult simulate(QuotaStore& store, QuotaStore::Handle& key, const SimO
           rec.cooldown_cause = WaitCause::kQuota;
         }
         rec.spread_seed = 0.5;
-        store.record(key, rec, o.rules);
+        key.record(rec, o.rules);
         Duration backoff{};
         if (!me.limited) {
           ++r.accepted;

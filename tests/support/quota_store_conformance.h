@@ -42,11 +42,11 @@ class QuotaStoreConformance : public ::testing::TestWithParam<StoreParam> {
   }
 
   StoreGrant acquire(Duration max_wait = kMaxDuration) {
-    return store->acquire(*key, StoreAcquire{now, max_wait}, rules);
+    return key->acquire(StoreAcquire{now, max_wait}, rules);
   }
   RecordOutcome record(StoreRecord r) {
     r.now = now;
-    return store->record(*key, r, rules);
+    return key->record(r, rules);
   }
   RecordOutcome cooldown(Duration d) {
     StoreRecord r;
@@ -154,6 +154,17 @@ TEST_P(QuotaStoreConformance, GrantsAtOnceWhenNothingIsKnown) {
   }
 }
 
+// A handle keeps what it needs of its store: it works on after the store
+// object is gone (an event loop may drop the store before its last request).
+TEST_P(QuotaStoreConformance, AHandleOutlivesItsStore) {
+  ASSERT_EQ(cooldown(seconds{30}).blocked, true);
+  store.reset();
+  now += seconds{10};
+  const StoreGrant g = acquire(Duration::zero());
+  EXPECT_EQ(g.kind, Kind::kTooLate);
+  EXPECT_EQ(g.wait, seconds{20});
+}
+
 TEST_P(QuotaStoreConformance, CooldownThenOneProbeThenAnswer) {
   EXPECT_TRUE(cooldown(seconds{30}).blocked);
   StoreGrant g = acquire(seconds{10});
@@ -209,13 +220,13 @@ TEST_P(QuotaStoreConformance, ACooldownVoidsEarlierReservations) {
   update({policy(1, seconds{1})});
   acquire();
   const StoreGrant g = acquire();
-  EXPECT_TRUE(store->still_valid(*key, g.epoch, now));
+  EXPECT_TRUE(key->still_valid(g.epoch, now));
   cooldown(seconds{10});
-  EXPECT_FALSE(store->still_valid(*key, g.epoch, now));
+  EXPECT_FALSE(key->still_valid(g.epoch, now));
   const StoreGrant probe = acquire();
   EXPECT_EQ(probe.kind, Kind::kProbe);
   EXPECT_NE(probe.epoch, g.epoch);
-  EXPECT_TRUE(store->still_valid(*key, probe.epoch, now));
+  EXPECT_TRUE(key->still_valid(probe.epoch, now));
 }
 
 TEST_P(QuotaStoreConformance, ALostProbeTimesOutAndAnAbandonedOneIsHandedOn) {
@@ -227,7 +238,7 @@ TEST_P(QuotaStoreConformance, ALostProbeTimesOutAndAnAbandonedOneIsHandedOn) {
   now += seconds{1};
   EXPECT_EQ(acquire().kind, Kind::kProbe);
   EXPECT_EQ(acquire().kind, Kind::kAwaitProbe);
-  store->abandon_probe(*key, now);
+  key->abandon_probe(now);
   EXPECT_EQ(acquire().kind, Kind::kProbe);
 }
 
@@ -439,7 +450,7 @@ TEST_P(QuotaStoreConformance, KeysAreIndependent) {
   auto other = store->open("conformance-other-" +
                            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
   cooldown(seconds{30});
-  EXPECT_EQ(store->acquire(*other, StoreAcquire{now, Duration::zero()}, rules).kind, Kind::kGranted);
+  EXPECT_EQ(other->acquire(StoreAcquire{now, Duration::zero()}, rules).kind, Kind::kGranted);
 }
 
 // Whole workloads against a simulated fixed-window server (support/fixed_window_sim.h):
@@ -452,7 +463,7 @@ inline SimResult run_workload(QuotaStore& store, PacingRules rules, Pacing pacin
   o.rules = rules;
   auto k = store.open(std::string(pacing == Pacing::kSmooth ? "smooth-" : "burst-") + std::to_string(phase.count()) +
                       "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  const SimResult r = simulate(store, *k, o, start);
+  const SimResult r = simulate(*k, o, start);
   EXPECT_EQ(r.accepted, o.requests);
   EXPECT_EQ(r.limited, 0);
   EXPECT_LE(r.max_arrivals_per_window, o.limit);
@@ -491,7 +502,7 @@ TEST_P(QuotaStoreConformance, UnixSecondResetWorkloadUsesTheQuota) {
     o.rules = rules;
     auto k = store->open("unix-" + std::to_string(offset.count()) + "-" +
                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    const SimResult r = simulate(*store, *k, o, now);
+    const SimResult r = simulate(*k, o, now);
     EXPECT_EQ(r.accepted, o.requests);
     EXPECT_EQ(r.limited, 0);
     EXPECT_LE(r.max_arrivals_per_window, o.limit);
@@ -519,7 +530,7 @@ TEST_P(QuotaStoreConformance, AnnouncedQuotaIsSpentCloseToTheLimit) {
             SimOptions o = announced_workload(unix_second, from_first, latency, phase, rules);
             o.rules.pacing = pacing;
             auto k = store->open(name);
-            const SimResult r = simulate(*store, *k, o, now);
+            const SimResult r = simulate(*k, o, now);
             EXPECT_EQ(r.accepted, o.requests);
             EXPECT_EQ(r.limited, 0);
             EXPECT_EQ(r.premature, 0);
@@ -547,7 +558,7 @@ TEST_P(QuotaStoreConformance, PolicyOnlyWorkloadStaysWithinTheQuota) {
   o.announce_remaining = false;
   o.phase = milliseconds{700};
   o.rules = rules;
-  const SimResult r = simulate(*store, *key, o, now);
+  const SimResult r = simulate(*key, o, now);
   EXPECT_EQ(r.accepted, o.requests);
   EXPECT_LE(r.max_arrivals_per_window, o.limit);
   EXPECT_LE(r.ratio(), 1.10);
@@ -726,9 +737,9 @@ TEST_P(QuotaStoreConformance, ABareLimitEarlyInALearnedWindowKeepsItsCount) {
 // "about n per window" after it, and nothing once the server announces.
 TEST_P(QuotaStoreConformance, WhatWasLearnedIsShownUntilTheServerAnnounces) {
   plain_burst();
-  EXPECT_FALSE(store->learned(*key, now).has_value());
+  EXPECT_FALSE(key->learned(now).has_value());
   learn_from_retry_after(7, seconds{2});
-  auto shown = store->learned(*key, now);
+  auto shown = key->learned(now);
   ASSERT_TRUE(shown.has_value());
   EXPECT_EQ(shown->count, 7);
   expect_near(shown->window, seconds{2});
@@ -736,7 +747,7 @@ TEST_P(QuotaStoreConformance, WhatWasLearnedIsShownUntilTheServerAnnounces) {
   EXPECT_EQ(shown->windows, 1);
   EXPECT_TRUE(shown->from_retry_after);
   update({window(5, seconds{3})});
-  EXPECT_FALSE(store->learned(*key, now).has_value());
+  EXPECT_FALSE(key->learned(now).has_value());
 }
 
 TEST_P(QuotaStoreConformance, WhatBareLimitsTaughtIsShown) {
@@ -746,7 +757,7 @@ TEST_P(QuotaStoreConformance, WhatBareLimitsTaughtIsShown) {
     answer();
   }
   limited();
-  const auto shown = store->learned(*key, now);
+  const auto shown = key->learned(now);
   ASSERT_TRUE(shown.has_value());
   EXPECT_EQ(shown->count, 4);
   EXPECT_FALSE(shown->from_retry_after);
@@ -792,13 +803,13 @@ TEST_P(QuotaStoreConformance, LateAnswersOfTheFirstBareWindowCountInIt) {
   now += milliseconds{1};
   answer();  // two in flight with the limited one, accepted
   answer();
-  EXPECT_EQ(store->learned(*key, now)->count, 7);
+  EXPECT_EQ(key->learned(now)->count, 7);
   StoreGrant probe = acquire();
   ASSERT_EQ(probe.kind, Kind::kProbe);
   now += probe.wait;
   limited();  // the window is still full: look again later
   answer();   // a slow one of the first window, or the next window's: not counted
-  EXPECT_EQ(store->learned(*key, now)->count, 7);
+  EXPECT_EQ(key->learned(now)->count, 7);
   probe = acquire();
   ASSERT_EQ(probe.kind, Kind::kProbe);
   now += probe.wait;
@@ -807,7 +818,7 @@ TEST_P(QuotaStoreConformance, LateAnswersOfTheFirstBareWindowCountInIt) {
   EXPECT_EQ(spend_now(next), 6);  // the probe and the rest of 7
   EXPECT_EQ(next.kind, Kind::kProbe);
   answer();  // accepted in the window found: it counts there, not in the first
-  EXPECT_EQ(store->learned(*key, now)->count, 7);
+  EXPECT_EQ(key->learned(now)->count, 7);
 }
 
 // The workers in flight with the first limited answer come back limited one
@@ -830,7 +841,7 @@ TEST_P(QuotaStoreConformance, ReservationsAGrowingCooldownVoidsAreNotSpent) {
   }
   now += milliseconds{1};
   ASSERT_TRUE(limited(seconds{2}).blocked);  // one more in flight, limited: the cooldown grows by a millisecond
-  EXPECT_FALSE(store->still_valid(*key, reserved.epoch, now));
+  EXPECT_FALSE(key->still_valid(reserved.epoch, now));
   // Asked again, all five fit in the window at the new cooldown's end.
   for (int i = 0; i < 5; ++i) {
     const StoreGrant g = acquire();
@@ -888,7 +899,7 @@ inline SimResult run_learning(QuotaStore& store, const LearnCase& c, MonoTime st
   o.backoff_exponential = c.exponential;
   o.rules.pacing = c.pacing;
   auto k = store.open(name);
-  return simulate(store, *k, o, start);
+  return simulate(*k, o, start);
 }
 
 inline std::string describe(const LearnCase& c, const SimResult& r) {
@@ -957,7 +968,7 @@ TEST_P(QuotaStoreConformance, ALongRetryAfterRunProbesUpwardOncePerRaise) {
       o.rules = rules;
       o.rules.pacing = pacing;
       auto k = store->open("long-" + std::to_string(case_number++));
-      const SimResult r = simulate(*store, *k, o, now);
+      const SimResult r = simulate(*k, o, now);
       SCOPED_TRACE(std::string(pacing == Pacing::kSmooth ? "smooth" : "burst") + " phase " +
                    std::to_string(phase.count()) + " ms");
       EXPECT_EQ(r.accepted, o.requests);
@@ -1049,7 +1060,7 @@ TEST_P(QuotaStoreConformance, AWorkloadFollowsALoweredLimit) {
     o.latency = milliseconds{5};
     o.rules.pacing = pacing;
     auto k = store->open(std::string("lowered-") + (pacing == Pacing::kSmooth ? "smooth" : "burst"));
-    const SimResult r = simulate(*store, *k, o, now);
+    const SimResult r = simulate(*k, o, now);
     std::string windows;
     for (const int n : r.limited_by_window) windows += " " + std::to_string(n);
     SCOPED_TRACE("limited by window:" + windows);
@@ -1076,7 +1087,7 @@ TEST_P(QuotaStoreConformance, AServerThatNeverLimitsIsNotSlowed) {
     o.announce_remaining = false;
     o.tell_limited = tell;
     auto k = store->open(std::string("unlimited-") + (tell ? "told" : "untold"));
-    results[tell ? 1 : 0] = simulate(*store, *k, o, now);
+    results[tell ? 1 : 0] = simulate(*k, o, now);
   }
   EXPECT_EQ(results[1].limited, 0);
   EXPECT_EQ(results[1].accepted, 400);

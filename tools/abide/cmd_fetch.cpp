@@ -251,8 +251,8 @@ int run_fetch(const FetchOptions& o) {
     config.random = std::make_shared<SeededRandom>(o.seed);
     pacer_config.seed = o.seed;
   }
-  const std::shared_ptr<QuotaStore> quota_store = *store;  // asked again at the end (remembered_text)
-  config.pacer = std::make_shared<Pacer>(pacer_config, std::move(*store));
+  const auto remembered = store->remembered;  // asked again at the end
+  config.pacer = std::make_shared<Pacer>(pacer_config, std::move(store->store));
   // -v: the requests being made, by their position in the run (Client::fetch's
   // index, which every event carries).
   std::mutex flight_mu;
@@ -556,7 +556,9 @@ int run_fetch(const FetchOptions& o) {
       if (out.not_before && (out.kind == OutcomeKind::kDeferred || out.kind == OutcomeKind::kDeadlineExceeded)) {
         std::cerr << "; permitted at " << format_rfc3339(std::chrono::ceil<std::chrono::milliseconds>(*out.not_before));
         const std::string key = request_pacer_key(out.job.url, headers, o.pacer_key, key_secret->secret);
-        if (auto where = remembered_text(*quota_store, key, system_monotonic_clock().now())) std::cerr << ", " << *where;
+        if (auto where = remembered ? remembered(key, system_monotonic_clock().now()) : std::nullopt) {
+          std::cerr << ", " << *where;
+        }
       }
       std::cerr << "\n";
     }

@@ -113,7 +113,7 @@ int run_proxy(const ProxyFlags& o) {
   config.attempt_timeout = seconds_option(o.max_time_s);
   PacerConfig pacer_config;
   pacer_config.rules.pacing = o.pacing == "burst" ? Pacing::kBurst : Pacing::kSmooth;
-  config.pacer = std::make_shared<Pacer>(pacer_config, std::move(*store));
+  config.pacer = std::make_shared<Pacer>(pacer_config, std::move(store->store));
 
   // Signals first: every thread started from here on inherits the mask, and
   // this thread takes them with sigwait. A caller that hangs up must not

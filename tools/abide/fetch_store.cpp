@@ -109,16 +109,16 @@ Result<std::string, ErrorMessage> store_file_path(const StoreSpec& spec, bool cr
 #ifdef ABIDE_FETCH_HAS_SQLITE
 namespace {
 
-Result<std::shared_ptr<QuotaStore>, std::string> open_file_store(const StoreSpec& spec, std::string_view who) {
+Result<OpenedStore, std::string> open_file_store(const StoreSpec& spec, std::string_view who) {
   const std::string prefix(who);
-  const auto memory = [&](const std::string& what) -> Result<std::shared_ptr<QuotaStore>, std::string> {
+  const auto memory = [&](const std::string& what) -> Result<OpenedStore, std::string> {
     if (!spec.fallback) {
       return fail("--store: " + what + ". Nothing was sent: fix or move the file, or add --store-fallback " +
                   "to go on with in-process quota state (--store memory)");
     }
     std::fputs((prefix + ": --store: " + what + "; going on with in-process quota state (--store-fallback)\n").c_str(),
                stderr);
-    return std::shared_ptr<QuotaStore>(std::make_shared<MemoryStore>());
+    return OpenedStore{std::make_shared<MemoryStore>(), {}};
   };
   auto path = store_file_path(spec, true);
   if (!path) return memory(path.error().text);
@@ -130,36 +130,25 @@ Result<std::shared_ptr<QuotaStore>, std::string> open_file_store(const StoreSpec
   };
   auto store = SqliteStore::open_file(std::move(options));
   if (!store) return memory(safe_text(store.error().message));
-  return std::shared_ptr<QuotaStore>(std::move(*store));
+  // Only a file outlives the process that was told: the one store asked where a wait came from.
+  std::shared_ptr<SqliteStore> file = *store;
+  auto remembered = [file](std::string_view key, MonoTime now) -> std::optional<std::string> {
+    const auto told = file->remembered(key, now);
+    if (!told) return std::nullopt;
+    return "remembered in " + safe_text(file->path()) + " (told " +
+           format_rfc3339(std::chrono::floor<std::chrono::seconds>(*told)) + ")";
+  };
+  return OpenedStore{std::move(file), std::move(remembered)};
 }
 
 }  // namespace
 #endif
 
-std::optional<std::string> remembered_text(QuotaStore& store, std::string_view key, MonoTime now) {
-#ifdef ABIDE_FETCH_HAS_SQLITE
-  // The one place the CLI asks which store it has: only a file outlives the
-  // process that was told.
-  auto* file = dynamic_cast<SqliteStore*>(&store);
-  if (file == nullptr) return std::nullopt;
-  auto handle = file->open(key);
-  const auto told = file->remembered(*handle, now);
-  if (!told) return std::nullopt;
-  return "remembered in " + safe_text(file->path()) + " (told " +
-         format_rfc3339(std::chrono::floor<std::chrono::seconds>(*told)) + ")";
-#else
-  (void)store;
-  (void)key;
-  (void)now;
-  return std::nullopt;
-#endif
-}
-
-Result<std::shared_ptr<QuotaStore>, std::string> open_store(const StoreSpec& spec, std::string_view who) {
+Result<OpenedStore, std::string> open_store(const StoreSpec& spec, std::string_view who) {
 #ifdef ABIDE_FETCH_HAS_SQLITE
   if (spec.file) return open_file_store(spec, who);
 #endif
-  if (!spec.redis) return std::shared_ptr<QuotaStore>(std::make_shared<MemoryStore>());
+  if (!spec.redis) return OpenedStore{std::make_shared<MemoryStore>(), {}};
 #ifdef ABIDE_FETCH_HAS_REDIS
   auto endpoint = parse_redis_url(spec.url);
   if (!endpoint) return fail("--store: " + endpoint.error());
@@ -195,7 +184,7 @@ Result<std::shared_ptr<QuotaStore>, std::string> open_store(const StoreSpec& spe
                              " (--store-fallback), reconnecting in the background\n";
     std::fputs(line.c_str(), stderr);
   }
-  return std::shared_ptr<QuotaStore>(std::move(store));
+  return OpenedStore{std::move(store), {}};
 #else
   (void)who;
   return fail(std::string("this abide was built without Redis support (abide::redis)"));

@@ -1,6 +1,7 @@
 // `abide fetch --store`: where the pacer keeps quota state.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,12 +67,13 @@ Result<std::string, ErrorMessage> store_file_path(const StoreSpec& spec, bool cr
 // reported on stderr as one line each; the store then goes on in-process
 // (RedisDownPolicy::kFallback) or makes requests wait (kFailClosed), and
 // reconnects. `who` starts every line ("abide fetch", "abide proxy").
-Result<std::shared_ptr<QuotaStore>, std::string> open_store(const StoreSpec& spec,
-                                                            std::string_view who = "abide fetch");
-
-// Where a wait on `key` comes from when an earlier process was told it and
-// the file store remembered it: "remembered in PATH (told TIME)"; nullopt for
-// other stores, and for what this process was told.
-std::optional<std::string> remembered_text(QuotaStore& store, std::string_view key, MonoTime now);
+struct OpenedStore {
+  std::shared_ptr<QuotaStore> store;
+  // Where a wait on `key` comes from when an earlier process was told it and
+  // the file store remembered it: "remembered in PATH (told TIME)"; nullopt
+  // for what this process was told. Empty for stores that forget with the process.
+  std::function<std::optional<std::string>(std::string_view key, MonoTime now)> remembered;
+};
+Result<OpenedStore, std::string> open_store(const StoreSpec& spec, std::string_view who = "abide fetch");
 
 }  // namespace abide::cli
