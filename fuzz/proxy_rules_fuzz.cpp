@@ -90,6 +90,34 @@ void check_target(const std::vector<Route>& routes, std::string_view target) {
   }
 }
 
+// A normalized target has no dot segment in its path, plain or encoded as an
+// unreserved escape, keeps the query as it was, is stable, and stays in the
+// route its path named.
+void check_normalized(const std::vector<Route>& routes, std::string_view target) {
+  const auto n = abide::proxy::normalize_target(routes, target);
+  if (!n) {
+    check(!n.error().text.empty());
+    return;
+  }
+  if (target.empty() || target.front() != '/') {
+    check(*n == target);
+    return;
+  }
+  const std::string_view path = std::string_view(*n).substr(0, n->find('?'));
+  check(!path.empty() && path.front() == '/');
+  for (std::size_t at = 0; at < path.size();) {
+    const std::size_t end = std::min(path.find('/', at + 1), path.size());
+    const std::string_view seg = path.substr(at + 1, end - at - 1);
+    check(seg != "." && seg != "..");
+    at = end;
+  }
+  for (const std::string_view escape : {"%2e", "%2E"}) check(path.find(escape) == std::string_view::npos);
+  if (const auto q = target.find('?'); q != std::string_view::npos) check(n->ends_with(target.substr(q)));
+  const auto again = abide::proxy::normalize_target(routes, *n);
+  check(again.has_value() && *again == *n);
+  check_target(routes, *n);
+}
+
 bool one_of_ci(std::string_view name, std::initializer_list<std::string_view> names) {
   for (const std::string_view n : names) {
     if (abide::ascii::iequals(name, n)) return true;
@@ -146,7 +174,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       routes.push_back(std::move(*r));
     }
   }
-  for (const std::string_view t : targets) check_target(routes, t);
+  for (const std::string_view t : targets) {
+    check_target(routes, t);
+    check_normalized(routes, t);
+  }
   check_fields(caller);
   return 0;
 }

@@ -134,6 +134,37 @@ TEST(Routes, LongestPrefixOnASegmentBoundary) {
   EXPECT_EQ(match_route({}, "/a"), nullptr);
 }
 
+// Routes are matched on the normalized path and it is what goes upstream:
+// no dot segment, plain or percent-encoded, walks out of a route's base.
+TEST(Routes, TargetsAreNormalizedAndNeverClimbOutOfTheirRoute) {
+  const std::vector<Route> ai = {route("/ai=https://u.com/v1")};
+  const auto norm = [&](const std::vector<Route>& routes, std::string_view t) -> std::string {
+    auto r = normalize_target(routes, t);
+    return r ? *r : "400: " + r.error().text;
+  };
+  EXPECT_EQ(norm(ai, "/ai/chat?x=/../y"), "/ai/chat?x=/../y");  // the query is not a path
+  EXPECT_EQ(norm(ai, "/ai/./x/../chat"), "/ai/chat");
+  EXPECT_EQ(norm(ai, "/ai/x/%2e%2E/chat"), "/ai/chat");
+  EXPECT_EQ(norm(ai, "/ai/%7Euser/%41b"), "/ai/~user/Ab");  // unreserved escapes decoded
+  EXPECT_EQ(norm(ai, "/ai/a%2Fb"), "/ai/a%2Fb");            // a reserved one kept
+  EXPECT_EQ(norm(ai, "/ai/x/."), "/ai/x/");
+  EXPECT_EQ(norm(ai, "/ai/x/.."), "/ai/");
+  EXPECT_EQ(norm(ai, "/ai//../x"), "/ai/x");
+  EXPECT_EQ(norm(ai, "*"), "*");
+  for (const char* escape : {"/ai/../admin", "/ai/x/../../admin", "/ai/..", "/ai/%2e%2e/admin", "/ai/.%2E/admin?q"}) {
+    EXPECT_EQ(norm(ai, escape), "400: the target's dot segments climb out of its route") << escape;
+  }
+  EXPECT_EQ(norm(ai, "/ai/%%32e%%32e/x"), "400: the target's path holds a % that does not start an escape");
+  EXPECT_EQ(norm(ai, "/ai/x%2"), "400: the target's path holds a % that does not start an escape");
+  EXPECT_EQ(norm(ai, "/ai/x?q=%zz"), "/ai/x?q=%zz");  // the query is the upstream's to read
+  EXPECT_EQ(norm(ai, "/../ai/x"), "400: the target's dot segments climb above the root");
+  EXPECT_EQ(norm(ai, "/ai/../../x"), "400: the target's dot segments climb above the root");
+  // Under a catch-all upstream too: /ai/../admin names /ai, and would reach the other.
+  const std::vector<Route> both = {route("https://default.com"), route("/ai=https://u.com/v1")};
+  EXPECT_EQ(norm(both, "/ai/../admin"), "400: the target's dot segments climb out of its route");
+  EXPECT_EQ(norm(both, "/x/../admin"), "/admin");  // within the catch-all
+}
+
 TEST(Routes, UpstreamUrl) {
   const Route plain = route("https://api.x.com");
   EXPECT_EQ(upstream_url(plain, "/"), "https://api.x.com/");

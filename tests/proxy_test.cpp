@@ -912,6 +912,35 @@ TEST(ProxyGarbage, BadInputIsAnsweredAndNeverForwarded) {
 
 // ---- forwarding ------------------------------------------------------------------------
 
+// A route's base is a boundary: dot segments, plain or percent-encoded, are
+// removed before the route is matched and never sent; one that climbs out of
+// its route is a 400, and nothing goes upstream.
+TEST(ProxyForwarding, DotSegmentsNeverWalkOutOfARoute) {
+  Mock mock({"--limit", "100", "--window", "1"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy({"--route", "/api=" + mock.url()});
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const auto get = [&](const std::string& target) {
+    return parse_answer(raw_exchange(proxy.port(), "GET " + target + " HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n"));
+  };
+  for (const char* escape : {"/api/../items", "/api/x/../../items", "/api/%2e%2e/items", "/api/.%2E/items",
+                             "/api/..", "/../api/items", "http://p/api/../items"}) {
+    const RawAnswer a = get(escape);
+    EXPECT_EQ(a.status, 400) << escape;
+    EXPECT_NE(a.body.find("climb"), std::string::npos) << escape << ": " << a.body;
+  }
+  EXPECT_EQ(mock.requests(), 0);
+  EXPECT_EQ(get("/api/x/%2E%2E/items?q=1").status, 200);
+  EXPECT_EQ(mock.requests(), 1);
+  // Sent as matched: the upstream sees the normalized path.
+  const RawAnswer echo = get("/api/x/%2E%2E/__echo?q=1");
+  EXPECT_EQ(echo.status, 200);
+  EXPECT_NE(echo.body.find("/__echo"), std::string::npos) << echo.body;
+  EXPECT_EQ(echo.body.find("%2E"), std::string::npos) << echo.body;
+  EXPECT_EQ(echo.body.find("/x/"), std::string::npos) << echo.body;
+  proxy.stop_cleanly();
+}
+
 // What goes upstream, as the upstream saw it: no hop-by-hop field and no
 // Abide-* field, the upstream's Host, the body and query intact, the route's
 // prefix stripped.

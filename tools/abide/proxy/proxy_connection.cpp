@@ -220,6 +220,16 @@ void Session::run() {
     if (!read_body(head, *framing, body)) return;
 
     // --- what it is for ----------------------------------------------------
+    // Matched and sent in one form: no dot segment reaches an upstream.
+    auto normalized = normalize_target(core_.opts.routes, head.target);
+    if (!normalized) {
+      core_.stats.request_answered("", 400, nullptr);
+      log_caller(400, normalized.error().text);
+      if (!answer(error_answer(400, normalized.error().text), head.version_minor, head.method == "HEAD", keep_alive))
+        return;
+      continue;
+    }
+    head.target = std::move(*normalized);
     const std::string_view target = head.target;
     if (target == "/__abide" || target.starts_with("/__abide/") || target.starts_with("/__abide?")) {
       if (!own_page(head, keep_alive)) return;

@@ -199,6 +199,70 @@ Result<Duration, ErrorMessage> parse_max_wait(std::string_view v) {
 constexpr std::array<std::string_view, 6> kCredentialFields = {"authorization", "x-api-key",     "api-key",
                                                                "x-auth-token",  "private-token", "x-goog-api-key"};
 
+// RFC 3986 2.3: the characters a URI may hold unescaped without meaning.
+bool unreserved(char c) {
+  return ascii::is_alpha(c) || ascii::is_digit(c) || c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The path with each %XX that encodes an unreserved character decoded;
+// nullopt when a '%' does not start an escape (then decoding could make a new
+// one: "%%32e" would read "%2e").
+std::optional<std::string> decode_unreserved(std::string_view path) {
+  std::string out;
+  out.reserve(path.size());
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    if (path[i] != '%') {
+      out.push_back(path[i]);
+      continue;
+    }
+    const int hi = i + 2 < path.size() ? hex_value(path[i + 1]) : -1;
+    const int lo = hi >= 0 ? hex_value(path[i + 2]) : -1;
+    if (lo < 0) return std::nullopt;
+    const char c = static_cast<char>(hi * 16 + lo);
+    if (unreserved(c)) {
+      out.push_back(c);
+    } else {
+      out.append(path.substr(i, 3));
+    }
+    i += 2;
+  }
+  return out;
+}
+
+// RFC 3986 5.2.4 on an absolute path; nullopt when a ".." climbs above the root.
+std::optional<std::string> remove_dot_segments(std::string_view path) {
+  std::vector<std::string_view> kept;
+  bool slash_after = false;  // the last segment was a dot segment: the path ends with "/"
+  std::string_view rest = path.substr(1);
+  while (true) {
+    const std::size_t slash = rest.find('/');
+    const std::string_view seg = rest.substr(0, slash);
+    slash_after = seg == "." || seg == "..";
+    if (seg == "..") {
+      if (kept.empty()) return std::nullopt;
+      kept.pop_back();
+    } else if (seg != ".") {
+      kept.push_back(seg);
+    }
+    if (slash == std::string_view::npos) break;
+    rest.remove_prefix(slash + 1);
+  }
+  std::string out = "/";
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    if (i > 0) out.push_back('/');
+    out.append(kept[i]);
+  }
+  if (slash_after && out.back() != '/') out.push_back('/');
+  return out;
+}
+
 }  // namespace proxy_rules_cpp
 
 
@@ -251,6 +315,23 @@ const Route* match_route(const std::vector<Route>& routes, std::string_view targ
     if (best == nullptr || p.size() > best->prefix.size()) best = &r;
   }
   return best;
+}
+
+Result<std::string, ErrorMessage> normalize_target(const std::vector<Route>& routes, std::string_view target) {
+  using namespace proxy_rules_cpp;
+  if (target.empty() || target.front() != '/') return std::string(target);
+  const std::size_t q = target.find('?');
+  const std::optional<std::string> unescaped = decode_unreserved(target.substr(0, q));
+  if (!unescaped) return fail(ErrorMessage{"the target's path holds a % that does not start an escape"});
+  const std::string& decoded = *unescaped;
+  const std::optional<std::string> path = remove_dot_segments(decoded);
+  if (!path) return fail(ErrorMessage{"the target's dot segments climb above the root"});
+  if (*path != decoded && match_route(routes, decoded) != match_route(routes, *path)) {
+    return fail(ErrorMessage{"the target's dot segments climb out of its route"});
+  }
+  std::string out = *path;
+  if (q != std::string_view::npos) out.append(target.substr(q));
+  return out;
 }
 
 std::string upstream_url(const Route& route, std::string_view target) {

@@ -38,6 +38,17 @@ struct Route {
 // when none does.
 [[nodiscard]] const Route* match_route(const std::vector<Route>& routes, std::string_view target) noexcept;
 
+// A caller's target as routes are matched and as it is sent (RFC 3986): in
+// the path, percent-encoded unreserved characters decoded (6.2.2.2: "%2e"
+// is ".", "%41" is "A") and dot segments removed (5.2.4); the query, and
+// every other escape, as sent. "*" stays. A path with a '%' that does not
+// start an escape is an error (decoding could make one). A target whose dot segments climb
+// above the root, or out of the route its path names into another route or
+// none ("/ai/../admin" under --route /ai), is an error for a 400: it would
+// otherwise reach an upstream path outside its route's base.
+[[nodiscard]] Result<std::string, ErrorMessage> normalize_target(const std::vector<Route>& routes,
+                                                                 std::string_view target);
+
 // The upstream URL of `target` under `route`: the prefix stripped, the rest
 // appended to the base's path ("/v1" + "/chat?x" under prefix "").
 [[nodiscard]] std::string upstream_url(const Route& route, std::string_view target);
