@@ -175,6 +175,28 @@ TEST(SqliteStore, StoresOnOneFileNeverShareASlot) {
   for (std::size_t i = 1; i < all.size(); ++i) ASSERT_EQ(all[i] - all[i - 1], std::chrono::microseconds{1050}) << i;
 }
 
+// Processes started together all open one new file: none may see another's
+// creation half-way (a table, no application id yet) and refuse the file.
+TEST(SqliteStore, ManyOpenOneNewFileAtOnce) {
+  constexpr int kOpeners = 8;
+  for (int round = 0; round < 40; ++round) {
+    const std::string path = fresh_path("together");
+    std::atomic<int> ready{0};
+    std::vector<std::string> refusals(kOpeners);
+    std::vector<std::thread> openers;
+    for (int i = 0; i < kOpeners; ++i) {
+      openers.emplace_back([&, i] {
+        ready.fetch_add(1);
+        while (ready.load() < kOpeners) std::this_thread::yield();
+        auto s = SqliteStore::open_file(options_at(path));
+        if (!s) refusals[static_cast<std::size_t>(i)] = s.error().message;
+      });
+    }
+    for (auto& t : openers) t.join();
+    for (const std::string& r : refusals) ASSERT_EQ(r, "") << "round " << round;
+  }
+}
+
 TEST(SqliteStore, MakesItsFile0600AndItsFolder0700) {
   const std::string dir = (scratch() / "made" / "deeper").string();
   const std::string path = dir + "/quota.db";

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include "abide/headers.h"
 #include "database.h"
@@ -113,6 +114,21 @@ std::string words_of(SqliteProblem p, const std::string& path) {
 
 Unexpected<SqliteOpenError> open_error(SqliteProblem p, const std::string& path, const std::string& detail) {
   return fail(SqliteOpenError{p, words_of(p, path) + (detail.empty() ? "" : " (" + detail + ")")});
+}
+
+// Puts the file in WAL mode. The switch takes the exclusive lock from a read
+// lock; when two openers switch at once SQLite answers one of them BUSY at
+// once instead of calling the busy handler (that wait could deadlock), so
+// that one tries again, within the same patience as any other lock.
+int enter_wal(Database& db, std::chrono::milliseconds patience) {
+  const auto give_up = std::chrono::steady_clock::now() + patience;
+  auto pause = std::chrono::milliseconds{1};
+  for (;;) {
+    const int rc = db.exec("PRAGMA journal_mode = WAL");
+    if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= give_up) return rc;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds{50});
+  }
 }
 
 // A row as read, with what the kernel does not keep.
@@ -320,15 +336,18 @@ Result<std::shared_ptr<SqliteStore>, SqliteOpenError> SqliteStore::open_file(Sql
   int code = SQLITE_OK;
   auto db = Database::open(path, false, code, why);
   if (!db) return open_error(problem_of(code), path, why);
-  sqlite3_busy_timeout(db->get(), static_cast<int>(std::clamp<std::int64_t>(
-                                      std::chrono::duration_cast<std::chrono::milliseconds>(options.busy_timeout).count(),
-                                      0, 3'600'000)));
-  // Read before anything is written: another program's database is left as it was.
+  const std::chrono::milliseconds patience{std::clamp<std::int64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(options.busy_timeout).count(), 0, 3'600'000)};
+  sqlite3_busy_timeout(db->get(), static_cast<int>(patience.count()));
+  // Read before anything is written: another program's database is left as it
+  // was. The three reads are one transaction: apart, they could see another
+  // process create the file between two of them (a table, no id yet).
+  if (int rc = db->exec("BEGIN"); rc != SQLITE_OK) return open_error(problem_of(rc), path, db->error());
   const auto app = db->integer("PRAGMA application_id");
-  if (!app) return open_error(problem_of(sqlite3_extended_errcode(db->get())), path, db->error());
-  const auto version = db->integer("PRAGMA user_version");
-  const auto tables = db->integer("SELECT count(*) FROM sqlite_schema");
-  if (!version || !tables) return open_error(problem_of(sqlite3_extended_errcode(db->get())), path, db->error());
+  const auto version = app ? db->integer("PRAGMA user_version") : std::nullopt;
+  const auto tables = version ? db->integer("SELECT count(*) FROM sqlite_schema") : std::nullopt;
+  if (!app || !version || !tables) return open_error(problem_of(sqlite3_extended_errcode(db->get())), path, db->error());
+  if (int rc = db->exec("COMMIT"); rc != SQLITE_OK) return open_error(problem_of(rc), path, db->error());
   const bool fresh = *app == 0 && *version == 0 && *tables == 0;
   if (!fresh && *app != kApplicationId) return open_error(SqliteProblem::kNotAbide, path, "another program's database");
   if (*version > kSchema) {
@@ -336,7 +355,7 @@ Result<std::shared_ptr<SqliteStore>, SqliteOpenError> SqliteStore::open_file(Sql
                       "layout " + std::to_string(*version) + "; this abide knows " + std::to_string(kSchema));
   }
   if (!fresh && *version < 1) return open_error(SqliteProblem::kNotAbide, path, "no layout version");
-  if (int rc = db->exec("PRAGMA journal_mode = WAL"); rc != SQLITE_OK) {
+  if (int rc = enter_wal(*db, patience); rc != SQLITE_OK) {
     return open_error(problem_of(rc), path, db->error());
   }
   (void)db->exec("PRAGMA synchronous = NORMAL");
