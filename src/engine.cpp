@@ -314,7 +314,10 @@ Machine::Machine(Engine& engine, const Request& request, BodySink sink, std::siz
       own_hook_(std::move(hook)),
       hook_(own_hook_ ? &own_hook_ : &engine_.config_.on_event) {
   send_deadline_ = req_.deadline;
-  if (req_.send_by && (!send_deadline_ || *req_.send_by < *send_deadline_)) send_deadline_ = req_.send_by;
+  if (req_.send_by && (!send_deadline_ || *req_.send_by < *send_deadline_)) {
+    send_deadline_ = req_.send_by;
+    budget_binds_ = true;
+  }
 }
 
 Event Machine::event(Event::Kind kind) const {
@@ -452,6 +455,9 @@ Step Machine::wait_not_before(WallTime now) {
   const MonoTime until = saturating_add(engine_.mono_.now(), left);
   if (send_deadline_ && until > *send_deadline_) {
     set_not_before(until);
+    if (budget_binds_) {
+      return finish(OutcomeKind::kDeferred, "the request's permitted time is past its longest acceptable wait");
+    }
     return finish(OutcomeKind::kDeadlineExceeded, "the request's permitted time is after its deadline");
   }
   if (left > engine_.planner_.config().max_wait) {
@@ -523,6 +529,10 @@ Step Machine::from_permit(const AcquireResult& permit) {
     case AcquireStatus::kDeadlineExceeded:
       out_.not_before_mono = permit.not_before;
       out_.not_before_wall = permit.not_before_wall;
+      if (budget_binds_) {
+        return finish(OutcomeKind::kDeferred, cat({"the pacer holds the send for ", describe(permit.cause),
+                                                   ", past the longest acceptable wait"}));
+      }
       return finish(OutcomeKind::kDeadlineExceeded,
                     cat({"the pacer holds the send for ", describe(permit.cause), ", past the deadline"}));
     case AcquireStatus::kUnavailable:
@@ -537,6 +547,7 @@ Step Machine::from_permit(const AcquireResult& permit) {
   if (send_deadline_ && *send_deadline_ - started_mono <= Duration::zero()) {
     abandon_probe();
     --attempt_;
+    if (budget_binds_) return finish(OutcomeKind::kDeferred, "the longest acceptable wait ended before the send");
     return finish(OutcomeKind::kDeadlineExceeded, "the deadline passed before the request could be sent");
   }
   // The attempt is built where it stays, in the outcome (see current()), in
@@ -594,6 +605,7 @@ bool Machine::decide(const Signals* signals, std::string_view error, bool sent) 
   input.attempt = attempt_;
   input.max_attempts = std::max<std::int64_t>(engine_.config_.max_attempts, 1);
   input.deadline = send_deadline_;
+  input.deadline_is_wait_budget = budget_binds_;
   input.previous_backoff = previous_backoff_;
   if (signals != nullptr) {
     if (hooked()) {

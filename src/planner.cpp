@@ -209,7 +209,7 @@ Plan Planner::decide(const PlanInput& in, RandomSource& rng) const noexcept {
     return p;
   }
   if (in.deadline && *p.not_before_mono > *in.deadline) {
-    p.decision = Decision::kDeadlineExceeded;
+    p.decision = in.deadline_is_wait_budget ? Decision::kDeferred : Decision::kDeadlineExceeded;
     p.reason = Reason::kDeadline;
     return p;
   }
@@ -439,7 +439,7 @@ std::string Planner::describe(const Plan& p, const PlanInput& in) const {
       s.append("The earliest permitted retry is "sv);
       when();
       add_basis(s.append(" ("sv), p, in, jitter);
-      s.append("), after the deadline "sv);
+      s.append(in.deadline_is_wait_budget ? "), after the longest acceptable wait "sv : "), after the deadline "sv);
       if (p.time_left && *p.time_left < kZero) {
         s.append("that had already passed"sv);
       } else {

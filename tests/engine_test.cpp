@@ -349,15 +349,23 @@ TEST_P(EngineForms, HintEndingAfterTheDeadlineIsDeadlineExceeded) {
   EXPECT_EQ(r.out.waited, 0ns);
 }
 
-TEST_P(EngineForms, HintEndingAfterSendByIsDeadlineExceeded) {
+// send_by is the longest acceptable wait (rule 5): a hint past it is
+// deferred; a deadline before it is still a deadline.
+TEST_P(EngineForms, HintEndingAfterSendByIsDeferred) {
   InstantClock probe_clock;
   Request req = get();
   req.send_by = probe_clock.mono_now() + 30s;
   const Result r = run_form(blocking(), req, {status(503, {{"Retry-After", "60"}})});
-  EXPECT_EQ(r.out.kind, OutcomeKind::kDeadlineExceeded) << r.out.reason;
+  EXPECT_EQ(r.out.kind, OutcomeKind::kDeferred) << r.out.reason;
+  EXPECT_NE(r.out.reason.find("after the longest acceptable wait"), std::string::npos) << r.out.reason;
   EXPECT_EQ(r.sent.size(), 1u);
   ASSERT_TRUE(r.out.not_before_mono);
   EXPECT_EQ(*r.out.not_before_mono, r.sent[0].at + 10ms + 60s);
+
+  req.deadline = probe_clock.mono_now() + 20s;
+  const Result d = run_form(blocking(), req, {status(503, {{"Retry-After", "60"}})});
+  EXPECT_EQ(d.out.kind, OutcomeKind::kDeadlineExceeded) << d.out.reason;
+  EXPECT_NE(d.out.reason.find("after the deadline"), std::string::npos) << d.out.reason;
 }
 
 TEST_P(EngineForms, HintBeyondMaxWaitIsDeferredWithItsTime) {

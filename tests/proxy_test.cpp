@@ -495,7 +495,7 @@ TEST(ProxyDeferral, AWaitBeyondTheCallersBudgetIsAnsweredAtOnceWithThePermittedT
   ASSERT_EQ(second.answers.size(), 1u) << describe(second);
   const Answer& a = second.answers[0];
   EXPECT_EQ(a.status, 429) << describe(second);
-  EXPECT_TRUE(a.outcome == "deadline_exceeded" || a.outcome == "deferred") << a.outcome;
+  EXPECT_EQ(a.outcome, "deferred");  // the budget is the longest acceptable wait, not a deadline
   EXPECT_LT(a.head_s - a.start_s, 4.0) << "held instead of answered at once";
   // The server's wait ends at t0 + 30 at the earliest; asked after the first
   // request, it is still ~30 s away. Retry-After never says less than what remains.
@@ -513,8 +513,7 @@ TEST(ProxyDeferral, AWaitBeyondTheCallersBudgetIsAnsweredAtOnceWithThePermittedT
   const auto third = run_client(python, "client.py", {"--url", proxy.url("/b"), "-H", "Abide-Max-Wait: 2"});
   ASSERT_EQ(third.answers.size(), 1u) << describe(third);
   EXPECT_EQ(third.answers[0].status, 429);
-  EXPECT_TRUE(third.answers[0].outcome == "deadline_exceeded" || third.answers[0].outcome == "deferred")
-      << third.answers[0].outcome;
+  EXPECT_EQ(third.answers[0].outcome, "deferred");
   EXPECT_GE(whole_seconds(third.answers[0].retry_after), 20) << third.answers[0].retry_after;
   EXPECT_TRUE(rfc3339_unix(third.answers[0].not_before)) << third.answers[0].not_before;
   std::this_thread::sleep_for(300ms);  // a retry the proxy might wrongly still send would show now
@@ -734,8 +733,7 @@ TEST(ProxyFleet, TwoProxiesShareACooldownThroughRedis) {
   const auto held = run_client(python, "client.py", {"--url", two.url("/x"), "-H", "Abide-Max-Wait: 10"});
   ASSERT_EQ(held.answers.size(), 1u) << describe(held);
   const Answer& a = held.answers[0];
-  EXPECT_TRUE((a.status == 200 && number(a.waited) > 0) || a.outcome == "deferred" || a.outcome == "deadline_exceeded")
-      << describe(held);
+  EXPECT_TRUE((a.status == 200 && number(a.waited) > 0) || a.outcome == "deferred") << describe(held);
   EXPECT_EQ(mock.stats()["totals"]["premature"], 0) << mock.stats()["totals"].dump();
   // Held, then sent once after the cooldown (or not at all when deferred): never sent into it.
   EXPECT_LE(mock.requests(), 3);
@@ -770,7 +768,7 @@ void expect_the_proxy_remembers(RedisServer& redis, const std::function<void()>&
     ASSERT_EQ(held.answers.size(), 1u) << describe(held);
     const Answer& a = held.answers[0];
     EXPECT_EQ(a.status, 429) << describe(held);
-    EXPECT_TRUE(a.outcome == "deferred" || a.outcome == "deadline_exceeded") << describe(held);
+    EXPECT_EQ(a.outcome, "deferred") << describe(held);
     const auto nb = rfc3339_unix(a.not_before);
     ASSERT_TRUE(nb) << a.not_before;
     EXPECT_GE(*nb, t0 + 29) << a.not_before;

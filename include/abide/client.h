@@ -177,8 +177,8 @@ struct ClientConfig {
   // waits, after its pacer permit and in arrival order, for a transfer to
   // end. The wait is cancellable by the stop token and ends at the request's
   // deadline or send_by; an attempt that got no transfer was not sent (the
-  // request ends cancelled, or deadline_exceeded). A streamed answer holds its
-  // transfer until its body is all at the sink.
+  // request ends cancelled, deferred past send_by, or deadline_exceeded). A
+  // streamed answer holds its transfer until its body is all at the sink.
   std::size_t max_transfers = 0;
   // Injected time and randomness (nullptr: the system clocks; a SeededRandom
   // from std::random_device). The random source must be thread-safe.

@@ -76,6 +76,8 @@ struct Request {
   std::optional<MonoTime> deadline;  // no send (and no retry) after it; a transfer running at it is cut
   // No send (and no retry) after it, like deadline, but a transfer started
   // before it runs on (a budget for waiting, not for the answer's length).
+  // The longest acceptable wait: when it is the earlier bound, a request it
+  // holds back ends deferred (rule 5), not deadline_exceeded.
   std::optional<MonoTime> send_by;
   std::optional<WallTime> not_before;  // nothing is sent before it (a resumed request)
   std::string pacer_key;               // empty: the URL's origin
@@ -405,6 +407,7 @@ class Machine {
   MonoTime wait_until_{};
   std::optional<Duration> previous_backoff_;
   std::optional<MonoTime> send_deadline_;          // the earlier of the request's deadline and send_by
+  bool budget_binds_ = false;                      // send_by is the earlier: passing it is deferred (rule 5)
   OutcomeKind pending_kind_ = OutcomeKind::kDone;  // the outcome once the body is in (reason: the last attempt's)
   RequestOutcome out_;
 };

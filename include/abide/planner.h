@@ -185,6 +185,9 @@ struct PlanInput {
   std::int64_t attempt = 1;              // attempts made, this one included (>= 1)
   std::int64_t max_attempts = 5;         // values below 1 count as 1
   std::optional<MonoTime> deadline;      // the task's deadline
+  // The deadline is a budget for waiting (the longest acceptable wait, as a
+  // proxy's caller states it), not the task's: a retry after it is deferred.
+  bool deadline_is_wait_budget = false;
   // The backoff drawn after the previous attempt (decorrelated jitter grows from it).
   std::optional<Duration> previous_backoff;
 };
