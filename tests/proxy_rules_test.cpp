@@ -538,10 +538,25 @@ TEST(OutcomeAnswer, DeferredBeforeAnySendIs429WithThePermittedTime) {
   EXPECT_EQ(field(a.head.headers, "Abide-Outcome"), "deferred");
   EXPECT_EQ(field(a.head.headers, "Abide-Attempts"), "0");
   EXPECT_EQ(field(a.head.headers, "Abide-Waited"), "2.000");
-  EXPECT_EQ(field(a.head.headers, "Content-Type"), "text/plain; charset=utf-8");
-  EXPECT_EQ(a.body, "abide proxy: deferred: the quota permits the next send only later\n");
+  EXPECT_EQ(field(a.head.headers, "Content-Type"), "application/problem+json");
+  const nlohmann::json j = nlohmann::json::parse(a.body);
+  EXPECT_EQ(j["type"], "about:blank");
+  EXPECT_EQ(j["title"], "Too Many Requests");
+  EXPECT_EQ(j["status"], 429);
+  EXPECT_EQ(j["outcome"], "deferred");
+  EXPECT_EQ(j["not_before"], "2026-12-01T14:03:12.200Z");
+  EXPECT_EQ(j["retry_after"], 1);
+  const std::string detail =
+      "abide proxy: deferred: the quota permits the next send only later; permitted at 2026-12-01T14:03:12.200Z";
+  EXPECT_EQ(j["detail"], detail);
+  // Where the SDKs of OpenAI, Anthropic and Stripe look for the message.
+  EXPECT_EQ(j["error"]["message"], detail);
+  EXPECT_EQ(j["error"]["type"], "abide_deferred");
+  EXPECT_EQ(a.body.back(), '\n');
   ASSERT_TRUE(a.head.content_length.has_value());
   EXPECT_EQ(*a.head.content_length, a.body.size());
+  // No dialect given: no verdict; a route's dialect always has one (see Dialect).
+  EXPECT_EQ(a.head.headers.count("x-should-retry"), 0u);
   for (OutcomeKind k : {OutcomeKind::kDeadlineExceeded, OutcomeKind::kExhausted}) {
     EXPECT_EQ(outcome_answer(outcome_of(k, "x"), kNow).head.status, 429) << to_string(k);
   }
@@ -558,15 +573,93 @@ TEST(OutcomeAnswer, TheLastUpstreamAnswerKeepsItsStatusAndHints) {
   o.response->body = "dropped";
   o.attempts.resize(3);
   o.not_before_wall = kNow + 9s;
-  const MadeAnswer a = outcome_answer(o, kNow);
+  const MadeAnswer a = outcome_answer(o, kNow, dialect_of(nullptr));
   EXPECT_EQ(a.head.status, 503);
   EXPECT_EQ(names(a.head.headers),
             (std::vector<std::string>{"RateLimit", "Date", "Abide-Outcome", "Abide-Attempts", "Abide-Waited",
-                                      "Retry-After", "Abide-Not-Before", "Content-Type"}));
+                                      "Retry-After", "Abide-Not-Before", "x-should-retry", "Content-Type"}));
   EXPECT_EQ(field(a.head.headers, "Retry-After"), "9");
   EXPECT_EQ(field(a.head.headers, "Abide-Attempts"), "3");
-  EXPECT_EQ(field(a.head.headers, "Content-Type"), "text/plain; charset=utf-8");
-  EXPECT_EQ(a.body, "abide proxy: exhausted: no attempts left\n");
+  EXPECT_EQ(field(a.head.headers, "x-should-retry"), "false");
+  EXPECT_EQ(field(a.head.headers, "Content-Type"), "application/problem+json");
+  EXPECT_EQ(nlohmann::json::parse(a.body)["detail"],
+            "abide proxy: exhausted: no attempts left; permitted at 2026-12-01T14:03:21.000Z");
+}
+
+// The upstream's status never goes with a body of the proxy's: a limited
+// answer of a vendor's own status (GitHub's 403) whose body was not kept is
+// answered 429, with its quota fields.
+TEST(OutcomeAnswer, ALimitedAnswerWhoseBodyIsGoneGetsTheProxysOwnStatus) {
+  RequestOutcome o = outcome_of(OutcomeKind::kDeferred, "the pacer holds the send for the quota");
+  o.response.emplace();
+  o.response->status = 403;
+  o.response->headers = {{"x-ratelimit-remaining", "0"}, {"x-ratelimit-reset", "1796133822"},
+                         {"Content-Type", "application/json"}};
+  o.attempts.resize(1);
+  o.not_before_wall = kNow + 30s;
+  const MadeAnswer a = outcome_answer(o, kNow, dialect_of(nullptr));
+  EXPECT_EQ(a.head.status, 429);
+  EXPECT_EQ(field(a.head.headers, "x-ratelimit-remaining"), "0");
+  EXPECT_EQ(field(a.head.headers, "x-ratelimit-reset"), "1796133822");
+  EXPECT_EQ(a.head.headers.all("Content-Type"), (std::vector<std::string_view>{"application/problem+json"}));
+  EXPECT_EQ(nlohmann::json::parse(a.body)["status"], 429);
+}
+
+// The key's last limited answer, given again: the vendor's status, fields
+// and body, with this request's times and verdict.
+TEST(OutcomeAnswer, TheKeysLastLimitedAnswerIsGivenAgainWithFreshTimes) {
+  const Profile* openai = ProfileRegistry::builtin().find("openai");
+  ASSERT_NE(openai, nullptr);
+  const Dialect d = dialect_of(openai);
+  Final f = final_answer(429, {{"Content-Type", "application/json"},
+                               {"Content-Length", "77"},
+                               {"Date", "Tue, 01 Dec 2026 14:02:00 GMT"},
+                               {"Retry-After", "20"},
+                               {"retry-after-ms", "20000"},
+                               {"x-should-retry", "true"},
+                               {"x-ratelimit-remaining-requests", "0"}});
+  f.outcome.not_before_wall = kNow + 20s;
+  const auto kept = limited_answer(f.head(OutcomeKind::kDeferred), d);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(kept->status, 429);
+  EXPECT_EQ(names(kept->headers), (std::vector<std::string>{"Content-Type", "x-ratelimit-remaining-requests"}));
+  LimitedAnswer replay = *kept;
+  replay.body = R"({"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}})";
+
+  RequestOutcome later = outcome_of(OutcomeKind::kDeferred, "the pacer holds the send for the quota");
+  later.not_before_wall = kNow + 12s + 1ns;
+  later.waited = 500ms;
+  const MadeAnswer a = outcome_answer(later, kNow, d, &replay);
+  EXPECT_EQ(a.head.status, 429);
+  EXPECT_EQ(a.body, replay.body);
+  EXPECT_EQ(*a.head.content_length, replay.body.size());
+  EXPECT_EQ(field(a.head.headers, "Content-Type"), "application/json");
+  EXPECT_EQ(field(a.head.headers, "Retry-After"), "13");
+  EXPECT_EQ(field(a.head.headers, "retry-after-ms"), "12001");
+  EXPECT_EQ(field(a.head.headers, "x-ms-retry-after-ms"), "12001");
+  EXPECT_EQ(a.head.headers.all("x-should-retry"), (std::vector<std::string_view>{"false"}));
+  EXPECT_EQ(field(a.head.headers, "Abide-Outcome"), "deferred");
+  EXPECT_EQ(field(a.head.headers, "Abide-Waited"), "0.500");
+  EXPECT_EQ(a.head.headers.count("Date"), 0u);
+
+  // Not for an answer that says something else: an ambiguous request, or a
+  // last upstream answer of another status.
+  RequestOutcome ambiguous = later;
+  ambiguous.kind = OutcomeKind::kNotRetryable;
+  ambiguous.ambiguous = true;
+  EXPECT_EQ(outcome_answer(ambiguous, kNow, d, &replay).head.status, 502);
+  RequestOutcome other = later;
+  other.response.emplace();
+  other.response->status = 503;
+  other.attempts.resize(1);
+  const MadeAnswer o = outcome_answer(other, kNow, d, &replay);
+  EXPECT_EQ(o.head.status, 503);
+  EXPECT_EQ(field(o.head.headers, "Content-Type"), "application/problem+json");
+
+  // A final answer that ended done, or below 400, is not kept.
+  EXPECT_FALSE(limited_answer(f.head(OutcomeKind::kDone), d).has_value());
+  Final moved = final_answer(304, {});
+  EXPECT_FALSE(limited_answer(moved.head(OutcomeKind::kDeferred), d).has_value());
 }
 
 TEST(OutcomeAnswer, AmbiguousIs502) {
@@ -577,7 +670,8 @@ TEST(OutcomeAnswer, AmbiguousIs502) {
   const MadeAnswer a = outcome_answer(o, kNow);
   EXPECT_EQ(a.head.status, 502);
   EXPECT_EQ(field(a.head.headers, "Abide-Outcome"), "ambiguous");
-  EXPECT_EQ(a.body, "abide proxy: ambiguous: connection reset after the request was sent\n");
+  EXPECT_EQ(nlohmann::json::parse(a.body)["detail"],
+            "abide proxy: ambiguous: connection reset after the request was sent");
 }
 
 TEST(OutcomeAnswer, TransportFailuresAndNotRetryableWithoutAnswerAre502) {
@@ -587,7 +681,7 @@ TEST(OutcomeAnswer, TransportFailuresAndNotRetryableWithoutAnswerAre502) {
   RequestOutcome refused = outcome_of(OutcomeKind::kNotRetryable, "a header value holds a line break");
   const MadeAnswer a = outcome_answer(refused, kNow);
   EXPECT_EQ(a.head.status, 502);
-  EXPECT_EQ(a.body, "abide proxy: not_retryable: a header value holds a line break\n");
+  EXPECT_EQ(nlohmann::json::parse(a.body)["detail"], "abide proxy: not_retryable: a header value holds a line break");
 }
 
 TEST(OutcomeAnswer, CancelledIs503WithItsPermittedTime) {
@@ -604,13 +698,17 @@ TEST(OutcomeAnswer, TheReasonIsMadePrintable) {
   EXPECT_EQ(a.body.find('\x1b'), std::string::npos);
   EXPECT_EQ(a.body.find('\r'), std::string::npos);
   EXPECT_EQ(a.body.find('\n'), a.body.size() - 1);  // one line
+  EXPECT_EQ(a.body.find("\\u001b"), std::string::npos);  // made printable, not only escaped
 }
 
-TEST(ErrorAnswer, PlainTextWithoutOutcomeExceptFor503) {
+TEST(ErrorAnswer, ProblemDetailsWithoutOutcomeExceptFor503) {
   const MadeAnswer bad = error_answer(400, "Abide-Max-Wait \"x\" is not decimal seconds");
   EXPECT_EQ(bad.head.status, 400);
-  EXPECT_EQ(bad.body, "abide proxy: Abide-Max-Wait \"x\" is not decimal seconds\n");
-  EXPECT_EQ(field(bad.head.headers, "Content-Type"), "text/plain; charset=utf-8");
+  const nlohmann::json j = nlohmann::json::parse(bad.body);
+  EXPECT_EQ(j["detail"], "abide proxy: Abide-Max-Wait \"x\" is not decimal seconds");
+  EXPECT_EQ(j["title"], "Bad Request");
+  EXPECT_FALSE(j.contains("outcome"));
+  EXPECT_EQ(field(bad.head.headers, "Content-Type"), "application/problem+json");
   EXPECT_EQ(bad.head.headers.count("Abide-Outcome"), 0u);
   EXPECT_EQ(bad.head.headers.count("Retry-After"), 0u);
   EXPECT_EQ(field(bad.head.headers, "Abide-Attempts"), "0");
@@ -630,6 +728,53 @@ TEST(ErrorAnswer, PlainTextWithoutOutcomeExceptFor503) {
 
   const MadeAnswer odd = error_answer(404, "no route for \"/\x01\"");
   EXPECT_EQ(odd.body.find('\x01'), std::string::npos);
+  EXPECT_EQ(odd.body.find("\\u0001"), std::string::npos);
+}
+
+// ---- the callers' dialects ----
+
+TEST(Dialect, TheProfilesVerdictsAndDelaysElseXShouldRetry) {
+  const ProfileRegistry& builtin = ProfileRegistry::builtin();
+  const Dialect openai = dialect_of(builtin.find("openai"));
+  EXPECT_EQ(openai.verdicts, (std::vector<std::string>{"x-should-retry"}));
+  EXPECT_EQ(openai.delays_ms, (std::vector<std::string>{"retry-after-ms", "x-ms-retry-after-ms"}));
+  EXPECT_EQ(dialect_of(builtin.find("anthropic")).verdicts, (std::vector<std::string>{"x-should-retry"}));
+  const Dialect stripe = dialect_of(builtin.find("stripe"));
+  EXPECT_EQ(stripe.verdicts, (std::vector<std::string>{"stripe-should-retry"}));
+  EXPECT_TRUE(stripe.delays_ms.empty());
+  const Dialect none = dialect_of(nullptr);
+  EXPECT_EQ(none.verdicts, (std::vector<std::string>{"x-should-retry"}));
+  EXPECT_TRUE(none.delays.empty());
+}
+
+// An answer that holds the caller back says "do not retry" in its SDK's
+// words, and never passes on the upstream's "true"; a done answer is the
+// upstream's own.
+TEST(Dialect, AnAnswerThatIsNotDoneSaysDoNotRetry) {
+  const Dialect stripe = dialect_of(ProfileRegistry::builtin().find("stripe"));
+  Final f = final_answer(429, {{"Stripe-Should-Retry", "true"}, {"X-Should-Retry", "true"}, {"Retry-After", "1"}});
+  f.outcome.not_before_wall = kNow + 40s;
+  const AnswerHead a = answer_head(f.head(OutcomeKind::kDeferred), kNow, false, stripe);
+  EXPECT_EQ(a.headers.all("Stripe-Should-Retry"), (std::vector<std::string_view>{"false"}));
+  EXPECT_EQ(a.headers.count("X-Should-Retry"), 0u);
+  EXPECT_EQ(field(a.headers, "Retry-After"), "40");
+
+  const AnswerHead done = answer_head(f.head(OutcomeKind::kDone), kNow, false, stripe);
+  EXPECT_EQ(field(done.headers, "Stripe-Should-Retry"), "true");
+  EXPECT_EQ(field(done.headers, "Retry-After"), "1");
+
+  // Without a permitted time the server's delays stay; its verdict does not.
+  const Dialect openai = dialect_of(ProfileRegistry::builtin().find("openai"));
+  Final g = final_answer(429, {{"retry-after-ms", "1500"}, {"x-should-retry", "true"}});
+  const AnswerHead n = answer_head(g.head(OutcomeKind::kNotRetryable), kNow, false, openai);
+  EXPECT_EQ(field(n.headers, "retry-after-ms"), "1500");
+  EXPECT_EQ(n.headers.all("x-should-retry"), (std::vector<std::string_view>{"false"}));
+
+  // A 503 of the proxy's own (a full queue, the drain) says it too.
+  MadeAnswer full = error_answer(503, "too many callers are waiting", 1s, kNow + 1s, kNow);
+  speak_dialect(full, openai, kNow + 1s, kNow);
+  EXPECT_EQ(field(full.head.headers, "x-should-retry"), "false");
+  EXPECT_EQ(field(full.head.headers, "retry-after-ms"), "1000");
 }
 
 TEST(ReasonPhrase, Rfc9110AndTheOthersTheProxyAnswers) {

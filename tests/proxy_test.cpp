@@ -526,6 +526,69 @@ TEST(ProxyDeferral, AWaitBeyondTheCallersBudgetIsAnsweredAtOnceWithThePermittedT
 
 // A POST without Idempotency-Key is sent once: its 429 comes back as
 // not_retryable. With a key, it is retried to 200 after the wait.
+// Callers held back get answers their SDKs obey: "do not retry" in the
+// upstream's dialect (x-should-retry without a profile), and once the key was
+// limited, the upstream's own limited answer (status, content type, JSON
+// body) with fresh times, never a status of one answer with a body of another.
+TEST(ProxyDeferral, HeldBackCallersGetTheUpstreamsLimitedAnswerAndNoRetry) {
+  Mock mock({"--style", "retry-after-seconds", "--limit", "1", "--window", "30", "--align", "first"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(upstream(mock));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const auto get = [&](const std::string& target, const std::string& budget) {
+    return parse_answer(raw_exchange(proxy.port(), "GET " + target + " HTTP/1.1\r\nHost: p\r\nAbide-Max-Wait: " + budget +
+                                                       "\r\nConnection: close\r\n\r\n"));
+  };
+  EXPECT_EQ(get("/a", "1").status, 200);
+  const RawAnswer limited = get("/b", "1");  // the upstream's 429, streamed as it came
+  ASSERT_EQ(limited.status, 429) << limited.body;
+  EXPECT_EQ(limited.header("x-should-retry"), "false");
+  EXPECT_EQ(limited.header("abide-outcome"), "deferred");
+  EXPECT_NE(limited.body.find("rate_limited"), std::string::npos) << limited.body;
+  ASSERT_EQ(mock.requests(), 2);
+
+  const RawAnswer again = get("/c", "1");  // nothing sent: the same answer, with its own times
+  EXPECT_EQ(mock.requests(), 2);
+  EXPECT_EQ(again.status, 429);
+  EXPECT_EQ(again.header("content-type"), limited.header("content-type"));
+  EXPECT_EQ(again.body, limited.body);
+  EXPECT_EQ(again.header("x-should-retry"), "false");
+  EXPECT_EQ(again.header("abide-attempts"), "0");
+  EXPECT_EQ(again.header("abide-outcome"), "deferred");
+  EXPECT_GE(whole_seconds(again.header("retry-after")), 25) << again.header("retry-after");
+  EXPECT_TRUE(rfc3339_unix(again.header("abide-not-before"))) << again.header("abide-not-before");
+  EXPECT_EQ(mock.stats()["totals"]["premature"], 0);
+  proxy.stop_cleanly();
+}
+
+// A key never limited gets a problem+json body of the proxy's own, with the
+// permitted time where the SDKs look for a message.
+TEST(ProxyDeferral, WithoutALimitedAnswerTheBodyIsProblemJson) {
+  Mock mock({"--style", "retry-after-seconds", "--limit", "1", "--window", "30", "--align", "first"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(upstream(mock));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const auto get = [&](const std::string& auth) {
+    return parse_answer(raw_exchange(proxy.port(), "GET /x HTTP/1.1\r\nHost: p\r\nAuthorization: " + auth +
+                                                       "\r\nAbide-Max-Wait: 0\r\nConnection: close\r\n\r\n"));
+  };
+  EXPECT_EQ(get("Bearer one").status, 200);
+  // The HEAD of a limited answer keeps no body: its key has none to give again.
+  const RawAnswer head = parse_answer(raw_exchange(
+      proxy.port(), "HEAD /x HTTP/1.1\r\nHost: p\r\nAuthorization: Bearer one\r\nAbide-Max-Wait: 0\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(head.status, 429);
+  const RawAnswer a = get("Bearer one");
+  EXPECT_EQ(a.status, 429);
+  EXPECT_EQ(a.header("content-type"), "application/problem+json");
+  const json j = json::parse(a.body, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << a.body;
+  EXPECT_EQ(j["status"], 429);
+  EXPECT_EQ(j["outcome"], "deferred");
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("permitted at 20"), std::string::npos) << a.body;
+  EXPECT_EQ(a.header("x-should-retry"), "false");
+  proxy.stop_cleanly();
+}
+
 TEST(ProxyIdempotency, PostIsSentOnceWithoutAKeyAndRetriedWithOne) {
   REQUIRE_PROGRAM(python, "python3");
   Mock mock({"--style", "retry-after-seconds", "--limit", "1", "--window", "1", "--align", "first"});

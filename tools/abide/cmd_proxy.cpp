@@ -68,6 +68,13 @@ int run_proxy(const ProxyFlags& o) {
   ProfileRegistry& registry = *profiles;
   if (!o.profile.empty() && o.profile != "none" && registry.find(o.profile) == nullptr)
     return usage("unknown --profile \"" + o.profile + "\"");
+  // Each route answers in its upstream's dialect, as the client reads it.
+  for (proxy::Route& route : opts.routes) {
+    const Profile* profile = o.profile == "none" ? nullptr
+                             : o.profile.empty() ? registry.for_host(route.origin.host)
+                                                 : registry.find(o.profile);
+    route.dialect = proxy::dialect_of(profile);
+  }
   auto spec = parse_store_spec(o.store);
   if (!spec) return usage(spec.error());
   spec->fallback = o.store_fallback;

@@ -334,6 +334,7 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
     const Duration again = std::chrono::seconds{1};
     MadeAnswer a = error_answer(503, reason, again, now + again, now);
     ensure_field(a, "Abide-Outcome", "deferred");
+    speak_dialect(a, route.dialect, now + again, now);
     core.stats.request_answered("", 503, nullptr);
     log_caller(503, reason);
     return a;
@@ -362,6 +363,7 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
   AnswerWriter w(fd_, head.version_minor, head_request, keep_alive, scratch_);
   bool writes_ok = true;
   OutcomeKind head_kind = OutcomeKind::kDone;
+  std::optional<LimitedAnswer> limited;  // a limited final answer, kept whole for the key's later callers
   ResponseSink sink;
   sink.head = [&](const FinalHead& fh) {
     {
@@ -369,10 +371,15 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
       f.phase = InFlight::Phase::kStreaming;
     }
     head_kind = fh.kind;
-    writes_ok = w.head(answer_head(fh, core.wall.now(), head_request));
+    if (!head_request) limited = limited_answer(fh, route.dialect);
+    writes_ok = w.head(answer_head(fh, core.wall.now(), head_request, route.dialect));
     return writes_ok;
   };
   sink.body = [&](std::string_view chunk) {
+    if (limited) {
+      if (limited->body.size() + chunk.size() > kMaxLimitedBody) limited.reset();
+      else limited->body.append(chunk);
+    }
     writes_ok = writes_ok && w.body(chunk);
     return writes_ok;
   };
@@ -413,12 +420,14 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
     writes_ok = writes_ok && whole && w.finish();
     keep = keep && writes_ok && !w.must_close();
     status = w.status();
+    if (limited && whole) core.keep_limited(f.request.pacer_key, std::move(*limited));
   } else if (drained && out.kind == OutcomeKind::kCancelled) {
     const WallTime now = core.wall.now();
     const Duration left = drain_not_before > now ? drain_not_before - now : Duration::zero();
     MadeAnswer a = error_answer(503, "the proxy is stopping", std::max<Duration>(left, std::chrono::seconds{1}),
                                 drain_not_before, now);
     ensure_field(a, "Abide-Outcome", "deferred");
+    speak_dialect(a, route.dialect, drain_not_before, now);
     set_counts(a, out);
     // Counted as what the caller was told: deferred to its permitted time.
     out.kind = OutcomeKind::kDeferred;
@@ -429,7 +438,8 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
   } else if (out.kind == OutcomeKind::kCancelled) {
     keep = false;  // the caller hung up: nothing to write
   } else {
-    const MadeAnswer a = outcome_answer(out, core.wall.now());
+    const auto replay = core.limited_of(f.request.pacer_key);
+    const MadeAnswer a = outcome_answer(out, core.wall.now(), route.dialect, replay.get());
     status = a.head.status;
     keep = answer(a, head.version_minor, head_request, keep_alive) && keep;
   }

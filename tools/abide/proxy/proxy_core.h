@@ -19,6 +19,7 @@
 
 #include "abide/client.h"
 #include "proxy/hangup_watcher.h"
+#include "proxy/proxy_rules.h"
 #include "proxy/proxy_server.h"
 #include "proxy/proxy_stats.h"
 
@@ -92,6 +93,15 @@ struct ProxyServer::Core {
   static constexpr std::size_t kMaxCooldownKeys = 4096;
   void note_cooldown(const std::string& key, WallTime until);
   WallTime drain_time(const InFlight& f, WallTime now, MonoTime mono_now);  // f.mu held
+
+  // The last limited answer of each quota key, given again to the callers
+  // the proxy answers in the upstream's place (outcome_answer). Bounded: at
+  // most kMaxLimitedKeys answers of at most kMaxLimitedBody bytes each.
+  std::mutex limited_mu;
+  std::unordered_map<std::string, std::shared_ptr<const LimitedAnswer>> limited;
+  static constexpr std::size_t kMaxLimitedKeys = 1024;
+  void keep_limited(const std::string& key, LimitedAnswer answer);
+  std::shared_ptr<const LimitedAnswer> limited_of(const std::string& key);
 
   // The event hook: tracks each request's phase, the transfers, --verbose.
   void on_event(const ClientEvent& e);

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "ascii.h"
 
 namespace abide::proxy {
@@ -116,8 +118,23 @@ std::optional<std::uint64_t> content_length_of(const HeaderList& headers) {
 struct AnswerFilter {
   bool keep_content_length = false;  // a HEAD's, a 204's or a 304's: kept as sent
   bool drop_content = false;         // the body is the proxy's own: the representation fields go
-  bool drop_retry_after = false;     // replaced by the proxy's
+  bool drop_retry_after = false;     // replaced by the proxy's (with the dialect's delays)
+  bool drop_date = false;            // a kept answer's: its time is past
+  const Dialect* dialect = nullptr;  // set: the answer is not the last word; its verdicts go
 };
+
+// The verdict fields every answer that says "later" drops, whatever the
+// dialect: an upstream's "true" never reaches a caller the proxy holds back.
+constexpr std::array<std::string_view, 2> kKnownVerdicts = {"x-should-retry", "stripe-should-retry"};
+
+bool names_in(std::string_view name, const std::vector<std::string>& names) noexcept {
+  return std::any_of(names.begin(), names.end(), [&](const std::string& n) { return iequals(n, name); });
+}
+
+bool verdict_field(std::string_view name, const Dialect& d) noexcept {
+  return names_in(name, d.verdicts) ||
+         std::any_of(kKnownVerdicts.begin(), kKnownVerdicts.end(), [&](std::string_view n) { return iequals(n, name); });
+}
 
 bool representation_field(std::string_view name) noexcept {
   return starts_with_ci(name, "content-") || one_of(name, {"Digest", "ETag", "Last-Modified"});
@@ -131,6 +148,11 @@ void copy_answer_fields(const HeaderList& server, const AnswerFilter& filter, He
     if (filter.drop_content && representation_field(h.name)) continue;
     if (!filter.drop_content && iequals(h.name, "Content-Length") && !filter.keep_content_length) continue;
     if (filter.drop_retry_after && iequals(h.name, "Retry-After")) continue;
+    if (filter.drop_date && iequals(h.name, "Date")) continue;
+    if (filter.dialect != nullptr) {
+      if (verdict_field(h.name, *filter.dialect)) continue;
+      if (filter.drop_retry_after && names_in(h.name, filter.dialect->delays)) continue;
+    }
     out.add(h.name, h.value);
   }
 }
@@ -150,15 +172,36 @@ void add_outcome_fields(HeaderList& out, std::string_view outcome_name, std::siz
   }
 }
 
+// The caller may not repeat the request yet: the dialect's verdicts, and its
+// millisecond delays to the permitted time (rounded up: never before it).
+void add_dialect_fields(HeaderList& out, const Dialect& dialect, std::optional<WallTime> not_before, WallTime now) {
+  for (const std::string& v : dialect.verdicts) out.add(v, "false");
+  if (!not_before) return;
+  const Duration left = saturating_sub(not_before->time_since_epoch(), now.time_since_epoch());
+  const auto ms = left > Duration::zero() ? std::chrono::ceil<std::chrono::milliseconds>(left).count() : 0;
+  for (const std::string& d : dialect.delays_ms) out.add(d, std::to_string(ms));
+}
+
 // Whether a server's answer with this status, to this method, has no body (RFC 9110 6.4.1).
 bool bodiless(int status, bool head_request) noexcept {
   return head_request || status == 204 || status == 304 || (status >= 100 && status < 200);
 }
 
-void set_text_body(MadeAnswer& answer, std::string text) {
-  answer.head.headers.add("Content-Type", "text/plain; charset=utf-8");
-  answer.body = std::move(text);
-  answer.head.content_length = answer.body.size();
+// The status of an answer the proxy makes in place of the upstream's (see
+// outcome_answer in the header).
+int own_status(const RequestOutcome& o) {
+  if (o.kind == OutcomeKind::kCancelled) return 503;
+  if (o.ambiguous) return 502;
+  const bool later = o.kind == OutcomeKind::kDeferred || o.kind == OutcomeKind::kDeadlineExceeded;
+  const bool exhausted = o.kind == OutcomeKind::kExhausted;
+  if (o.response) {
+    const int s = o.response->status;
+    if ((later || exhausted) && (s == 429 || s == 503)) return s;
+    if (later) return 429;  // limited in a status of the vendor's (GitHub's 403)
+    return 502;
+  }
+  if ((later || exhausted) && o.attempts.empty()) return 429;  // nothing was sent: the wait is the proxy's own
+  return 502;  // transport failures, and not_retryable without an answer
 }
 
 // Abide-Max-Wait's value: decimal seconds, at most three fraction digits,
@@ -449,7 +492,25 @@ std::string rfc3339_millis(WallTime t) {
   return buf.data();
 }
 
-AnswerHead answer_head(const FinalHead& final_head, WallTime now, bool head_request) {
+Dialect dialect_of(const Profile* profile) {
+  Dialect d;
+  const auto lower = [](std::string_view v) {
+    std::string out(v);
+    for (char& c : out) c = ascii::to_lower(c);
+    return out;
+  };
+  if (profile != nullptr) {
+    for (const std::string& v : profile->retry_verdicts) d.verdicts.push_back(lower(v));
+    for (const FieldSpec& f : profile->retry_delays) {
+      d.delays.push_back(lower(f.header));
+      if (f.time == TimeFormat::kMilliseconds) d.delays_ms.push_back(lower(f.header));
+    }
+  }
+  if (d.verdicts.empty()) d.verdicts.emplace_back("x-should-retry");
+  return d;
+}
+
+AnswerHead answer_head(const FinalHead& final_head, WallTime now, bool head_request, const Dialect& dialect) {
   using namespace proxy_rules_cpp;
   const engine::Response& response = final_head.response;
   const bool done = final_head.kind == OutcomeKind::kDone;
@@ -459,39 +520,90 @@ AnswerHead answer_head(const FinalHead& final_head, WallTime now, bool head_requ
   AnswerFilter filter;
   filter.keep_content_length = bodiless(response.status, head_request);
   filter.drop_retry_after = not_before.has_value();
+  if (!done) filter.dialect = &dialect;
   copy_answer_fields(response.headers, filter, out.headers);
   if (!filter.keep_content_length) out.content_length = content_length_of(response.headers);
   add_outcome_fields(out.headers, to_string(final_head.kind), final_head.outcome.attempts.size(),
                      final_head.outcome.waited, not_before, now);
+  if (!done) add_dialect_fields(out.headers, dialect, not_before, now);
   return out;
 }
 
-MadeAnswer outcome_answer(const RequestOutcome& outcome, WallTime now) {
+std::optional<LimitedAnswer> limited_answer(const FinalHead& final_head, const Dialect& dialect) {
+  using namespace proxy_rules_cpp;
+  if (final_head.kind == OutcomeKind::kDone || final_head.response.status < 400) return std::nullopt;
+  LimitedAnswer kept;
+  kept.status = final_head.response.status;
+  AnswerFilter filter;
+  filter.drop_retry_after = true;
+  filter.drop_date = true;
+  filter.dialect = &dialect;
+  copy_answer_fields(final_head.response.headers, filter, kept.headers);
+  return kept;
+}
+
+MadeAnswer outcome_answer(const RequestOutcome& outcome, WallTime now, const Dialect& dialect,
+                          const LimitedAnswer* replay) {
   using namespace proxy_rules_cpp;
   const bool done = outcome.kind == OutcomeKind::kDone;
   const std::optional<WallTime> not_before = done ? std::nullopt : outcome.not_before_wall;
   const std::string_view name = outcome.ambiguous ? std::string_view("ambiguous") : to_string(outcome.kind);
+  const bool later = !outcome.ambiguous &&
+                     (outcome.kind == OutcomeKind::kDeferred || outcome.kind == OutcomeKind::kDeadlineExceeded ||
+                      outcome.kind == OutcomeKind::kExhausted);
   MadeAnswer out;
+  if (replay != nullptr && later && (!outcome.response || outcome.response->status == replay->status)) {
+    // The vendor's own words, with this request's times.
+    out.head.status = replay->status;
+    for (const Header& h : replay->headers.lines()) out.head.headers.add(h.name, h.value);
+    add_outcome_fields(out.head.headers, name, outcome.attempts.size(), outcome.waited, not_before, now);
+    add_dialect_fields(out.head.headers, dialect, not_before, now);
+    out.body = replay->body;
+    out.head.content_length = out.body.size();
+    return out;
+  }
+  out.head.status = own_status(outcome);
   if (outcome.response) {
-    out.head.status = outcome.response->status;
     AnswerFilter filter;
     filter.drop_content = true;
     filter.drop_retry_after = not_before.has_value();
+    if (!done) filter.dialect = &dialect;
     copy_answer_fields(outcome.response->headers, filter, out.head.headers);
-  } else if (outcome.kind == OutcomeKind::kCancelled) {
-    out.head.status = 503;
-  } else if (outcome.ambiguous) {
-    out.head.status = 502;
-  } else if (outcome.attempts.empty() &&
-             (outcome.kind == OutcomeKind::kDeferred || outcome.kind == OutcomeKind::kDeadlineExceeded ||
-              outcome.kind == OutcomeKind::kExhausted)) {
-    out.head.status = 429;  // nothing was sent: the wait is the proxy's own
-  } else {
-    out.head.status = 502;  // transport failures, and not_retryable without an answer
   }
   add_outcome_fields(out.head.headers, name, outcome.attempts.size(), outcome.waited, not_before, now);
-  set_text_body(out, "abide proxy: " + std::string(name) + ": " + printable(outcome.reason, kShownReason) + "\n");
+  if (!done) add_dialect_fields(out.head.headers, dialect, not_before, now);
+  set_problem_body(out, name, outcome.reason, not_before, now);
   return out;
+}
+
+void speak_dialect(MadeAnswer& answer, const Dialect& dialect, std::optional<WallTime> not_before, WallTime now) {
+  proxy_rules_cpp::add_dialect_fields(answer.head.headers, dialect, not_before, now);
+}
+
+void set_problem_body(MadeAnswer& answer, std::string_view outcome, std::string_view reason,
+                      std::optional<WallTime> not_before, WallTime now) {
+  using namespace proxy_rules_cpp;
+  std::string detail = "abide proxy: ";
+  if (!outcome.empty()) detail.append(outcome).append(": ");
+  detail += printable(reason, kShownReason);
+  nlohmann::ordered_json j;
+  j["type"] = "about:blank";
+  const std::string_view title = reason_phrase(answer.head.status);
+  j["title"] = title.empty() ? std::string("Error") : std::string(title);
+  j["status"] = answer.head.status;
+  if (not_before) detail += "; permitted at " + rfc3339_millis(*not_before);
+  j["detail"] = detail;
+  if (!outcome.empty()) j["outcome"] = outcome;
+  if (not_before) {
+    j["not_before"] = rfc3339_millis(*not_before);
+    j["retry_after"] = whole_seconds_up(saturating_sub(not_before->time_since_epoch(), now.time_since_epoch()));
+  }
+  j["error"] = {{"type", outcome.empty() ? std::string("abide_proxy") : "abide_" + std::string(outcome)},
+                {"message", detail}};
+  answer.head.headers.add("Content-Type", "application/problem+json");
+  answer.body = j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  answer.body += '\n';
+  answer.head.content_length = answer.body.size();
 }
 
 MadeAnswer error_answer(int status, std::string_view reason, std::optional<Duration> retry_after,
@@ -511,7 +623,7 @@ MadeAnswer error_answer(int status, std::string_view reason, std::optional<Durat
     out.head.headers.add("Retry-After", std::to_string(seconds));
   }
   if (not_before) out.head.headers.add("Abide-Not-Before", rfc3339_millis(*not_before));
-  set_text_body(out, "abide proxy: " + printable(reason, kShownReason) + "\n");
+  set_problem_body(out, status == 503 ? "deferred" : "", reason, not_before, now);
   return out;
 }
 

@@ -98,6 +98,19 @@ void ProxyServer::Core::leave(InFlight& f) {
   flights_cv.notify_all();
 }
 
+void ProxyServer::Core::keep_limited(const std::string& key, LimitedAnswer answer) {
+  auto kept = std::make_shared<const LimitedAnswer>(std::move(answer));
+  std::lock_guard lock(limited_mu);
+  if (limited.size() >= kMaxLimitedKeys && !limited.contains(key)) limited.erase(limited.begin());
+  limited[key] = std::move(kept);
+}
+
+std::shared_ptr<const LimitedAnswer> ProxyServer::Core::limited_of(const std::string& key) {
+  std::lock_guard lock(limited_mu);
+  const auto it = limited.find(key);
+  return it == limited.end() ? nullptr : it->second;
+}
+
 void ProxyServer::Core::note_cooldown(const std::string& key, WallTime until) {
   std::lock_guard lock(cooldown_mu);
   auto it = key_cooldowns.find(key);
