@@ -111,6 +111,9 @@ std::string_view to_string(PlanNote n) noexcept {
     case PlanNote::kServerSaysRetry:
       return "the server says the request may be retried; that grants no permission to repeat a non-idempotent "
              "request without an idempotency key, and does not make the status retryable";
+    case PlanNote::kRefusedUnprocessed:
+      return "the API documents its limited answer as a request refused without processing: it may be sent again "
+             "without an idempotency key";
   }
   return "";
 }
@@ -120,7 +123,7 @@ std::vector<std::string> notes_text(const PlanNotes& notes) {
   for (PlanNote n : {PlanNote::kRetryAfterMalformed, PlanNote::kRetryAfterInPast, PlanNote::kSkewLengthened,
                      PlanNote::kQuotaOutlastsRetryAfter, PlanNote::kQuotaRoomIgnored, PlanNote::kQuotaZeroWithoutReset,
                      PlanNote::kLowConfidenceQuotaIgnored, PlanNote::kJitterShortened, PlanNote::kFullRefillReset,
-                     PlanNote::kServerSaysRetry}) {
+                     PlanNote::kServerSaysRetry, PlanNote::kRefusedUnprocessed}) {
     if (notes.has(n)) out.emplace_back(to_string(n));
   }
   return out;
@@ -175,6 +178,10 @@ Plan Planner::decide(const PlanInput& in, RandomSource& rng) const noexcept {
   // answer above needs no method lookup.
   const bool idempotent_request = !in.declared_non_idempotent && idempotent(in.method);
   bool may_repeat = idempotent_request || in.idempotency_key;
+  if (s != nullptr && s->unprocessed && !may_repeat) {
+    may_repeat = true;  // refused unprocessed, as the vendor documents (rule 7)
+    p.notes.add(PlanNote::kRefusedUnprocessed);
+  }
   if (s == nullptr) {
     // A connection that failed before sending can be repeated whatever the
     // method; after sending, a non-idempotent request may have been applied.

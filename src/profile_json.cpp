@@ -241,7 +241,8 @@ class Loader {
     if (!expect("", root, JsonValue::Kind::kObject)) return false;
     if (!only_members("", root,
                       {"name", "description", "docs", "hosts", "limited_statuses", "limited_statuses_with_signal",
-                       "retry_delays", "retry_verdicts", "ietf_prefixes", "informational", "quotas"})) {
+                       "retry_delays", "retry_verdicts", "limited_unprocessed", "ietf_prefixes", "informational",
+                       "quotas"})) {
       return false;
     }
     const JsonValue* name = root.find("name");
@@ -288,6 +289,10 @@ class Loader {
     }
     if (const JsonValue* x = root.find("retry_verdicts")) {
       if (!string_list("retry_verdicts", *x, p.retry_verdicts, true)) return false;
+    }
+    if (const JsonValue* x = root.find("limited_unprocessed")) {
+      // The citation itself: a claim that lets a POST repeat must say where it comes from.
+      if (!string("limited_unprocessed", *x, p.limited_unprocessed)) return false;
     }
     if (const JsonValue* x = root.find("ietf_prefixes")) {
       if (!string_list("ietf_prefixes", *x, p.ietf_prefixes, true)) return false;

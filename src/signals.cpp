@@ -298,6 +298,7 @@ Signals observe(int status, const HeaderList& headers, WallTime received_wall, M
                         });
     s.limited = contains(profile->limited_statuses, status) ||
                 (signal && contains(profile->limited_statuses_with_signal, status));
+    s.unprocessed = s.limited && !profile->limited_unprocessed.empty();
   } else {
     s.limited = status == 429;
   }

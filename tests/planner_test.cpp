@@ -666,6 +666,40 @@ TEST(Planner, DescribeSaysWhatWonWithNumbers) {
   EXPECT_THAT(planner.describe(planner.decide(in, rng), in), HasSubstr("POST is not idempotent"));
 }
 
+// A limited answer the vendor documents as a refusal of a request it did not
+// process lets a POST without a key repeat, within the rest of the rules: not
+// against the server's "do not retry", not past the deadline.
+TEST(Planner, AnUnprocessedRefusalLetsAPostRepeat) {
+  Signals s = with_delay(429, 2s);
+  s.unprocessed = true;
+  PlanInput in(s);
+  in.method = "POST";
+  const Plan p = decide(config(), in);
+  EXPECT_EQ(p.decision, Decision::kRetry);
+  EXPECT_TRUE(p.notes.has(PlanNote::kRefusedUnprocessed));
+  EXPECT_EQ(p.wait, 2s);
+  const Signals plain = with_delay(429, 2s);
+  PlanInput keyless(plain);
+  keyless.method = "POST";
+  const Plan kept = decide(config(), keyless);
+  EXPECT_EQ(kept.decision, Decision::kNotRetryable);
+  EXPECT_FALSE(kept.notes.has(PlanNote::kRefusedUnprocessed));
+  Signals no = with_delay(429, 2s);
+  no.unprocessed = true;
+  no.should_retry = false;
+  PlanInput told(no);
+  told.method = "POST";
+  const Plan verdict = decide(config(), told);
+  EXPECT_EQ(verdict.decision, Decision::kNotRetryable);
+  EXPECT_EQ(verdict.reason, Reason::kServerSaysNoRetry);
+  // A transport failure after sending is still ambiguous: no signals, no refusal.
+  PlanInput lost(TransportError{true, kWall, kMono});
+  lost.method = "POST";
+  const Plan l = decide(config(), lost);
+  EXPECT_EQ(l.decision, Decision::kNotRetryable);
+  EXPECT_TRUE(l.ambiguous);
+}
+
 // ---- the server's retry verdict (issue 13 item 2) ------------------------------------------
 
 Signals with_verdict(Signals s, bool verdict) {

@@ -639,6 +639,11 @@ TEST(MalformedProfile, MessageNamesFileAndField) {
   EXPECT_THAT(load_error(R"({"name": "acme", "retry_delays": [{"header": "x-ms", "format": "minutes"}]})"),
               HasSubstr("retry_delays[0].format: unknown time format"));
   EXPECT_THAT(load_error(R"({"name": "none", "limited_statuses": [429]})"), HasSubstr("reserved"));
+  // A claim that lets a POST repeat says where it comes from.
+  EXPECT_EQ(load_error(R"({"name": "acme", "limited_unprocessed": ""})"),
+            "mine.json: limited_unprocessed: must not be empty (line 1)");
+  EXPECT_THAT(load_error(R"({"name": "acme", "limited_unprocessed": true})"),
+              HasSubstr("limited_unprocessed: expected string"));
 }
 
 TEST(MalformedProfile, InvalidJsonNamesFileAndLine) {
@@ -1100,6 +1105,18 @@ TEST(Stripe, ShouldRetryVerdict) {
   EXPECT_TRUE(warned(s, "stripe: Stripe-Should-Retry \"maybe\" ignored: not true or false"));
   s = see("HTTP/1.1 500 Internal Server Error\r\n\r\n", "api.stripe.com");
   EXPECT_FALSE(s.should_retry);
+}
+
+// OpenAI and Anthropic document a limited answer as a refusal of a request
+// they did not process (rule 7); a limited answer elsewhere is not one, nor
+// an answer of theirs that is not limited.
+TEST(LimitedUnprocessed, OnlyWhereTheVendorDocumentsIt) {
+  EXPECT_TRUE(see("HTTP/2 429 \r\nretry-after-ms: 1500\r\n\r\n", "api.openai.com").unprocessed);
+  EXPECT_TRUE(see("HTTP/1.1 529 \r\n\r\n", "api.anthropic.com").unprocessed);
+  EXPECT_FALSE(see("HTTP/2 500 \r\n\r\n", "api.openai.com").unprocessed);
+  EXPECT_FALSE(see("HTTP/1.1 429 Too Many Requests\r\n\r\n", "api.stripe.com").unprocessed);
+  EXPECT_FALSE(see("HTTP/1.1 429 Too Many Requests\r\n\r\n", "api.example.com").unprocessed);
+  EXPECT_FALSE(ProfileRegistry::builtin().find("openai")->limited_unprocessed.empty());
 }
 
 // Without the profile the verdict is nobody's: not read.

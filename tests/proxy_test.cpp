@@ -619,6 +619,30 @@ TEST(ProxyIdempotency, PostIsSentOnceWithoutAKeyAndRetriedWithOne) {
   proxy.stop_cleanly();
 }
 
+// OpenAI documents its 429 as a refusal of a request it did not process
+// (the profile cites it): a keyless POST it limited is sent again within the
+// caller's budget, after the permitted time, instead of being lost.
+TEST(ProxyIdempotency, AKeylessPostARefusalLeftUnprocessedIsSentAgain) {
+  REQUIRE_PROGRAM(python, "python3");
+  // Quota fields only on the 429, as a gateway in front of it may send them.
+  Mock mock({"--style", "retry-after-seconds", "--limit", "1", "--window", "1", "--align", "first"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(with(upstream(mock), {"--max-wait", "30", "--profile", "openai"}));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const auto first = run_client(python, "client.py", {"--url", proxy.url("/v1/chat/completions")});
+  ASSERT_EQ(first.answers.size(), 1u) << describe(first);
+  ASSERT_EQ(first.answers[0].status, 200);
+  const auto post = run_client(python, "client.py",
+                               {"--url", proxy.url("/v1/chat/completions"), "--method", "POST", "--data",
+                                "{\"model\":\"m\"}", "-H", "Content-Type: application/json", "-H", "Abide-Max-Wait: 10"});
+  ASSERT_EQ(post.answers.size(), 1u) << describe(post);
+  EXPECT_EQ(post.answers[0].status, 200) << describe(post);
+  EXPECT_EQ(post.answers[0].outcome, "done");
+  EXPECT_EQ(post.answers[0].attempts, "2");
+  EXPECT_EQ(mock.stats()["totals"]["premature"], 0);
+  proxy.stop_cleanly();
+}
+
 // A POST the upstream read and then dropped without answering may have been
 // applied: 502 ambiguous, sent once.
 TEST(ProxyIdempotency, PostWithoutAnAnswerIsAmbiguousAndNotRepeated) {

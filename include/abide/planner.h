@@ -85,6 +85,7 @@ enum class PlanNote : std::uint8_t {
   kJitterShortened,            // jitter cut so that the retry ends by the deadline
   kFullRefillReset,            // an exhausted quota's reset counts to a full refill: not waited for in full
   kServerSaysRetry,            // the server says "retry": it grants no permission (rule 7), nor a status
+  kRefusedUnprocessed,         // the vendor documents its limited answer as a refusal: a POST may repeat (rule 7)
 };
 
 // A small set of PlanNote values.

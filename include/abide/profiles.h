@@ -110,6 +110,10 @@ struct Profile {
   // Headers carrying the server's own verdict, `true` or `false` (any case):
   // Stripe-Should-Retry, x-should-retry. The first valid one is used.
   std::vector<std::string> retry_verdicts;
+  // Where the vendor documents that its limited answer refused the request
+  // without processing it (empty: it does not): a POST it limited may then be
+  // sent again without an idempotency key (rule 7).
+  std::string limited_unprocessed;
   // The IETF RateLimit fields are also read under these name prefixes
   // (Envoy "x-": x-ratelimit-limit in draft-03 form; Atlassian "beta-").
   std::vector<std::string> ietf_prefixes;

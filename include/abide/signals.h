@@ -42,6 +42,9 @@ struct Signals {
   std::optional<Duration> clock_skew;  // server Date - local receive time
   std::string profile;                 // the vendor profile used, empty if none
   bool limited = false;                // the status means "rate limited" (429, or per profile)
+  // Limited, and the profile cites the vendor's word that a limited answer
+  // processed nothing: the request may be repeated whatever its method (rule 7).
+  bool unprocessed = false;
   std::vector<Header> uninterpreted;   // vendor-style quota headers seen but not read (no profile)
   // The server's own verdict on retrying this request (Stripe-Should-Retry,
   // x-should-retry, per profile), when it gave one. false: do not retry; true
