@@ -282,6 +282,24 @@ TEST(MaxWait, MalformedIsAnErrorNamingTheField) {
   EXPECT_NE(empty.error().text.find("empty"), std::string::npos);
 }
 
+// An SDK that states its timeout gets its answer before it: the hold leaves
+// half the timeout, at most 5 s, for the upstream's answer.
+TEST(MaxWait, TheCallersStatedTimeoutBoundsTheHold) {
+  const auto budget = [](HeaderList h, Duration fallback = 60s) {
+    auto d = caller_max_wait(h, fallback);
+    EXPECT_TRUE(d.has_value());
+    return d ? *d : Duration::zero();
+  };
+  EXPECT_EQ(budget({{"X-Stainless-Timeout", "600"}}), 60s);  // the longer timeout does not lengthen it
+  EXPECT_EQ(budget({{"X-Stainless-Timeout", "20"}}), 15s);
+  EXPECT_EQ(budget({{"X-Stainless-Timeout", "4"}}), 2s);
+  EXPECT_EQ(budget({{"X-Stainless-Timeout", "1.5"}}), 750ms);
+  EXPECT_EQ(budget({{"X-Stainless-Timeout", "20"}, {"Abide-Max-Wait", "30"}}), 15s);
+  EXPECT_EQ(budget({{"X-Stainless-Timeout", "20"}, {"Abide-Max-Wait", "3"}}), 3s);
+  // Garbage, zero or negative is the SDK's business: the budget stands.
+  for (const char* odd : {"soon", "0", "-5", "", "1e9"}) EXPECT_EQ(budget({{"X-Stainless-Timeout", odd}}), 60s) << odd;
+}
+
 TEST(MaxWait, TwoDifferentValuesAreAnError) {
   auto lines = caller_max_wait({{"Abide-Max-Wait", "2"}, {"Abide-Max-Wait", "3"}}, 1s);
   ASSERT_FALSE(lines.has_value());

@@ -427,7 +427,18 @@ Result<Duration, ErrorMessage> caller_max_wait(const HeaderList& caller, Duratio
     }
   }
   if (any_line && !found) return fail("Abide-Max-Wait is empty: it wants seconds from 0 to 2678400 (31 days)");
-  return found.value_or(fallback);
+  Duration budget = found.value_or(fallback);
+  // The caller's own timeout, as Stainless-made SDKs state it: the answer
+  // must reach the caller before it, so the hold leaves room for the
+  // upstream's answer (half the timeout, at most 5 s). A value that does not
+  // parse is the SDK's business, not a reason to refuse the request.
+  if (const auto stated = caller.first("X-Stainless-Timeout")) {
+    if (auto t = parse_max_wait(ascii::trim_ows(*stated)); t && *t > Duration::zero()) {
+      const Duration room = std::min<Duration>(*t / 2, std::chrono::seconds{5});
+      budget = std::min(budget, *t - room);
+    }
+  }
+  return budget;
 }
 
 bool carries_credential(const HeaderList& caller) noexcept {

@@ -80,7 +80,10 @@ struct Route {
 // else `fallback`. Several lines or list members must all be the same value.
 // Malformed, empty or repeated with different values: an error naming the
 // field and saying what is wrong (quoting at most 32 bytes, made printable),
-// for a 400.
+// for a 400. Never longer than the caller's own timeout allows: with
+// X-Stainless-Timeout: T (seconds, as OpenAI's and Anthropic's SDKs send it),
+// at most T less the smaller of T/2 and 5 s, so that the answer arrives
+// before the caller gives up (a value that does not parse is ignored).
 [[nodiscard]] Result<Duration, ErrorMessage> caller_max_wait(const HeaderList& caller, Duration fallback);
 
 // The pacer key of a request: the upstream origin, and when the caller sent
