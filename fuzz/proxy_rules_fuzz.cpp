@@ -9,7 +9,11 @@
 // segment boundary; the upstream URL starts with the base and never leaves
 // the route's origin; no hop-by-hop, Host, Content-Length, Expect or Abide-*
 // field goes upstream, and every other goes in order; a max wait is 0 to 31
-// days, or the fallback, and a rejection is printable.
+// days, or the fallback, and a rejection is printable. The "NAME: VALUE"
+// lines are also an upstream answer's fields: proxied_locations keeps every
+// field's name and order, changes nothing but Location, Content-Location and
+// Link, and grows a value by at most one proxy origin and prefix per URL.
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -147,6 +151,32 @@ void check_fields(const abide::HeaderList& caller) {
   }
 }
 
+void check_locations(const std::vector<Route>& routes, const abide::HeaderList& answer) {
+  if (routes.empty()) return;
+  constexpr std::string_view kOrigin = "http://127.0.0.1:8080";
+  std::size_t longest_prefix = 0;
+  for (const Route& r : routes) longest_prefix = std::max(longest_prefix, r.prefix.size());
+  for (const Route& served : routes) {
+    const abide::HeaderList out = abide::proxy::proxied_locations(answer, routes, served, kOrigin);
+    check(out.size() == answer.size());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const auto& before = answer.lines()[i];
+      const auto& after = out.lines()[i];
+      check(after.name == before.name);
+      if (!one_of_ci(before.name, {"location", "content-location", "link"})) {
+        check(after.value == before.value);
+        continue;
+      }
+      std::size_t urls = 1;
+      for (const char c : before.value) urls += c == '<' ? 1 : 0;
+      check(after.value.size() <= before.value.size() + urls * (kOrigin.size() + longest_prefix + 2));
+      if (const auto p = abide::proxy::proxied_url(before.value, routes, served, kOrigin)) {
+        check(p->starts_with(kOrigin) || p->starts_with(served.prefix));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -179,5 +209,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check_normalized(routes, t);
   }
   check_fields(caller);
+  check_locations(routes, caller);
   return 0;
 }

@@ -187,6 +187,71 @@ TEST(Routes, UpstreamUrl) {
 
 // ---- forwarded fields ----
 
+// ---- URLs back through the proxy (proxy_redirect) ----
+
+TEST(ProxiedUrl, UnderARoutesBaseTheUrlPointsAtTheProxy) {
+  const std::vector<Route> routes = {route("/ai=https://api.x.com/v1"), route("/gh=https://API.github.com"),
+                                     route("/ai/old=https://api.x.com/v0")};
+  const std::string p = "http://127.0.0.1:8080";
+  const auto via = [&](std::string_view url, const Route& served) {
+    return proxied_url(url, routes, served, p).value_or("<unchanged>");
+  };
+  EXPECT_EQ(via("https://api.x.com/v1/items?page=2", routes[0]), p + "/ai/items?page=2");
+  EXPECT_EQ(via("https://api.x.com:443/v1/items#top", routes[0]), p + "/ai/items#top");
+  EXPECT_EQ(via("https://api.x.com/v1", routes[0]), p + "/ai");
+  EXPECT_EQ(via("https://api.x.com/v1?q", routes[0]), p + "/ai?q");
+  EXPECT_EQ(via("https://api.x.com/v0/a", routes[0]), p + "/ai/old/a");  // another route's base, absolute
+  EXPECT_EQ(via("https://api.github.com/repos?page=3", routes[1]), p + "/gh/repos?page=3");
+  EXPECT_EQ(via("https://api.github.com", routes[1]), p + "/gh");
+  // Not under a base: as it was.
+  EXPECT_EQ(via("https://api.x.com/v10/items", routes[0]), "<unchanged>");  // not on a segment boundary
+  EXPECT_EQ(via("https://api.x.com/other", routes[0]), "<unchanged>");
+  EXPECT_EQ(via("http://api.x.com/v1/items", routes[0]), "<unchanged>");  // another origin
+  EXPECT_EQ(via("https://elsewhere.example/v1", routes[0]), "<unchanged>");
+  EXPECT_EQ(via("mailto:a@b", routes[0]), "<unchanged>");
+  EXPECT_EQ(via("", routes[0]), "<unchanged>");
+  // Path-absolute references are the answering upstream's.
+  EXPECT_EQ(via("/v1/items?page=2", routes[0]), "/ai/items?page=2");
+  EXPECT_EQ(via("/v1", routes[0]), "/ai");
+  EXPECT_EQ(via("/v2/items", routes[0]), "<unchanged>");
+  EXPECT_EQ(via("/repos", routes[1]), "/gh/repos");
+  EXPECT_EQ(via("//api.x.com/v1/items", routes[0]), "<unchanged>");  // network-path: not guessed
+  const Route whole = route("https://api.x.com");
+  EXPECT_EQ(proxied_url("/items", {whole}, whole, p), std::nullopt);  // the same path through the proxy
+  EXPECT_EQ(proxied_url("https://api.x.com/items", {whole}, whole, p), p + "/items");
+  EXPECT_EQ(proxied_url("https://api.x.com", {whole}, whole, p), p + "/");
+}
+
+TEST(ProxiedUrl, LocationContentLocationAndEveryLinkAreRewritten) {
+  const std::vector<Route> routes = {route("/gh=https://api.github.com")};
+  const HeaderList fields = {
+      {"Location", "https://api.github.com/repos/a/b"},
+      {"Content-Location", " /user "},
+      {"Link", "<https://api.github.com/repos?page=2>; rel=\"next\", <https://api.github.com/repos?page=9>; "
+               "rel=\"last\"; title=\"a <quoted> \\\" one\", <https://cdn.example/x>; rel=\"alt\""},
+      {"X-Other", "https://api.github.com/keep"}};
+  const HeaderList out = proxied_locations(fields, routes, routes[0], "http://localhost:9");
+  EXPECT_EQ(field(out, "Location"), "http://localhost:9/gh/repos/a/b");
+  EXPECT_EQ(field(out, "Content-Location"), "/gh/user");
+  EXPECT_EQ(field(out, "Link"),
+            "<http://localhost:9/gh/repos?page=2>; rel=\"next\", <http://localhost:9/gh/repos?page=9>; "
+            "rel=\"last\"; title=\"a <quoted> \\\" one\", <https://cdn.example/x>; rel=\"alt\"");
+  EXPECT_EQ(field(out, "X-Other"), "https://api.github.com/keep");
+  // Unterminated: as it was.
+  EXPECT_EQ(field(proxied_locations({{"Link", "<https://api.github.com/x"}}, routes, routes[0], "http://p"), "Link"),
+            "<https://api.github.com/x");
+}
+
+TEST(ProxiedUrl, TheProxysOriginIsTheCallersHostWhenPlain) {
+  EXPECT_EQ(proxy_origin_of({{"Host", "127.0.0.1:8080"}}, "0.0.0.0:1"), "http://127.0.0.1:8080");
+  EXPECT_EQ(proxy_origin_of({{"Host", "[::1]:8080"}}, "0.0.0.0:1"), "http://[::1]:8080");
+  EXPECT_EQ(proxy_origin_of({}, "127.0.0.1:9"), "http://127.0.0.1:9");
+  for (const char* odd : {"a b", "evil.com/path", "user@host", "", "x\x01"}) {
+    EXPECT_EQ(proxy_origin_of({{"Host", odd}}, "127.0.0.1:9"), "http://127.0.0.1:9") << odd;
+  }
+  EXPECT_EQ(proxy_origin_of({{"Host", "a"}, {"Host", "b"}}, "127.0.0.1:9"), "http://127.0.0.1:9");
+}
+
 TEST(Forward, HopByHopAndFramingFieldsStay) {
   const HeaderList caller = {{"Host", "127.0.0.1:8080"},
                              {"Accept", "text/event-stream"},

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -1024,6 +1025,65 @@ TEST(ProxyForwarding, DotSegmentsNeverWalkOutOfARoute) {
   EXPECT_EQ(echo.body.find("%2E"), std::string::npos) << echo.body;
   EXPECT_EQ(echo.body.find("/x/"), std::string::npos) << echo.body;
   proxy.stop_cleanly();
+}
+
+// Pagination and redirects stay behind the proxy: Link and Location URLs
+// that point at the upstream come back pointing at the proxy and its route,
+// so a client that follows them never reaches the upstream directly.
+TEST(ProxyForwarding, PaginationAndRedirectsComeBackThroughTheProxy) {
+  httplib::Server upstream_server;
+  const int port = upstream_server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  const std::string base = "http://127.0.0.1:" + std::to_string(port) + "/v3";
+  std::atomic<int> served{0};
+  upstream_server.Get("/v3/items", [&](const httplib::Request& req, httplib::Response& res) {
+    ++served;
+    const int page = req.has_param("page") ? std::atoi(req.get_param_value("page").c_str()) : 1;
+    if (page < 3) {
+      res.set_header("Link", "<" + base + "/items?page=" + std::to_string(page + 1) + ">; rel=\"next\", <" + base +
+                                 "/items?page=3>; rel=\"last\"");
+    }
+    res.set_content("[" + std::to_string(page) + "]", "application/json");
+  });
+  upstream_server.Get("/v3/old", [&](const httplib::Request&, httplib::Response& res) {
+    ++served;
+    res.status = 301;
+    res.set_header("Location", base + "/items?page=3");
+  });
+  std::thread serving([&] { upstream_server.listen_after_bind(); });
+  for (int i = 0; i < 2000 && !upstream_server.is_running(); ++i) std::this_thread::sleep_for(1ms);
+  {
+    Proxy proxy({"--route", "/gh=" + base});
+    ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+    const std::string mine = "http://127.0.0.1:" + std::to_string(proxy.port()) + "/gh/";
+    std::string next = "/gh/items";
+    std::vector<std::string> bodies;
+    for (int i = 0; i < 5 && !next.empty(); ++i) {
+      const RawAnswer a = parse_answer(raw_exchange(
+          proxy.port(), "GET " + next + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(proxy.port()) +
+                            "\r\nConnection: close\r\n\r\n"));
+      ASSERT_EQ(a.status, 200) << next;
+      bodies.push_back(a.body);
+      const std::string link = a.header("link");
+      next.clear();
+      if (link.empty()) break;
+      EXPECT_EQ(link.find(base), std::string::npos) << link;  // nothing points at the upstream
+      const auto open = link.find('<');
+      const std::string url = link.substr(open + 1, link.find('>') - open - 1);
+      ASSERT_EQ(url.rfind(mine, 0), 0u) << url;
+      next = url.substr(mine.size() - 4);  // "/gh/items?page=N"
+    }
+    EXPECT_EQ(bodies, (std::vector<std::string>{"[1]", "[2]", "[3]"}));
+    const RawAnswer moved = parse_answer(raw_exchange(
+        proxy.port(), "GET /gh/old HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(proxy.port()) +
+                          "\r\nConnection: close\r\n\r\n"));
+    EXPECT_EQ(moved.status, 301);
+    EXPECT_EQ(moved.header("location"), mine + "items?page=3");
+    EXPECT_EQ(served.load(), 4);
+    proxy.stop_cleanly();
+  }
+  upstream_server.stop();
+  serving.join();
 }
 
 // What goes upstream, as the upstream saw it: no hop-by-hop field and no

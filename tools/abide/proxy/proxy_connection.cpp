@@ -360,6 +360,8 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
   f.request.send_by = saturating_add(core.mono.now(), std::max(budget, kMinBudget));
   core.enter(f);
 
+  // URLs that point at an upstream come back pointing at the proxy.
+  const std::string origin = proxy_origin_of(head.headers, core.address);
   AnswerWriter w(fd_, head.version_minor, head_request, keep_alive, scratch_);
   bool writes_ok = true;
   OutcomeKind head_kind = OutcomeKind::kDone;
@@ -372,7 +374,9 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
     }
     head_kind = fh.kind;
     if (!head_request) limited = limited_answer(fh, route.dialect);
-    writes_ok = w.head(answer_head(fh, core.wall.now(), head_request, route.dialect));
+    AnswerHead h = answer_head(fh, core.wall.now(), head_request, route.dialect);
+    h.headers = proxied_locations(h.headers, core.opts.routes, route, origin);
+    writes_ok = w.head(h);
     return writes_ok;
   };
   sink.body = [&](std::string_view chunk) {
@@ -439,7 +443,8 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
     keep = false;  // the caller hung up: nothing to write
   } else {
     const auto replay = core.limited_of(f.request.pacer_key);
-    const MadeAnswer a = outcome_answer(out, core.wall.now(), route.dialect, replay.get());
+    MadeAnswer a = outcome_answer(out, core.wall.now(), route.dialect, replay.get());
+    a.head.headers = proxied_locations(a.head.headers, core.opts.routes, route, origin);
     status = a.head.status;
     keep = answer(a, head.version_minor, head_request, keep_alive) && keep;
   }

@@ -392,6 +392,107 @@ std::string upstream_url(const Route& route, std::string_view target) {
   return url;
 }
 
+std::optional<std::string> proxied_url(std::string_view url, const std::vector<Route>& routes, const Route& served,
+                                       std::string_view proxy_origin) {
+  // The part of a target under a base path: "" when the base is the root,
+  // nullopt when the target is not under it (on a segment boundary).
+  const auto rest_under = [](std::string_view target, std::string_view base_path) -> std::optional<std::string_view> {
+    if (!target.starts_with(base_path)) return std::nullopt;
+    const std::string_view rest = target.substr(base_path.size());
+    if (!rest.empty() && rest.front() != '/' && rest.front() != '?') return std::nullopt;
+    return rest;
+  };
+  const auto base_path = [](const Route& r) { return std::string_view(r.base).substr(r.origin.origin.size()); };
+  const std::size_t hash = url.find('#');
+  const std::string_view fragment = hash == std::string_view::npos ? std::string_view() : url.substr(hash);
+  if (url.starts_with("/") && !url.starts_with("//")) {
+    const auto rest = rest_under(url.substr(0, hash), base_path(served));
+    if (!rest || (served.prefix.empty() && base_path(served).empty())) return std::nullopt;
+    std::string out = served.prefix + std::string(*rest);
+    if (out.empty() || out.front() == '?') out.insert(0, "/");
+    return out + std::string(fragment);
+  }
+  const std::optional<UrlOrigin> o = parse_origin(url);
+  if (!o) return std::nullopt;
+  const Route* best = nullptr;
+  std::string_view best_rest;
+  for (const Route& r : routes) {
+    if (r.origin.origin != o->origin) continue;
+    const auto rest = rest_under(o->target == "/" ? std::string_view() : std::string_view(o->target), base_path(r));
+    if (rest && (best == nullptr || base_path(r).size() > base_path(*best).size())) {
+      best = &r;
+      best_rest = *rest;
+    }
+  }
+  if (best == nullptr) return std::nullopt;
+  std::string out = std::string(proxy_origin) + best->prefix + std::string(best_rest);
+  if (out.size() == proxy_origin.size() || out[proxy_origin.size()] == '?') out.insert(proxy_origin.size(), "/");
+  return out + std::string(fragment);
+}
+
+HeaderList proxied_locations(const HeaderList& fields, const std::vector<Route>& routes, const Route& served,
+                             std::string_view proxy_origin) {
+  const auto one = [&](std::string_view url) {
+    auto p = proxied_url(ascii::trim_ows(url), routes, served, proxy_origin);
+    return p ? *p : std::string(url);
+  };
+  // Link (RFC 8288): each <URI-reference> outside a quoted string.
+  const auto links = [&](std::string_view v) {
+    std::string out;
+    out.reserve(v.size());
+    bool quoted = false;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const char c = v[i];
+      if (quoted) {
+        out += c;
+        if (c == '\\' && i + 1 < v.size()) out += v[++i];
+        else if (c == '"') quoted = false;
+      } else if (c == '"') {
+        quoted = true;
+        out += c;
+      } else if (c == '<') {
+        const std::size_t end = v.find('>', i + 1);
+        if (end == std::string_view::npos) {
+          out.append(v.substr(i));
+          break;
+        }
+        out += '<';
+        out += one(v.substr(i + 1, end - i - 1));
+        out += '>';
+        i = end;
+      } else {
+        out += c;
+      }
+    }
+    return out;
+  };
+  std::vector<Header> lines;
+  lines.reserve(fields.size());
+  for (const Header& h : fields.lines()) {
+    if (iequals(h.name, "Location") || iequals(h.name, "Content-Location")) {
+      lines.push_back({h.name, one(h.value)});
+    } else if (iequals(h.name, "Link")) {
+      lines.push_back({h.name, links(h.value)});
+    } else {
+      lines.push_back(h);
+    }
+  }
+  return HeaderList(std::move(lines));
+}
+
+std::string proxy_origin_of(const HeaderList& caller, std::string_view listening) {
+  const auto host = caller.first("Host");
+  const auto plain = [](std::string_view h) {
+    return !h.empty() && h.size() <= 255 && std::all_of(h.begin(), h.end(), [](char c) {
+      return ascii::is_alpha(c) || ascii::is_digit(c) || c == '-' || c == '.' || c == ':' || c == '[' || c == ']';
+    });
+  };
+  if (host && caller.count("Host") == 1 && plain(ascii::trim_ows(*host))) {
+    return "http://" + std::string(ascii::trim_ows(*host));
+  }
+  return "http://" + std::string(listening);
+}
+
 HeaderList forward_headers(const HeaderList& caller) {
   using namespace proxy_rules_cpp;
   const ConnectionOptions options(caller);

@@ -68,6 +68,27 @@ struct Route {
 // appended to the base's path ("/v1" + "/chat?x" under prefix "").
 [[nodiscard]] std::string upstream_url(const Route& route, std::string_view target);
 
+// upstream_url the other way, as nginx's proxy_redirect does, so that
+// pagination and redirects pass through the proxy: an absolute URL under a
+// route's base (the longest that matches, on a segment boundary) becomes
+// that route's prefix under `proxy_origin` ("https://api.x.com/v1/items?p=2"
+// under --route /ai=https://api.x.com/v1, reached at http://127.0.0.1:8080:
+// "http://127.0.0.1:8080/ai/items?p=2"); a path-absolute reference under
+// the base path of `served` (the route whose upstream answered) gets its
+// prefix ("/v1/items": "/ai/items"). The fragment stays. nullopt: not under
+// any base; it stays as it was.
+[[nodiscard]] std::optional<std::string> proxied_url(std::string_view url, const std::vector<Route>& routes,
+                                                     const Route& served, std::string_view proxy_origin);
+
+// An upstream answer's fields with each URL of Location, Content-Location
+// and Link (every <URI-reference> of it) rewritten by proxied_url.
+[[nodiscard]] HeaderList proxied_locations(const HeaderList& fields, const std::vector<Route>& routes,
+                                           const Route& served, std::string_view proxy_origin);
+
+// Where the caller reached the proxy: "http://" and its Host field when that
+// is a plain host[:port], else `listening` ("127.0.0.1:8080").
+[[nodiscard]] std::string proxy_origin_of(const HeaderList& caller, std::string_view listening);
+
 // The caller's fields that go upstream, in order: all but the hop-by-hop ones
 // (RFC 9110 7.6.1: Connection and every field it names, Keep-Alive,
 // Proxy-Connection, Proxy-Authorization, TE, Trailer, Transfer-Encoding,
