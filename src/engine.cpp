@@ -686,7 +686,7 @@ bool Machine::head(int status, HeaderList headers, WallTime received_wall, MonoT
   a.status = status;
   ObserveOptions options;
   options.host = host_;
-  options.profile = engine_.config_.profile;
+  options.profile = req_.profile.empty() ? std::string_view(engine_.config_.profile) : std::string_view(req_.profile);
   options.registry = engine_.config_.registry;
   options.robust = engine_.config_.robust;
   options.heuristic = engine_.config_.heuristic;

@@ -188,6 +188,30 @@ const Profile* ProfileRegistry::for_host(std::string_view host) const noexcept {
   return best;
 }
 
+const Profile* ProfileRegistry::by_fields(const HeaderList& headers, std::string* field) const {
+  const Profile* found = nullptr;
+  for (const Header& h : headers.lines()) {
+    // Only names that look like quota fields: Content-Type is known to none,
+    // and a profile's informational names are no evidence of its vendor.
+    if (!looks_like_vendor_quota_header(h.name)) continue;
+    const Profile* knower = nullptr;
+    bool shared = false;
+    for (const auto& p : profiles_) {
+      if (!p->knows(h.name)) continue;
+      if (knower != nullptr) {
+        shared = true;
+        break;
+      }
+      knower = p.get();
+    }
+    if (knower == nullptr || shared) continue;
+    if (found != nullptr && found != knower) return nullptr;  // two vendors' fields: not a guess to make
+    if (found == nullptr && field != nullptr) *field = h.name;
+    found = knower;
+  }
+  return found;
+}
+
 std::vector<const Profile*> ProfileRegistry::all() const {
   std::vector<const Profile*> out;
   out.reserve(profiles_.size());

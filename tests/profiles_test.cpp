@@ -1119,6 +1119,28 @@ TEST(LimitedUnprocessed, OnlyWhereTheVendorDocumentsIt) {
   EXPECT_FALSE(ProfileRegistry::builtin().find("openai")->limited_unprocessed.empty());
 }
 
+// An upstream on a host no profile names (a gateway, 127.0.0.1) is told by
+// the fields only one built-in profile knows; shared names tell nothing.
+TEST(ByFields, TheOneProfileWhoseDistinctiveFieldsAnAnswerCarries) {
+  const ProfileRegistry& builtin = ProfileRegistry::builtin();
+  std::string why;
+  const Profile* openai = builtin.by_fields(
+      {{"x-ratelimit-limit-requests", "500"}, {"x-ratelimit-remaining-requests", "0"}, {"retry-after-ms", "20"}}, &why);
+  ASSERT_NE(openai, nullptr);
+  EXPECT_EQ(openai->name, "openai");
+  EXPECT_EQ(why, "x-ratelimit-limit-requests");
+  const Profile* anthropic = builtin.by_fields({{"anthropic-ratelimit-requests-remaining", "0"}});
+  ASSERT_NE(anthropic, nullptr);
+  EXPECT_EQ(anthropic->name, "anthropic");
+  // Names many vendors use, or none: no guess.
+  EXPECT_EQ(builtin.by_fields({{"X-RateLimit-Remaining", "0"}, {"retry-after-ms", "5"}}), nullptr);
+  EXPECT_EQ(builtin.by_fields({{"Content-Type", "application/json"}}), nullptr);
+  EXPECT_EQ(builtin.by_fields({}), nullptr);
+  // Two vendors' fields at once: no guess either.
+  EXPECT_EQ(builtin.by_fields({{"x-ratelimit-limit-requests", "5"}, {"anthropic-ratelimit-requests-limit", "5"}}),
+            nullptr);
+}
+
 // Without the profile the verdict is nobody's: not read.
 TEST(Stripe, VerdictNeedsTheProfile) {
   const auto s = see("HTTP/1.1 429 Too Many Requests\r\nStripe-Should-Retry: false\r\n\r\n", "api.example.com");

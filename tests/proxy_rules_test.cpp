@@ -105,8 +105,14 @@ TEST(Routes, RouteSpec) {
   const Route r = route("/openai/=https://api.openai.com/v1");
   EXPECT_EQ(r.prefix, "/openai");
   EXPECT_EQ(r.base, "https://api.openai.com/v1");
-  for (std::string_view bad :
-       {"openai=https://a.com", "/a?b=https://a.com", "/a b=https://a.com", "/a#=https://a.com", "/a", "/a=notaurl"}) {
+  EXPECT_EQ(r.profile, "");
+  const Route named = route("/llm=http://127.0.0.1:9/v1,profile=openai");
+  EXPECT_EQ(named.base, "http://127.0.0.1:9/v1");
+  EXPECT_EQ(named.profile, "openai");
+  EXPECT_EQ(route("https://api.x.com,profile=github").profile, "github");
+  EXPECT_FALSE(parse_upstream("https://api.x.com,profile=").has_value());
+  for (std::string_view bad : {"openai=https://a.com", "/a?b=https://a.com", "/a b=https://a.com", "/a#=https://a.com",
+                               "/a", "/a=notaurl", "/a=https://a.com,profile=", "/a=https://a.com,profile=Open AI"}) {
     auto bad_route = parse_route(bad);
     EXPECT_FALSE(bad_route.has_value()) << bad;
   }

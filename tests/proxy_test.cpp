@@ -475,6 +475,39 @@ TEST(ProxyStyleNone, BacksOffWithoutHintsUntilEveryCallerGets200) {
   proxy.stop_cleanly();
 }
 
+// An upstream on a host no profile names, whose answers carry one vendor's
+// distinctive quota fields: named once on stderr with the flags that read
+// them; with --profile auto, read with that profile (paced on them, and
+// answered in its dialect).
+TEST(ProxyProfiles, FieldsOfAVendorOnAnyHostAreNamedOnceOrAdopted) {
+  REQUIRE_PROGRAM(python, "python3");
+  for (const bool adopt : {false, true}) {
+    Mock mock({"--style", "openai", "--limit", "4", "--window", "2"});
+    ASSERT_GT(mock.port(), 0);
+    std::vector<std::string> args = upstream(mock);
+    if (adopt) args = with(args, {"--profile", "auto"});
+    Proxy proxy(args);
+    ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+    const auto r = run_client(python, "client.py",
+                              {"--url", proxy.url("/v1/models"), "-H", "Abide-Max-Wait: 20", "--count", "8"});
+    ASSERT_EQ(r.answers.size(), 8u) << describe(r);
+    const RunResult stopped = proxy.stop_cleanly();
+    const std::string said = "carry the openai profile's quota fields (x-ratelimit-";
+    const std::size_t first = stopped.err.find(said);
+    ASSERT_NE(first, std::string::npos) << stopped.err;
+    EXPECT_EQ(stopped.err.find(said, first + 1), std::string::npos) << "said more than once:\n" << stopped.err;
+    if (!adopt) {
+      EXPECT_NE(stopped.err.find("give --profile openai, or --upstream URL,profile=openai, or --profile auto"),
+                std::string::npos)
+          << stopped.err;
+      continue;
+    }
+    EXPECT_NE(stopped.err.find("read with it from now on (--profile auto)"), std::string::npos) << stopped.err;
+    for (const auto& a : r.answers) EXPECT_EQ(a.status, 200) << describe(r);
+    EXPECT_EQ(mock.stats()["totals"]["premature"], 0) << mock.stats()["totals"].dump();
+  }
+}
+
 // ---- deferral -----------------------------------------------------------------
 
 // A server wait longer than the caller's Abide-Max-Wait: answered at once
@@ -1245,7 +1278,9 @@ TEST(ProxyUsage, NoUpstreamOrABadRouteIsAUsageError) {
                                               {"proxy", "--route", "no-slash=http://127.0.0.1:1"},
                                               {"proxy", "--route", "/a"},
                                               {"proxy", "--route", "/a=ftp://127.0.0.1/"},
-                                              {"proxy", "--upstream", "not a url"}}) {
+                                              {"proxy", "--upstream", "not a url"},
+                                              {"proxy", "--upstream", "http://127.0.0.1:1,profile=nosuch"},
+                                              {"proxy", "--route", "/a=http://127.0.0.1:1,profile=Bad"}}) {
     const auto r = abide(bad);
     EXPECT_EQ(r.exit_code, 2) << bad.back() << ": " << r.err;
     EXPECT_EQ(r.out.find("listening"), std::string::npos) << r.out;

@@ -81,6 +81,7 @@ struct Request {
   std::optional<MonoTime> send_by;
   std::optional<WallTime> not_before;  // nothing is sent before it (a resumed request)
   std::string pacer_key;               // empty: the URL's origin
+  std::string profile;                 // the vendor profile its answers are read with; empty: Config::profile
 };
 
 // A response head as received (the body went to the sink).

@@ -179,6 +179,13 @@ class ProfileRegistry {
   // All profiles, in load order.
   std::vector<const Profile*> all() const;
 
+  // The one profile whose distinctive fields an answer carries (a field no
+  // other profile of this registry reads or knows, such as OpenAI's
+  // x-ratelimit-limit-requests), for an upstream whose host selects none;
+  // nullptr when the fields name no profile, or several. `field` gets the
+  // first distinctive field seen, for saying why.
+  const Profile* by_fields(const HeaderList& headers, std::string* field = nullptr) const;
+
   // Changes whenever this registry changes; never the same for two registry
   // states alive at once (lets observe() remember a host's profile).
   std::uint64_t generation() const noexcept { return generation_; }

@@ -66,15 +66,22 @@ int run_proxy(const ProxyFlags& o) {
   auto profiles = load_profiles(o.profile_files);
   if (!profiles) return usage("--profile-file: " + profiles.error().error.what());
   ProfileRegistry& registry = *profiles;
-  if (!o.profile.empty() && o.profile != "none" && registry.find(o.profile) == nullptr)
+  const bool adopt = o.profile == "auto";
+  if (!o.profile.empty() && o.profile != "none" && !adopt && registry.find(o.profile) == nullptr)
     return usage("unknown --profile \"" + o.profile + "\"");
   // Each route answers in its upstream's dialect, as the client reads it.
   for (proxy::Route& route : opts.routes) {
-    const Profile* profile = o.profile == "none" ? nullptr
-                             : o.profile.empty() ? registry.for_host(route.origin.host)
-                                                 : registry.find(o.profile);
+    if (!route.profile.empty() && route.profile != "none" && registry.find(route.profile) == nullptr) {
+      return usage((route.prefix.empty() ? std::string("--upstream") : "--route " + route.prefix) +
+                   ": unknown profile \"" + route.profile + "\"");
+    }
+    const std::string& chosen = !route.profile.empty() ? route.profile : adopt ? std::string() : o.profile;
+    const Profile* profile = chosen == "none" ? nullptr
+                             : chosen.empty() ? registry.for_host(route.origin.host)
+                                              : registry.find(chosen);
     route.dialect = proxy::dialect_of(profile);
   }
+  opts.adopt_profiles = adopt;
   auto spec = parse_store_spec(o.store);
   if (!spec) return usage(spec.error());
   spec->fallback = o.store_fallback;
@@ -114,7 +121,7 @@ int run_proxy(const ProxyFlags& o) {
   opts.key_secret = std::move(key_secret->secret);
   ClientConfig& config = opts.client;
   config.max_attempts = o.max_attempts;
-  config.profile = o.profile;  // "": chosen by each upstream's host
+  config.profile = adopt ? std::string() : o.profile;  // "": chosen by each upstream's host (or route)
   config.registry = &registry;
   config.connect_timeout = seconds_option(o.connect_timeout_s);
   config.attempt_timeout = seconds_option(o.max_time_s);
@@ -207,7 +214,7 @@ const Registration proxy_cmd{
     [](CLI::App& app) -> Run {
       auto o = std::make_shared<ProxyFlags>();
       app.add_option("--upstream", o->upstream, "The upstream URL (http or https) every path goes to");
-      app.add_option("--route", o->routes, "/PREFIX=URL: paths under PREFIX go to URL, PREFIX stripped (repeatable)")
+      app.add_option("--route", o->routes, "/PREFIX=URL[,profile=NAME]: paths under PREFIX go to URL, PREFIX stripped; NAME reads its answers (repeatable)")
           ->allow_extra_args(false);
       app.add_option("--bind", o->bind, "Address to listen on (not loopback: a warning, credentials pass through)")
           ->capture_default_str();
@@ -215,7 +222,7 @@ const Registration proxy_cmd{
           ->capture_default_str()
           ->check(CLI::Range(0, 65535));
       app.add_option("--profile", o->profile,
-                     "Vendor profile for quota headers (default: by upstream host; none: off)");
+                     "Vendor profile for quota headers (default: by upstream host; auto: also by the fields an upstream's answers carry; none: off)");
       app.add_option("--profile-file", o->profile_files, "Load a profile from this JSON file first (repeatable)")
           ->allow_extra_args(false);
       app.add_option("--store", o->store,

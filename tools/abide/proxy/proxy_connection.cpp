@@ -357,6 +357,11 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
   f.stop = stop_;
   f.id = core.next_id.fetch_add(1);
   f.request = upstream_request(head, route, std::move(body), core.opts.key_secret);
+  f.route = &route;
+  // A lambda cannot capture a structured binding in every compiler we build with.
+  std::pair<std::string, Dialect> speaks = core.profile_for(route);
+  f.request.profile = std::move(speaks.first);
+  const Dialect& dialect = speaks.second;
   f.request.send_by = saturating_add(core.mono.now(), std::max(budget, kMinBudget));
   core.enter(f);
 
@@ -373,8 +378,8 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
       f.phase = InFlight::Phase::kStreaming;
     }
     head_kind = fh.kind;
-    if (!head_request) limited = limited_answer(fh, route.dialect);
-    AnswerHead h = answer_head(fh, core.wall.now(), head_request, route.dialect);
+    if (!head_request) limited = limited_answer(fh, dialect);
+    AnswerHead h = answer_head(fh, core.wall.now(), head_request, dialect);
     h.headers = proxied_locations(h.headers, core.opts.routes, route, origin);
     writes_ok = w.head(h);
     return writes_ok;
@@ -431,7 +436,7 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
     MadeAnswer a = error_answer(503, "the proxy is stopping", std::max<Duration>(left, std::chrono::seconds{1}),
                                 drain_not_before, now);
     ensure_field(a, "Abide-Outcome", "deferred");
-    speak_dialect(a, route.dialect, drain_not_before, now);
+    speak_dialect(a, dialect, drain_not_before, now);
     set_counts(a, out);
     // Counted as what the caller was told: deferred to its permitted time.
     out.kind = OutcomeKind::kDeferred;
@@ -443,7 +448,7 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
     keep = false;  // the caller hung up: nothing to write
   } else {
     const auto replay = core.limited_of(f.request.pacer_key);
-    MadeAnswer a = outcome_answer(out, core.wall.now(), route.dialect, replay.get());
+    MadeAnswer a = outcome_answer(out, core.wall.now(), dialect, replay.get());
     a.head.headers = proxied_locations(a.head.headers, core.opts.routes, route, origin);
     status = a.head.status;
     keep = answer(a, head.version_minor, head_request, keep_alive) && keep;

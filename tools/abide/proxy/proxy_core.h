@@ -36,6 +36,7 @@ struct InFlight {
   };
 
   engine::Request request;
+  const Route* route = nullptr;             // in Core::opts.routes
   std::stop_source stop{std::nostopstate};  // the connection's (see Session::forward)
   std::uint64_t id = 0;                     // for --verbose lines
 
@@ -102,6 +103,16 @@ struct ProxyServer::Core {
   static constexpr std::size_t kMaxLimitedKeys = 1024;
   void keep_limited(const std::string& key, LimitedAnswer answer);
   std::shared_ptr<const LimitedAnswer> limited_of(const std::string& key);
+
+  // Per route (by its place in opts.routes): the profile its upstream's
+  // answers named by their fields (ProfileRegistry::by_fields), for the
+  // notice and --profile auto; "" until seen, and for routes with a profile.
+  std::mutex named_mu;
+  std::vector<std::string> named;
+  std::vector<Dialect> named_dialect;
+  void notice_fields(const Route& route, const engine::Response& response);  // from the hook
+  // The profile and dialect a route's requests use now.
+  std::pair<std::string, Dialect> profile_for(const Route& route);
 
   // The event hook: tracks each request's phase, the transfers, --verbose.
   void on_event(const ClientEvent& e);

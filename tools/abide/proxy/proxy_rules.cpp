@@ -309,8 +309,20 @@ std::optional<std::string> remove_dot_segments(std::string_view path) {
 }  // namespace proxy_rules_cpp
 
 
-Result<Route, ErrorMessage> parse_upstream(std::string_view url) {
+Result<Route, ErrorMessage> parse_upstream(std::string_view spec) {
   using namespace proxy_rules_cpp;
+  std::string_view url = spec;
+  std::string profile;
+  if (const std::size_t named = url.rfind(",profile="); named != std::string_view::npos) {
+    profile = std::string(url.substr(named + 9));
+    url = url.substr(0, named);
+    const bool name_ok = !profile.empty() && std::all_of(profile.begin(), profile.end(), [](char c) {
+      return ascii::is_lower(c) || ascii::is_digit(c) || c == '-' || c == '_';
+    });
+    if (!name_ok) {
+      return fail("\"" + printable(spec, kShownUrl) + "\": the profile name is not lower-case letters, digits, '-' and '_'");
+    }
+  }
   const auto quoted = [&] { return "upstream URL \"" + printable(url, kShownUrl) + "\""; };
   std::optional<UrlOrigin> origin = parse_origin(url);
   if (!origin) return fail(quoted() + " is not an absolute http:// or https:// URL with a host");
@@ -325,6 +337,7 @@ Result<Route, ErrorMessage> parse_upstream(std::string_view url) {
   Route route;
   route.base = origin->origin + std::string(path);
   route.origin = std::move(*origin);
+  route.profile = std::move(profile);
   return route;
 }
 

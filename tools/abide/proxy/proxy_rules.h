@@ -40,12 +40,16 @@ struct Route {
   std::string prefix;  // "" or "/a/b" (no trailing slash)
   std::string base;    // the upstream URL without query, fragment or trailing slash: "https://api.x.com/v1"
   UrlOrigin origin;    // base's origin (host decides the vendor profile)
-  Dialect dialect;     // of the route's profile (set once profiles are loaded)
+  std::string profile;  // named with the URL (",profile=NAME"); "": --profile, else the host's
+  Dialect dialect;      // of the route's profile (set once profiles are loaded)
 };
 
-// `--upstream URL`: an http(s) URL without query, fragment or userinfo.
-[[nodiscard]] Result<Route, ErrorMessage> parse_upstream(std::string_view url);
-// `--route /PREFIX=URL`: PREFIX starts with '/', has no '?', '#' or space.
+// `--upstream URL[,profile=NAME]`: an http(s) URL without query, fragment or
+// userinfo; NAME (lower-case letters, digits, '-', '_') is the vendor profile
+// of its answers (the caller checks that it exists).
+[[nodiscard]] Result<Route, ErrorMessage> parse_upstream(std::string_view spec);
+// `--route /PREFIX=URL[,profile=NAME]`: PREFIX starts with '/', has no '?',
+// '#' or space; the rest is parse_upstream's.
 [[nodiscard]] Result<Route, ErrorMessage> parse_route(std::string_view spec);
 
 // The route for a caller's target: the longest prefix that matches on a

@@ -70,6 +70,46 @@ ProxyServer::Core::Core(ProxyOptions o)
     if (user) user(e);
   };
   client = std::make_unique<Client>(std::move(config));
+  named.resize(opts.routes.size());
+  named_dialect.resize(opts.routes.size());
+}
+
+std::pair<std::string, Dialect> ProxyServer::Core::profile_for(const Route& route) {
+  if (!route.profile.empty() || !opts.adopt_profiles) return {route.profile, route.dialect};
+  const auto i = static_cast<std::size_t>(&route - opts.routes.data());
+  std::lock_guard lock(named_mu);
+  if (named[i].empty()) return {std::string(), route.dialect};
+  return {named[i], named_dialect[i]};
+}
+
+void ProxyServer::Core::notice_fields(const Route& route, const engine::Response& response) {
+  // Only where nothing chose a profile: not the route, not --profile, not the host.
+  if (!route.profile.empty() || (!opts.client.profile.empty())) return;
+  const ProfileRegistry& registry =
+      opts.client.registry != nullptr ? *opts.client.registry : ProfileRegistry::builtin();
+  const auto i = static_cast<std::size_t>(&route - opts.routes.data());
+  {
+    std::lock_guard lock(named_mu);
+    if (!named[i].empty()) return;  // said once
+  }
+  std::string field;
+  const Profile* p = registry.by_fields(response.headers, &field);
+  if (p == nullptr) return;
+  {
+    std::lock_guard lock(named_mu);
+    if (!named[i].empty()) return;
+    named[i] = p->name;
+    named_dialect[i] = dialect_of(p);
+  }
+  const std::string where = route.prefix.empty() ? std::string("--upstream URL") : "--route " + route.prefix + "=URL";
+  if (opts.adopt_profiles) {
+    log(cat_line("answers from ", route.origin.origin, " carry the ", p->name, " profile's quota fields (",
+                 abide::printable(field, 64), "): read with it from now on (--profile auto)"));
+  } else {
+    log(cat_line("answers from ", route.origin.origin, " carry the ", p->name, " profile's quota fields (",
+                 abide::printable(field, 64), "), which are not read without it: give --profile ", p->name,
+                 ", or ", where, ",profile=", p->name, ", or --profile auto"));
+  }
 }
 
 ProxyServer::Core::~Core() {
@@ -199,6 +239,10 @@ void ProxyServer::Core::on_event(const ClientEvent& e) {
         case K::kResponseObserved:
         case K::kTransportError: break;
       }
+    }
+    if (e.kind == K::kResponseObserved && e.response != nullptr && f->route != nullptr &&
+        (e.signals == nullptr || e.signals->profile.empty())) {
+      notice_fields(*f->route, *e.response);
     }
     if (transfer_change != 0) {
       transfers.fetch_add(transfer_change);

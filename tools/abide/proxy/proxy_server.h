@@ -32,6 +32,11 @@ struct ProxyOptions {
   Duration head_timeout = std::chrono::seconds{30};  // to receive a whole head (and each body read)
   Duration idle_timeout = std::chrono::seconds{60};  // a keep-alive connection without a request
   bool verbose = false;                              // one line per decision on stderr
+  // --profile auto: a route whose upstream's host selects no profile reads
+  // its answers with the one built-in profile whose distinctive fields they
+  // carry, once seen (ProfileRegistry::by_fields). Without it that profile is
+  // named once on stderr, with the flags that would use it.
+  bool adopt_profiles = false;
   // The secret of the credential part of pacer keys (proxy::quota_key); by
   // default this process's own, right for a store that never leaves it.
   cli::KeySecret key_secret;
