@@ -961,6 +961,27 @@ TEST(ProxyStop, SigtermAnswersAHeldCaller503WithItsPermittedTime) {
   EXPECT_EQ(mock.requests(), 2);
 }
 
+// A POST the upstream has in full when the grace ends may have been applied:
+// 502 ambiguous, never "deferred" (which invites a second charge).
+TEST(ProxyStop, APostInFlightPastTheGraceIsAmbiguous) {
+  Mock mock({"--limit", "100", "--window", "1"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(with(upstream(mock), {"--grace", "0.3"}));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const int fd = connect_loopback(proxy.port());
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(send_all(fd, "POST /__hang?ms=5000 HTTP/1.1\r\nHost: p\r\nContent-Type: application/json\r\n"
+                           "Content-Length: 9\r\nConnection: close\r\n\r\n{\"n\": 1}\n"));
+  std::this_thread::sleep_for(500ms);  // the upstream has it (/__hang is not counted among requests)
+  const auto r = proxy.stop(SIGTERM);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const RawAnswer a = parse_answer(read_answer(fd, 10s));
+  close(fd);
+  EXPECT_EQ(a.status, 502) << a.body;
+  EXPECT_EQ(a.header("abide-outcome"), "ambiguous");
+  EXPECT_EQ(a.header("x-should-retry"), "false");
+}
+
 // ---- a full queue ------------------------------------------------------------------
 
 // More callers than --jobs transfers and --queue waiting places: the one too

@@ -430,7 +430,7 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
     keep = keep && writes_ok && !w.must_close();
     status = w.status();
     if (limited && whole) core.keep_limited(f.request.pacer_key, std::move(*limited));
-  } else if (drained && out.kind == OutcomeKind::kCancelled) {
+  } else if (drained && out.kind == OutcomeKind::kCancelled && !out.ambiguous) {
     const WallTime now = core.wall.now();
     const Duration left = drain_not_before > now ? drain_not_before - now : Duration::zero();
     MadeAnswer a = error_answer(503, "the proxy is stopping", std::max<Duration>(left, std::chrono::seconds{1}),
@@ -444,7 +444,7 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
     status = 503;
     static_cast<void>(answer(a, head.version_minor, head_request, false));
     keep = false;
-  } else if (out.kind == OutcomeKind::kCancelled) {
+  } else if (out.kind == OutcomeKind::kCancelled && !drained) {
     keep = false;  // the caller hung up: nothing to write
   } else {
     const auto replay = core.limited_of(f.request.pacer_key);

@@ -190,8 +190,8 @@ bool bodiless(int status, bool head_request) noexcept {
 // The status of an answer the proxy makes in place of the upstream's (see
 // outcome_answer in the header).
 int own_status(const RequestOutcome& o) {
+  if (o.ambiguous) return 502;  // cancelled after sending too: it may have been applied
   if (o.kind == OutcomeKind::kCancelled) return 503;
-  if (o.ambiguous) return 502;
   const bool later = o.kind == OutcomeKind::kDeferred || o.kind == OutcomeKind::kDeadlineExceeded;
   const bool exhausted = o.kind == OutcomeKind::kExhausted;
   if (o.response) {
