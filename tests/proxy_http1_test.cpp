@@ -258,6 +258,15 @@ TEST(ParseRequestHead, AnswersConnectWith501) {
   EXPECT_EQ(status_of(head_of("GET example.com:443 HTTP/1.1")), 400);  // authority-form elsewhere
 }
 
+// A method no upstream implements for its length: 501 here, not a 502 when
+// the transport refuses it.
+TEST(ParseRequestHead, AnswersAnOverlongMethodWith501) {
+  EXPECT_EQ(status_of(head_of(std::string(8192, 'M') + " / HTTP/1.1")), 501);
+  EXPECT_EQ(reason_of(head_of(std::string(33, 'M') + " / HTTP/1.1")), "the method is longer than 32 bytes");
+  EXPECT_EQ(status_of(head_of(std::string(32, 'M') + " / HTTP/1.1")), 0);
+  EXPECT_EQ(status_of(head_of("VERSION-CONTROL / HTTP/1.1")), 0);
+}
+
 // ---- parse_request_head: field lines -----------------------------------------
 
 TEST(ParseRequestHead, RequiresExactlyOneHostInHttp11) {

@@ -3,7 +3,10 @@
 // pages' counters; and the keyed hash behind the keys, its secret and the
 // state directory that keeps it (key_secret.h, state_dir.h), in temporary
 // directories, never the real home.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -22,6 +25,7 @@
 #include "abide/testing/manual_clock.h"
 #include "key_secret.h"
 #include "proxy/proxy_rules.h"
+#include "proxy/proxy_server.h"
 #include "proxy/proxy_stats.h"
 #include "state_dir.h"
 
@@ -864,6 +868,37 @@ TEST(Dialect, AnAnswerThatIsNotDoneSaysDoNotRetry) {
   speak_dialect(full, openai, kNow + 1s, kNow);
   EXPECT_EQ(field(full.head.headers, "x-should-retry"), "false");
   EXPECT_EQ(field(full.head.headers, "retry-after-ms"), "1000");
+}
+
+// The proxy's pages go to callers on its own machine only (docs/SECURITY.md).
+TEST(Pages, WhoIsOnThisMachine) {
+  for (const char* yes : {"127.0.0.1", "127.9.8.7", "::1", "::ffff:127.0.0.1", "localhost"}) {
+    EXPECT_TRUE(is_loopback(yes)) << yes;
+  }
+  for (const char* no : {"10.0.0.1", "192.168.1.1", "::ffff:10.0.0.1", "fe80::1", "0.0.0.0", "", "127.0.0.1.evil"}) {
+    EXPECT_FALSE(is_loopback(no)) << no;
+  }
+  // A real peer on loopback, a Unix socket pair, and a socket with no peer.
+  const int server = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(server, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(server, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(server, 1), 0);
+  ASSERT_EQ(::getsockname(server, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const int client = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(::connect(client, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const int accepted = ::accept(server, nullptr, nullptr);
+  ASSERT_GE(accepted, 0);
+  EXPECT_TRUE(peer_is_loopback(accepted));
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+  EXPECT_TRUE(peer_is_loopback(pair[0]));
+  const int lone = ::socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_FALSE(peer_is_loopback(lone));
+  for (int fd : {server, client, accepted, pair[0], pair[1], lone}) ::close(fd);
 }
 
 TEST(ReasonPhrase, Rfc9110AndTheOthersTheProxyAnswers) {

@@ -1010,6 +1010,33 @@ TEST(ProxyQueue, ACallerBeyondJobsAndQueueGets503WithRetryAfter) {
   proxy.stop_cleanly();
 }
 
+// A full queue on a key known to be in a cooldown: the caller turned away is
+// told the key's permitted time, not "in a second".
+TEST(ProxyQueue, AFullQueueAnswersWithTheKeysKnownPermittedTime) {
+  Mock mock({"--style", "retry-after-seconds", "--limit", "1", "--window", "20", "--align", "first"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(with(upstream(mock), {"--jobs", "1", "--queue", "0"}));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const auto get = [&](const std::string& budget) {
+    return parse_answer(raw_exchange(proxy.port(), "GET /q HTTP/1.1\r\nHost: p\r\nAbide-Max-Wait: " + budget +
+                                                       "\r\nConnection: close\r\n\r\n"));
+  };
+  ASSERT_EQ(get("1").status, 200);
+  ASSERT_EQ(get("1").status, 429);  // told: 20 s
+  // One caller held for the cooldown fills the one place.
+  const int held = connect_loopback(proxy.port());
+  ASSERT_GE(held, 0);
+  ASSERT_TRUE(send_all(held, "GET /q HTTP/1.1\r\nHost: p\r\nAbide-Max-Wait: 60\r\nConnection: close\r\n\r\n"));
+  std::this_thread::sleep_for(300ms);
+  const RawAnswer full = get("60");
+  EXPECT_EQ(full.status, 503);
+  EXPECT_EQ(full.header("abide-outcome"), "deferred");
+  EXPECT_GE(whole_seconds(full.header("retry-after")), 15) << full.header("retry-after");
+  EXPECT_EQ(full.header("x-should-retry"), "false");
+  close(held);
+  proxy.stop_cleanly();
+}
+
 // ---- garbage -------------------------------------------------------------------------
 
 // Bad input is answered and never forwarded; the proxy keeps serving.

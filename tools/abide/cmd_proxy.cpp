@@ -42,6 +42,7 @@ struct ProxyFlags {
   std::uint64_t max_body = std::uint64_t{64} << 20;
   double grace_s = 10;
   bool verbose = false;
+  bool public_pages = false;
 };
 
 int usage(std::string_view why) {
@@ -95,6 +96,7 @@ int run_proxy(const ProxyFlags& o) {
   opts.max_body = o.max_body;
   opts.grace = seconds_option(o.grace_s);
   opts.verbose = o.verbose;
+  opts.public_pages = o.public_pages;
   if (!proxy::is_loopback(o.bind)) {
     std::cerr << "abide proxy: warning: " << o.bind
               << " is not a loopback address: the proxy forwards its callers' credentials (Authorization, API "
@@ -266,6 +268,8 @@ const Registration proxy_cmd{
           ->capture_default_str()
           ->check(CLI::Range(0.0, 86400.0));
       app.add_flag("-v,--verbose", o->verbose, "One line per attempt, decision and outcome on stderr (redacted)");
+      app.add_flag("--public-pages", o->public_pages,
+                    "Serve /__abide/stats and /__abide/metrics to any caller, not only to this machine's");
       app.footer(std::string(kFooterStart) + (file_store_built_in() ? kFooterStore : "") +
                  (redis_built_in() ? kFooterRedis : "") + kFooterKeys + kFooterEnd);
       return [o] { return run_proxy(*o); };

@@ -18,6 +18,7 @@ namespace http1_request_detail {  // private to this file (the tool is compiled 
 // Empty lines a caller may send before its request line (RFC 9112 2.2 asks
 // for at least one to be ignored); beyond this many bytes the head is junk.
 constexpr std::size_t kMaxLeadingEmpty = 1024;
+constexpr std::size_t kMaxMethod = 32;  // bytes of a method
 // Field lines in one head; more is 431, like a head over the byte limit.
 constexpr std::size_t kMaxFields = 256;
 // A chunk-size line with its extensions, and a whole trailer section.
@@ -204,6 +205,9 @@ Result<RequestHead, HttpError> parse_request_head(std::string_view head) {
   const std::string_view method = line.substr(0, sp1);
   const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
   if (!is_token(method)) return error(400, "the method is not a token");
+  // No method an upstream implements is this long (the longest registered
+  // is 17 bytes); libcurl would refuse it later, as a 502.
+  if (method.size() > kMaxMethod) return error(501, "the method is longer than 32 bytes");
   auto version = read_version(line.substr(sp2 + 1));
   if (!version) return fail(std::move(version).error());
   // A reverse proxy has no tunnel to offer: the method, not the syntax, is

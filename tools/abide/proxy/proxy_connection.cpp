@@ -301,7 +301,9 @@ bool Session::own_page(const RequestHead& head, bool keep_alive) {
   if (const auto q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
   const bool get = head.method == "GET" || head.method == "HEAD";
   MadeAnswer a;
-  if (path == "/__abide/stats" || path == "/__abide/metrics") {
+  if ((path == "/__abide/stats" || path == "/__abide/metrics") && !core_.opts.public_pages && !peer_is_loopback(fd_)) {
+    a = error_answer(403, "the proxy's pages are served to callers on its own machine (--public-pages: to anyone)");
+  } else if (path == "/__abide/stats" || path == "/__abide/metrics") {
     if (!get) {
       a = error_answer(405, "only GET and HEAD are served here");
       a.head.headers.add("Allow", "GET, HEAD");
@@ -329,12 +331,13 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
   ProxyServer::Core& core = core_;
   const bool head_request = head.method == "HEAD";
   const auto not_now = [&](std::string_view reason) {
-    // Beyond jobs + queue, or stopping: come back in a second.
+    // Beyond jobs + queue, or stopping: come back when the key permits it
+    // (a cooldown it is known to be in), else in a second.
     const WallTime now = core.wall.now();
-    const Duration again = std::chrono::seconds{1};
-    MadeAnswer a = error_answer(503, reason, again, now + again, now);
+    const WallTime again = core.not_before(quota_key(route.origin, head.headers, core.opts.key_secret), now);
+    MadeAnswer a = error_answer(503, reason, again - now, again, now);
     ensure_field(a, "Abide-Outcome", "deferred");
-    speak_dialect(a, route.dialect, now + again, now);
+    speak_dialect(a, route.dialect, again, now);
     core.stats.request_answered("", 503, nullptr);
     log_caller(503, reason);
     return a;

@@ -94,6 +94,9 @@ struct ProxyServer::Core {
   static constexpr std::size_t kMaxCooldownKeys = 4096;
   void note_cooldown(const std::string& key, WallTime until);
   WallTime drain_time(const InFlight& f, WallTime now, MonoTime mono_now);  // f.mu held
+  // When a caller turned away on `key` may come back: the key's latest
+  // permitted time while it is ahead, else in a second.
+  WallTime not_before(const std::string& key, WallTime now);
 
   // The last limited answer of each quota key, given again to the callers
   // the proxy answers in the upstream's place (outcome_answer). Bounded: at

@@ -170,12 +170,15 @@ void ProxyServer::Core::note_cooldown(const std::string& key, WallTime until) {
 
 WallTime ProxyServer::Core::drain_time(const InFlight& f, WallTime now, MonoTime mono_now) {
   if (f.wait_until) return now + (*f.wait_until > mono_now ? *f.wait_until - mono_now : Duration::zero());
+  return not_before(f.request.pacer_key, now);
+}
+
+WallTime ProxyServer::Core::not_before(const std::string& key, WallTime now) {
   {
     std::lock_guard lock(cooldown_mu);
-    if (auto it = key_cooldowns.find(f.request.pacer_key); it != key_cooldowns.end() && it->second > now)
-      return it->second;
+    if (auto it = key_cooldowns.find(key); it != key_cooldowns.end() && it->second > now) return it->second;
   }
-  return now + std::chrono::seconds{1};  // a pacer wait whose end nobody told: come back in a second
+  return now + std::chrono::seconds{1};  // a wait whose end nobody told: come back in a second
 }
 
 void ProxyServer::Core::drain_locked(InFlight& f, WallTime not_before) {
@@ -485,6 +488,20 @@ bool is_loopback(const std::string& address) noexcept {
     return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
   }
   return false;
+}
+
+bool peer_is_loopback(int fd) noexcept {
+  sockaddr_storage peer{};
+  socklen_t len = sizeof peer;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return false;
+  if (peer.ss_family == AF_UNIX) return true;  // the same machine
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* where = peer.ss_family == AF_INET
+                          ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(&peer)->sin_addr)
+                          : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_addr);
+  if (peer.ss_family != AF_INET && peer.ss_family != AF_INET6) return false;
+  if (::inet_ntop(peer.ss_family, where, text, sizeof text) == nullptr) return false;
+  return is_loopback(text);
 }
 
 }  // namespace abide::proxy

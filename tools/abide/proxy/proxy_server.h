@@ -37,6 +37,9 @@ struct ProxyOptions {
   // carry, once seen (ProfileRegistry::by_fields). Without it that profile is
   // named once on stderr, with the flags that would use it.
   bool adopt_profiles = false;
+  // /__abide/stats and /__abide/metrics name upstreams and cooldowns: served
+  // to callers on this machine only, unless this says anyone may read them.
+  bool public_pages = false;
   // The secret of the credential part of pacer keys (proxy::quota_key); by
   // default this process's own, right for a store that never leaves it.
   cli::KeySecret key_secret;
@@ -75,5 +78,9 @@ class ProxyServer {
 
 // Whether `address` (numeric IPv4 or IPv6) is a loopback address.
 [[nodiscard]] bool is_loopback(const std::string& address) noexcept;
+
+// Whether the peer of a connected socket is on this machine (a loopback
+// address, or a Unix socket); false when it cannot be told.
+[[nodiscard]] bool peer_is_loopback(int fd) noexcept;
 
 }  // namespace abide::proxy
