@@ -1232,6 +1232,24 @@ TEST(ProxyForwarding, HopByHopAndAbideFieldsStayAndTheRestGoesUpstream) {
   EXPECT_EQ(a.header("abide-outcome"), "done");
   EXPECT_FALSE(a.header("abide-attempts").empty());
   EXPECT_FALSE(a.header("abide-waited").empty());
+  // Nothing the caller did not send: no User-Agent, Accept or Content-Type
+  // of the transport's own (libcurl adds each by default).
+  for (const char* added : {"user-agent", "accept"}) EXPECT_FALSE(seen.count(added)) << added << ": " << e["headers"].dump();
+
+  const auto bare = raw_exchange(proxy.port(), "PUT /api/__echo HTTP/1.1\r\nHost: p\r\nConnection: close\r\n"
+                                               "Content-Length: 3\r\n\r\nabc");
+  const RawAnswer b = parse_answer(bare);
+  ASSERT_EQ(b.status, 200) << bare;
+  const auto start = b.body.find('{');
+  const json be = json::parse(b.body.substr(start == std::string::npos ? 0 : start, b.body.rfind('}') + 1 - start),
+                              nullptr, false);
+  ASSERT_TRUE(be.is_object()) << bare;
+  EXPECT_EQ(be["body"], "abc");
+  for (const auto& h : be["headers"]) {
+    std::string n = h[0].get<std::string>();
+    for (char& c : n) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    EXPECT_TRUE(n != "content-type" && n != "accept" && n != "user-agent") << be["headers"].dump();
+  }
   proxy.stop_cleanly();
 }
 

@@ -154,7 +154,11 @@ struct ClientConfig {
   // reason, or the outcome the lines read before it give (a Retry-After among
   // them still holds the origin and sets not_before_wall).
   std::size_t max_header_bytes = std::size_t{256} << 10;
-  std::string user_agent = "abide/" ABIDE_VERSION_STRING;
+  std::string user_agent = "abide/" ABIDE_VERSION_STRING;  // "": no User-Agent of the client's own
+  // libcurl's own fields: Accept: */*, and for a body without Content-Type,
+  // application/x-www-form-urlencoded. false: a request carries its own
+  // fields alone (a proxy forwards what its caller sent).
+  bool default_fields = true;
   bool verify_tls = true;
   // The proxy URL for every transfer (CURLOPT_PROXY: "http://host:port",
   // https://, socks5h://...); hosts in no_proxy still bypass it, as in curl.

@@ -114,6 +114,7 @@ class CurlAttempt final : public engine::Transport {
     limits.timeout = config_.attempt_timeout;
     limits.max_header_bytes = config_.max_header_bytes;
     limits.user_agent = config_.user_agent;
+    limits.default_fields = config_.default_fields;
     limits.verify_tls = config_.verify_tls;
     limits.proxy = config_.proxy;
     limits.decompress = config_.decompress;

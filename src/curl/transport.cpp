@@ -213,6 +213,11 @@ Transport::End Transport::perform(const Request& request, const TransferLimits& 
     // "Name;" is libcurl's way to send an empty value ("Name:" would remove it).
     ok_list = ok_list && append(headers, h.value.empty() ? h.name + ";" : h.name + ": " + h.value);
   }
+  if (!limits.default_fields) {
+    // "Name:" removes a field libcurl would add of its own.
+    if (request.headers.count("Accept") == 0) ok_list = ok_list && append(headers, "Accept:");
+    if (request.headers.count("Content-Type") == 0) ok_list = ok_list && append(headers, "Content-Type:");
+  }
   if (request.idempotency_key && request.headers.count("Idempotency-Key") == 0) {
     if (has_ctl(*request.idempotency_key) || request.idempotency_key->empty()) return refuse("invalid idempotency key");
     ok_list = ok_list && append(headers, "Idempotency-Key: " + *request.idempotency_key);

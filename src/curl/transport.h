@@ -61,6 +61,7 @@ struct TransferLimits {
   Duration timeout{};  // the whole transfer; zero: none
   std::size_t max_header_bytes = 0;
   std::string_view user_agent;
+  bool default_fields = true;  // ClientConfig::default_fields
   bool verify_tls = true;
   std::string_view proxy;  // empty: libcurl's default (the *_proxy environment variables)
   bool decompress = false;

@@ -63,6 +63,10 @@ ProxyServer::Core::Core(ProxyOptions o)
   wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   ClientConfig config = opts.client;
   config.max_transfers = opts.jobs;
+  // What goes upstream is what the caller sent: no User-Agent, Accept or
+  // Content-Type of the transport's own.
+  config.user_agent.clear();
+  config.default_fields = false;
   config.planner.max_wait = proxy_server::kPlannerMaxWait;
   EventHook user = std::move(config.on_event);
   config.on_event = [this, user](const ClientEvent& e) {

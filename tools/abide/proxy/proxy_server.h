@@ -45,7 +45,8 @@ struct ProxyOptions {
   cli::KeySecret key_secret;
   // The client's settings (pacer, profile, timeouts, attempts). The server
   // sets max_transfers (= jobs), the planner's max_wait (long: the caller's
-  // budget is each request's send_by) and adds its own event hook.
+  // budget is each request's send_by), no fields of the client's own
+  // (user_agent, default_fields), and adds its own event hook.
   ClientConfig client;
 };
 
