@@ -284,6 +284,60 @@ std::string read_answer(int fd, std::chrono::milliseconds timeout) {
   }
 }
 
+// An upstream that answers every request with the same bytes, written as
+// given (heads no HTTP library would send), then closes the connection.
+class RawUpstream {
+ public:
+  explicit RawUpstream(std::string answer) : answer_(std::move(answer)) {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        listen(listen_fd_, 8) != 0 || getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] {
+      for (;;) {
+        const int fd = accept(listen_fd_, nullptr, nullptr);
+        if (fd < 0) return;  // closed by the destructor
+        std::string got;
+        char buf[4096];
+        while (got.find("\r\n\r\n") == std::string::npos) {
+          const ssize_t k = recv(fd, buf, sizeof buf, 0);
+          if (k <= 0) break;
+          got.append(buf, static_cast<std::size_t>(k));
+        }
+        ++requests_;
+        send_all(fd, answer_);
+        shutdown(fd, SHUT_WR);
+        while (recv(fd, buf, sizeof buf, 0) > 0) {
+        }
+        close(fd);
+      }
+    });
+  }
+  ~RawUpstream() {
+    shutdown(listen_fd_, SHUT_RDWR);
+    close(listen_fd_);
+    if (thread_.joinable()) thread_.join();
+  }
+  RawUpstream(const RawUpstream&) = delete;
+  RawUpstream& operator=(const RawUpstream&) = delete;
+  int port() const { return port_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int requests() const { return requests_.load(); }
+
+ private:
+  std::string answer_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<int> requests_{0};
+  std::thread thread_;
+};
+
 // One exchange on a new connection: `request` sent (as far as the peer
 // takes it), the answer read.
 std::string raw_exchange(int port, const std::string& request, std::chrono::milliseconds timeout = 20s) {
@@ -1165,6 +1219,39 @@ TEST(ProxyForwarding, PaginationAndRedirectsComeBackThroughTheProxy) {
   }
   upstream_server.stop();
   serving.join();
+}
+
+// An upstream head the transport refuses (20,000 field lines) is a 502 of
+// the proxy's own, never the upstream's 200 with an error text for a body.
+TEST(ProxyHostileUpstream, AHeadTooLargeIsA502) {
+  std::string head = "HTTP/1.1 200 OK\r\n";
+  for (int i = 0; i < 20000; ++i) head += "X-Field-" + std::to_string(i) + ": v\r\n";
+  RawUpstream upstream(head + "Content-Length: 2\r\n\r\nok");
+  ASSERT_GT(upstream.port(), 0);
+  Proxy proxy({"--upstream", upstream.url(), "--max-attempts", "1"});
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const RawAnswer a =
+      parse_answer(raw_exchange(proxy.port(), "GET /x HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(a.status, 502) << a.body;
+  EXPECT_EQ(a.header("content-type"), "application/problem+json");
+  EXPECT_EQ(a.has("x-field-0"), false);
+  proxy.stop_cleanly();
+}
+
+// Content-Length beside chunked (RFC 9112 6.3): the encoding wins, and the
+// caller gets the whole body, not one cut at the stated length.
+TEST(ProxyHostileUpstream, ContentLengthBesideChunkedIsNotTheLength) {
+  RawUpstream upstream("HTTP/1.1 200 OK\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       "a\r\n0123456789\r\n6\r\nabcdef\r\n0\r\n\r\n");
+  ASSERT_GT(upstream.port(), 0);
+  Proxy proxy({"--upstream", upstream.url()});
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const std::string raw = raw_exchange(proxy.port(), "GET /x HTTP/1.0\r\nHost: p\r\n\r\n");
+  const RawAnswer a = parse_answer(raw);
+  EXPECT_EQ(a.status, 200) << raw;
+  EXPECT_FALSE(a.has("content-length")) << raw;
+  EXPECT_EQ(a.body, "0123456789abcdef");  // HTTP/1.0: the body runs to the close
+  proxy.stop_cleanly();
 }
 
 // What goes upstream, as the upstream saw it: no hop-by-hop field and no

@@ -643,11 +643,14 @@ AnswerHead answer_head(const FinalHead& final_head, WallTime now, bool head_requ
   AnswerHead out;
   out.status = response.status;
   AnswerFilter filter;
-  filter.keep_content_length = bodiless(response.status, head_request);
+  // Transfer-Encoding overrides Content-Length (RFC 9112 6.3): an
+  // intermediary removes the length and frames the decoded body itself.
+  const bool encoded = response.headers.count("Transfer-Encoding") > 0;
+  filter.keep_content_length = bodiless(response.status, head_request) && !encoded;
   filter.drop_retry_after = not_before.has_value();
   if (!done) filter.dialect = &dialect;
   copy_answer_fields(response.headers, filter, out.headers);
-  if (!filter.keep_content_length) out.content_length = content_length_of(response.headers);
+  if (!bodiless(response.status, head_request) && !encoded) out.content_length = content_length_of(response.headers);
   add_outcome_fields(out.headers, to_string(final_head.kind), final_head.outcome.attempts.size(),
                      final_head.outcome.waited, not_before, now);
   if (!done) add_dialect_fields(out.headers, dialect, not_before, now);
@@ -688,7 +691,9 @@ MadeAnswer outcome_answer(const RequestOutcome& outcome, WallTime now, const Dia
     return out;
   }
   out.head.status = own_status(outcome);
-  if (outcome.response) {
+  // The last upstream answer's quota fields say when to come back; after a
+  // failure (a refused head, a transport error) they belong to nothing.
+  if (outcome.response && later) {
     AnswerFilter filter;
     filter.drop_content = true;
     filter.drop_retry_after = not_before.has_value();

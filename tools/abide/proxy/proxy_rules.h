@@ -148,7 +148,9 @@ struct AnswerHead {
 // without the hop-by-hop and framing ones (Connection and the fields it
 // names, Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding,
 // Upgrade) and without the upstream's own Abide-* fields (the caller reads
-// this proxy's). Content-Length moves to content_length when it is valid (a
+// this proxy's). With a Transfer-Encoding, Content-Length goes (RFC 9112
+// 6.3: the encoding wins; the server frames the body). Else Content-Length
+// moves to content_length when it is valid (a
 // number, or a list of equal ones; else it is dropped and the server frames
 // the body itself); for a HEAD request (`head_request`) and for 204 and 304,
 // which have no body, the field is kept as sent and content_length stays
@@ -205,8 +207,9 @@ inline constexpr std::size_t kMaxLimitedBody = 16384;  // a longer body is not k
 // and when nothing was sent (deferred, deadline_exceeded, exhausted before
 // any attempt), 502 with Abide-Outcome ambiguous when it may have been
 // applied, 502 for transport errors and for not_retryable, 503 for cancelled
-// (the proxy is stopping); the last upstream answer's fields without its
-// Content-* ones; and a problem_body. The Abide-*, verdict, Retry-After and
+// (the proxy is stopping); for deferred, deadline_exceeded and exhausted,
+// the last upstream answer's fields without its Content-* ones; and a
+// problem_body. The Abide-*, verdict, Retry-After and
 // delay rules are answer_head's.
 [[nodiscard]] MadeAnswer outcome_answer(const RequestOutcome& outcome, WallTime now, const Dialect& dialect = {},
                                         const LimitedAnswer* replay = nullptr);
