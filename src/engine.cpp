@@ -726,7 +726,7 @@ void Machine::complete() {
   if (state_ == State::kBody) finish(pending_kind_, out_.attempts.back().reason);
 }
 
-void Machine::failed(std::string_view error_bytes, bool sent) {
+void Machine::failed(std::string_view error_bytes, bool sent, bool timed_out) {
   const std::string error = printable(error_bytes, kMaxErrorText);
   if (state_ == State::kBody) {
     if (out_.body_bytes == 0) {
@@ -741,6 +741,7 @@ void Machine::failed(std::string_view error_bytes, bool sent) {
       // behind the caller's back.
       Attempt& a = out_.attempts.back();
       a.error = error;
+      a.timed_out = timed_out;
       out_.ambiguous = !idempotent_request();
       emit_error(error);
       finish(OutcomeKind::kNotRetryable,
@@ -751,6 +752,7 @@ void Machine::failed(std::string_view error_bytes, bool sent) {
   if (state_ != State::kSending) return;
   current().sent = sent;
   current().error = error;
+  current().timed_out = timed_out;
   abandon_probe();
   if (blocking_ && stop_.stop_requested()) {
     emit_error(error);

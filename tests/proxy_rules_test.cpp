@@ -789,6 +789,17 @@ TEST(OutcomeAnswer, TransportFailuresAndNotRetryableWithoutAnswerAre502) {
   EXPECT_EQ(nlohmann::json::parse(a.body)["detail"], "abide proxy: not_retryable: a header value holds a line break");
 }
 
+TEST(OutcomeAnswer, AStalledUpstreamIs504AndAmbiguousBefore) {
+  RequestOutcome o = outcome_of(OutcomeKind::kExhausted, "Timeout was reached");
+  o.attempts.resize(1);
+  o.attempts[0].sent = true;
+  o.attempts[0].timed_out = true;
+  EXPECT_EQ(outcome_answer(o, kNow).head.status, 504);
+  o.kind = OutcomeKind::kNotRetryable;
+  o.ambiguous = true;
+  EXPECT_EQ(outcome_answer(o, kNow).head.status, 502);
+}
+
 TEST(OutcomeAnswer, CancelledIs503WithItsPermittedTime) {
   RequestOutcome o = outcome_of(OutcomeKind::kCancelled, "cancelled while waiting for the pacer");
   o.not_before_wall = kNow + 3001ms;

@@ -1238,6 +1238,28 @@ TEST(ProxyHostileUpstream, AHeadTooLargeIsA502) {
   proxy.stop_cleanly();
 }
 
+// An upstream that reads the request and never answers holds no caller past
+// the read timeout: a GET gets 504, a POST (it may have been applied) 502
+// ambiguous, and neither is sent again.
+TEST(ProxyHostileUpstream, AStalledUpstreamIsCutAtTheReadTimeout) {
+  Mock mock({"--limit", "100", "--window", "1"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(with(upstream(mock), {"--read-timeout", "1"}));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const auto t0 = Clock::now();
+  const RawAnswer get = parse_answer(raw_exchange(
+      proxy.port(), "GET /__hang?ms=20000 HTTP/1.1\r\nHost: p\r\nAbide-Max-Wait: 0.5\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(get.status, 504) << get.body;
+  EXPECT_EQ(get.header("abide-attempts"), "1");
+  const RawAnswer post = parse_answer(raw_exchange(
+      proxy.port(), "POST /__hang?ms=20000 HTTP/1.1\r\nHost: p\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"));
+  EXPECT_EQ(post.status, 502) << post.body;
+  EXPECT_EQ(post.header("abide-outcome"), "ambiguous");
+  EXPECT_EQ(post.header("abide-attempts"), "1");
+  EXPECT_LT(Clock::now() - t0, 10s);
+  proxy.stop_cleanly();
+}
+
 // Content-Length beside chunked (RFC 9112 6.3): the encoding wins, and the
 // caller gets the whole body, not one cut at the stated length.
 TEST(ProxyHostileUpstream, ContentLengthBesideChunkedIsNotTheLength) {

@@ -141,6 +141,9 @@ struct ClientConfig {
   // Transfers.
   Duration connect_timeout = std::chrono::seconds{10};
   Duration attempt_timeout{};  // one attempt's whole transfer; zero: none (only the deadline)
+  // A stalled server: an attempt moving less than a byte a second, either
+  // way, for this long ends (Attempt::timed_out); zero: never.
+  Duration read_timeout{};
   // A kept body longer than this ends the request (not_retryable); a body
   // streamed to a ResponseSink or a caller's write callback has no cap.
   std::size_t max_body_bytes = std::size_t{64} << 20;
@@ -308,8 +311,8 @@ class Client {
   // without abide; the answers that are retried reach neither. With neither
   // set, the body is kept in outcome.response->body (up to max_body_bytes).
   // Of the ClientConfig, the transfer settings (connect_timeout,
-  // attempt_timeout, user_agent, verify_tls, proxy, decompress,
-  // http_version) are the handle's own business: none is set on it;
+  // attempt_timeout, read_timeout, user_agent, default_fields, verify_tls,
+  // proxy, decompress, http_version) are the handle's own business: none is set on it;
   // max_header_bytes applies. Errors that would come again end the request
   // at once as for fetch(), judged on libcurl's code alone (the handle's
   // CURLOPT_ERRORBUFFER is the caller's and stays so): a TLS handshake

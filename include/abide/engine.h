@@ -170,6 +170,7 @@ struct Attempt {
   int status = 0;     // 0 when there was no response head
   std::string error;  // the transport error, when there was no (complete) response
   bool sent = false;  // the request was (at least partly) sent
+  bool timed_out = false;  // that error was a time limit of the transfer (attempt or read timeout)
   Plan plan;
   Text reason;                        // the decision in words
   std::vector<std::string> warnings;  // the Signals' warnings and the plan's notes
@@ -312,7 +313,7 @@ class Machine {
   void complete();
   // The attempt failed: no response head, or its body broke off. `sent`: the
   // request was (at least partly) sent.
-  void failed(std::string_view error, bool sent);
+  void failed(std::string_view error, bool sent, bool timed_out = false);
   // Stops the request (any state): it ends cancelled. `sent`: during a
   // transfer, whether the request was (at least partly) sent.
   void cancel(bool sent = true);

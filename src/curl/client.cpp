@@ -112,6 +112,7 @@ class CurlAttempt final : public engine::Transport {
     curl_detail::TransferLimits limits;
     limits.connect_timeout = config_.connect_timeout;
     limits.timeout = config_.attempt_timeout;
+    limits.read_timeout = config_.read_timeout;
     limits.max_header_bytes = config_.max_header_bytes;
     limits.user_agent = config_.user_agent;
     limits.default_fields = config_.default_fields;

@@ -254,6 +254,13 @@ Transport::End Transport::perform(const Request& request, const TransferLimits& 
   if (!user_agent.empty()) opt(CURLOPT_USERAGENT, user_agent.c_str());
   opt(CURLOPT_CONNECTTIMEOUT_MS, std::max(1L, to_ms(limits.connect_timeout)));
   opt(CURLOPT_TIMEOUT_MS, to_ms(limits.timeout));
+  if (limits.read_timeout > Duration::zero()) {
+    // A stalled server: less than a byte a second, either way, for that long.
+    opt(CURLOPT_LOW_SPEED_LIMIT, 1L);
+    opt(CURLOPT_LOW_SPEED_TIME, std::max(1L, static_cast<long>(std::chrono::ceil<std::chrono::seconds>(
+                                                 std::min<Duration>(limits.read_timeout, std::chrono::hours{24}))
+                                                 .count())));
+  }
   opt(CURLOPT_SSL_VERIFYPEER, limits.verify_tls ? 1L : 0L);
   opt(CURLOPT_SSL_VERIFYHOST, limits.verify_tls ? 2L : 0L);
   opt(CURLOPT_HEADERFUNCTION, &on_header);
@@ -359,7 +366,7 @@ Transport::End Transport::perform(const Request& request, const TransferLimits& 
   if (!detail.empty()) error += ": " + printable(detail, CURL_ERROR_SIZE);
   // A head whose body then failed: the head's quota is real (the machine has
   // recorded it); the attempt failed like any transfer.
-  machine.failed(error, st.reported || st.sent || !certain_before_send(code));
+  machine.failed(error, st.reported || st.sent || !certain_before_send(code), code == CURLE_OPERATION_TIMEDOUT);
   return End::kReported;
 }
 

@@ -59,6 +59,7 @@ std::optional<std::string> url_error(std::string_view url);
 struct TransferLimits {
   Duration connect_timeout{};
   Duration timeout{};  // the whole transfer; zero: none
+  Duration read_timeout{};  // ClientConfig::read_timeout
   std::size_t max_header_bytes = 0;
   std::string_view user_agent;
   bool default_fields = true;  // ClientConfig::default_fields

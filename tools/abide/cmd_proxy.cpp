@@ -37,6 +37,7 @@ struct ProxyFlags {
   double max_wait_s = 60;
   double connect_timeout_s = 10;
   double max_time_s = 0;
+  double read_timeout_s = 60;
   std::size_t jobs = 32;
   std::size_t queue = 1024;
   std::uint64_t max_body = std::uint64_t{64} << 20;
@@ -127,6 +128,7 @@ int run_proxy(const ProxyFlags& o) {
   config.registry = &registry;
   config.connect_timeout = seconds_option(o.connect_timeout_s);
   config.attempt_timeout = seconds_option(o.max_time_s);
+  config.read_timeout = seconds_option(o.read_timeout_s);
   PacerConfig pacer_config;
   pacer_config.rules.pacing = o.pacing == "burst" ? Pacing::kBurst : Pacing::kSmooth;
   config.pacer = std::make_shared<Pacer>(pacer_config, std::move(store->store));
@@ -255,6 +257,10 @@ const Registration proxy_cmd{
       app.add_option("--max-time", o->max_time_s, "Longest time for one attempt's transfer, in seconds (0: none)")
           ->capture_default_str()
           ->check(CLI::Range(0.0, 1e9));
+      app.add_option("--read-timeout", o->read_timeout_s,
+                     "An upstream silent this long (under a byte a second) is cut: 504, or 502 ambiguous (0: never)")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 86400.0));
       app.add_option("--jobs", o->jobs, "Most concurrent upstream transfers")
           ->capture_default_str()
           ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));

@@ -192,6 +192,8 @@ bool bodiless(int status, bool head_request) noexcept {
 int own_status(const RequestOutcome& o) {
   if (o.ambiguous) return 502;  // cancelled after sending too: it may have been applied
   if (o.kind == OutcomeKind::kCancelled) return 503;
+  // The upstream stalled past the read timeout (nginx: 504 Gateway Timeout).
+  if (!o.attempts.empty() && o.attempts.back().timed_out) return 504;
   const bool later = o.kind == OutcomeKind::kDeferred || o.kind == OutcomeKind::kDeadlineExceeded;
   const bool exhausted = o.kind == OutcomeKind::kExhausted;
   if (o.response) {

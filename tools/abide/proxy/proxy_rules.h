@@ -206,7 +206,8 @@ inline constexpr std::size_t kMaxLimitedBody = 16384;  // a longer body is not k
 // (deferred, deadline_exceeded, exhausted), 429 for any other limited answer
 // and when nothing was sent (deferred, deadline_exceeded, exhausted before
 // any attempt), 502 with Abide-Outcome ambiguous when it may have been
-// applied, 502 for transport errors and for not_retryable, 503 for cancelled
+// applied, 504 when the last attempt timed out (a stalled upstream), 502 for
+// other transport errors and for not_retryable, 503 for cancelled
 // (the proxy is stopping); for deferred, deadline_exceeded and exhausted,
 // the last upstream answer's fields without its Content-* ones; and a
 // problem_body. The Abide-*, verdict, Retry-After and
