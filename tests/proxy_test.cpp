@@ -1260,6 +1260,39 @@ TEST(ProxyHostileUpstream, AStalledUpstreamIsCutAtTheReadTimeout) {
   proxy.stop_cleanly();
 }
 
+// A caller that stops reading its answer holds nothing past the send
+// timeout: its request ends and its transfer with it, even though the
+// kernel takes a byte now and then.
+TEST(ProxyHostileCaller, ACallerThatStopsReadingIsDroppedAtTheSendTimeout) {
+  RawUpstream upstream("HTTP/1.1 200 OK\r\nContent-Length: 33554432\r\n\r\n" + std::string(32 << 20, 'x'));
+  ASSERT_GT(upstream.port(), 0);
+  Proxy proxy({"--upstream", upstream.url(), "--send-timeout", "1"});
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  const int small = 4096;
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(proxy.port()));
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_TRUE(send_all(fd, "GET /big HTTP/1.1\r\nHost: p\r\n\r\n"));
+  // Read a little now and then: never enough to take a piece of the answer in a second.
+  json s;
+  for (int i = 0; i < 80; ++i) {
+    char buf[256];
+    (void)recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    std::this_thread::sleep_for(100ms);
+    s = proxy.stats();
+    if (i > 10 && s.is_object() && s["held"] == 0 && s["transfers"] == 0) break;
+  }
+  EXPECT_EQ(s["held"], 0) << s.dump();
+  EXPECT_EQ(s["transfers"], 0) << s.dump();
+  close(fd);
+  proxy.stop_cleanly();
+}
+
 // Content-Length beside chunked (RFC 9112 6.3): the encoding wins, and the
 // caller gets the whole body, not one cut at the stated length.
 TEST(ProxyHostileUpstream, ContentLengthBesideChunkedIsNotTheLength) {

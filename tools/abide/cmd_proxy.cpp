@@ -38,6 +38,7 @@ struct ProxyFlags {
   double connect_timeout_s = 10;
   double max_time_s = 0;
   double read_timeout_s = 60;
+  double send_timeout_s = 60;
   std::size_t jobs = 32;
   std::size_t queue = 1024;
   std::uint64_t max_body = std::uint64_t{64} << 20;
@@ -98,6 +99,7 @@ int run_proxy(const ProxyFlags& o) {
   opts.grace = seconds_option(o.grace_s);
   opts.verbose = o.verbose;
   opts.public_pages = o.public_pages;
+  opts.send_timeout = seconds_option(o.send_timeout_s);
   if (!proxy::is_loopback(o.bind)) {
     std::cerr << "abide proxy: warning: " << o.bind
               << " is not a loopback address: the proxy forwards its callers' credentials (Authorization, API "
@@ -261,6 +263,10 @@ const Registration proxy_cmd{
                      "An upstream silent this long (under a byte a second) is cut: 504, or 502 ambiguous (0: never)")
           ->capture_default_str()
           ->check(CLI::Range(0.0, 86400.0));
+      app.add_option("--send-timeout", o->send_timeout_s,
+                     "A caller that does not take a piece of its answer within this many seconds is dropped")
+          ->capture_default_str()
+          ->check(CLI::Range(0.001, 86400.0));
       app.add_option("--jobs", o->jobs, "Most concurrent upstream transfers")
           ->capture_default_str()
           ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));

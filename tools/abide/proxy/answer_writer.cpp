@@ -1,24 +1,53 @@
 #include "proxy/answer_writer.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
+#include <optional>
 
 namespace abide::proxy {
 namespace answer_writer {  // private to this file (the CLI is compiled in batches)
 
-// Sends every iovec whole, resuming after partial writes.
+using Steady = std::chrono::steady_clock;
+
+// The socket's send timeout (SO_SNDTIMEO); nullopt: none.
+std::optional<Steady::duration> send_timeout_of(int fd) noexcept {
+  timeval tv{};
+  socklen_t len = sizeof tv;
+  if (::getsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &len) != 0 || (tv.tv_sec == 0 && tv.tv_usec == 0)) {
+    return std::nullopt;
+  }
+  return std::chrono::seconds{tv.tv_sec} + std::chrono::microseconds{tv.tv_usec};
+}
+
+// Sends every iovec whole, resuming after partial writes, within the
+// socket's send timeout in all (counted from the call): a blocked sendmsg
+// that wrote part returns only at that timeout, and a loop that simply
+// resumed would give a caller that stopped reading twice the time, and one
+// that takes a byte now and then forever.
 bool send_iov(int fd, iovec* iov, int count) noexcept {
   msghdr msg{};
+  const Steady::time_point start = Steady::now();
+  std::optional<Steady::time_point> give_up;  // set at the first partial write
   while (count > 0) {
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<std::size_t>(count);
-    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | (give_up ? MSG_DONTWAIT : 0));
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (give_up && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(*give_up - Steady::now()).count();
+        if (left <= 0) return false;
+        pollfd p{fd, POLLOUT, 0};
+        if (::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left, 60'000))) < 0 && errno != EINTR) return false;
+        continue;
+      }
       return false;  // gone, or the send timeout passed (a caller that stopped reading)
     }
     auto left = static_cast<std::size_t>(n);
@@ -30,6 +59,10 @@ bool send_iov(int fd, iovec* iov, int count) noexcept {
     if (count > 0) {
       iov->iov_base = static_cast<char*>(iov->iov_base) + left;
       iov->iov_len -= left;
+      if (!give_up) {
+        const auto limit = send_timeout_of(fd);
+        give_up = limit ? start + *limit : Steady::time_point::max();
+      }
     }
   }
   return true;

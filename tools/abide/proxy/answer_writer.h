@@ -16,7 +16,8 @@
 namespace abide::proxy {
 
 // Sends all of `a` then `b` in as few syscalls as the kernel takes; false
-// when the caller is gone (or a send timed out).
+// when the caller is gone, or did not take it all within the socket's send
+// timeout (SO_SNDTIMEO) from the first partial write.
 [[nodiscard]] bool send_all(int fd, std::string_view a, std::string_view b = {}) noexcept;
 
 class AnswerWriter {

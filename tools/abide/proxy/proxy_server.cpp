@@ -30,9 +30,6 @@ namespace proxy_server {  // private to this file (the CLI is compiled in batche
 // accepts any hint up to a month, so that a long one is answered with its
 // permitted time rather than cut down.
 constexpr Duration kPlannerMaxWait = std::chrono::hours{24 * 31};
-// A caller that stops reading its answer: its sends fail after this, and the
-// transfer stops.
-constexpr int kSendTimeoutSeconds = 60;
 
 std::string_view wait_name(ClientEvent::WaitKind k) {
   switch (k) {
@@ -329,7 +326,9 @@ void ProxyServer::Core::accept_loop() {
     }
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    const timeval send_timeout{proxy_server::kSendTimeoutSeconds, 0};
+    // A caller that stops reading its answer: its sends fail after this, and the transfer stops.
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(opts.send_timeout).count();
+    const timeval send_timeout{static_cast<time_t>(us / 1'000'000), static_cast<suseconds_t>(us % 1'000'000)};
     ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
     std::unique_lock lock(conns_mu);
     if (live_connections >= opts.max_connections) {

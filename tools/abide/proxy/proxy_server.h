@@ -31,6 +31,7 @@ struct ProxyOptions {
   std::size_t max_connections = 4096;
   Duration head_timeout = std::chrono::seconds{30};  // to receive a whole head (and each body read)
   Duration idle_timeout = std::chrono::seconds{60};  // a keep-alive connection without a request
+  Duration send_timeout = std::chrono::seconds{60};  // for a caller to take each piece of its answer, in all
   bool verbose = false;                              // one line per decision on stderr
   // --profile auto: a route whose upstream's host selects no profile reads
   // its answers with the one built-in profile whose distinctive fields they
