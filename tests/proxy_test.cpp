@@ -1091,6 +1091,40 @@ TEST(ProxyQueue, AFullQueueAnswersWithTheKeysKnownPermittedTime) {
   proxy.stop_cleanly();
 }
 
+// Under a low descriptor limit (prlimit: 100), more idle keep-alive callers
+// than it leaves room for: each new caller takes an idle one's place, and a
+// fresh caller is always answered.
+TEST(ProxyConnections, IdleCallersAreReclaimedSoAFreshOneIsAnswered) {
+  REQUIRE_PROGRAM(prlimit, "prlimit");
+  Mock mock({"--limit", "1000", "--window", "1"});
+  ASSERT_GT(mock.port(), 0);
+  Listening proxy({prlimit, "--nofile=100:100", ABIDE_CLI_PATH, "proxy", "--port", "0", "--upstream", mock.url(),
+                   "--jobs", "2"});
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  std::vector<int> idle;
+  for (int i = 0; i < 60; ++i) {
+    const int fd = connect_loopback(proxy.port());
+    if (fd >= 0) idle.push_back(fd);
+  }
+  std::this_thread::sleep_for(300ms);
+  for (int i = 0; i < 3; ++i) {
+    const RawAnswer a =
+        parse_answer(raw_exchange(proxy.port(), "GET /fresh HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n", 10s));
+    EXPECT_EQ(a.status, 200) << i;
+  }
+  // Some of the idle ones were closed for them: they read the end.
+  int closed = 0;
+  for (const int fd : idle) {
+    pollfd p{fd, POLLIN, 0};
+    char b;
+    if (poll(&p, 1, 0) > 0 && recv(fd, &b, 1, MSG_DONTWAIT) == 0) ++closed;
+    close(fd);
+  }
+  EXPECT_GT(closed, 0);
+  const auto r = proxy.stop(SIGTERM);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 // ---- garbage -------------------------------------------------------------------------
 
 // Bad input is answered and never forwarded; the proxy keeps serving.

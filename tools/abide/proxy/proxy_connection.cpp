@@ -117,7 +117,7 @@ void linger_close(int fd) {
 
 class Session {
  public:
-  Session(ProxyServer::Core& core, int fd) : core_(core), fd_(fd) { scratch_.reserve(1024); }
+  Session(ProxyServer::Core& core, Connection& conn) : core_(core), conn_(conn), fd_(conn.fd) { scratch_.reserve(1024); }
   ~Session() { core_.watcher.unwatch(fd_, watch_); }  // before the socket is closed
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -149,6 +149,7 @@ class Session {
   bool forward(const RequestHead& head, const Route& route, Duration budget, std::string body, bool keep_alive);
 
   ProxyServer::Core& core_;
+  Connection& conn_;
   int fd_;
   Input in_;
   std::string scratch_;  // heads written
@@ -164,6 +165,10 @@ bool Session::answer(const MadeAnswer& a, int version_minor, bool head_request, 
 
 void Session::run() {
   for (;;) {
+    // Between requests: idle, and reclaimable (see Connection).
+    int busy = Connection::kBusy;
+    conn_.state.compare_exchange_strong(busy, Connection::kIdle);
+    if (conn_.state.load() == Connection::kReclaimed) return;
     // --- the head ----------------------------------------------------------
     const MonoTime idle_deadline = saturating_add(core_.mono.now(), core_.opts.idle_timeout);
     MonoTime head_deadline = idle_deadline;
@@ -174,6 +179,8 @@ void Session::run() {
       const std::string_view v = in_.view();
       if (!v.empty()) {
         if (!started) {
+          int idle = Connection::kIdle;
+          if (!conn_.state.compare_exchange_strong(idle, Connection::kBusy)) return;  // reclaimed first
           started = true;
           head_deadline = saturating_add(core_.mono.now(), core_.opts.head_timeout);
         }
@@ -475,7 +482,7 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
 void serve_connection(ProxyServer::Core& core, Connection& conn) {
   bool lingers = false;
   {
-    proxy_connection::Session session(core, conn.fd);
+    proxy_connection::Session session(core, conn);
     session.run();
     lingers = session.lingers();
   }  // its hang-up watch ends here, before the socket is closed

@@ -53,10 +53,16 @@ struct InFlight {
 
 // One caller connection and its thread.
 struct Connection {
+  // Between requests a connection is idle, and may be reclaimed for a new
+  // caller when the connections run out (as nginx reuses keep-alive ones).
+  // The switch is one compare-and-swap each way, so that a request that has
+  // begun is never cut by a reclaim, and a reclaimed connection forwards nothing.
+  enum State : int { kIdle, kBusy, kReclaimed };
   std::thread thread;
   std::mutex mu;  // guards fd against the drain's shutdown()
   int fd = -1;
   std::atomic<bool> done{false};
+  std::atomic<int> state{kIdle};
 };
 
 struct ProxyServer::Core {
@@ -135,6 +141,8 @@ struct ProxyServer::Core {
   std::size_t live_connections = 0;  // guarded by conns_mu
   void accept_loop();
   void reap(bool all);
+  // Closes one idle connection for a new caller (conns_mu held); false when none is idle.
+  bool reclaim_idle_locked();
 };
 
 // A --verbose line from its parts (text and integers).

@@ -9,6 +9,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -310,6 +311,17 @@ void ProxyServer::Core::reap(bool all) {
   for (Connection& c : finished) c.thread.join();
 }
 
+bool ProxyServer::Core::reclaim_idle_locked() {
+  for (Connection& c : conns) {
+    int idle = Connection::kIdle;
+    if (c.done.load() || !c.state.compare_exchange_strong(idle, Connection::kReclaimed)) continue;
+    std::lock_guard lock(c.mu);
+    if (c.fd >= 0) ::shutdown(c.fd, SHUT_RDWR);  // its thread sees the end and closes it
+    return true;
+  }
+  return false;
+}
+
 void ProxyServer::Core::accept_loop() {
   while (!stopping.load()) {
     pollfd fds[2] = {{listen_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
@@ -331,7 +343,7 @@ void ProxyServer::Core::accept_loop() {
     const timeval send_timeout{static_cast<time_t>(us / 1'000'000), static_cast<suseconds_t>(us % 1'000'000)};
     ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
     std::unique_lock lock(conns_mu);
-    if (live_connections >= opts.max_connections) {
+    if (live_connections >= opts.max_connections && !reclaim_idle_locked()) {
       lock.unlock();
       const WallTime now = wall.now();
       MadeAnswer a = error_answer(503, "too many connections", std::chrono::seconds{1}, now + std::chrono::seconds{1},
@@ -361,6 +373,24 @@ const Stats& ProxyServer::stats() const noexcept { return core_->stats; }
 
 std::string ProxyServer::address() const { return core_->address; }
 
+void fit_connections_to_descriptors(ProxyOptions& opts) {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  // The soft limit (1,024 under systemd's default) raised to the hard one:
+  // past it accept() fails and a fresh caller is never answered.
+  if (lim.rlim_cur != RLIM_INFINITY && (lim.rlim_max == RLIM_INFINITY || lim.rlim_cur < lim.rlim_max)) {
+    rlimit raised = lim;
+    raised.rlim_cur = lim.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+  }
+  if (lim.rlim_cur == RLIM_INFINITY) return;
+  // Room beside the callers for the upstream sockets (two per transfer:
+  // one in use, one pooled), the store, the listener, pipes and the rest.
+  const auto reserve = static_cast<rlim_t>(2 * opts.jobs + 64);
+  const rlim_t room = lim.rlim_cur > reserve + 16 ? lim.rlim_cur - reserve : 16;
+  opts.max_connections = std::min<std::size_t>(opts.max_connections, static_cast<std::size_t>(room));
+}
+
 Result<std::uint16_t, ErrorMessage> ProxyServer::start() {
   Core& c = *core_;
   const std::string where = (c.opts.bind.find(':') != std::string::npos ? "[" + c.opts.bind + "]" : c.opts.bind) + ":" +
@@ -370,6 +400,7 @@ Result<std::uint16_t, ErrorMessage> ProxyServer::start() {
   };
   if (c.wake_fd < 0) return failed(std::strerror(errno));
   if (!c.watcher.ok()) return failed("cannot watch connections (epoll)");
+  fit_connections_to_descriptors(c.opts);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

@@ -28,6 +28,10 @@ struct ProxyOptions {
   std::size_t queue = 1024;                            // callers held beyond them
   std::uint64_t max_body = std::uint64_t{64} << 20;    // of a caller's request
   Duration grace = std::chrono::seconds{10};           // for transfers in flight at shutdown
+  // Callers connected at once; start() lowers it to what the descriptors
+  // allow (the soft limit raised to the hard one first). Past it an idle
+  // keep-alive connection is closed for the new caller, or when none is
+  // idle the new caller is answered 503.
   std::size_t max_connections = 4096;
   Duration head_timeout = std::chrono::seconds{30};  // to receive a whole head (and each body read)
   Duration idle_timeout = std::chrono::seconds{60};  // a keep-alive connection without a request
@@ -77,6 +81,11 @@ class ProxyServer {
  private:
   std::unique_ptr<Core> core_;
 };
+
+// Raises RLIMIT_NOFILE's soft limit to the hard one, and lowers
+// opts.max_connections to what the descriptors then leave beside the
+// upstream sockets (2 per job) and 64 for the rest.
+void fit_connections_to_descriptors(ProxyOptions& opts);
 
 // Whether `address` (numeric IPv4 or IPv6) is a loopback address.
 [[nodiscard]] bool is_loopback(const std::string& address) noexcept;
