@@ -1125,6 +1125,38 @@ TEST(ProxyConnections, IdleCallersAreReclaimedSoAFreshOneIsAnswered) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+// Bodies in memory are bounded over every caller (--body-memory): a body a
+// trickling caller holds leaves the rest for others, a body that would pass
+// the bound is answered 503 with Retry-After unread, and the memory comes
+// back when a request is done.
+TEST(ProxyConnections, RequestBodiesInMemoryAreBoundedOverEveryCaller) {
+  Mock mock({"--limit", "1000", "--window", "1"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(with(upstream(mock), {"--body-memory", "1000"}));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  const int slow = connect_loopback(proxy.port());
+  ASSERT_GE(slow, 0);
+  ASSERT_TRUE(send_all(slow, "POST /__echo HTTP/1.1\r\nHost: p\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                             "320\r\n" + std::string(800, 'a') + "\r\n"));
+  std::this_thread::sleep_for(300ms);
+  const auto post = [&](std::size_t n) {
+    return parse_answer(raw_exchange(proxy.port(), "POST /__echo HTTP/1.1\r\nHost: p\r\nContent-Length: " +
+                                                       std::to_string(n) + "\r\nConnection: close\r\n\r\n" +
+                                                       std::string(n, 'b')));
+  };
+  EXPECT_EQ(post(150).status, 200);  // fits beside the 800
+  const RawAnswer over = post(500);
+  EXPECT_EQ(over.status, 503);
+  EXPECT_EQ(whole_seconds(over.header("retry-after")), 1);
+  ASSERT_TRUE(send_all(slow, "0\r\n\r\n"));
+  const RawAnswer done = parse_answer(read_answer(slow, 10s));
+  close(slow);
+  EXPECT_EQ(done.status, 200);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(post(900).status, 200);  // the 800 came back
+  proxy.stop_cleanly();
+}
+
 // ---- garbage -------------------------------------------------------------------------
 
 // Bad input is answered and never forwarded; the proxy keeps serving.

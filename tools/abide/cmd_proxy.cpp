@@ -42,6 +42,7 @@ struct ProxyFlags {
   std::size_t jobs = 32;
   std::size_t queue = 1024;
   std::uint64_t max_body = std::uint64_t{64} << 20;
+  std::uint64_t body_memory = std::uint64_t{256} << 20;
   double grace_s = 10;
   bool verbose = false;
   bool public_pages = false;
@@ -96,6 +97,7 @@ int run_proxy(const ProxyFlags& o) {
   opts.jobs = o.jobs;
   opts.queue = o.queue;
   opts.max_body = o.max_body;
+  opts.body_memory = o.body_memory;
   opts.grace = seconds_option(o.grace_s);
   opts.verbose = o.verbose;
   opts.public_pages = o.public_pages;
@@ -276,6 +278,10 @@ const Registration proxy_cmd{
       app.add_option("--max-body", o->max_body, "Largest request body in bytes (413 beyond)")
           ->capture_default_str()
           ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 40));
+      app.add_option("--body-memory", o->body_memory,
+                     "Request bodies held in memory at once, over every caller, in bytes (503 beyond)")
+          ->capture_default_str()
+          ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
       app.add_option("--grace", o->grace_s, "Seconds that transfers in flight get to finish after SIGTERM")
           ->capture_default_str()
           ->check(CLI::Range(0.0, 86400.0));

@@ -79,6 +79,33 @@ class Input {
   std::size_t end_ = 0;
 };
 
+// One request's share of the memory every caller's bodies share
+// (ProxyOptions::body_memory), given back when the request is done.
+class BodyShare {
+ public:
+  BodyShare(std::atomic<std::uint64_t>& used, std::uint64_t limit) noexcept : used_(used), limit_(limit) {}
+  ~BodyShare() { used_.fetch_sub(taken_); }
+  BodyShare(const BodyShare&) = delete;
+  BodyShare& operator=(const BodyShare&) = delete;
+
+  // Grows the share to `bytes` in all; false when the shared memory would pass its limit.
+  bool cover(std::uint64_t bytes) noexcept {
+    if (bytes <= taken_) return true;
+    const std::uint64_t more = bytes - taken_;
+    std::uint64_t now = used_.load();
+    do {
+      if (now > limit_ || more > limit_ - now) return false;
+    } while (!used_.compare_exchange_weak(now, now + more));
+    taken_ = bytes;
+    return true;
+  }
+
+ private:
+  std::atomic<std::uint64_t>& used_;
+  std::uint64_t limit_;
+  std::uint64_t taken_ = 0;
+};
+
 // An Abide-Outcome the made answer may lack (a 503 of the proxy's own).
 void ensure_field(MadeAnswer& a, std::string_view name, std::string_view value) {
   if (!a.head.headers.first(name)) a.head.headers.add(name, value);
@@ -140,9 +167,11 @@ class Session {
   void log_caller(int status, std::string_view reason) {
     if (core_.opts.verbose) core_.log(cat_line("answered ", status, " to a caller: ", reason));
   }
-  // Reads the body the head frames into `body`; an error answer and false
-  // when it cannot.
-  bool read_body(const RequestHead& head, const BodyFraming& framing, std::string& body);
+  // Reads the body the head frames into `body`, within `share`; an error
+  // answer and false when it cannot.
+  bool read_body(const RequestHead& head, const BodyFraming& framing, std::string& body, BodyShare& share);
+  // The bodies in memory are at their limit: come back in a second.
+  bool too_much_body(int version_minor);
   // Own pages (/__abide/...).
   bool own_page(const RequestHead& head, bool keep_alive);
   // Forwards under `route`; false: the connection closes.
@@ -224,7 +253,8 @@ void Session::run() {
 
     // --- the body ----------------------------------------------------------
     std::string body;
-    if (!read_body(head, *framing, body)) return;
+    BodyShare share(core_.body_bytes, core_.opts.body_memory);
+    if (!read_body(head, *framing, body, share)) return;
 
     // --- what it is for ----------------------------------------------------
     // Matched and sent in one form: no dot segment reaches an upstream.
@@ -262,12 +292,26 @@ void Session::run() {
   }
 }
 
-bool Session::read_body(const RequestHead& head, const BodyFraming& framing, std::string& body) {
+bool Session::too_much_body(int version_minor) {
+  linger_ = true;
+  const std::string_view reason = "the request bodies in memory are at --body-memory";
+  core_.stats.request_answered("", 503, nullptr);
+  log_caller(503, reason);
+  const WallTime now = core_.wall.now();
+  static_cast<void>(answer(error_answer(503, reason, std::chrono::seconds{1}, now + std::chrono::seconds{1}, now),
+                           version_minor, false, false));
+  return false;
+}
+
+bool Session::read_body(const RequestHead& head, const BodyFraming& framing, std::string& body, BodyShare& share) {
   if (framing.kind == BodyFraming::Kind::kNone) return true;
   if (framing.kind == BodyFraming::Kind::kLength && framing.length > core_.opts.max_body) {
     return error(413, "the request body is larger than --max-body", head.version_minor);
   }
   if (framing.kind == BodyFraming::Kind::kLength && framing.length == 0) return true;
+  if (framing.kind == BodyFraming::Kind::kLength && !share.cover(framing.length)) {
+    return too_much_body(head.version_minor);
+  }
   // The caller waits for "100 Continue" before it sends the body.
   if (expects_continue(head) && in_.empty() && !send_all(fd_, "HTTP/1.1 100 Continue\r\n\r\n")) return false;
   const auto deadline = [&] { return saturating_add(core_.mono.now(), core_.opts.head_timeout); };
@@ -292,6 +336,7 @@ bool Session::read_body(const RequestHead& head, const BodyFraming& framing, std
       std::size_t used = 0;
       const auto status = decoder.feed(in_.view(), used, body);
       in_.consume(used);
+      if (!share.cover(body.size())) return too_much_body(head.version_minor);
       if (status == ChunkedDecoder::Status::kDone) return true;
       if (status == ChunkedDecoder::Status::kError)
         return error(decoder.error().status, decoder.error().reason, head.version_minor);

@@ -80,6 +80,9 @@ struct ProxyServer::Core {
   std::atomic<bool> stopped{false};
   std::atomic<std::uint64_t> next_id{1};
 
+  // Bytes of request bodies in memory now (within opts.body_memory).
+  std::atomic<std::uint64_t> body_bytes{0};
+
   // Admitted requests (held until answered) and transfers running upstream.
   std::atomic<std::int64_t> admitted{0};
   std::atomic<std::int64_t> transfers{0};

@@ -27,6 +27,9 @@ struct ProxyOptions {
   std::size_t jobs = 32;                               // concurrent upstream transfers
   std::size_t queue = 1024;                            // callers held beyond them
   std::uint64_t max_body = std::uint64_t{64} << 20;    // of a caller's request
+  // Request bodies held in memory at once, over every caller: a body that
+  // would pass it is answered 503 with Retry-After, not read.
+  std::uint64_t body_memory = std::uint64_t{256} << 20;
   Duration grace = std::chrono::seconds{10};           // for transfers in flight at shutdown
   // Callers connected at once; start() lowers it to what the descriptors
   // allow (the soft limit raised to the hard one first). Past it an idle
