@@ -10,7 +10,7 @@
 // the route's origin; no hop-by-hop, Host, Content-Length, Expect or Abide-*
 // field goes upstream, and every other goes in order; a max wait is 0 to 31
 // days, or the fallback, and a rejection is printable. The "NAME: VALUE"
-// lines are also an upstream answer's fields: proxied_locations keeps every
+// lines are also an upstream answer's fields: proxy_locations keeps every
 // field's name and order, changes nothing but Location, Content-Location and
 // Link, and grows a value by at most one proxy origin and prefix per URL.
 #include <algorithm>
@@ -157,7 +157,8 @@ void check_locations(const std::vector<Route>& routes, const abide::HeaderList& 
   std::size_t longest_prefix = 0;
   for (const Route& r : routes) longest_prefix = std::max(longest_prefix, r.prefix.size());
   for (const Route& served : routes) {
-    const abide::HeaderList out = abide::proxy::proxied_locations(answer, routes, served, kOrigin);
+    abide::HeaderList out = answer;
+    abide::proxy::proxy_locations(out, routes, served, kOrigin);
     check(out.size() == answer.size());
     for (std::size_t i = 0; i < out.size(); ++i) {
       const auto& before = answer.lines()[i];

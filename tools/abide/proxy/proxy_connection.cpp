@@ -435,7 +435,7 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
     head_kind = fh.kind;
     if (!head_request) limited = limited_answer(fh, dialect);
     AnswerHead h = answer_head(fh, core.wall.now(), head_request, dialect);
-    h.headers = proxied_locations(h.headers, core.opts.routes, route, origin);
+    proxy_locations(h.headers, core.opts.routes, route, origin);
     writes_ok = w.head(h);
     return writes_ok;
   };
@@ -504,7 +504,7 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
   } else {
     const auto replay = core.limited_of(f.request.pacer_key);
     MadeAnswer a = outcome_answer(out, core.wall.now(), dialect, replay.get());
-    a.head.headers = proxied_locations(a.head.headers, core.opts.routes, route, origin);
+    proxy_locations(a.head.headers, core.opts.routes, route, origin);
     status = a.head.status;
     keep = answer(a, head.version_minor, head_request, keep_alive) && keep;
   }

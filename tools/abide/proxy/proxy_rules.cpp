@@ -445,8 +445,8 @@ std::optional<std::string> proxied_url(std::string_view url, const std::vector<R
   return out + std::string(fragment);
 }
 
-HeaderList proxied_locations(const HeaderList& fields, const std::vector<Route>& routes, const Route& served,
-                             std::string_view proxy_origin) {
+void proxy_locations(HeaderList& fields, const std::vector<Route>& routes, const Route& served,
+                     std::string_view proxy_origin) {
   const auto one = [&](std::string_view url) {
     auto p = proxied_url(ascii::trim_ows(url), routes, served, proxy_origin);
     return p ? *p : std::string(url);
@@ -481,6 +481,14 @@ HeaderList proxied_locations(const HeaderList& fields, const std::vector<Route>&
     }
     return out;
   };
+  const auto is_url_field = [](std::string_view name) {
+    return iequals(name, "Location") || iequals(name, "Content-Location") || iequals(name, "Link");
+  };
+  // Most answers carry none of them: nothing to build.
+  if (std::none_of(fields.lines().begin(), fields.lines().end(),
+                   [&](const Header& h) { return is_url_field(h.name); })) {
+    return;
+  }
   std::vector<Header> lines;
   lines.reserve(fields.size());
   for (const Header& h : fields.lines()) {
@@ -492,7 +500,7 @@ HeaderList proxied_locations(const HeaderList& fields, const std::vector<Route>&
       lines.push_back(h);
     }
   }
-  return HeaderList(std::move(lines));
+  fields = HeaderList(std::move(lines));
 }
 
 std::string proxy_origin_of(const HeaderList& caller, std::string_view listening) {

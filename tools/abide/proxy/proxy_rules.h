@@ -84,10 +84,11 @@ struct Route {
 [[nodiscard]] std::optional<std::string> proxied_url(std::string_view url, const std::vector<Route>& routes,
                                                      const Route& served, std::string_view proxy_origin);
 
-// An upstream answer's fields with each URL of Location, Content-Location
-// and Link (every <URI-reference> of it) rewritten by proxied_url.
-[[nodiscard]] HeaderList proxied_locations(const HeaderList& fields, const std::vector<Route>& routes,
-                                           const Route& served, std::string_view proxy_origin);
+// Rewrites each URL of an answer's Location, Content-Location and Link
+// fields (every <URI-reference> of Link) by proxied_url, in place; an
+// answer without such fields is left untouched (no copy).
+void proxy_locations(HeaderList& fields, const std::vector<Route>& routes, const Route& served,
+                     std::string_view proxy_origin);
 
 // Where the caller reached the proxy: "http://" and its Host field when that
 // is a plain host[:port], else `listening` ("127.0.0.1:8080").
