@@ -221,7 +221,7 @@ const Registration proxy_cmd{
     "A local reverse proxy that obeys Retry-After, RateLimit and vendor quotas for any client",
     [](CLI::App& app) -> Run {
       auto o = std::make_shared<ProxyFlags>();
-      app.add_option("--upstream", o->upstream, "The upstream URL (http or https) every path goes to");
+      app.add_option("--upstream", o->upstream, "URL[,profile=NAME]: the upstream (http or https) every path goes to; NAME reads its answers");
       app.add_option("--route", o->routes, "/PREFIX=URL[,profile=NAME]: paths under PREFIX go to URL, PREFIX stripped; NAME reads its answers (repeatable)")
           ->allow_extra_args(false);
       app.add_option("--bind", o->bind, "Address to listen on (not loopback: a warning, credentials pass through)")
