@@ -158,7 +158,7 @@ void check_locations(const std::vector<Route>& routes, const abide::HeaderList& 
   for (const Route& r : routes) longest_prefix = std::max(longest_prefix, r.prefix.size());
   for (const Route& served : routes) {
     abide::HeaderList out = answer;
-    abide::proxy::proxy_locations(out, routes, served, kOrigin);
+    abide::proxy::proxy_locations(out, routes, served, {{"Host", "127.0.0.1:8080"}}, "127.0.0.1:9");
     check(out.size() == answer.size());
     for (std::size_t i = 0; i < out.size(); ++i) {
       const auto& before = answer.lines()[i];

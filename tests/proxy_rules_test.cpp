@@ -241,7 +241,7 @@ TEST(ProxiedUrl, LocationContentLocationAndEveryLinkAreRewritten) {
                "rel=\"last\"; title=\"a <quoted> \\\" one\", <https://cdn.example/x>; rel=\"alt\""},
       {"X-Other", "https://api.github.com/keep"}};
   HeaderList out = fields;
-  proxy_locations(out, routes, routes[0], "http://localhost:9");
+  proxy_locations(out, routes, routes[0], {{"Host", "localhost:9"}}, "127.0.0.1:1");
   EXPECT_EQ(field(out, "Location"), "http://localhost:9/gh/repos/a/b");
   EXPECT_EQ(field(out, "Content-Location"), "/gh/user");
   EXPECT_EQ(field(out, "Link"),
@@ -250,7 +250,7 @@ TEST(ProxiedUrl, LocationContentLocationAndEveryLinkAreRewritten) {
   EXPECT_EQ(field(out, "X-Other"), "https://api.github.com/keep");
   // Unterminated: as it was.
   HeaderList unterminated = {{"Link", "<https://api.github.com/x"}};
-  proxy_locations(unterminated, routes, routes[0], "http://p");
+  proxy_locations(unterminated, routes, routes[0], {{"Host", "p"}}, "127.0.0.1:1");
   EXPECT_EQ(field(unterminated, "Link"), "<https://api.github.com/x");
 }
 

@@ -352,10 +352,11 @@ bool Session::own_page(const RequestHead& head, bool keep_alive) {
   std::string_view path = head.target;
   if (const auto q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
   const bool get = head.method == "GET" || head.method == "HEAD";
+  const bool page = path == "/__abide/stats" || path == "/__abide/metrics";
   MadeAnswer a;
-  if ((path == "/__abide/stats" || path == "/__abide/metrics") && !core_.opts.public_pages && !peer_is_loopback(fd_)) {
+  if (page && !core_.opts.public_pages && !peer_is_loopback(fd_)) {
     a = error_answer(403, "the proxy's pages are served to callers on its own machine (--public-pages: to anyone)");
-  } else if (path == "/__abide/stats" || path == "/__abide/metrics") {
+  } else if (page) {
     if (!get) {
       a = error_answer(405, "only GET and HEAD are served here");
       a.head.headers.add("Allow", "GET, HEAD");
@@ -382,6 +383,11 @@ bool Session::own_page(const RequestHead& head, bool keep_alive) {
 bool Session::forward(const RequestHead& head, const Route& route, Duration budget, std::string body, bool keep_alive) {
   ProxyServer::Core& core = core_;
   const bool head_request = head.method == "HEAD";
+  // The profile the route's answers are read with, and the dialect its
+  // callers are answered in (a lambda cannot capture a structured binding in
+  // every compiler we build with).
+  std::pair<std::string, Dialect> speaks = core.profile_for(route);
+  const Dialect& dialect = speaks.second;
   const auto not_now = [&](std::string_view reason) {
     // Beyond jobs + queue, or stopping: come back when the key permits it
     // (a cooldown it is known to be in), else in a second.
@@ -389,7 +395,7 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
     const WallTime again = core.not_before(quota_key(route.origin, head.headers, core.opts.key_secret), now);
     MadeAnswer a = error_answer(503, reason, again - now, again, now);
     ensure_field(a, "Abide-Outcome", "deferred");
-    speak_dialect(a, route.dialect, again, now);
+    speak_dialect(a, dialect, again, now);
     core.stats.request_answered("", 503, nullptr);
     log_caller(503, reason);
     return a;
@@ -413,15 +419,10 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
   f.id = core.next_id.fetch_add(1);
   f.request = upstream_request(head, route, std::move(body), core.opts.key_secret);
   f.route = &route;
-  // A lambda cannot capture a structured binding in every compiler we build with.
-  std::pair<std::string, Dialect> speaks = core.profile_for(route);
   f.request.profile = std::move(speaks.first);
-  const Dialect& dialect = speaks.second;
   f.request.send_by = saturating_add(core.mono.now(), std::max(budget, kMinBudget));
   core.enter(f);
 
-  // URLs that point at an upstream come back pointing at the proxy.
-  const std::string origin = proxy_origin_of(head.headers, core.address);
   AnswerWriter w(fd_, head.version_minor, head_request, keep_alive, scratch_);
   bool writes_ok = true;
   OutcomeKind head_kind = OutcomeKind::kDone;
@@ -435,7 +436,7 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
     head_kind = fh.kind;
     if (!head_request) limited = limited_answer(fh, dialect);
     AnswerHead h = answer_head(fh, core.wall.now(), head_request, dialect);
-    proxy_locations(h.headers, core.opts.routes, route, origin);
+    proxy_locations(h.headers, core.opts.routes, route, head.headers, core.address);
     writes_ok = w.head(h);
     return writes_ok;
   };
@@ -504,7 +505,7 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
   } else {
     const auto replay = core.limited_of(f.request.pacer_key);
     MadeAnswer a = outcome_answer(out, core.wall.now(), dialect, replay.get());
-    proxy_locations(a.head.headers, core.opts.routes, route, origin);
+    proxy_locations(a.head.headers, core.opts.routes, route, head.headers, core.address);
     status = a.head.status;
     keep = answer(a, head.version_minor, head_request, keep_alive) && keep;
   }

@@ -119,9 +119,11 @@ struct ProxyServer::Core {
   // Per route (by its place in opts.routes): the profile its upstream's
   // answers named by their fields (ProfileRegistry::by_fields), for the
   // notice and --profile auto; "" until seen, and for routes with a profile.
+  // `said[i]` is set once named[i] is: the hot path reads it without the lock.
   std::mutex named_mu;
   std::vector<std::string> named;
   std::vector<Dialect> named_dialect;
+  std::unique_ptr<std::atomic<bool>[]> said;
   void notice_fields(const Route& route, const engine::Response& response);  // from the hook
   // The profile and dialect a route's requests use now.
   std::pair<std::string, Dialect> profile_for(const Route& route);

@@ -446,7 +446,16 @@ std::optional<std::string> proxied_url(std::string_view url, const std::vector<R
 }
 
 void proxy_locations(HeaderList& fields, const std::vector<Route>& routes, const Route& served,
-                     std::string_view proxy_origin) {
+                     const HeaderList& caller, std::string_view listening) {
+  const auto is_url_field = [](std::string_view name) {
+    return iequals(name, "Location") || iequals(name, "Content-Location") || iequals(name, "Link");
+  };
+  // Most answers carry none of them: nothing to build.
+  if (std::none_of(fields.lines().begin(), fields.lines().end(),
+                   [&](const Header& h) { return is_url_field(h.name); })) {
+    return;
+  }
+  const std::string proxy_origin = proxy_origin_of(caller, listening);
   const auto one = [&](std::string_view url) {
     auto p = proxied_url(ascii::trim_ows(url), routes, served, proxy_origin);
     return p ? *p : std::string(url);
@@ -481,14 +490,6 @@ void proxy_locations(HeaderList& fields, const std::vector<Route>& routes, const
     }
     return out;
   };
-  const auto is_url_field = [](std::string_view name) {
-    return iequals(name, "Location") || iequals(name, "Content-Location") || iequals(name, "Link");
-  };
-  // Most answers carry none of them: nothing to build.
-  if (std::none_of(fields.lines().begin(), fields.lines().end(),
-                   [&](const Header& h) { return is_url_field(h.name); })) {
-    return;
-  }
   std::vector<Header> lines;
   lines.reserve(fields.size());
   for (const Header& h : fields.lines()) {

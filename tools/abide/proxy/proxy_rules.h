@@ -85,10 +85,11 @@ struct Route {
                                                      const Route& served, std::string_view proxy_origin);
 
 // Rewrites each URL of an answer's Location, Content-Location and Link
-// fields (every <URI-reference> of Link) by proxied_url, in place; an
-// answer without such fields is left untouched (no copy).
+// fields (every <URI-reference> of Link) by proxied_url, in place, with the
+// proxy's origin as proxy_origin_of(caller, listening) gives it; an answer
+// without such fields is left untouched (nothing copied or computed).
 void proxy_locations(HeaderList& fields, const std::vector<Route>& routes, const Route& served,
-                     std::string_view proxy_origin);
+                     const HeaderList& caller, std::string_view listening);
 
 // Where the caller reached the proxy: "http://" and its Host field when that
 // is a plain host[:port], else `listening` ("127.0.0.1:8080").

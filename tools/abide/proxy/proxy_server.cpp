@@ -74,13 +74,14 @@ ProxyServer::Core::Core(ProxyOptions o)
   client = std::make_unique<Client>(std::move(config));
   named.resize(opts.routes.size());
   named_dialect.resize(opts.routes.size());
+  said = std::make_unique<std::atomic<bool>[]>(opts.routes.size());
 }
 
 std::pair<std::string, Dialect> ProxyServer::Core::profile_for(const Route& route) {
   if (!route.profile.empty() || !opts.adopt_profiles) return {route.profile, route.dialect};
   const auto i = static_cast<std::size_t>(&route - opts.routes.data());
+  if (!said[i].load(std::memory_order_acquire)) return {std::string(), route.dialect};
   std::lock_guard lock(named_mu);
-  if (named[i].empty()) return {std::string(), route.dialect};
   return {named[i], named_dialect[i]};
 }
 
@@ -90,10 +91,7 @@ void ProxyServer::Core::notice_fields(const Route& route, const engine::Response
   const ProfileRegistry& registry =
       opts.client.registry != nullptr ? *opts.client.registry : ProfileRegistry::builtin();
   const auto i = static_cast<std::size_t>(&route - opts.routes.data());
-  {
-    std::lock_guard lock(named_mu);
-    if (!named[i].empty()) return;  // said once
-  }
+  if (said[i].load(std::memory_order_acquire)) return;  // said once
   std::string field;
   const Profile* p = registry.by_fields(response.headers, &field);
   if (p == nullptr) return;
@@ -102,6 +100,7 @@ void ProxyServer::Core::notice_fields(const Route& route, const engine::Response
     if (!named[i].empty()) return;
     named[i] = p->name;
     named_dialect[i] = dialect_of(p);
+    said[i].store(true, std::memory_order_release);
   }
   const std::string where = route.prefix.empty() ? std::string("--upstream URL") : "--route " + route.prefix + "=URL";
   if (opts.adopt_profiles) {
