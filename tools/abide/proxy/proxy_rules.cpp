@@ -321,8 +321,10 @@ Result<Route, ErrorMessage> parse_upstream(std::string_view spec) {
     const bool name_ok = !profile.empty() && std::all_of(profile.begin(), profile.end(), [](char c) {
       return ascii::is_lower(c) || ascii::is_digit(c) || c == '-' || c == '_';
     });
+    if (profile.empty()) return fail("\",profile=\" names no profile");
     if (!name_ok) {
-      return fail("\"" + printable(spec, kShownUrl) + "\": the profile name is not lower-case letters, digits, '-' and '_'");
+      return fail("profile name \"" + printable(profile, kShownValue) +
+                  "\" is not lower-case letters, digits, '-' and '_'");
     }
   }
   const auto quoted = [&] { return "upstream URL \"" + printable(url, kShownUrl) + "\""; };
