@@ -1,78 +1,17 @@
 // The pacer's per-key state machine (pacing/kernel.h): every store runs it.
 //
-// The Redis store still runs its own copy as a Lua script (src/redis/pacer.lua);
-// keep the two in step until it mirrors this kernel. Times are whole
-// microseconds on the caller's monotonic clock (pacing/units.h); "none" is
-// the zero instant.
+// The Redis store runs its mirror as a Lua script (src/redis/pacer.lua,
+// without the learner); keep the two in step (tests/store_differential_test.cpp
+// runs both). Times are whole microseconds on the caller's monotonic clock
+// (pacing/units.h); "none" is the zero instant.
 //
-// The learned policy (issue 17). A key whose server announces no quota still
-// learns from every limited answer: the window is full, and, with a
-// Retry-After, where it ends. The store turns that into "about n per len" and
-// enforces it as a counted window of its own, so later windows are spent
-// without a limited answer. In the order they matter:
-// - It only ever restrains: one more bound on a slot, after the cooldown, the
-//   queue and every announced policy, never shortening any. A key with an
-//   announced policy (any PolicyUpdate kept) does not learn, and drops what
-//   it learned: the server's word wins.
-// - Nothing is known before the first limited answer, and nothing restrains
-//   then: every request in flight when it comes back is limited too. (A rule
-//   that held back an unknown key would slow every server that never limits.)
-//   A first limited answer with nothing accepted before it teaches nothing:
-//   others spent that window, and "one per window" would throttle a client
-//   that joins a busy quota. The next one counts from it.
-// - Evidence with a Retry-After: n is the answers accepted since the current
-//   window began, and the cooldown's end starts the next window. An answer
-//   counts in the window its request was sent in as far as the round trip of
-//   the last probe tells (`rtt`); a limited answer received before the window
-//   began was in flight when the last one came back and says nothing new; a
-//   window where nothing was accepted was placed early, which is no evidence
-//   that fewer fit (n stays). The first window's requests went out together
-//   and come back in any order: an accepted answer received after the first
-//   limited one, before its boundary, adds one to n (not when the boundary
-//   is a step away or nearer: a request in flight may have crossed it).
-//   A limited answer from a window that has rolled on since (a later slot
-//   was granted; its count is gone) lowers n by one: each send over the
-//   limit earns one. A boundary within a second after one of the measured
-//   windows' grid (before a length is measured: after the guessed window's
-//   end) is taken at the grid's (it was stated up to a second late); a
-//   limited probe with nothing accepted moves the grid instead.
-// - The length: from two boundaries (`anchor` is the last, `since` the
-//   windows rolled after it), len = span / windows, so each refines it. Until
-//   then a window lasts `guess`: the first cooldown, at least a second (the
-//   rest of a window is a poor guess of one), confirmed as len when a probe at
-//   its end is accepted.
-// - A cooldown that voids reservations before a learned window begins
-//   zeroes its count: the slots were never sent, and asked again they would
-//   count twice.
-// - Enforcing: n sends per window, burst, or smooth up to the window's end
-//   less a second (at most half of it): boundaries are stated in whole seconds
-//   and may be up to one late. The first send of each window is a probe, as
-//   after any window: a window placed early costs that one limited answer,
-//   never a burst of them.
-// - Bare 429s (no Retry-After): the window is full and its end unknown. n
-//   drops to what it held and the key is held; one probe at a time looks for
-//   the end, each limited probe lengthening the hold by half (from kFirstHold,
-//   or len/8 once a length is known, up to kMaxHold): finer than doubling,
-//   which overshoots by up to the time searched. As with a Retry-After, the
-//   first window's answers come back in any order: one accepted in the first
-//   search, before its first probe is answered, went out with that window
-//   (nothing else was granted since) and adds one to n. The probe that is accepted
-//   begins the next window (the first search's length, like the first
-//   cooldown, is the rest of a window, so at least a second is guessed).
-//   Two found ends give the length, each known to its search's last hold
-//   (fit_length). Found ends are late, never early, so each quiet
-//   window spent in full shortens len by 1/kBareShrink until a window-start probe is
-//   limited and a short search places it again: the AIMD of bare 429s, a cut
-//   on a limited answer and a slow raise while answers succeed.
-// - Following the server: a limited answer inside a learned window sets n to
-//   what it held at once (a lowered limit); every kRaiseAfter windows spent
-//   in full without one (idle windows say nothing), n
-//   grows by n/16, at least 1 (a raised limit is found again, slowly, for one
-//   limited probe each time it goes past).
-// - Bounded: a fixed handful of numbers per key; counts in [1, kMaxLearned],
-//   lengths and holds in [kMinLearnedWindow, kMaxLearnedWindow].
-// A server that never limits pays one counter increment per record and one
-// test per acquire (`mode` is kNothing).
+// The learned policy: the learner (learner.cpp, whose head gives its rules)
+// turns limited answers into "about n per window"; the kernel enforces it as
+// a counted window of its own (the learned bound in acquire, commit_learned),
+// one more bound that only restrains, and keeps the learner's evidence (the
+// answers accepted in the window, the last probe's round trip). A server that
+// never limits pays one counter increment per record and one test per
+// acquire (`mode` is kNothing).
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -80,6 +19,7 @@
 #include <vector>
 
 #include "pacing/kernel.h"
+#include "pacing/learner.h"
 
 namespace abide::pacing {
 namespace {
@@ -87,17 +27,9 @@ namespace {
 constexpr Instant kNone{};
 constexpr double kGolden = 0.6180339887498949;  // low-discrepancy step for the spread
 
-// The learned policy's bounds (pacer.lua takes the same, through pacer_script.h).
-using B = LearnedPolicyBounds;
-constexpr std::int64_t kMaxLearned = B::kMaxCount;
-constexpr Micros kMinLearnedWindow = std::chrono::duration_cast<Micros>(B::kMinWindow);
-constexpr Micros kMaxLearnedWindow = std::chrono::duration_cast<Micros>(B::kMaxWindow);
-constexpr Micros kFirstHold = std::chrono::duration_cast<Micros>(B::kFirstHold);
-constexpr Micros kMaxHold = std::chrono::duration_cast<Micros>(B::kMaxHold);
-constexpr std::int64_t kRaiseAfter = B::kRaiseAfter;
-constexpr std::int64_t kBareShrink = B::kBareShrink;
-constexpr std::int64_t kHoldGrowth = B::kHoldGrowth;
-constexpr Micros kStatedStep = std::chrono::duration_cast<Micros>(B::kStatedStep);
+constexpr Micros kMaxHold = kMaxLearnedHold;
+constexpr std::int64_t kRaiseAfter = LearnedPolicyBounds::kRaiseAfter;
+constexpr std::int64_t kBareShrink = LearnedPolicyBounds::kBareShrink;
 
 Instant later(Instant a, Instant b) { return a < b ? b : a; }
 
@@ -161,58 +93,8 @@ Micros spread_step(KeyState& s, const Rules& rules) {
   return from_us(sp / 4.0 + u * sp * 0.75);
 }
 
-Micros clamp_learned(Micros d) { return std::clamp(d, kMinLearnedWindow, kMaxLearnedWindow); }
-
 // The learned policy binds a key only while the server announces none.
 bool learning(const KeyState& s) { return s.learned.mode != Learned::kNothing && s.policies.empty(); }
-
-// The windows a boundary `span` after the anchor closes, at the measured
-// length; one until a length is measured: the first guess may be far too
-// short (the first limit came late in its window), so it counts only once a
-// probe at its end was accepted.
-std::int64_t windows_in(const Learned& l, Micros span) {
-  if (l.len <= Micros::zero()) return 1;
-  return std::max<std::int64_t>(1,
-                                std::llround(static_cast<double>(span.count()) / static_cast<double>(l.len.count())));
-}
-
-// A boundary `span` after the anchor: the window's length, averaged over the
-// windows in between (so each one refines it).
-void learn_length(Learned& l, Micros span) {
-  if (span <= Micros::zero()) return;
-  l.len = clamp_learned(span / windows_in(l, span));
-}
-
-// Bare 429s: a span between two ends found by searches, each late by up to
-// its search's last hold and round trip (`found` the anchor's, `late` this
-// one's). The windows' length lies in the span's range of error divided by
-// the windows between. A length in that range stays, and one above it is cut
-// to its top, no further: a span with a coarse end would replace a fair
-// length with a poor one (after a first search late by most of a second,
-// windows too short, each one a burst of limited answers). One below it
-// takes the span's: a window-start probe was limited, the windows were short.
-void fit_length(Learned& l, Micros span, Micros late) {
-  const std::int64_t windows = windows_in(l, span);
-  const Micros lo = (span - std::min(late, span)) / windows;
-  const Micros hi = add(span, l.found) / windows;
-  const Micros len = l.length();
-  l.len = clamp_learned(len > hi ? hi : len >= lo ? len : span / windows);
-}
-
-// A window of the learned policy begins at `at` (a boundary the server stated
-// or a probe found), `used` sends already in it.
-void begin_window(Learned& l, Instant at, std::int64_t used) {
-  l.anchor = at;
-  l.start = at;
-  l.next = at;
-  l.since = 0;
-  l.used = used;
-  l.accepted = used;
-  l.quiet = 0;
-  l.hold = Micros::zero();
-  l.open = true;
-  l.windows = std::min(l.windows + 1, kMaxLearned);
-}
 
 // The learned policy's part of a send at `slot`: a slot past the window's end
 // rolls it on (the windows follow each other at the learned length), and the
@@ -380,155 +262,26 @@ void release(KeyState& s, Instant now, double seed, const Rules& rules) {
   s.spread_n = 0;
 }
 
-// What one answer teaches the learned policy (the head of this file).
-void learn(KeyState& s, const Answer& r, Instant received, bool probe_answered) {
+// The learner's part of an answer: an announced policy drops what was
+// learned (the server's word wins); a probe's answer opens the learned window
+// and measures the round trip; an answer that teaches something goes to the
+// learner, any other accepted one is counted.
+void learn_from(KeyState& s, const Answer& r, Instant received, bool probe_answered) {
   Learned& l = s.learned;
   if (!s.policies.empty()) {
-    if (l.mode != Learned::kNothing) l = Learned{};  // the server announces: its word wins
+    if (l.mode != Learned::kNothing) l = Learned{};
     return;
   }
-  if (probe_answered) {
+  if (probe_answered && l.mode != Learned::kNothing) {
     l.open = true;
     if (received >= s.probe_start && s.probe_start != kNone) l.rtt = std::min(received - s.probe_start, kMaxHold);
   }
-  const Instant now = r.now;
-  if (!r.limited) {
-    if (l.first && l.mode == Learned::kBare && l.hold > Micros::zero() && received < l.hold_end) {
-      // The first search: nothing was granted since the first limited answer
-      // but its probe, so this request went out before, with the first
-      // window's others, and was accepted in it.
-      l.n = std::min(l.n + 1, kMaxLearned);
-      return;
-    }
-    if (l.first && l.mode == Learned::kRetryAfter && received < l.start) {
-      // The first window: the workers' requests went out together, and the
-      // answers come back in any order. One accepted after the first limited
-      // answer was in that window too, which held one more.
-      l.n = std::min(l.n + 1, kMaxLearned);
-      return;
-    }
-    // An answer counts in the window its request was sent in, as far as the
-    // round trip tells: one received within it after the start was sent before.
-    if (received >= add(l.start, l.rtt)) l.accepted = std::min(l.accepted + 1, kMaxLearned);
-    if (l.mode == Learned::kBare && l.hold > Micros::zero() && received >= l.hold_end) {
-      // The probe after the hold was accepted: a window began by the time its
-      // answer came back. The search's length is the guess until two are known.
-      const Micros late = add(l.hold, l.rtt);
-      if (l.anchor != kNone && received > l.anchor) {
-        fit_length(l, received - l.anchor, late);
-      } else if (l.len == Micros::zero()) {
-        l.guess = clamp_learned(std::max(received - l.search_began, kStatedStep));
-      }
-      l.first = false;
-      begin_window(l, received, 1);
-      l.found = late;
-    } else if (l.len == Micros::zero() && l.since > 0 && received >= l.start) {
-      // A window's first send at the guessed length was accepted: the guess holds.
-      l.len = l.guess;
-    }
-    return;
+  const Lesson a{r.now, received, r.limited, r.cooldown.value_or(Micros::zero())};
+  if (teaches(l, a)) {
+    learn(l, a);
+  } else if (!r.limited) {
+    count_accepted(l, received);
   }
-  // A first limited answer with nothing accepted before it tells no count:
-  // the window was spent by others (another process, an earlier run), not
-  // that one fits. Learning "one per window" from it would throttle a client
-  // that joins a busy quota; the next limited answer counts from here.
-  if (l.mode == Learned::kNothing && l.accepted == 0) return;
-  // (A cooldown an exhausted quota set comes with its policy, so the key is not learning.)
-  const bool stated = r.cooldown && *r.cooldown > Micros::zero();
-  if (stated) {
-    // Received before the current window began: it was in flight when the
-    // answer that began it came back, and says nothing new.
-    bool rolled = false;
-    if (l.mode == Learned::kRetryAfter && received < l.start) {
-      if (received < l.anchor) return;
-      rolled = true;
-      // Limited in a window that has rolled on since (a later slot was
-      // granted): that window held one fewer than n, and its count is gone.
-      // Each send over the limit earns one such answer, so n follows a
-      // lowered limit (or a raise that went past it) one by one.
-      l.n = std::max<std::int64_t>(l.n - 1, 1);
-      l.quiet = 0;
-    }
-    const Instant boundary = add(now, *r.cooldown);
-    Instant at = boundary;
-    const std::int64_t held = std::clamp<std::int64_t>(l.accepted, 1, kMaxLearned);
-    if (l.mode != Learned::kRetryAfter) {
-      l = Learned{};
-      l.mode = Learned::kRetryAfter;
-      // A short cooldown (the first answer came late in its window) is a poor
-      // guess of a window; windows are rarely shorter than the step they are told in.
-      l.guess = clamp_learned(std::max(*r.cooldown, kStatedStep));
-      l.n = held;
-      // Only with a boundary more than a step away: no request in flight
-      // then can have crossed into the next window.
-      l.first = *r.cooldown > kStatedStep;
-    } else if (boundary > l.anchor) {
-      l.first = false;
-      // Nothing accepted in the window yet, or a boundary well before its
-      // expected end: the window was placed wrong (the server's had not
-      // ended, or ended early), not that fewer sends fit: n stays.
-      const bool misplaced = l.accepted == 0 ||
-                             add(boundary, kStatedStep) < add(l.start, l.length());
-      const Micros unit = l.length();
-      if (l.accepted > 0 || rolled) {
-        // The boundary was stated in whole seconds, up to one late. A
-        // boundary of the measured windows' grid within that second before
-        // it is the same one, pinned closer: a window placed at the stated
-        // one would straddle two of the server's, and earn a limited answer
-        // in each. (A probe at the grid's boundary that is limited, nothing
-        // accepted in its window, moves the grid instead.) Before a length
-        // is measured, the guessed one's next boundary counts the same way:
-        // learned from the late one, the length would be long by up to a
-        // second, and no later answer shortens it.
-        const double k = std::round(static_cast<double>((boundary - l.anchor).count()) /
-                                    static_cast<double>(unit.count()));
-        if (k >= 1.0 && k < 1e9 && (l.len > Micros::zero() || k == 1.0)) {
-          const Instant grid = add(l.anchor, unit * static_cast<std::int64_t>(k));
-          if (grid <= boundary && boundary - grid < kStatedStep) at = grid;
-        }
-      }
-      learn_length(l, at - l.anchor);
-      if (!misplaced) l.n = held;
-    }
-    begin_window(l, at, 0);
-    return;
-  }
-  // A bare 429: the window is full and its end unknown.
-  if (l.hold > Micros::zero()) {
-    // A probe after the hold was limited too: look again later.
-    if (received >= l.hold_end) {
-      l.first = false;  // answers that come back later may be the next window's
-      l.hold = std::min(l.hold + l.hold / kHoldGrowth, kMaxHold);
-      l.hold_end = add(now, l.hold);
-    }
-    return;
-  }
-  if (l.mode != Learned::kNothing && received < l.start) return;  // in flight before the window began
-  // A window that held less than half its n was placed late: the server's
-  // began before it, and the rest of that one went in the window before
-  // (a found end is late, never early). Its place is searched for again and
-  // n stays; dropping n to the few it held would throttle the key for many
-  // windows, with nothing to raise it but the slow probe upward.
-  const bool misplaced = l.mode != Learned::kNothing && 2 * l.accepted < l.n;
-  if (!misplaced) l.n = std::clamp<std::int64_t>(l.accepted, 1, kMaxLearned);
-  if (l.mode != Learned::kBare) {
-    const std::int64_t n = l.n;
-    // The first window's answers come back in any order: those accepted
-    // after this one, until the first probe is answered, add to n.
-    const bool first = l.mode == Learned::kNothing;
-    l = Learned{};
-    l.mode = Learned::kBare;
-    l.n = n;
-    l.first = first;
-  }
-  // A search near a known length starts fine; the first one starts at kFirstHold.
-  const Micros known = l.len > Micros::zero() ? l.len : l.guess;
-  l.hold = known > Micros::zero() ? std::clamp(known / 8, kMinLearnedWindow, kMaxHold) : kFirstHold;
-  l.hold_end = add(now, l.hold);
-  l.search_began = now;
-  l.accepted = 0;
-  l.used = 0;
-  l.quiet = 0;
 }
 
 }  // namespace
@@ -673,7 +426,7 @@ RecordOutcome record(KeyState& s, const StoreRecord& record, const PacingRules& 
   }
   if (out.released && !out.blocked) release(s, now, seed, rules);
 
-  learn(s, r, received, out.released);
+  learn_from(s, r, received, out.released);
   return out;
 }
 

@@ -5,12 +5,13 @@
 // on it inside its own atomic step: MemoryStore under a per-key mutex, the
 // file store inside one SQLite transaction (the state is encoded with
 // state_codec.h between steps), and the Redis store runs the same machine as
-// a Lua script. The state's times are whole microseconds on the caller's
-// monotonic clock (pacing/units.h says why and how they are rounded); the
-// zero instant means "none". The functions take the caller's nanoseconds and
-// round them the one way units.h gives. The rules are in abide/pacer.h and
-// abide/quota_store.h; how the learned policy works is at the head of
-// kernel.cpp.
+// a Lua script. What answers teach a key whose server announces no quota is
+// the learner's (learner.h), in C++ only: record() calls it in the same step,
+// and RedisStore publishes its result. The state's times are whole
+// microseconds on the caller's monotonic clock (pacing/units.h says why and
+// how they are rounded); the zero instant means "none". The functions take
+// the caller's nanoseconds and round them the one way units.h gives. The
+// rules are in abide/pacer.h and abide/quota_store.h.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,8 @@
 
 namespace abide::pacing {
 
-// A policy learned from limited answers (see the head of kernel.cpp).
+// A policy learned from limited answers (the rules are at the head of
+// learner.cpp; the kernel enforces it and keeps the evidence counters).
 struct Learned {
   enum Mode : std::uint8_t { kNothing, kRetryAfter, kBare };
   Mode mode = kNothing;
@@ -96,7 +98,7 @@ struct KeyState {
 // Decides, and reserves when granted (StoreGrant's kinds).
 StoreGrant acquire(KeyState& s, MonoTime now, Duration max_wait, const PacingRules& rules);
 
-// Applies what one response said.
+// Applies what one response said, and what it teaches the learner.
 RecordOutcome record(KeyState& s, const StoreRecord& r, const PacingRules& rules);
 
 // Forgets the outstanding probe: the next acquire probes.

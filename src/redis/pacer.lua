@@ -14,36 +14,17 @@
 -- too, and the result is embedded in the library. No at sign may appear
 -- anywhere else in this file, comments included.
 --
--- The learned policy (a key whose server announces no quota) is the one of
--- pacing/kernel.cpp, whose head gives the design in full. In short:
---   - It only ever restrains: one more bound on a slot; an announced policy
---     replaces it (a key with any policy does not learn, and drops `L`).
---   - Nothing restrains before the first limited answer (`lc` counts the
---     accepted ones until then): an unknown key costs nothing.
---   - A limited answer with a Retry-After: n = the answers accepted since the
---     window began (counted from a round trip after its start), and the
---     cooldown's end is a boundary; two boundaries give the length (averaged
---     over the windows between). Until then a window lasts the first
---     cooldown, at least a second, confirmed when a probe at its end is
---     accepted. A window where nothing was accepted was placed early: n stays.
---     A limited answer from a window that has rolled on lowers n by one; a
---     boundary within a second after the measured grid's (or the guessed
---     window's end) is taken at the grid.
---     A cooldown voiding reservations before a window begins zeroes its count.
---   - Bare 429s: the key is held and one probe at a time looks for the end,
---     each limited probe lengthening the hold by half; the accepted probe
---     begins a window. Answers accepted in the first search before its
---     first probe is answered went out with the first window: n grows by
---     each. Two found ends give the length, each known to its search's last
---     hold and round trip (fit_length). Each window spent in full and quiet
---     shortens the length by 1/LEARNED_BARE_SHRINK (found ends are late,
---     never early).
---   - Enforced as a counted window, burst or smooth, its first send a probe;
---     with Retry-After nothing is sent in a window's last second (its
---     boundary may be stated up to a second late).
---   - A limited answer inside a window lowers n at once; every
---     LEARNED_RAISE_AFTER windows spent in full and quiet raise it by n/16.
---   - Bounded: `L` is a fixed array of numbers; counts and lengths clamped.
+-- The learned policy (a key whose server announces no quota): this script
+-- keeps the kernel's part of it alone, as pacing/kernel.cpp does. It
+-- enforces what is learned (`L`) as a counted window, burst or smooth, its
+-- first send a probe (with a Retry-After nothing is sent in a window's last
+-- second: its boundary may be stated up to a second late); every
+-- LEARNED_RAISE_AFTER windows spent in full and quiet raise n by n/16, and
+-- with bare 429s each shortens the length by 1/LEARNED_BARE_SHRINK. It keeps
+-- the learner's evidence (accepted answers, the probe's round trip). What an
+-- answer teaches is decided in C++ only (pacing/learner.cpp): a record whose
+-- answer teaches (teaches()) returns the lesson, and the caller's learner
+-- publishes the new policy with OP_PUBLISH, a compare-and-set.
 -- Units: every time and duration is a whole number of microseconds, the
 -- kernel's own unit, rounded by the caller as src/pacing/units.h says; the
 -- arithmetic is the kernel's, step for step, so both answer alike to the
@@ -59,6 +40,7 @@ local OP_RECORD = @OP_RECORD@
 local OP_CHECK = @OP_CHECK@
 local OP_ABANDON = @OP_ABANDON@
 local OP_LEARNED = @OP_LEARNED@
+local OP_PUBLISH = @OP_PUBLISH@
 
 local ACQUIRE_ARGS = @ACQUIRE_ARGS@
 local RECORD_FIXED_ARGS = @RECORD_FIXED_ARGS@
@@ -66,6 +48,8 @@ local POLICY_ARGS = @POLICY_ARGS@
 local CHECK_ARGS = @CHECK_ARGS@
 local ABANDON_ARGS = @ABANDON_ARGS@
 local LEARNED_ARGS = @LEARNED_ARGS@
+local PUBLISH_ARGS = @PUBLISH_ARGS@
+local LEARNED_FIELDS = @LEARNED_FIELDS@
 
 local GRANT_GRANTED = @GRANT_GRANTED@
 local GRANT_PROBE = @GRANT_PROBE@
@@ -85,11 +69,9 @@ local MICROS_PER_SECOND = @MICROS_PER_SECOND@
 local LEARNED_MAX = @LEARNED_MAX@
 local LEARNED_MIN_WINDOW = @LEARNED_MIN_WINDOW@
 local LEARNED_MAX_WINDOW = @LEARNED_MAX_WINDOW@
-local LEARNED_FIRST_HOLD = @LEARNED_FIRST_HOLD@
 local LEARNED_MAX_HOLD = @LEARNED_MAX_HOLD@
 local LEARNED_RAISE_AFTER = @LEARNED_RAISE_AFTER@
 local LEARNED_BARE_SHRINK = @LEARNED_BARE_SHRINK@
-local LEARNED_HOLD_GROWTH = @LEARNED_HOLD_GROWTH@
 local STATED_STEP = @STATED_STEP@
 
 -- ---- this script's own numbers ---------------------------------------------------
@@ -167,7 +149,6 @@ local L_OPEN = 16      -- 0 from a window's first send (its probe) until a probe
 local L_RTT = 17       -- the last probe's round trip: answers sooner after a window began are the last one's
 local L_FIRST = 18     -- 1: n is the first window's count, still open to answers that come back late
 local L_FOUND = 19     -- bare: how late the anchor may be (its search's last hold and round trip)
-local L_FIELDS = 19
 local MODE_RA = 1
 local MODE_BARE = 2
 
@@ -193,8 +174,8 @@ local function load(key)
         -- A state saved before L_FIRST or L_FOUND existed reads them as 0.
         if type(st.L) == 'table' and #st.L == L_FOUND - 2 then st.L[L_FIRST] = 0 end
         if type(st.L) == 'table' and #st.L == L_FOUND - 1 then st.L[L_FOUND] = 0 end
-        local ok_l = type(st.L) == 'table' and #st.L == L_FIELDS
-        for i = 1, L_FIELDS do ok_l = ok_l and type(st.L[i]) == 'number' end
+        local ok_l = type(st.L) == 'table' and #st.L == LEARNED_FIELDS
+        for i = 1, LEARNED_FIELDS do ok_l = ok_l and type(st.L[i]) == 'number' end
         if not ok_l then st.L = nil end
       end
       return st, true
@@ -243,59 +224,6 @@ local function learned_length(L)
   return math.max(len, LEARNED_MIN_WINDOW)
 end
 
-local function new_learned(mode)
-  return {mode, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0}
-end
-
--- The windows a boundary `span` after the anchor closes, at the measured
--- length; one until a length is measured (the first guess counts only once a
--- probe at its end was accepted).
-local function windows_in(L, span)
-  if L[L_LEN] <= 0 then return 1 end
-  return math.max(1, math.floor(span / L[L_LEN] + 0.5))
-end
-
--- A boundary `span` after the anchor: the window's length, averaged over the
--- windows in between (each one refines it).
-local function learn_length(L, span)
-  if span <= 0 then return end
-  L[L_LEN] = clamp_len(math.floor(span / windows_in(L, span)))
-end
-
--- Bare 429s: a span between two ends found by searches, each late by up to
--- its search's last hold and round trip (L_FOUND the anchor's, `late` this
--- one's). The length lies in the span's range of error over the windows
--- between: one in it stays, one above it is cut to its top and no further (a
--- coarse end would replace a fair length with a poor one), one below it
--- takes the span's (the windows were short) (pacing/kernel.cpp).
-local function fit_length(L, span, late)
-  local windows = windows_in(L, span)
-  local lo = math.floor((span - math.min(late, span)) / windows)
-  local hi = math.floor((span + L[L_FOUND]) / windows)
-  local len = learned_length(L)
-  if len > hi then
-    len = hi
-  elseif len < lo then
-    len = math.floor(span / windows)
-  end
-  L[L_LEN] = clamp_len(len)
-end
-
--- A window begins at `at` (a boundary stated, or found by a probe), `used`
--- sends already in it.
-local function begin_window(L, at, used)
-  L[L_ANCHOR] = at
-  L[L_START] = at
-  L[L_NEXT] = at
-  L[L_SINCE] = 0
-  L[L_USED] = used
-  L[L_ACCEPTED] = used
-  L[L_QUIET] = 0
-  L[L_HOLD] = 0
-  L[L_OPEN] = 1
-  L[L_WINDOWS] = math.min(L[L_WINDOWS] + 1, LEARNED_MAX)
-end
-
 -- A send at `slot`: past the window's end the windows roll on at the learned
 -- length (the send is the new window's probe), and the send counts.
 local function commit_learned(L, slot, smooth, stretch)
@@ -338,147 +266,58 @@ local function commit_learned(L, slot, smooth, stretch)
   L[L_USED] = math.min(L[L_USED] + 1, LEARNED_MAX)
 end
 
--- What one answer teaches (pacing/kernel.cpp, learn()).
-local function learn(st, now, received, limited, cooldown, probe_answered)
+-- Whether an answer is the learner's (pacing/learner.cpp, teaches()): the
+-- limited ones (but a first one with nothing accepted before it), and the
+-- accepted ones that place the first window's count, end a bare 429's search
+-- or confirm a guessed length. Such an answer goes back to the caller, whose
+-- learner publishes what it teaches (OP_PUBLISH).
+local function teaches(st, received, limited)
+  local L = st.L
+  if limited then return L ~= nil or (st.lc or 0) > 0 end
+  if L == nil then return false end
+  local searching = L[L_MODE] == MODE_BARE and L[L_HOLD] > 0
+  if L[L_FIRST] == 1 and searching and received < L[L_HOLD_END] then return true end
+  if L[L_FIRST] == 1 and L[L_MODE] == MODE_RA and received < L[L_START] then return true end
+  if searching and received >= L[L_HOLD_END] then return true end
+  return L[L_LEN] == 0 and L[L_SINCE] > 0 and received >= L[L_START]
+end
+
+-- The kernel's part of an answer for the learner (pacing/kernel.cpp,
+-- learn_from()): an announced quota drops what was learned (the server's word
+-- wins); a probe's answer opens the learned window and measures the round
+-- trip; an accepted answer that teaches nothing is counted in the window its
+-- request was sent in, as far as the round trip tells. True: it teaches.
+local function learn_from(st, received, limited, probe_answered)
   if #st.pol > 0 then
-    -- The server announces a quota: its word wins.
     st.L = nil
     st.lc = nil
-    return
+    return false
   end
   local L = st.L
   if L ~= nil and probe_answered then
     L[L_OPEN] = 1
     if st.ps > 0 and received >= st.ps then L[L_RTT] = math.min(received - st.ps, LEARNED_MAX_HOLD) end
   end
+  if teaches(st, received, limited) then return true end
   if not limited then
     if L == nil then
       st.lc = math.min((st.lc or 0) + 1, LEARNED_MAX)
-      return
+    elseif received >= L[L_START] + L[L_RTT] then
+      L[L_ACCEPTED] = math.min(L[L_ACCEPTED] + 1, LEARNED_MAX)
     end
-    if L[L_FIRST] == 1 and L[L_MODE] == MODE_BARE and L[L_HOLD] > 0 and received < L[L_HOLD_END] then
-      -- The first search: nothing was granted since the first limited answer
-      -- but its probe, so this request went out with the first window's others.
-      L[L_N] = math.min(L[L_N] + 1, LEARNED_MAX)
-      return
-    end
-    if L[L_FIRST] == 1 and L[L_MODE] == MODE_RA and received < L[L_START] then
-      -- The first window's answers come back in any order: one accepted
-      -- after the first limited answer was in that window, which held one more.
-      L[L_N] = math.min(L[L_N] + 1, LEARNED_MAX)
-      return
-    end
-    -- An answer counts in the window its request was sent in, as far as the
-    -- round trip tells: one received within it after the start was sent before.
-    if received >= L[L_START] + L[L_RTT] then L[L_ACCEPTED] = math.min(L[L_ACCEPTED] + 1, LEARNED_MAX) end
-    if L[L_MODE] == MODE_BARE and L[L_HOLD] > 0 and received >= L[L_HOLD_END] then
-      -- The probe after the hold was accepted: a window began by now.
-      local late = L[L_HOLD] + L[L_RTT]
-      if L[L_ANCHOR] > 0 and received > L[L_ANCHOR] then
-        fit_length(L, received - L[L_ANCHOR], late)
-      elseif L[L_LEN] == 0 then
-        L[L_GUESS] = clamp_len(math.max(received - L[L_SEARCH], STATED_STEP))
-      end
-      L[L_FIRST] = 0
-      begin_window(L, received, 1)
-      L[L_FOUND] = late
-    elseif L[L_LEN] == 0 and L[L_SINCE] > 0 and received >= L[L_START] then
-      L[L_LEN] = L[L_GUESS]  -- a window's first send at the guessed length was accepted
-    end
-    return
   end
-  local accepted = L == nil and (st.lc or 0) or L[L_ACCEPTED]
-  -- A first limited answer with nothing accepted before it tells no count
-  -- (others spent the window): nothing is learned; the next one counts.
-  if L == nil and accepted == 0 then return end
-  if cooldown ~= nil and cooldown > 0 then
-    -- Received before the current window began: in flight when the answer
-    -- that began it came back; it says nothing new.
-    local rolled = false
-    if L ~= nil and L[L_MODE] == MODE_RA and received < L[L_START] then
-      if received < L[L_ANCHOR] then return end
-      rolled = true
-      -- Limited in a window that has rolled on since (a later slot was
-      -- granted): it held one fewer than n, and its count is gone. Each send
-      -- over the limit earns one such answer: n follows one by one.
-      L[L_N] = math.max(L[L_N] - 1, 1)
-      L[L_QUIET] = 0
-    end
-    local boundary = now + cooldown
-    local at = boundary
-    local held = math.max(1, math.min(accepted, LEARNED_MAX))
-    if L == nil or L[L_MODE] ~= MODE_RA then
-      L = new_learned(MODE_RA)
-      -- A short cooldown (the first answer came late in its window) is a poor
-      -- guess of a window; windows are rarely shorter than the step they are told in.
-      L[L_GUESS] = clamp_len(math.max(cooldown, STATED_STEP))
-      L[L_N] = held
-      -- Only with a boundary more than a step away: nothing in flight crossed into the next window.
-      L[L_FIRST] = cooldown > STATED_STEP and 1 or 0
-      st.L = L
-      st.lc = nil
-    elseif boundary > L[L_ANCHOR] then
-      L[L_FIRST] = 0
-      -- Nothing accepted in the window, or a boundary well before its
-      -- expected end: the window was placed wrong, n stays.
-      local misplaced = L[L_ACCEPTED] == 0 or boundary + STATED_STEP < L[L_START] + learned_length(L)
-      local unit = learned_length(L)
-      if L[L_ACCEPTED] > 0 or rolled then
-        -- Stated in whole seconds, the boundary is up to one late: a boundary
-        -- of the measured windows' grid within that second before it is the
-        -- same one, pinned closer (a window placed at the stated one would
-        -- straddle two of the server's). A limited probe moves the grid
-        -- instead. Before a length is measured, the guessed one's next
-        -- boundary counts the same way (no later answer shortens a long one).
-        local k = math.floor((boundary - L[L_ANCHOR]) / unit + 0.5)
-        if k >= 1 and k < 1e9 and (L[L_LEN] > 0 or k == 1) then
-          local grid = L[L_ANCHOR] + unit * k
-          if grid <= boundary and boundary - grid < STATED_STEP then at = grid end
-        end
-      end
-      learn_length(L, at - L[L_ANCHOR])
-      if not misplaced then L[L_N] = held end
-    end
-    begin_window(L, at, 0)
-    return
-  end
-  -- A bare 429: the window is full, its end unknown.
-  if L ~= nil and L[L_HOLD] > 0 then
-    if received >= L[L_HOLD_END] then
-      -- A probe after the hold was limited too: look again later. Answers
-      -- that come back after it may be the next window's.
-      L[L_FIRST] = 0
-      L[L_HOLD] = math.min(L[L_HOLD] + math.floor(L[L_HOLD] / LEARNED_HOLD_GROWTH), LEARNED_MAX_HOLD)
-      L[L_HOLD_END] = now + L[L_HOLD]
-    end
-    return
-  end
-  if L ~= nil and received < L[L_START] then return end
-  local n = L ~= nil and L[L_N] or 0
-  -- A window that held less than half its n was placed late (pacing/kernel.cpp): n stays.
-  if L == nil or 2 * L[L_ACCEPTED] >= L[L_N] then n = math.max(1, math.min(accepted, LEARNED_MAX)) end
-  if L == nil or L[L_MODE] ~= MODE_BARE then
-    -- The first window's answers come back in any order: those accepted
-    -- after this one, until the first probe is answered, add to n.
-    local first = L == nil and 1 or 0
-    L = new_learned(MODE_BARE)
-    L[L_FIRST] = first
-    st.L = L
-    st.lc = nil
-  end
-  L[L_N] = n
-  local known = L[L_LEN] > 0 and L[L_LEN] or L[L_GUESS]
-  if known > 0 then
-    -- A search near a known length starts fine; the first one at LEARNED_FIRST_HOLD.
-    L[L_HOLD] = math.max(LEARNED_MIN_WINDOW, math.min(math.floor(known / 8), LEARNED_MAX_HOLD))
-  else
-    L[L_HOLD] = LEARNED_FIRST_HOLD
-  end
-  L[L_HOLD_END] = now + L[L_HOLD]
-  L[L_SEARCH] = now
-  L[L_ACCEPTED] = 0
-  L[L_USED] = 0
-  L[L_QUIET] = 0
+  return false
+end
+
+-- The learned policy as the learner reads it: LEARNED_FIELDS numbers in L's order;
+-- mode 0 while nothing is learned, with the answers accepted so far.
+local function learned_fields(st)
+  if st.L ~= nil then return st.L end
+  local f = {}
+  for i = 1, LEARNED_FIELDS do f[i] = 0 end
+  f[L_ACCEPTED] = st.lc or 0
+  f[L_OPEN] = 1
+  return f
 end
 
 -- ---- acquire ---------------------------------------------------------------------
@@ -800,9 +639,14 @@ local function record(key)
   end
   if released == 1 and blocked == 0 then release(now) end
 
-  learn(st, now, received, limited, cooldown, released == 1)
+  local taught = learn_from(st, received, limited, released == 1)
   save(key, st, now)
-  return {blocked, released}
+  if not taught then return {blocked, released} end
+  -- The lesson: what the learner reads of the answer, and the policy it learns from.
+  local out = {blocked, released, 1, now, received, limited and 1 or 0,
+               (cooldown ~= nil and cooldown > 0) and cooldown or 0}
+  for i, v in ipairs(learned_fields(st)) do out[7 + i] = v end
+  return out
 end
 
 -- ---- check and abandon -------------------------------------------------------------
@@ -838,6 +682,42 @@ local function learned(key)
           L[L_MODE] == MODE_RA and 1 or 0}
 end
 
+-- ---- publish ---------------------------------------------------------------------
+
+-- ARGV: op, now, the learned policy a lesson was learned from (LEARNED_FIELDS
+-- numbers), the one it taught (LEARNED_FIELDS). A compare-and-set: the learner ran
+-- on a copy between two calls, so its policy is kept only when the key's is
+-- still the one it started from. Returns {1} when kept; {0} when the server
+-- announces a quota now (the lesson is void); else {2, the key's learned
+-- policy now}, for the learner to run on again.
+local function publish(key)
+  local now = now_us(ARGV[2])
+  local st = load(key)
+  if #st.pol > 0 then return {0} end
+  local current = learned_fields(st)
+  for i = 1, LEARNED_FIELDS do
+    if current[i] ~= tonumber(ARGV[2 + i]) then
+      local out = {2}
+      for j = 1, LEARNED_FIELDS do out[j + 1] = current[j] end
+      return out
+    end
+  end
+  local L = {}
+  for i = 1, LEARNED_FIELDS do
+    L[i] = tonumber(ARGV[2 + LEARNED_FIELDS + i])
+    if L[i] == nil then return redis.error_reply('ERR abide pacer: a learned field is not a number') end
+  end
+  if L[L_MODE] == MODE_RA or L[L_MODE] == MODE_BARE then
+    st.L = L
+    st.lc = nil
+  else
+    st.L = nil
+    st.lc = L[L_ACCEPTED]
+  end
+  save(key, st, now)
+  return {1}
+end
+
 -- ---- dispatch ----------------------------------------------------------------------
 
 local operations = {
@@ -846,6 +726,7 @@ local operations = {
   [OP_CHECK] = {check, CHECK_ARGS},
   [OP_ABANDON] = {abandon, ABANDON_ARGS},
   [OP_LEARNED] = {learned, LEARNED_ARGS},
+  [OP_PUBLISH] = {publish, PUBLISH_ARGS},
 }
 local operation = operations[tonumber(ARGV[1])]
 if operation == nil then return redis.error_reply('ERR abide pacer: unknown operation') end

@@ -40,6 +40,7 @@ inline constexpr ScriptConstant kScriptConstants[] = {
     {"OP_CHECK", 3},
     {"OP_ABANDON", 4},
     {"OP_LEARNED", 5},
+    {"OP_PUBLISH", 6},
     // How many ARGV each operation takes (the operation included). A record
     // takes RECORD_FIXED_ARGS, then POLICY_ARGS for each policy update.
     {"ACQUIRE_ARGS", 7},
@@ -48,6 +49,10 @@ inline constexpr ScriptConstant kScriptConstants[] = {
     {"CHECK_ARGS", 2},
     {"ABANDON_ARGS", 2},
     {"LEARNED_ARGS", 1},
+    {"PUBLISH_ARGS", 40},  // op, now, then LEARNED_FIELDS twice
+    // The numbers of a learned policy, as a lesson returns it and a publish
+    // takes it (pacer.lua's L_ fields, in order; redis/learned_fields.cpp).
+    {"LEARNED_FIELDS", 19},
     // The first integer an acquire returns: StoreGrant::Kind.
     {"GRANT_GRANTED", 0},
     {"GRANT_PROBE", 1},
@@ -68,11 +73,9 @@ inline constexpr ScriptConstant kScriptConstants[] = {
     {"LEARNED_MAX", 1000000000},
     {"LEARNED_MIN_WINDOW", 1000},
     {"LEARNED_MAX_WINDOW", 86400000000},
-    {"LEARNED_FIRST_HOLD", 250000},
     {"LEARNED_MAX_HOLD", 60000000},
     {"LEARNED_RAISE_AFTER", 8},
     {"LEARNED_BARE_SHRINK", 16},
-    {"LEARNED_HOLD_GROWTH", 2},
     {"STATED_STEP", 1000000},
 };
 // clang-format on
@@ -90,12 +93,16 @@ inline constexpr std::int64_t kOpRecord = script_constant("OP_RECORD");
 inline constexpr std::int64_t kOpCheck = script_constant("OP_CHECK");
 inline constexpr std::int64_t kOpAbandon = script_constant("OP_ABANDON");
 inline constexpr std::int64_t kOpLearned = script_constant("OP_LEARNED");
+inline constexpr std::int64_t kOpPublish = script_constant("OP_PUBLISH");
 inline constexpr std::size_t kAcquireArgs = static_cast<std::size_t>(script_constant("ACQUIRE_ARGS"));
 inline constexpr std::size_t kRecordFixedArgs = static_cast<std::size_t>(script_constant("RECORD_FIXED_ARGS"));
 inline constexpr std::size_t kPolicyArgs = static_cast<std::size_t>(script_constant("POLICY_ARGS"));
 inline constexpr std::size_t kCheckArgs = static_cast<std::size_t>(script_constant("CHECK_ARGS"));
 inline constexpr std::size_t kAbandonArgs = static_cast<std::size_t>(script_constant("ABANDON_ARGS"));
 inline constexpr std::size_t kLearnedArgs = static_cast<std::size_t>(script_constant("LEARNED_ARGS"));
+inline constexpr std::size_t kPublishArgs = static_cast<std::size_t>(script_constant("PUBLISH_ARGS"));
+inline constexpr std::size_t kLearnedFields = static_cast<std::size_t>(script_constant("LEARNED_FIELDS"));
+static_assert(kPublishArgs == 2 + 2 * kLearnedFields);
 inline constexpr std::int64_t kGrantGranted = script_constant("GRANT_GRANTED");
 inline constexpr std::int64_t kGrantProbe = script_constant("GRANT_PROBE");
 inline constexpr std::int64_t kGrantAwaitProbe = script_constant("GRANT_AWAIT_PROBE");
@@ -118,11 +125,9 @@ consteval bool same_micros(std::string_view name, Duration d) {
 static_assert(script_constant("LEARNED_MAX") == LearnedPolicyBounds::kMaxCount);
 static_assert(same_micros("LEARNED_MIN_WINDOW", LearnedPolicyBounds::kMinWindow));
 static_assert(same_micros("LEARNED_MAX_WINDOW", LearnedPolicyBounds::kMaxWindow));
-static_assert(same_micros("LEARNED_FIRST_HOLD", LearnedPolicyBounds::kFirstHold));
 static_assert(same_micros("LEARNED_MAX_HOLD", LearnedPolicyBounds::kMaxHold));
 static_assert(script_constant("LEARNED_RAISE_AFTER") == LearnedPolicyBounds::kRaiseAfter);
 static_assert(script_constant("LEARNED_BARE_SHRINK") == LearnedPolicyBounds::kBareShrink);
-static_assert(script_constant("LEARNED_HOLD_GROWTH") == LearnedPolicyBounds::kHoldGrowth);
 static_assert(same_micros("STATED_STEP", LearnedPolicyBounds::kStatedStep));
 static_assert(kMicrosPerSecond == std::micro::den, "script times are microseconds");
 

@@ -16,6 +16,7 @@
 
 #include "abide/headers.h"
 #include "connection_pool.h"
+#include "learned_fields.h"
 #include "pacer_script.h"
 #include "pacing/units.h"
 
@@ -444,10 +445,37 @@ class RedisStore::Impl::Key final : public QuotaStore::Handle {
     }
     std::vector<long long> out;
     if (store_->run(key_, args, record.now, out) == Outcome::kOk && out.size() >= 2) {
+      if (auto taught = redis_detail::lesson_of(out)) publish(std::move(*taught), record.now);
       return RecordOutcome{out[0] != 0, out[1] != 0};
     }
     if (!store_->fail_closed()) store_->fallbacks.fetch_add(1, std::memory_order_relaxed);
     return local;
+  }
+
+  // The learner's part of a record whose answer teaches (pacing/learner.h):
+  // it runs here, on the policy the script returned, and the result is
+  // published with a compare-and-set. When another process changed the key's
+  // policy in between, the lesson is applied again to the policy it has now,
+  // a few times at most: a lesson lost to a key that busy only leaves a
+  // policy that restrains less (the script kept the answer's cooldown).
+  void publish(redis_detail::ScriptLesson taught, MonoTime now) {
+    constexpr int kAttempts = 4;
+    for (int attempt = 0; attempt < kAttempts; ++attempt) {
+      pacing::Learned after = taught.learned;
+      pacing::learn(after, taught.lesson);
+      const redis_detail::LearnedFields from = redis_detail::fields_of(taught.learned);
+      const redis_detail::LearnedFields to = redis_detail::fields_of(after);
+      if (from == to) return;
+      std::vector<std::string> args;
+      args.reserve(redis_detail::kPublishArgs);
+      args.push_back(num(redis_detail::kOpPublish));
+      args.push_back(store_->time_arg(now));
+      for (const long long v : from) args.push_back(num(static_cast<std::int64_t>(v)));
+      for (const long long v : to) args.push_back(num(static_cast<std::int64_t>(v)));
+      std::vector<long long> out;
+      if (store_->run(key_, args, now, out) != Outcome::kOk || out.empty() || out[0] != 2) return;
+      taught.learned = redis_detail::learned_of(std::span<const long long>(out).subspan(1));
+    }
   }
 
   bool still_valid(std::uint64_t epoch, MonoTime now) override {
