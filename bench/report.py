@@ -69,6 +69,10 @@ ANCHORS = {
     # One Redis EVALSHA over loopback TCP, the fleet store's acquire (real time:
     # it is mostly waiting). 48 us on a quiet minute here (issue 26).
     "redis_rtt": (r"BM_RedisRoundTripTcp/real_time", 48000, "one Redis round trip over loopback TCP"),
+    # SQLite's own floor for one file-store operation: a changed row read and
+    # written back in one BEGIN IMMEDIATE transaction, WAL, synchronous=NORMAL
+    # (real time). 20.6 us beside Redis's 55 us on 2026-12-05 (load ~1.5).
+    "sqlite_rmw": (r"BM_SqliteReadModifyWrite/real_time", 20600, "one SQLite read-modify-write in WAL mode"),
 }
 
 # (bench executable, regex on the benchmark name, absolute target in ns on a quiet
@@ -94,8 +98,14 @@ TARGETS = [
      "issue 6: memory-store acquire, uncontended"),
     # The first engine benchmark in source order (BM_EngineDrivenOneAttempt today).
     ("engine_bench", r"(bm_)?engine.*", 200, "calibration", "issue 14: engine cost per attempt"),
+    # Issue 26 asks for half a Redis round trip. SQLite's floor makes that out
+    # of reach here: an acquire and a record are two transactions, and two of
+    # the anchor below already take 0.75 of a round trip. The second row
+    # judges what the store adds to them: at most a quarter.
     ("store_bench", r"bm_file_?acquire_?record/real_time", 24000, "redis_rtt",
      "issue 26: file store acquire + record, uncontended (half a Redis round trip)"),
+    ("store_bench", r"bm_file_?acquire_?record/real_time", 51500, "sqlite_rmw",
+     "file store acquire + record: two SQLite read-modify-writes, plus a quarter"),
 ]
 EXPECTED_BENCHES = ["dates_bench", "structured_fields_bench", "signals_bench", "planner_bench", "pacer_bench",
                     "engine_bench", "store_bench"]
@@ -250,6 +260,7 @@ def main():
     # rows: benchmark, measured, anchor, anchor ns, ratio, target ratio, verdict, note
     rows = []
     used = {n: set() for n in names}
+    judged = {}
     for bench, rx, target, anchor, what in TARGETS:
         quiet = ANCHORS[anchor][1]
         want = f"<= {target / quiet:.3g}"
@@ -258,7 +269,9 @@ def main():
             why = "not built" if bench in names else f"no benchmark matched (no bench/{bench}.cpp yet)"
             rows.append((f"{bench}: {what}", "-", anchor, "-", "-", want, "MISSING", why))
             continue
-        k = find(res, rx, used[bench])
+        # A benchmark judged twice (against two anchors) is named by the same regex.
+        k = judged.get((bench, rx)) or find(res, rx, used[bench])
+        judged[(bench, rx)] = k
         if k is None:
             rows.append((f"{bench}: {what}", "-", anchor, "-", "-", want, "MISSING", "no benchmark matched"))
             continue
