@@ -175,6 +175,53 @@ TEST(SqliteStore, StoresOnOneFileNeverShareASlot) {
   for (std::size_t i = 1; i < all.size(); ++i) ASSERT_EQ(all[i] - all[i - 1], std::chrono::microseconds{1050}) << i;
 }
 
+// The threads of one store share transactions (operations queued while one
+// runs go in the next): each still runs on the row as the one before it left
+// it, so no two share a slot, on either of two keys taken in turn.
+TEST(SqliteStore, ThreadsOfOneStoreNeverShareASlot) {
+  auto s = must_open(options_at(fresh_path("threads")));
+  ASSERT_NE(s, nullptr);
+  PacingRules rules;
+  for (const char* key : {"hot", "warm"}) {
+    StoreRecord r;
+    r.now = kT0;
+    PolicyUpdate u;
+    u.id = "p";
+    u.limit = 1000;
+    u.window = seconds{1};
+    r.policies.push_back(u);
+    (void)s->open(key)->record(r, rules);
+  }
+  constexpr int kThreads = 8;
+  constexpr int kEach = 60;
+  std::vector<std::vector<Duration>> waits(2 * kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto hot = s->open("hot");
+      auto warm = s->open("warm");
+      for (int i = 0; i < kEach; ++i) {
+        const bool on_hot = (i + t) % 2 == 0;
+        const auto g = (on_hot ? hot : warm)->acquire({kT0, kMaxDuration}, rules);
+        waits[static_cast<std::size_t>(2 * t + (on_hot ? 0 : 1))].push_back(g.wait);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int key = 0; key < 2; ++key) {
+    std::vector<Duration> all;
+    for (int t = 0; t < kThreads; ++t) {
+      const auto& w = waits[static_cast<std::size_t>(2 * t + key)];
+      all.insert(all.end(), w.begin(), w.end());
+    }
+    std::sort(all.begin(), all.end());
+    ASSERT_EQ(all.size(), std::size_t{kThreads * kEach / 2});
+    for (std::size_t i = 1; i < all.size(); ++i) {
+      ASSERT_EQ(all[i] - all[i - 1], std::chrono::microseconds{1050}) << key << " " << i;
+    }
+  }
+}
+
 // Processes started together all open one new file: none may see another's
 // creation half-way (a table, no application id yet) and refuse the file.
 TEST(SqliteStore, ManyOpenOneNewFileAtOnce) {

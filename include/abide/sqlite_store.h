@@ -2,9 +2,10 @@
 // of a machine shares (target abide::sqlite).
 //
 // One SQLite database in WAL mode, one row per key holding the pacing
-// kernel's state; each acquire and record is one BEGIN IMMEDIATE transaction,
-// so the processes of a machine take turns on it safely, and consecutive runs
-// and a restarted process remember what a server said. A process crash loses
+// kernel's state; each acquire and record runs in a BEGIN IMMEDIATE
+// transaction (threads of one process that ask while one runs share the
+// next), so the processes of a machine take turns on it safely, and
+// consecutive runs and a restarted process remember what a server said. A process crash loses
 // nothing committed (synchronous=NORMAL: a power loss may lose the last
 // transactions). Rows whose every bound lies in the past are pruned.
 //

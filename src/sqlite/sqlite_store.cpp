@@ -1,13 +1,16 @@
 // SqliteStore: the pacing kernel's state per key, one row each in a SQLite
-// file. Each operation is one transaction: read the row, run one kernel
-// function on it, write it back (BEGIN IMMEDIATE takes the write lock first,
-// so two processes never interleave a read-modify-write).
+// file. A write is one transaction: read the row, run one kernel function on
+// it, write it back (BEGIN IMMEDIATE takes the write lock first, so two
+// processes never interleave a read-modify-write). Operations of this
+// process that arrive while one runs share the next transaction
+// (group_commit.h), each still run on the row as the one before left it.
 #include "abide/sqlite_store.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -17,6 +20,7 @@
 
 #include "abide/headers.h"
 #include "database.h"
+#include "group_commit.h"
 #include "pacing/kernel.h"
 #include "pacing/state_codec.h"
 
@@ -138,6 +142,18 @@ struct Row {
   std::optional<std::int64_t> told_by;
 };
 
+// One write operation waiting for its transaction: the kernel function to
+// run on its key's row (a reference to the caller's lambda, which outlives
+// the wait), and whether it ran in a transaction that committed.
+struct WriteOp : sqlite_detail::Queued {
+  std::string_view key;
+  MonoTime now{};
+  bool told = false;  // a response is recorded
+  void* change = nullptr;
+  void (*run)(void*, Row&) = nullptr;
+  bool committed = false;
+};
+
 }  // namespace
 
 std::string_view to_string(SqliteEvent e) noexcept {
@@ -165,7 +181,8 @@ struct SqliteStore::Impl {
   std::int64_t self = 0;  // this store's id in told_by
   MemoryStore fallback;
 
-  std::mutex mu;  // one connection, one operation at a time
+  std::mutex mu;  // one connection, one transaction at a time
+  sqlite_detail::GroupCommit<WriteOp> writers;
   Database db;
   Statement begin_write, begin_read, commit, rollback, select, insert, update, update_told, remove, prune_rows, all_rows;
   std::uint64_t writes = 0;
@@ -236,27 +253,55 @@ struct SqliteStore::Impl {
     (void)u.step();
   }
 
-  // One transaction on one key's row: `change` runs the kernel on the state;
-  // when `write`, the state is written back (`told`: a response was recorded).
+  // One operation on one key's row: `change` runs the kernel on the state.
+  // A write (`told`: a response is recorded) goes in the next transaction
+  // with the others queued (run_writes); a read is one read transaction.
   // nullopt when the file cannot be used (the caller goes to the fallback).
   template <class F>
   auto on_row(std::string_view key, MonoTime now, bool write, bool told, F&& change)
       -> std::optional<decltype(change(std::declval<Row&>()))> {
+    using R = decltype(change(std::declval<Row&>()));
+    if (!write) return read_row(key, now, change);
+    std::optional<R> result;
+    auto apply = [&](Row& row) { result = change(row); };
+    WriteOp op;
+    op.key = key;
+    op.now = now;
+    op.told = told;
+    op.change = &apply;
+    op.run = [](void* f, Row& row) { (*static_cast<decltype(apply)*>(f))(row); };
+    writers.submit(op, [this](std::vector<WriteOp*>& batch) { run_writes(batch); });
+    if (!op.committed) return std::nullopt;
+    return result;
+  }
+
+  // Reads `key`'s row in a read transaction and runs `change` on it (what it
+  // changes is not kept).
+  template <class F>
+  auto read_row(std::string_view key, MonoTime now, F& change) -> std::optional<decltype(change(std::declval<Row&>()))> {
     std::lock_guard lock(mu);
     if (down && now < retry_at) return std::nullopt;
-    const WallTime wall_now = wall.now();
-    std::string why;
-    const auto failed = [&](const std::string& what) {
-      mark_down(now, what);
-      return std::nullopt;
-    };
     {
-      auto b = (write ? begin_write : begin_read).use();
-      if (b.step() != SQLITE_DONE) return failed(db.error());
+      auto b = begin_read.use();
+      if (b.step() != SQLITE_DONE) {
+        mark_down(now, db.error());
+        return std::nullopt;
+      }
     }
     Row row;
-    bool stored = false;  // the key has a row
-    std::string error;    // set when the row cannot be read
+    bool stored = false;
+    if (!select_row(key, now, wall.now(), row, stored)) return std::nullopt;
+    auto result = change(row);
+    auto c = commit.use();
+    (void)c.step();
+    mark_up();
+    return result;
+  }
+
+  // Reads `key`'s row into `row` inside the open transaction; on an error the
+  // transaction is rolled back and the file marked down.
+  bool select_row(std::string_view key, MonoTime now, WallTime wall_now, Row& row, bool& stored) {
+    std::string error;
     {
       auto u = select.use();
       u.bind(1, key);
@@ -274,22 +319,60 @@ struct SqliteStore::Impl {
         error = db.error();
       }
     }
-    if (!error.empty()) {
-      finish_failed();
-      return failed(error);
+    if (error.empty()) return true;
+    finish_failed();
+    mark_down(now, error);
+    return false;
+  }
+
+  // One transaction for a batch of writes, in their order: each key's row is
+  // read once, every operation on it runs on the row as the one before left
+  // it, and each row is written once. When any step fails, none is kept and
+  // every operation goes to the fallback.
+  void run_writes(std::vector<WriteOp*>& batch) {
+    std::lock_guard lock(mu);
+    MonoTime latest = batch.front()->now;
+    for (const WriteOp* op : batch) latest = std::max(latest, op->now);
+    if (down && latest < retry_at) return;
+    const WallTime wall_now = wall.now();
+    {
+      auto b = begin_write.use();
+      if (b.step() != SQLITE_DONE) {
+        mark_down(latest, db.error());
+        return;
+      }
     }
-    auto result = change(row);
-    if (write) {
-      const MonoTime expires = pacing::mono_of(pacing::expiry(row.state));
-      const WallTime expires_wall = saturating_add(wall_now, expires > now ? expires - now : Duration::zero());
-      auto u = (!stored ? insert : told ? update_told : update).use();
-      u.bind(1, key).blob(2, pacing::encode(row.state)).bind(3, boot).bind(4, ns(now)).bind(5, ns(wall_now));
+    struct Touched {
+      std::string_view key;
+      Row row;
+      bool stored = false;
+      bool told = false;
+      MonoTime now{};
+    };
+    std::vector<Touched> touched;  // a batch holds few keys: found by a scan
+    for (WriteOp* op : batch) {
+      auto t = std::find_if(touched.begin(), touched.end(), [&](const Touched& k) { return k.key == op->key; });
+      if (t == touched.end()) {
+        touched.push_back(Touched{op->key, Row{}, false, false, op->now});
+        t = std::prev(touched.end());
+        if (!select_row(op->key, op->now, wall_now, t->row, t->stored)) return;
+      }
+      op->run(op->change, t->row);
+      t->told = t->told || op->told;
+      t->now = std::max(t->now, op->now);
+    }
+    for (const Touched& t : touched) {
+      const MonoTime expires = pacing::mono_of(pacing::expiry(t.row.state));
+      const WallTime expires_wall = saturating_add(wall_now, expires > t.now ? expires - t.now : Duration::zero());
+      auto u = (!t.stored ? insert : t.told ? update_told : update).use();
+      u.bind(1, t.key).blob(2, pacing::encode(t.row.state)).bind(3, boot).bind(4, ns(t.now)).bind(5, ns(wall_now));
       u.bind(6, ns(expires)).bind(7, ns(expires_wall));
-      if (told) u.bind(8, ns(wall_now)).bind(9, self);
+      if (t.told) u.bind(8, ns(wall_now)).bind(9, self);
       if (u.step() != SQLITE_DONE) {
         const std::string e = db.error();
         finish_failed();
-        return failed(e);
+        mark_down(latest, e);
+        return;
       }
     }
     {
@@ -297,12 +380,15 @@ struct SqliteStore::Impl {
       if (c.step() != SQLITE_DONE) {
         const std::string e = db.error();
         finish_failed();
-        return failed(e);
+        mark_down(latest, e);
+        return;
       }
     }
-    if (write && ++writes % kPruneEvery == 0) (void)prune_locked(now, wall_now);
+    for (WriteOp* op : batch) op->committed = true;
+    const std::uint64_t before = writes;
+    writes += touched.size();
+    if (before / kPruneEvery != writes / kPruneEvery) (void)prune_locked(latest, wall_now);
     mark_up();
-    return result;
   }
 
   Result<std::size_t, std::string> prune_locked(MonoTime now, WallTime wall_now) {
