@@ -284,7 +284,7 @@ Signals observe(int status, const HeaderList& headers, WallTime received_wall, M
     w += ": ";
     for (std::size_t i = 0; i < s.uninterpreted.size() && i < 8; ++i) {
       if (i > 0) w += ", ";
-      w += s.uninterpreted[i].name;
+      w += printable(s.uninterpreted[i].name, kShownValue);  // a name is the server's bytes too
     }
     if (s.uninterpreted.size() > 8) w += ", ...";
     s.warnings.push_back(std::move(w));

@@ -257,6 +257,18 @@ TEST_F(Hostile, TenThousandVendorLinesWithoutAProfileAreOneWarning) {
   plan_for(s);
 }
 
+// A header name is the server's bytes too: a warning that names it escapes it
+// as values are escaped, so no terminal sequence reaches a log.
+TEST_F(Hostile, AQuotaHeaderNameWithControlBytesIsEscapedInItsWarning) {
+  HeaderList h;
+  h.add("X-RateLimit-\x1b]0;owned\x07Left", "0");
+  const Signals s = see(429, h);
+  ASSERT_EQ(s.uninterpreted.size(), 1u);
+  ASSERT_EQ(s.warnings.size(), 1u);
+  for (const char c : s.warnings[0]) EXPECT_GE(static_cast<unsigned char>(c), 0x20) << s.warnings[0];
+  EXPECT_THAT(s.warnings[0], HasSubstr("X-RateLimit-"));
+}
+
 // --- 1,000 policies in one field -----------------------------------------------------
 
 std::string policies(std::size_t n, std::string_view params) {
