@@ -415,6 +415,12 @@ bool Machine::has_key() const {
   return false;
 }
 
+Machine::~Machine() {
+  // Only an unfinished machine can still hold its probe: an answer recorded,
+  // or any end (finish, cancel), gave it up already.
+  if (state_ != State::kFinished) abandon_probe();
+}
+
 void Machine::abandon_probe() {
   if (probe_) engine_.pacer_->abandon_probe(*key_);
   probe_ = false;

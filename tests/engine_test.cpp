@@ -930,6 +930,30 @@ TEST(EngineDriven, AWaiterForTheProbeIsNotifiedWhenItsAnswerIsRecorded) {
   EXPECT_EQ(clock.sleeps, 0);
 }
 
+// An event loop may drop a request whose transfer is under way (its caller
+// went away) without telling the machine: the probe it held is handed back,
+// so the request after it goes at once instead of after the probe timeout.
+TEST(EngineDriven, AMachineDestroyedHoldingTheProbeHandsItBack) {
+  InstantClock clock;
+  Config c = quick_config();
+  c.mono = &clock.monotonic();
+  c.wall = &clock.wall();
+  Engine engine(c);
+  const Request req = get();
+  engine.pacer().block_until(engine.pacer().key(pacer_key("https://api.example.com")), clock.wall_now() + 5s);
+  clock.advance_to(clock.mono_now() + 5s);
+  {
+    Machine probe(engine, req);
+    const Step s = probe.next();
+    ASSERT_EQ(s.kind, Step::Kind::kSend);
+    ASSERT_TRUE(s.probe);
+  }  // destroyed during its transfer, nothing reported
+  Machine next(engine, req);
+  const Step s = next.next();
+  ASSERT_EQ(s.kind, Step::Kind::kSend) << s.reason;
+  EXPECT_TRUE(s.probe);  // the probe again, at once
+}
+
 TEST(EngineDriven, AWaitForTheProbeEndsAtTheDeadlineAsTheBlockingFormsDoes) {
   InstantClock clock;
   Config c = quick_config();
