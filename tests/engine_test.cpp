@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <type_traits>
+
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -928,6 +930,15 @@ TEST(EngineDriven, AWaiterForTheProbeIsNotifiedWhenItsAnswerIsRecorded) {
   ASSERT_EQ(go.kind, Step::Kind::kSend);
   EXPECT_FALSE(go.probe);
   EXPECT_EQ(clock.sleeps, 0);
+}
+
+// A Machine keeps a reference to its Request: it takes no temporary (an
+// event loop's `Machine m(engine, make_request())` does not compile instead
+// of dangling).
+TEST(EngineDriven, AMachineTakesNoTemporaryRequest) {
+  static_assert(std::is_constructible_v<Machine, Engine&, const Request&>);
+  static_assert(!std::is_constructible_v<Machine, Engine&, Request&&>);
+  SUCCEED();
 }
 
 // An event loop may drop a request whose transfer is under way (its caller

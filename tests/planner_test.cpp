@@ -9,6 +9,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <type_traits>
+
 #include <random>
 #include <set>
 #include <thread>
@@ -543,9 +545,19 @@ TEST(Planner, SuccessWithoutHintsHasNoPermittedTime) {
   EXPECT_EQ(p.basis, Basis::kNone);
 }
 
+// An Outcome keeps a pointer to its Signals: it takes no temporary, so
+// `PlanInput in = observe(...);` does not compile instead of dangling.
+TEST(Planner, AnOutcomeTakesNoTemporarySignals) {
+  static_assert(std::is_constructible_v<Outcome, const Signals&>);
+  static_assert(!std::is_constructible_v<Outcome, Signals&&>);
+  static_assert(!std::is_convertible_v<Signals&&, PlanInput>);
+  SUCCEED();
+}
+
 TEST(Planner, Other4xxAreNotRetryable) {
   for (int status : {400, 401, 403, 404, 409, 410, 422}) {
-    const Plan p = decide(config(), PlanInput(response(status)));
+    const Signals s = response(status);
+    const Plan p = decide(config(), PlanInput(s));
     EXPECT_EQ(p.decision, Decision::kNotRetryable) << status;
     EXPECT_EQ(p.reason, Reason::kStatusNotRetryable);
     EXPECT_FALSE(p.not_before_wall.has_value());
@@ -558,15 +570,18 @@ TEST(Planner, DefaultRetryableStatusesAreRetried) {
     s.limited = false;
     EXPECT_EQ(decide(config(), PlanInput(s)).decision, Decision::kRetry) << status;
   }
-  EXPECT_EQ(decide(config(), PlanInput(response(501))).decision, Decision::kNotRetryable);
+  const Signals not_implemented = response(501);
+  EXPECT_EQ(decide(config(), PlanInput(not_implemented)).decision, Decision::kNotRetryable);
 }
 
 TEST(Planner, RetryableStatusesAreConfigurable) {
   PlannerConfig c = config();
   c.retryable_statuses.add(529);
   c.retryable_statuses.remove(500);
-  EXPECT_EQ(decide(c, PlanInput(response(529))).decision, Decision::kRetry);
-  EXPECT_EQ(decide(c, PlanInput(response(500))).decision, Decision::kNotRetryable);
+  const Signals overloaded = response(529);
+  const Signals internal = response(500);
+  EXPECT_EQ(decide(c, PlanInput(overloaded)).decision, Decision::kRetry);
+  EXPECT_EQ(decide(c, PlanInput(internal)).decision, Decision::kNotRetryable);
 }
 
 TEST(Planner, NotRetryableStatusStillReportsTheServerHint) {

@@ -291,6 +291,10 @@ class Machine {
  public:
   // `hook`: this request's events (empty: Config::on_event).
   Machine(Engine& engine, const Request& request, BodySink sink = {}, std::size_t index = 0, EventHook hook = {});
+  // The machine keeps a reference to its request, which must outlive it: a
+  // temporary would dangle.
+  Machine(Engine& engine, const Request&& request, BodySink sink = {}, std::size_t index = 0,
+          EventHook hook = {}) = delete;
   // A machine destroyed unfinished while it holds the pacer's probe hands the
   // probe back, so the key's other requests go on at once.
   ~Machine();

@@ -170,6 +170,7 @@ struct TransportError {
 // The outcome of one attempt: a response (its Signals) or a transport error.
 struct Outcome {
   Outcome(const Signals& s) noexcept : signals(&s) {}          // NOLINT: implicit by design
+  Outcome(const Signals&& s) = delete;  // a temporary would dangle: keep the Signals in a variable
   Outcome(const TransportError& e) noexcept : transport(e) {}  // NOLINT: implicit by design
   const Signals* signals = nullptr;                            // the response; must outlive decide()
   TransportError transport;                                    // used when signals is nullptr
