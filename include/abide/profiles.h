@@ -144,7 +144,11 @@ struct ProfileError {
   std::string what() const;
 };
 
-// A set of profiles, selectable by name or host.
+// A set of profiles, selectable by name or host. Thread-safety as a standard
+// container's: any number of threads may use the const functions at once (the
+// engine's per-thread host cache reads through them), and a change (load_*,
+// assignment) must not overlap any other use of the same registry. A pointer
+// to a profile stays valid while any registry holding it lives, copies included.
 class ProfileRegistry {
  public:
   // An empty registry.
