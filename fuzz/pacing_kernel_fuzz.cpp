@@ -51,8 +51,10 @@ Duration some_duration(FuzzedDataProvider& in, Duration max) {
   }
 }
 
+namespace units = abide::pacing;
+
 struct Counted {  // the last answer about a policy that stated a count until a reset
-  MonoTime end{};
+  units::Instant end{};  // in the kernel's units (pacing/units.h), rounded as it rounds
   std::int64_t left = 0;
   std::int64_t granted = 0;
 };
@@ -101,7 +103,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const MonoTime slot = now + g.wait;
         if (slot < stated) broken("a grant inside a stated cooldown");
         for (auto& [id, c] : counted) {
-          if (slot < c.end && ++c.granted > c.left) {
+          if (slot < units::mono_of(c.end) && ++c.granted > c.left) {
             if (kTrace) {
               std::fprintf(stderr, "%s: %lld granted, %lld left until %lld; slot %lld\n", id.c_str(),
                            static_cast<long long>(c.granted), static_cast<long long>(c.left),
@@ -168,7 +170,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         // merges them (servers round resets up, so the earliest reset is the
         // window's end); a reset a whole window past the known end starts the
         // next window, and any answer received after a window's end ends it.
-        const MonoTime received = now - std::min(r.age, now.time_since_epoch());
+        // In the kernel's units, rounded as units.h rounds (now cut to its
+        // microsecond, spans up): an answer received in the nanoseconds
+        // before a window's end rounded up is still about that window.
+        const units::Instant now_us = units::instant_of(now);
+        const units::Instant received = now_us - std::min(units::micros_up(r.age), now_us.time_since_epoch());
         std::erase_if(counted, [&](const auto& c) { return received >= c.second.end; });
         for (const auto& u : r.policies) {
           // The kernel keeps a policy once a statement gives it a limit and a
@@ -190,10 +196,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             if (it != counted.end()) it->second = Counted{it->second.end, left, 0};
             continue;
           }
-          MonoTime end = now + *u.reset;
+          units::Instant end = units::add(now_us, units::span_up(now, *u.reset));
           if (it != counted.end()) {
-            const Duration window = window_of[u.id];
-            const bool next = window > Duration::zero() && end >= it->second.end + window;
+            const units::Micros window = units::micros_up(window_of[u.id]);
+            const bool next = window > units::Micros::zero() && end >= units::add(it->second.end, window);
             if (!next) end = std::min(end, it->second.end);
           }
           counted[u.id] = Counted{end, left, 0};
