@@ -17,6 +17,7 @@
 
 #include "abide/quota_store.h"
 #include "pacing/kernel.h"
+#include "string_hash.h"
 
 namespace abide {
 namespace {
@@ -73,10 +74,7 @@ class Entry final : public QuotaStore::Handle {
   pacing::KeyState state_;
 };
 
-struct StringHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-};
+using detail::StringHash;
 
 }  // namespace
 

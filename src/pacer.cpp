@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ascii.h"
+#include "string_hash.h"
 
 namespace abide {
 namespace {
@@ -88,10 +89,7 @@ Duration full_refill_window(const QuotaObservation& o, Duration reset, std::opti
   return Duration{static_cast<Duration::rep>(std::ceil(ns))};
 }
 
-struct StringHash {
-  using is_transparent = void;
-  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-};
+using detail::StringHash;
 
 }  // namespace
 

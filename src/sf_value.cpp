@@ -9,6 +9,7 @@
 
 #include "ascii.h"
 #include "base64.h"
+#include "utf8.h"
 
 namespace abide::sf {
 namespace {
@@ -128,7 +129,7 @@ struct Writer {
   }
 
   bool display(const std::string& s) {
-    if (!valid_utf8(s)) return fail(ErrorCode::invalid_display_string);
+    if (!detail::valid_utf8(s)) return fail(ErrorCode::invalid_display_string);
     static constexpr char kHex[] = "0123456789abcdef";
     out += "%\"";
     for (char c : s) {
@@ -142,41 +143,6 @@ struct Writer {
       }
     }
     out += '"';
-    return true;
-  }
-
-  static bool valid_utf8(const std::string& s) {
-    std::size_t i = 0;
-    while (i < s.size()) {
-      const auto b = static_cast<unsigned char>(s[i]);
-      int need = 0;
-      unsigned lo = 0x80, hi = 0xBF;
-      if (b < 0x80) {
-        ++i;
-        continue;
-      }
-      if (b >= 0xC2 && b <= 0xDF) {
-        need = 1;
-      } else if (b >= 0xE0 && b <= 0xEF) {
-        need = 2;
-        if (b == 0xE0) lo = 0xA0;
-        if (b == 0xED) hi = 0x9F;
-      } else if (b >= 0xF0 && b <= 0xF4) {
-        need = 3;
-        if (b == 0xF0) lo = 0x90;
-        if (b == 0xF4) hi = 0x8F;
-      } else {
-        return false;
-      }
-      ++i;
-      for (int k = 0; k < need; ++k, ++i) {
-        if (i >= s.size()) return false;
-        const auto c = static_cast<unsigned char>(s[i]);
-        if (c < lo || c > hi) return false;
-        lo = 0x80;
-        hi = 0xBF;
-      }
-    }
     return true;
   }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "ascii.h"
+#include "utf8.h"
 
 namespace abide::sf {
 namespace {
@@ -275,46 +276,25 @@ inline Status scan_token(const char* s, std::size_t n, std::size_t& p, BareView&
   ++q;
   const std::size_t start = q;
   bool escaped = false;
-  int need = 0;        // continuation bytes still expected
-  unsigned lo = 0x80;  // range of the next continuation byte
-  unsigned hi = 0xBF;
+  detail::Utf8Validator utf8;  // over the decoded bytes
   for (;;) {
     if (q == n) return failed(q);
     const char c = s[q];
     if (c == '"') {
-      if (need != 0) return failed(q);
+      if (!utf8.complete()) return failed(q);
       break;
     }
     if (c == '%') {
       if (q + 1 >= n || !is(s[q + 1], kLowerHex)) return failed(q + 1);
       if (q + 2 >= n || !is(s[q + 2], kLowerHex)) return failed(q + 2);
-      const auto b = static_cast<unsigned>(hex_value(s[q + 1]) * 16 + hex_value(s[q + 2]));
+      const auto b = static_cast<unsigned char>(hex_value(s[q + 1]) * 16 + hex_value(s[q + 2]));
       escaped = true;
-      if (need != 0) {
-        if (b < lo || b > hi) return failed(q);
-        --need;
-        lo = 0x80;
-        hi = 0xBF;
-      } else if (b >= 0x80) {
-        if (b >= 0xC2 && b <= 0xDF) {
-          need = 1;
-        } else if (b >= 0xE0 && b <= 0xEF) {
-          need = 2;
-          if (b == 0xE0) lo = 0xA0;
-          if (b == 0xED) hi = 0x9F;
-        } else if (b >= 0xF0 && b <= 0xF4) {
-          need = 3;
-          if (b == 0xF0) lo = 0x90;
-          if (b == 0xF4) hi = 0x8F;
-        } else {
-          return failed(q);
-        }
-      }
+      if (!utf8.feed(b)) return failed(q);
       q += 3;
       continue;
     }
     const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u > 0x7E || need != 0) return failed(q);
+    if (u < 0x20 || u > 0x7E || !utf8.complete()) return failed(q);
     ++q;
   }
   out.type = Type::display_string;

@@ -12,6 +12,7 @@
 #include "abide/sf_value.h"
 #include "abide/structured_fields.h"
 #include "ascii.h"
+#include "utf8.h"
 
 namespace {
 
@@ -775,5 +776,19 @@ TEST(Ascii, IstartsWith) {
 }
 
 }  // namespace ascii_tests
+
+// The one UTF-8 validator (utf8.h), used by the Display String scanner and
+// by sf_value's serializer: RFC 3629's table, at its edges.
+TEST(Utf8, AcceptsTheTableAndRefusesOverlongsSurrogatesAndBeyondTheLastCodePoint) {
+  using abide::detail::valid_utf8;
+  for (const char* ok : {"", "ascii", "\xC2\x80", "\xDF\xBF", "\xE0\xA0\x80", "\xED\x9F\xBF", "\xEE\x80\x80",
+                         "\xF0\x90\x80\x80", "\xF4\x8F\xBF\xBF", "caf\xC3\xA9"}) {
+    EXPECT_TRUE(valid_utf8(ok)) << ok;
+  }
+  for (const char* bad : {"\x80", "\xC0\x80", "\xC1\xBF", "\xE0\x9F\xBF", "\xED\xA0\x80", "\xF0\x8F\xBF\xBF",
+                          "\xF4\x90\x80\x80", "\xF5\x80\x80\x80", "\xFF", "\xC3", "\xE2\x82", "\xC3\x28"}) {
+    EXPECT_FALSE(valid_utf8(bad)) << bad;
+  }
+}
 
 }  // namespace
