@@ -168,13 +168,8 @@ int run(const Options& o) {
   auto profiles = load_profiles(o.profile_files);
   if (!profiles) return reject("profile rejected: " + profiles.error().error.what());
   ProfileRegistry& registry = *profiles;
-  if (!o.profile.empty() && o.profile != "none" && registry.find(o.profile) == nullptr) {
-    std::string names;
-    for (const Profile* p : registry.all()) {
-      if (!names.empty()) names += ", ";
-      names += p->name;
-    }
-    std::cerr << "abide: no profile named \"" << o.profile << "\" (known: " << names << ", or none)\n";
+  if (const auto unknown = unknown_profile(registry, o.profile)) {
+    std::cerr << "abide: " << *unknown << "\n";
     return kExitUsage;
   }
 

@@ -158,8 +158,8 @@ int run_fetch(const FetchOptions& o) {
     return reject("--profile-file " + r.file + ": profile rejected: " + r.error.what());
   }
   ProfileRegistry& registry = *profiles;
-  if (!o.profile.empty() && o.profile != "none" && registry.find(o.profile) == nullptr) {
-    std::cerr << "abide fetch: unknown --profile \"" << o.profile << "\"\n";
+  if (const auto unknown = unknown_profile(registry, o.profile)) {
+    std::cerr << "abide fetch: --profile: " << *unknown << "\n";
     return kExitUsage;
   }
   auto plan = plan_requests(o);

@@ -70,4 +70,14 @@ Result<ProfileRegistry, RejectedProfileFile> load_profiles(const std::vector<std
   return registry;
 }
 
+std::optional<std::string> unknown_profile(const ProfileRegistry& registry, std::string_view chosen,
+                                           bool auto_allowed) {
+  if (chosen.empty() || chosen == "none" || (auto_allowed && chosen == "auto")) return std::nullopt;
+  if (registry.find(chosen) != nullptr) return std::nullopt;
+  std::string names;
+  for (const Profile* p : registry.all()) names += (names.empty() ? "" : ", ") + p->name;
+  return "no profile named \"" + std::string(chosen) + "\" (known: " + names + (auto_allowed ? ", auto" : "") +
+         ", or none)";
+}
+
 }  // namespace abide::cli

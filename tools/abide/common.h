@@ -46,4 +46,10 @@ struct RejectedProfileFile {
 // rejected ends it. Each command words the rejection itself.
 [[nodiscard]] Result<ProfileRegistry, RejectedProfileFile> load_profiles(const std::vector<std::string>& files);
 
+// When `chosen` (a --profile value) names no profile of `registry`: the
+// sentence that says so and lists the known ones. "none" and "" choose
+// none; "auto" is a choice only where `auto_allowed`.
+[[nodiscard]] std::optional<std::string> unknown_profile(const ProfileRegistry& registry, std::string_view chosen,
+                                                         bool auto_allowed = false);
+
 }  // namespace abide::cli
