@@ -176,7 +176,7 @@ struct Pacer::Local {
   MonoTime blocked_until{};                     // the head's latest estimate, for those behind it
   bool blocked_by_store = false;                // ... and whether the store was unavailable (fail-closed)
   WaitCause blocked_cause = WaitCause::kProbe;  // ... and what holds the head
-  // The floor (DESIGN.md rule 10): the latest instant before which this
+  // The floor (docs/RULES.md rule 10): the latest instant before which this
   // process was told nothing may be sent (cooldowns, spent windows' ends),
   // kept here because a shared store may forget it (a flush, a restart, a
   // failover). Nanoseconds of MonoTime; read without a lock on every acquire.

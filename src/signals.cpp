@@ -1,4 +1,4 @@
-// One response to Signals (abide/signals.h): DESIGN.md rules 1-3 and 8.
+// One response to Signals (abide/signals.h): docs/RULES.md rules 1-3 and 8.
 //
 // Order of trust: Retry-After (authoritative, never shortened by anything
 // else), then the IETF RateLimit fields, then vendor headers read through the

@@ -1,4 +1,4 @@
-// Tests for `abide explain`: the contract of DESIGN.md (options, JSON fields,
+// Tests for `abide explain`: the contract of docs/RULES.md (options, JSON fields,
 // exit statuses), the words for people, and every shipped example head.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// `abide parse ratelimit`: the JSON contract of DESIGN.md, options and exit statuses.
+// `abide parse ratelimit`: the JSON contract of docs/RULES.md, options and exit statuses.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -35,7 +35,7 @@ TEST(CliParseRatelimit, CurrentDraftWithRetryAfterAndSkew) {
       "ratelimit-policy: \"burst\";q=100;w=60, \"daily\";q=1000;qu=\"content-bytes\";w=86400;pk=:QXBwLTk5OQ==:\r\n"
       "ratelimit: \"burst\";r=0;t=30, \"daily\";r=900;t=3600\r\n\r\n");
   const json j = parse_ok(r);
-  // The top-level keys, in DESIGN.md's order (grown by should_retry).
+  // The top-level keys, in docs/RULES.md's order (grown by should_retry).
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
   std::sort(keys.begin(), keys.end());  // (json sorts them; KeyOrderFollowsDesign checks the order)

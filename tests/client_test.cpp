@@ -569,7 +569,7 @@ TEST(Client, OriginOf) {
 // The wall clock jumps an hour forward, then two back, then one forward while a
 // retry wait runs: the wait runs on the monotonic clock alone, so the retry is
 // sent exactly when the monotonic clock reaches the end of the wait, no earlier
-// and no later (DESIGN.md rule 3). Once for each form of Retry-After: a delay,
+// and no later (docs/RULES.md rule 3). Once for each form of Retry-After: a delay,
 // and a date (turned into an interval at receipt, never looked at again).
 void wall_clock_jumps_leave_the_wait_unchanged(bool date_form) {
   ManualClock clock;

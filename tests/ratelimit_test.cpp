@@ -741,7 +741,7 @@ TEST(MostRestrictive, LowConfidenceOnlyWhenNothingElse) {
 }
 
 // Every draft form states reset in whole seconds: the quota resets within the
-// second before it, which smooth pacing aims at (DESIGN.md rule 9).
+// second before it, which smooth pacing aims at (docs/RULES.md rule 9).
 TEST(ResetResolution, EveryDraftFormStatesWholeSeconds) {
   const std::initializer_list<Header> forms[] = {
       {{"RateLimit-Limit", "100"}, {"RateLimit-Remaining", "5"}, {"RateLimit-Reset", "30"}},

@@ -1,4 +1,4 @@
-// observe(): DESIGN.md rules 1 (Retry-After authoritative), 2 (malformed is
+// observe(): docs/RULES.md rules 1 (Retry-After authoritative), 2 (malformed is
 // not zero), 3 (dates and skew) and 8 (order of trust).
 #include "abide/signals.h"
 

@@ -1,4 +1,4 @@
-// abide/backoff.h: local backoff, jitter and a retry budget (DESIGN.md rule 4).
+// abide/backoff.h: local backoff, jitter and a retry budget (docs/RULES.md rule 4).
 //
 // When a server says nothing about waiting, a client still must not hammer it:
 // the wait grows exponentially with the attempt number up to a cap, and jitter

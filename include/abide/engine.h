@@ -1,6 +1,6 @@
 // abide/engine.h: one request to its outcome over any transport (abide::core).
 //
-// The engine drives the chain of DESIGN.md for one request:
+// The engine keeps the rules of docs/RULES.md for one request, in this chain:
 //   Pacer.acquire -> send -> observe (with the origin's ServerClock)
 //   -> Pacer.record -> Planner.decide -> wait -> ...
 // until the request has its outcome. It sends nothing itself: the caller's

@@ -1,5 +1,5 @@
 // abide/pacer.h: spend quota evenly and honour cooldowns across every worker
-// (DESIGN.md rule 9).
+// (docs/RULES.md rule 9).
 //
 // Every request asks the pacer first: acquire(key) returns a permit when the
 // request may be sent, waits (cancellably) when it must, or says when it will
@@ -38,7 +38,7 @@
 //   in order, and workers waiting for a probe queue first-in first-out. A
 //   slot given back before its time (a cancelled wait) goes to the next worker
 //   to ask, in this process (the store has no way to take it back).
-// - The floor (DESIGN.md rule 10): the cooldowns and spent windows' ends this
+// - The floor (docs/RULES.md rule 10): the cooldowns and spent windows' ends this
 //   process was told (record, block_until) are kept in its memory too, per
 //   key, until they pass. A store that answers with less (a shared store
 //   flushed, restarted empty, failed over; down) never lets a send go before

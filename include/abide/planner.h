@@ -1,5 +1,5 @@
 // abide/planner.h: one retry decision from everything a response says
-// (DESIGN.md rules 1 to 8).
+// (docs/RULES.md rules 1 to 8).
 //
 // Given what the request was (method, idempotency key), which attempt this is,
 // how much time the task has left, and the outcome (a response's Signals, or a

@@ -3,7 +3,7 @@
 // The same header name means different things at different vendors
 // (X-RateLimit-Reset is Unix seconds at GitHub, seconds from now at Reddit, an
 // ISO time at Atlassian), so vendor headers are read only through the profile of
-// the API that sent them (DESIGN.md rule 8). A profile says which headers carry
+// the API that sent them (docs/RULES.md rule 8). A profile says which headers carry
 // limit, remaining, used, reset, window and scope, what each value means, which
 // other headers carry a retry delay, and which statuses mean "limited".
 //

@@ -1,4 +1,4 @@
-// abide/quota_store.h: where the pacer keeps per-key quota state (DESIGN.md
+// abide/quota_store.h: where the pacer keeps per-key quota state (docs/RULES.md
 // rule 9), and the in-process store that is the default.
 //
 // The interface is shaped so that one acquire is one atomic operation on one

@@ -1,5 +1,5 @@
 // abide/server_clock.h: one origin's server clock, learned from the Date of
-// many responses, so that a wait for a server's time (DESIGN.md rule 3) costs
+// many responses, so that a wait for a server's time (docs/RULES.md rule 3) costs
 // less than the whole second a single Date leaves open.
 //
 // It sits below signals.h: it includes nothing of abide but clock.h.

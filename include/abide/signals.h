@@ -1,5 +1,5 @@
 // abide/signals.h: everything one response says about waiting and quota, in
-// one normalized, trustworthy view (DESIGN.md rules 1, 2, 3 and 8).
+// one normalized, trustworthy view (docs/RULES.md rules 1, 2, 3 and 8).
 //
 // observe() reads the status and header lines of a response together with the
 // times it was received, and returns Signals: the Retry-After (from whichever

@@ -2,7 +2,7 @@
 //
 // Reads a response head (status line and header lines, as `curl -sI` prints
 // it) and explains what abide would do next: in words by default, as JSON with
-// --json (fields as DESIGN.md's command-line contract lists them, plus
+// --json (fields as docs/RULES.md's command-line contract lists them, plus
 // "status", "ambiguous", "retry_after" and "should_retry", the server's own
 // retry verdict: true, false or null; quota observations as in `parse
 // ratelimit`, with "cost" and "reset_is_full_refill").

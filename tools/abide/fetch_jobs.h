@@ -131,7 +131,7 @@ nlohmann::ordered_json resume_json(const std::vector<FetchJob>& jobs, const std:
 // Reads a resume file written by resume_json().
 Result<std::vector<FetchJob>, std::string> read_resume(const std::string& path);
 
-// The --stats summary (DESIGN.md, `abide fetch`): requests, done, attempts,
+// The --stats summary (docs/RULES.md, `abide fetch`): requests, done, attempts,
 // retries, status_counts, waited_s, elapsed_s, unfinished [{url, outcome,
 // not_before}], and more (outcomes, transport_errors, ambiguous, interrupted).
 // URLs are shown as shown_url() shows them: the summary is shared.

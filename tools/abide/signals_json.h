@@ -1,4 +1,4 @@
-// Signals, quota observations and retry hints as JSON, in the shape DESIGN.md
+// Signals, quota observations and retry hints as JSON, in the shape docs/RULES.md
 // gives for `abide parse ratelimit` (and reused by `abide explain`).
 //
 //   {"quota": [Q...], "retry_after": R or null, "clock_skew_s": X or null,
