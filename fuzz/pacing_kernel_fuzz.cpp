@@ -200,7 +200,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           if (it != counted.end()) {
             const units::Micros window = units::micros_up(window_of[u.id]);
             const bool next = window > units::Micros::zero() && end >= units::add(it->second.end, window);
-            if (!next) end = std::min(end, it->second.end);
+            // A spent count whose reset is later than the known end by more
+            // than rounding explains moves the end; else the earliest stands.
+            const units::Micros step = std::max(units::micros_down(u.reset_resolution), units::Micros{1'000'000});
+            const bool moved = left == 0 && end > units::add(it->second.end, step);
+            if (!next && !moved) end = std::min(end, it->second.end);
           }
           counted[u.id] = Counted{end, left, 0};
         }

@@ -354,9 +354,9 @@ RecordOutcome record(KeyState& s, const StoreRecord& record, const PacingRules& 
       if (p.remaining >= 0 && !next_window) {
         // The same window: counts only go down (a late response reports too
         // much), and the earliest reset is the closest: servers round times up,
-        // so every answer's reset is at or after the true one. Later answers
-        // only tighten the aim; a bound at or past the tracked end is about a
-        // later window.
+        // so every answer's reset is at or after the true one (but see a spent
+        // count below). Later answers only tighten the aim; a bound at or past
+        // the tracked end is about a later window.
         p.remaining = std::min(p.remaining, remaining);
         p.seen = std::min(p.seen, remaining);
         p.out = std::max<std::int64_t>(p.out - 1, 0);
@@ -371,7 +371,15 @@ RecordOutcome record(KeyState& s, const StoreRecord& record, const PacingRules& 
           p.owed -= back;
           p.remaining += back;
         }
-        p.reset_at = std::min(p.reset_at, reset_at);
+        if (remaining == 0 && reset_at > add(p.reset_at, std::max(step, kStatedStep))) {
+          // A spent count whose reset is later than the window's end by more
+          // than rounding explains (a step, at least a second) moves that end:
+          // the server holds the key until then, and an earlier answer's reset
+          // never lets a send go before it.
+          p.reset_at = reset_at;
+        } else {
+          p.reset_at = std::min(p.reset_at, reset_at);
+        }
         const Instant bound = reset_at - std::min(step, reset_at - now);
         if (bound < p.reset_at) p.aim = std::max(p.aim, bound);
         p.aim = std::min(p.aim, p.reset_at);

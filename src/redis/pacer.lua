@@ -579,7 +579,13 @@ local function record(key)
                   p[P_OWED] = p[P_OWED] - back
                   p[P_REMAINING] = p[P_REMAINING] + back
                 end
-                p[P_RESET] = math.min(p[P_RESET], ra)
+                if rem == 0 and ra > p[P_RESET] + math.max(res, STATED_STEP) then
+                  -- A spent count whose reset is later than the window's end
+                  -- by more than rounding explains moves that end (kernel.cpp).
+                  p[P_RESET] = ra
+                else
+                  p[P_RESET] = math.min(p[P_RESET], ra)
+                end
                 local bound = ra - math.min(res, ra - now)
                 local aim = p[P_AIM] or p[P_RESET]
                 if bound < p[P_RESET] then aim = math.max(aim, bound) end

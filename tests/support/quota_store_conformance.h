@@ -324,6 +324,26 @@ TEST_P(QuotaStoreConformance, BurstSpendsThenProbesAtTheReset) {
   EXPECT_EQ(acquire().kind, Kind::kProbe);
 }
 
+// A spent count whose reset lies later than the window's end by more than
+// rounding explains moves the end: the server now holds the key until then.
+// (Taking the earlier reset sent the next request 30 s before the server allowed.)
+TEST_P(QuotaStoreConformance, ASpentCountWithALaterResetMovesTheWindowsEnd) {
+  rules.pacing = Pacing::kBurst;
+  update({coarse_window(9, seconds{1})});
+  ASSERT_EQ(acquire().kind, Kind::kGranted);
+  now += milliseconds{100};
+  update({coarse_window(0, seconds{31})});
+  const StoreGrant next = acquire();
+  EXPECT_EQ(next.kind, Kind::kProbe);
+  expect_near(next.wait, seconds{31});
+  // Within a step of the end it is the same end, stated late: the earliest stands.
+  key = store->open("rounded");
+  update({coarse_window(9, seconds{10})});
+  now += milliseconds{100};
+  update({coarse_window(0, milliseconds{10'500})});
+  expect_near(acquire().wait, milliseconds{9'900});
+}
+
 TEST_P(QuotaStoreConformance, CountsOnlyGoDownWithinAWindow) {
   rules.pacing = Pacing::kBurst;
   update({window(5, seconds{10})});
