@@ -136,12 +136,14 @@ inline void isolate_environment() {
 
 // The Node SDKs, installed on first use (install_node.py: `npm ci` of the
 // pinned lock file, with npm's own configuration); "" when ready, else why not.
+// Node 18 is enough: octokit and stripe declare 20, but every call made here
+// runs on Debian 12's Node 18.20 and npm 9.2 (checked); openai 7 needs 22.
 inline std::string install_node_sdks() {
   const std::string node = program_on_path("node");
   if (node.empty()) return "node is not on PATH (a test dependency: scripts/deps.sh test)";
   const RunResult v = run({node, "--version"});
   const int major = std::atoi(v.out.c_str() + (v.out.rfind('v', 0) == 0 ? 1 : 0));
-  if (major < 20) return "the pinned SDKs need Node.js 20 or later; this is " + v.out;
+  if (major < 18) return "the pinned SDKs need Node.js 18 or later; this is " + v.out;
   const RunResult r = run({kDebianPython, kDir + "/install_node.py", node_dir()});
   if (r.exit_code != 0) return "installing the Node SDKs failed:\n" + r.out + r.err;
   return {};
