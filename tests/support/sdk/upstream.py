@@ -3,7 +3,7 @@
 the tests of `abide proxy` with real SDKs. Standard library only.
 
   upstream.py --style openai|anthropic|github|stripe|ietf [--limit N] [--window S]
-              [--surprise K:S]... [--items N] [--grace S] [--port P]
+              [--surprise K:S]... [--items N] [--limited-status 403|429] [--grace S] [--port P]
 
 Quota, as each vendor documents it: openai and anthropic a bucket of LIMIT
 requests, one back every WINDOW/LIMIT seconds, whose reset fields say when it is
@@ -158,8 +158,9 @@ class Limiter:
 class Vendor:
     """Fields, bodies and paths of one style."""
 
-    def __init__(self, style, limit, window, items):
+    def __init__(self, style, limit, window, items, limited_status):
         self.style, self.limit, self.window, self.items = style, limit, window, items
+        self.limited_status = limited_status
 
     # -- quota fields: (headers, the instant they state as permitted or None).
     # reset: when the quota is whole again; nxt: when one request is back --
@@ -215,11 +216,11 @@ class Vendor:
                                                           "organization of requests per minute."},
                     "request_id": "req_limited"}
             return 429, h, body, permitted
-        if self.style == "github":  # a primary limit: 403, remaining 0, the reset; no Retry-After
+        if self.style == "github":  # a primary limit: 403 or 429, remaining 0, the reset; no Retry-After
             body = {"message": "API rate limit exceeded for user ID 1.",
                     "documentation_url": "https://docs.github.com/rest/using-the-rest-api/rate-limits-for-the-rest-api",
-                    "status": "403"}
-            return 403, h, body, nxt
+                    "status": str(self.limited_status)}
+            return self.limited_status, h, body, nxt
         if self.style == "stripe":  # Stripe's SDKs read Stripe-Should-Retry, the Python one Retry-After
             h += [("Retry-After", str(secs)), ("Stripe-Should-Retry", "true"),
                   ("Stripe-Rate-Limited-Reason", "global-rate")]
@@ -438,6 +439,8 @@ def main():
     p.add_argument("--window", type=float, default=1, help="seconds")
     p.add_argument("--surprise", action="append", default=[], help="K:SECONDS")
     p.add_argument("--items", type=int, default=10, help="issues in the github style's list")
+    p.add_argument("--limited-status", type=int, choices=(403, 429), default=403,
+                   help="the github style's limited status (GitHub documents both)")
     p.add_argument("--grace", type=float, default=0.1)
     p.add_argument("--port", type=int, default=0)
     a = p.parse_args()
@@ -445,7 +448,7 @@ def main():
     server = Server(("127.0.0.1", a.port), Handler)
     quota = (Bucket if a.style in ("openai", "anthropic") else FixedWindow)(a.limit, a.window)
     server.limiter = Limiter(quota, surprises, a.grace)
-    server.vendor = Vendor(a.style, a.limit, a.window, a.items)
+    server.vendor = Vendor(a.style, a.limit, a.window, a.items, a.limited_status)
     print(f"listening on 127.0.0.1:{server.server_address[1]}", flush=True)
     server.serve_forever()
 

@@ -16,7 +16,7 @@ export function options(defaults, repeatable = []) {
   for (const name of repeatable) a[name] = [];
   const argv = process.argv.slice(2);
   for (let i = 0; i < argv.length; ++i) {
-    const name = argv[i].replace(/^--/, "").replace(/-([a-z])/g, (_, c) => c.toUpperCase());
+    const name = argv[i].replace(/^--/, "").replace(/-([a-z0-9])/g, (_, c) => c.toUpperCase());
     if (!(name in a)) throw new Error(`unknown option ${argv[i]}`);
     if (typeof a[name] === "boolean") a[name] = true;
     else if (Array.isArray(a[name])) a[name].push(argv[++i]);

@@ -1,10 +1,12 @@
 // @octokit/rest with plugin-throttling and plugin-retry pointed at abide proxy.
 //   node octokit.mjs --base URL [--steps get,post,paginate,...] [--per-page N]
-//        [--budget S] [--header "Name: value"]...
+//        [--budget S] [--no-retry-429] [--header "Name: value"]...
 // Steps: get (repos.get), post (issues.create), paginate (every page of
 // issues.listForRepo). onRateLimit and onSecondaryRateLimit retry when the
 // wait they are given fits in --budget seconds, as octokit's documentation
 // advises a caller that cannot wait longer; each call is recorded.
+// --no-retry-429 adds 429 to plugin-retry's doNotRetry: else it retries a 429
+// three times, a second apart, whatever the answer says.
 // Output: common.mjs, and per call "limit_calls": [{"kind", "retry_after", "retry_count"}]
 // (+ "items": the number of issues a paginate step collected).
 import { Octokit } from "@octokit/rest";
@@ -12,7 +14,7 @@ import { retry } from "@octokit/plugin-retry";
 import { throttling } from "@octokit/plugin-throttling";
 import { headerObject, options, recordingFetch, runCalls } from "./common.mjs";
 
-const a = options({ base: "", steps: "get", perPage: 2, budget: 60 }, ["header"]);
+const a = options({ base: "", steps: "get", perPage: 2, budget: 60, noRetry429: false }, ["header"]);
 const steps = a.steps.split(",");
 const extra = headerObject(a.header);
 let limitCalls = [];
@@ -27,6 +29,7 @@ const octokit = new (Octokit.plugin(throttling, retry))({
   baseUrl: a.base,
   request: { fetch: recordingFetch },
   throttle: { onRateLimit: handler("primary"), onSecondaryRateLimit: handler("secondary") },
+  ...(a.noRetry429 ? { retry: { doNotRetry: [400, 401, 403, 404, 410, 422, 429, 451] } } : {}),
   log: { debug() {}, info() {}, warn() {}, error() {} },
 });
 octokit.hook.before("request", (o) => Object.assign(o.headers, extra));
