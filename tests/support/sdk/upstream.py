@@ -367,7 +367,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def anthropic(self, req, n):
         rid = [("request-id", f"req_{n}")]
-        msg = {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": req.get("model", "claude-test"),
+        msg = {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": req.get("model", "test-model"),
                "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 5, "output_tokens": 1}}
         if not req.get("stream"):
             return 200, rid, dict(msg, content=[{"type": "text", "text": "".join(self.WORDS)}],

@@ -19,7 +19,7 @@ const client = new Anthropic({
 const streamed = (i) => a.mode === "stream" || (a.mode === "mixed" && i % 2 === 1);
 
 await runCalls(a.calls, a.parallel, (i) => (streamed(i) ? "stream" : "json"), async (i) => {
-  const request = { model: "claude-test", max_tokens: 64, messages: [{ role: "user", content: `call ${i}` }] };
+  const request = { model: "test-model", max_tokens: 64, messages: [{ role: "user", content: `call ${i}` }] };
   if (!streamed(i)) {
     const r = await client.messages.create(request);
     return { text: r.content.map((b) => b.text).join("") };
