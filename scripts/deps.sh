@@ -10,16 +10,25 @@
 # links already).
 # nodejs is a real client of `abide proxy` in the tests (its fetch), and the
 # TLS server of fetch's TLS tests, whose throwaway certificates openssl makes.
+# The SDK tests of the proxy (tests/proxy_sdk_test.cpp) call it with Debian's
+# python3-stripe, python3-github, python3-requests and python3-httpx, and with
+# Node SDKs that npm installs from its registry into the build tree on first
+# use: npm is wanted unless one is on PATH already (Node.js packages from
+# elsewhere bring their own, and conflict with Debian's).
 set -euo pipefail
 
 want=(g++ make cmake ninja-build pkg-config
       libgtest-dev libgmock-dev libbenchmark-dev
       libcurl4-openssl-dev libhiredis-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
       libsqlite3-dev libssl-dev)
-case "${1:-all}" in
+mode=${1:-all}
+case "$mode" in
   build) want+=(python3) ;;
-  test) want+=(redis-server clang libclang-rt-14-dev curl python3 nodejs openssl) ;;
-  all) want+=(redis-server clang libclang-rt-14-dev curl python3 nodejs openssl libnghttp2-dev nginx-light) ;;
+  test|all)
+    want+=(redis-server clang libclang-rt-14-dev curl python3 nodejs openssl
+           python3-stripe python3-github python3-requests python3-httpx)
+    if ! command -v npm >/dev/null; then want+=(npm); fi
+    if [ "$mode" = all ]; then want+=(libnghttp2-dev nginx-light); fi ;;
   *) echo "usage: $0 [build|test|all]" >&2; exit 2 ;;
 esac
 

@@ -53,7 +53,9 @@ bash tests/consumer/run.sh "$root/build/install-core" "$root/build/consumer-core
 step "tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 # The sanitizer presets build with clang (about half GCC's compile time for
 # instrumented code) and line tables only (-g1), enough for their reports; the
-# plain builds above stay with GCC, so both compilers check the code.
+# plain builds above stay with GCC, so both compilers check the code. Its test
+# preset leaves out the SDK tests (label "sdk"): they exercise the callers, and
+# the proxy's paths run here in proxy_test.
 cmake --preset asan -DABIDE_WERROR=ON >/dev/null
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs"
