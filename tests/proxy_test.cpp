@@ -679,7 +679,8 @@ TEST(ProxyDeferral, WithoutALimitedAnswerTheBodyIsProblemJson) {
 
 TEST(ProxyIdempotency, PostIsSentOnceWithoutAKeyAndRetriedWithOne) {
   REQUIRE_PROGRAM(python, "python3");
-  Mock mock({"--style", "retry-after-seconds", "--limit", "1", "--window", "1", "--align", "first"});
+  // A window long enough that each POST (a Python start away) still meets it.
+  Mock mock({"--style", "retry-after-seconds", "--limit", "1", "--window", "6", "--align", "first"});
   ASSERT_GT(mock.port(), 0);
   Proxy proxy(with(upstream(mock), {"--max-wait", "30"}));
   ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
@@ -689,7 +690,7 @@ TEST(ProxyIdempotency, PostIsSentOnceWithoutAKeyAndRetriedWithOne) {
 
   const auto post = run_client(python, "client.py",
                                {"--url", proxy.url("/orders"), "--method", "POST", "--data", "{\"n\":1}", "-H",
-                                "Content-Type: application/json", "-H", "Abide-Max-Wait: 10"});
+                                "Content-Type: application/json", "-H", "Abide-Max-Wait: 20"});
   ASSERT_EQ(post.answers.size(), 1u) << describe(post);
   EXPECT_EQ(post.answers[0].status, 429);
   EXPECT_EQ(post.answers[0].outcome, "not_retryable");
@@ -699,7 +700,7 @@ TEST(ProxyIdempotency, PostIsSentOnceWithoutAKeyAndRetriedWithOne) {
 
   const auto keyed = run_client(python, "client.py",
                                 {"--url", proxy.url("/orders"), "--method", "POST", "--data", "{\"n\":2}", "-H",
-                                 "Idempotency-Key: order-2", "-H", "Abide-Max-Wait: 10"});
+                                 "Idempotency-Key: order-2", "-H", "Abide-Max-Wait: 20"});
   ASSERT_EQ(keyed.answers.size(), 1u) << describe(keyed);
   EXPECT_EQ(keyed.answers[0].status, 200) << describe(keyed);
   EXPECT_EQ(keyed.answers[0].outcome, "done");
@@ -713,7 +714,9 @@ TEST(ProxyIdempotency, PostIsSentOnceWithoutAKeyAndRetriedWithOne) {
 TEST(ProxyIdempotency, AKeylessPostARefusalLeftUnprocessedIsSentAgain) {
   REQUIRE_PROGRAM(python, "python3");
   // Quota fields only on the 429, as a gateway in front of it may send them.
-  Mock mock({"--style", "retry-after-seconds", "--limit", "1", "--window", "1", "--align", "first"});
+  // A window long enough that the POST (a second Python start away, more on a
+  // loaded machine) still meets the spent quota.
+  Mock mock({"--style", "retry-after-seconds", "--limit", "1", "--window", "6", "--align", "first"});
   ASSERT_GT(mock.port(), 0);
   Proxy proxy(with(upstream(mock), {"--max-wait", "30", "--profile", "openai"}));
   ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
@@ -722,7 +725,7 @@ TEST(ProxyIdempotency, AKeylessPostARefusalLeftUnprocessedIsSentAgain) {
   ASSERT_EQ(first.answers[0].status, 200);
   const auto post = run_client(python, "client.py",
                                {"--url", proxy.url("/v1/chat/completions"), "--method", "POST", "--data",
-                                "{\"model\":\"m\"}", "-H", "Content-Type: application/json", "-H", "Abide-Max-Wait: 10"});
+                                "{\"model\":\"m\"}", "-H", "Content-Type: application/json", "-H", "Abide-Max-Wait: 20"});
   ASSERT_EQ(post.answers.size(), 1u) << describe(post);
   EXPECT_EQ(post.answers[0].status, 200) << describe(post);
   EXPECT_EQ(post.answers[0].outcome, "done");
@@ -1081,7 +1084,12 @@ TEST(ProxyQueue, AFullQueueAnswersWithTheKeysKnownPermittedTime) {
   const int held = connect_loopback(proxy.port());
   ASSERT_GE(held, 0);
   ASSERT_TRUE(send_all(held, "GET /q HTTP/1.1\r\nHost: p\r\nAbide-Max-Wait: 60\r\nConnection: close\r\n\r\n"));
-  std::this_thread::sleep_for(300ms);
+  // Until the proxy holds it (a loaded machine may take a while to read it).
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (proxy.stats().value("held", 0) < 1 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(proxy.stats().value("held", 0), 1) << proxy.stats().dump();
   const RawAnswer full = get("60");
   EXPECT_EQ(full.status, 503);
   EXPECT_EQ(full.header("abide-outcome"), "deferred");
