@@ -71,13 +71,11 @@ int run_proxy(const ProxyFlags& o) {
   if (!profiles) return usage("--profile-file: " + profiles.error().error.what());
   ProfileRegistry& registry = *profiles;
   const bool adopt = o.profile == "auto";
-  if (!o.profile.empty() && o.profile != "none" && !adopt && registry.find(o.profile) == nullptr)
-    return usage("unknown --profile \"" + o.profile + "\"");
+  if (const auto unknown = unknown_profile(registry, o.profile, true)) return usage("--profile: " + *unknown);
   // Each route answers in its upstream's dialect, as the client reads it.
   for (proxy::Route& route : opts.routes) {
-    if (!route.profile.empty() && route.profile != "none" && registry.find(route.profile) == nullptr) {
-      return usage((route.prefix.empty() ? std::string("--upstream") : "--route " + route.prefix) +
-                   ": unknown profile \"" + route.profile + "\"");
+    if (const auto unknown = unknown_profile(registry, route.profile)) {
+      return usage((route.prefix.empty() ? std::string("--upstream") : "--route " + route.prefix) + ": " + *unknown);
     }
     const std::string& chosen = !route.profile.empty() ? route.profile : adopt ? std::string() : o.profile;
     const Profile* profile = chosen == "none" ? nullptr
