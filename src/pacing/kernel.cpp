@@ -27,7 +27,6 @@ namespace {
 constexpr Instant kNone{};
 constexpr double kGolden = 0.6180339887498949;  // low-discrepancy step for the spread
 
-constexpr Micros kMaxHold = kMaxLearnedHold;
 constexpr std::int64_t kRaiseAfter = LearnedPolicyBounds::kRaiseAfter;
 constexpr std::int64_t kBareShrink = LearnedPolicyBounds::kBareShrink;
 
@@ -274,7 +273,7 @@ void learn_from(KeyState& s, const Answer& r, Instant received, bool probe_answe
   }
   if (probe_answered && l.mode != Learned::kNothing) {
     l.open = true;
-    if (received >= s.probe_start && s.probe_start != kNone) l.rtt = std::min(received - s.probe_start, kMaxHold);
+    if (received >= s.probe_start && s.probe_start != kNone) l.rtt = std::min(received - s.probe_start, kMaxLearnedHold);
   }
   const Lesson a{r.now, received, r.limited, r.cooldown.value_or(Micros::zero())};
   if (teaches(l, a)) {

@@ -292,10 +292,20 @@ struct SqliteStore::Impl {
     bool stored = false;
     if (!select_row(key, now, wall.now(), row, stored)) return std::nullopt;
     auto result = change(row);
-    auto c = commit.use();
-    (void)c.step();
+    if (!commit_or_mark_down(now)) return std::nullopt;
     mark_up();
     return result;
+  }
+
+  // Ends the open transaction; when that fails, rolls it back and marks the
+  // file down.
+  bool commit_or_mark_down(MonoTime now) {
+    auto c = commit.use();
+    if (c.step() == SQLITE_DONE) return true;
+    const std::string e = db.error();
+    finish_failed();
+    mark_down(now, e);
+    return false;
   }
 
   // Reads `key`'s row into `row` inside the open transaction; on an error the
@@ -375,15 +385,7 @@ struct SqliteStore::Impl {
         return;
       }
     }
-    {
-      auto c = commit.use();
-      if (c.step() != SQLITE_DONE) {
-        const std::string e = db.error();
-        finish_failed();
-        mark_down(latest, e);
-        return;
-      }
-    }
+    if (!commit_or_mark_down(latest)) return;
     for (WriteOp* op : batch) op->committed = true;
     const std::uint64_t before = writes;
     writes += touched.size();
