@@ -59,9 +59,8 @@ void acquire_and_record(abide::QuotaStore::Handle& key, const abide::PacingRules
   benchmark::DoNotOptimize(key.record(r, rules));
 }
 
-void BM_FileAcquireRecord(benchmark::State& state) {
-  const ScratchFile file("one");
-  auto store = open_file(file.path);
+// The timed loop of the file store's benchmarks: a request's store work on one key.
+void acquire_and_record_loop(benchmark::State& state, abide::SqliteStore* store) {
   if (store == nullptr) {
     state.SkipWithError("the file store could not be opened");
     return;
@@ -71,6 +70,11 @@ void BM_FileAcquireRecord(benchmark::State& state) {
   for (auto _ : state) acquire_and_record(*key, rules);
   state.SetItemsProcessed(state.iterations());
 }
+
+void BM_FileAcquireRecord(benchmark::State& state) {
+  const ScratchFile file("one");
+  acquire_and_record_loop(state, open_file(file.path).get());
+}
 BENCHMARK(BM_FileAcquireRecord)->UseRealTime();
 
 // 8 threads of one process on one store and one key (a proxy's callers): the
@@ -79,14 +83,7 @@ BENCHMARK(BM_FileAcquireRecord)->UseRealTime();
 void BM_FileAcquireRecord8Threads(benchmark::State& state) {
   static const ScratchFile file("threads");
   static const std::shared_ptr<abide::SqliteStore> store = open_file(file.path);
-  if (store == nullptr) {
-    state.SkipWithError("the file store could not be opened");
-    return;
-  }
-  const abide::PacingRules rules;
-  auto key = store->open("https://api.example.com");
-  for (auto _ : state) acquire_and_record(*key, rules);
-  state.SetItemsProcessed(state.iterations());
+  acquire_and_record_loop(state, store.get());
 }
 BENCHMARK(BM_FileAcquireRecord8Threads)->Threads(8)->UseRealTime();
 

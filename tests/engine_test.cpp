@@ -932,6 +932,25 @@ TEST(EngineDriven, AWaiterForTheProbeIsNotifiedWhenItsAnswerIsRecorded) {
   EXPECT_EQ(clock.sleeps, 0);
 }
 
+// An engine whose origin's cooldown (5 s) has just ended: the next request
+// is the pacer's probe.
+struct CooldownJustEnded {
+  InstantClock clock;
+  Config config = [this] {
+    Config c = quick_config();
+    c.mono = &clock.monotonic();
+    c.wall = &clock.wall();
+    return c;
+  }();
+  Engine engine{config};
+  Request req = get();
+
+  CooldownJustEnded() {
+    engine.pacer().block_until(engine.pacer().key(pacer_key("https://api.example.com")), clock.wall_now() + 5s);
+    clock.advance_to(clock.mono_now() + 5s);
+  }
+};
+
 // A Machine keeps a reference to its Request: it takes no temporary (an
 // event loop's `Machine m(engine, make_request())` does not compile instead
 // of dangling).
@@ -945,14 +964,9 @@ TEST(EngineDriven, AMachineTakesNoTemporaryRequest) {
 // went away) without telling the machine: the probe it held is handed back,
 // so the request after it goes at once instead of after the probe timeout.
 TEST(EngineDriven, AMachineDestroyedHoldingTheProbeHandsItBack) {
-  InstantClock clock;
-  Config c = quick_config();
-  c.mono = &clock.monotonic();
-  c.wall = &clock.wall();
-  Engine engine(c);
-  const Request req = get();
-  engine.pacer().block_until(engine.pacer().key(pacer_key("https://api.example.com")), clock.wall_now() + 5s);
-  clock.advance_to(clock.mono_now() + 5s);
+  CooldownJustEnded e;
+  Engine& engine = e.engine;
+  const Request& req = e.req;
   {
     Machine probe(engine, req);
     const Step s = probe.next();
@@ -966,14 +980,10 @@ TEST(EngineDriven, AMachineDestroyedHoldingTheProbeHandsItBack) {
 }
 
 TEST(EngineDriven, AWaitForTheProbeEndsAtTheDeadlineAsTheBlockingFormsDoes) {
-  InstantClock clock;
-  Config c = quick_config();
-  c.mono = &clock.monotonic();
-  c.wall = &clock.wall();
-  Engine engine(c);
-  const Request req = get();
-  engine.pacer().block_until(engine.pacer().key(pacer_key("https://api.example.com")), clock.wall_now() + 5s);
-  clock.advance_to(clock.mono_now() + 5s);
+  CooldownJustEnded e;
+  InstantClock& clock = e.clock;
+  Engine& engine = e.engine;
+  const Request& req = e.req;
   Machine probe(engine, req);
   ASSERT_TRUE(probe.next().probe);  // and no answer comes
   Request late = get();

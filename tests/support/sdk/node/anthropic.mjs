@@ -4,23 +4,14 @@
 // --max-retries and --timeout-ms: the SDK's own default when not given.
 // Output: common.mjs; each successful call adds "text" (the answer's content).
 import Anthropic from "@anthropic-ai/sdk";
-import { headerObject, options, recordingFetch, runCalls } from "./common.mjs";
+import { options, runCalls, stainlessClientOptions, streamed } from "./common.mjs";
 
 const a = options({ base: "", calls: 1, parallel: 1, mode: "json", maxRetries: -1, timeoutMs: 0 }, ["header"]);
-const client = new Anthropic({
-  apiKey: "sk-ant-test-not-a-key",
-  baseURL: a.base,
-  fetch: recordingFetch,
-  defaultHeaders: headerObject(a.header),
-  ...(a.maxRetries >= 0 ? { maxRetries: a.maxRetries } : {}),
-  ...(a.timeoutMs > 0 ? { timeout: a.timeoutMs } : {}),
-});
+const client = new Anthropic(stainlessClientOptions(a, "sk-ant-test-not-a-key"));
 
-const streamed = (i) => a.mode === "stream" || (a.mode === "mixed" && i % 2 === 1);
-
-await runCalls(a.calls, a.parallel, (i) => (streamed(i) ? "stream" : "json"), async (i) => {
+await runCalls(a.calls, a.parallel, (i) => (streamed(a, i) ? "stream" : "json"), async (i) => {
   const request = { model: "test-model", max_tokens: 64, messages: [{ role: "user", content: `call ${i}` }] };
-  if (!streamed(i)) {
+  if (!streamed(a, i)) {
     const r = await client.messages.create(request);
     return { text: r.content.map((b) => b.text).join("") };
   }

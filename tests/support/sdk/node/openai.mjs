@@ -4,23 +4,14 @@
 // --max-retries and --timeout-ms: the SDK's own default when not given.
 // Output: common.mjs; each successful call adds "text" (the answer's content).
 import OpenAI from "openai";
-import { headerObject, options, recordingFetch, runCalls } from "./common.mjs";
+import { options, runCalls, stainlessClientOptions, streamed } from "./common.mjs";
 
 const a = options({ base: "", calls: 1, parallel: 1, mode: "json", maxRetries: -1, timeoutMs: 0 }, ["header"]);
-const client = new OpenAI({
-  apiKey: "sk-test-not-a-key",
-  baseURL: a.base,
-  fetch: recordingFetch,
-  defaultHeaders: headerObject(a.header),
-  ...(a.maxRetries >= 0 ? { maxRetries: a.maxRetries } : {}),
-  ...(a.timeoutMs > 0 ? { timeout: a.timeoutMs } : {}),
-});
+const client = new OpenAI(stainlessClientOptions(a, "sk-test-not-a-key"));
 
-const streamed = (i) => a.mode === "stream" || (a.mode === "mixed" && i % 2 === 1);
-
-await runCalls(a.calls, a.parallel, (i) => (streamed(i) ? "stream" : "json"), async (i) => {
+await runCalls(a.calls, a.parallel, (i) => (streamed(a, i) ? "stream" : "json"), async (i) => {
   const request = { model: "gpt-4o-mini", messages: [{ role: "user", content: `call ${i}` }] };
-  if (!streamed(i)) {
+  if (!streamed(a, i)) {
     const r = await client.chat.completions.create(request);
     return { text: r.choices[0].message.content };
   }
