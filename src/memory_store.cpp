@@ -43,7 +43,7 @@ class Entry final : public QuotaStore::Handle {
   StoreGrant acquire(const StoreAcquire& request, const PacingRules& rules) override {
     latest_->saw(request.now);
     std::lock_guard lock(mu_);
-    return pacing::acquire(state_, request.now, request.max_wait, rules);
+    return pacing::acquire(state_, request.now, request.max_wait, rules, request.costs);
   }
   RecordOutcome record(const StoreRecord& record, const PacingRules& rules) override {
     latest_->saw(record.now);

@@ -61,6 +61,10 @@ std::string bounded(std::string s, std::size_t max) {
 
 bool is_requests(std::string_view unit) { return unit.empty() || ascii::iequals(unit, "requests"); }
 
+bool has_unit(const std::vector<UnitCost>& costs, std::string_view unit) {
+  return std::any_of(costs.begin(), costs.end(), [&](const UnitCost& c) { return ascii::iequals(c.unit, unit); });
+}
+
 std::uint64_t splitmix(std::uint64_t x) noexcept {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
@@ -126,6 +130,7 @@ struct Pacer::Ticket::State {
   // Owned by the ticket's caller.
   bool started = false;  // an acquire is under way; the limits count from `start`
   MonoTime start{};
+  std::vector<UnitCost> costs;  // what the send needs of quotas other than requests
   std::uint64_t number = 0;  // arrival order; 0 until it matters
   bool reserved = false;
   MonoTime slot{};
@@ -143,12 +148,24 @@ struct Pacer::Ticket::State {
   std::shared_ptr<const std::function<void()>> notify;
 };
 
-// A slot given back before its time.
+// A slot given back before its time, with what it reserved of quotas other
+// than requests.
 struct Returned {
   MonoTime slot{};
   std::uint64_t epoch = 0;
   std::uint64_t store_epoch = 0;
+  std::vector<UnitCost> costs;
 };
+
+// True when a slot that reserved `held` has room for a send that needs
+// `wanted` (what it held beyond that is lost: never a send too many).
+bool covers(const std::vector<UnitCost>& held, std::span<const UnitCost> wanted) {
+  return std::all_of(wanted.begin(), wanted.end(), [&](const UnitCost& w) {
+    if (w.amount <= 0) return true;
+    return std::any_of(held.begin(), held.end(),
+                       [&](const UnitCost& h) { return ascii::iequals(h.unit, w.unit) && h.amount >= w.amount; });
+  });
+}
 
 // One policy's window as this process was told it, for the floor.
 struct WindowEnd {
@@ -254,6 +271,9 @@ void note_floor(Pacer::Local& l, const StoreRecord& rec, MonoTime received) {
   }
   std::erase_if(l.window_ends, [&](const WindowEnd& w) { return w.end <= rec.now; });
   for (const auto& u : rec.policies) {
+    // A spent quota of tokens or bytes holds only the sends that need some
+    // (the store's), not the key: the floor is for what holds every send.
+    if (!is_requests(u.unit)) continue;
     const std::optional<MonoTime> until = follow_window_locked(l, u, rec.now, received);
     if (until && *u.remaining <= 0) raise_floor_locked(l, *until, WaitCause::kQuota);
   }
@@ -451,14 +471,17 @@ struct Pacer::Ops {
     if (next) notify(*next);
   }
 
-  // The earliest slot given back that is still good. Caller holds l.mu.
-  static std::optional<Returned> take_returned_locked(Local& l, MonoTime now) {
+  // The earliest slot given back that is still good and has room for what
+  // the send needs. Caller holds l.mu.
+  static std::optional<Returned> take_returned_locked(Local& l, MonoTime now, std::span<const UnitCost> costs) {
     const std::uint64_t epoch = l.epoch.load(std::memory_order_acquire);
     std::erase_if(l.returned, [&](const Returned& r) { return r.slot < now || r.epoch != epoch; });
     std::optional<Returned> out;
-    if (!l.returned.empty()) {
-      out = l.returned.front();
-      l.returned.erase(l.returned.begin());
+    const auto it =
+        std::find_if(l.returned.begin(), l.returned.end(), [&](const Returned& r) { return covers(r.costs, costs); });
+    if (it != l.returned.end()) {
+      out = std::move(*it);
+      l.returned.erase(it);
     }
     l.returned_count.store(static_cast<std::uint32_t>(l.returned.size()), std::memory_order_release);
     return out;
@@ -471,18 +494,18 @@ struct Pacer::Ops {
       wake_head(l);
       return;
     }
-    return_slot(p, l, Returned{s.slot, s.epoch, s.store_epoch});
+    return_slot(p, l, Returned{s.slot, s.epoch, s.store_epoch, s.costs});
   }
 
   // A slot the store reserved that its taker will not use.
-  static void return_slot(Pacer& p, Local& l, const Returned& r) {
+  static void return_slot(Pacer& p, Local& l, Returned r) {
     if (r.slot < p.mono_.now() || l.epoch.load(std::memory_order_acquire) != r.epoch) return;
     {
       std::lock_guard lock(l.mu);
       if (l.returned.size() >= kMaxReturned) return;
-      l.returned.insert(std::upper_bound(l.returned.begin(), l.returned.end(), r.slot,
-                                         [](MonoTime t, const Returned& x) { return t < x.slot; }),
-                        r);
+      const auto at = std::upper_bound(l.returned.begin(), l.returned.end(), r.slot,
+                                       [](MonoTime t, const Returned& x) { return t < x.slot; });
+      l.returned.insert(at, std::move(r));
       l.returned_count.store(static_cast<std::uint32_t>(l.returned.size()), std::memory_order_release);
     }
     notify_head(l);
@@ -546,12 +569,12 @@ struct Pacer::Ops {
 
   // A grant the ticket will not take (the floor or the caller's limit lies
   // past it): a probe is abandoned, a slot goes to the next to ask.
-  static void return_grant(Pacer& p, Local& l, const Asked& asked, MonoTime at) {
+  static void return_grant(Pacer& p, Local& l, const Asked& asked, MonoTime at, const std::vector<UnitCost>& costs) {
     if (asked.grant.kind == StoreGrant::Kind::kProbe) {
       l.handle->abandon_probe(p.mono_.now());
       wake_head(l);
     } else if (asked.grant.wait > Duration::zero()) {
-      return_slot(p, l, Returned{at, asked.epoch, asked.grant.epoch});
+      return_slot(p, l, Returned{at, asked.epoch, asked.grant.epoch, costs});
     }
   }
 
@@ -602,7 +625,7 @@ struct Pacer::Ops {
           return pending_result(TryStatus::kAskAgain, earlier(at, limit), false, local.blocked_cause);
         }
         if (local.returned_count.load(std::memory_order_acquire) != 0) {
-          if (const auto r = take_returned_locked(local, now)) {
+          if (const auto r = take_returned_locked(local, now, s.costs)) {
             lock.unlock();
             leave(local, s);
             if (s.number == 0) s.number = p.next_ticket_.fetch_add(1, std::memory_order_relaxed);
@@ -615,7 +638,7 @@ struct Pacer::Ops {
         }
         lock.unlock();
         const std::uint64_t epoch = local.epoch.load(std::memory_order_acquire);
-        pending = Asked{local.handle->acquire({now, limit - now}, rules), epoch, now};
+        pending = Asked{local.handle->acquire({now, limit - now, s.costs}, rules), epoch, now};
       }
       const Asked asked = *pending;
       pending.reset();
@@ -656,7 +679,7 @@ struct Pacer::Ops {
             // counts from its answer, a round trip after the caller's limit
             // was given to it. (A slot that is due goes: the round trip is
             // the store's time, not a wait.)
-            return_grant(p, local, asked, at);
+            return_grant(p, local, asked, at, s.costs);
             return too_late(p, deadline, at, g.cause);
           }
           // A number now, so that if the slot is voided the ticket queues
@@ -696,13 +719,14 @@ struct Pacer::Ops {
 
   // A fresh acquire's first store question, skipping the line when nobody
   // is in it: most acquires end here.
-  static std::optional<Asked> fast_path(Pacer& p, Local& local, MonoTime now, MonoTime limit) {
+  static std::optional<Asked> fast_path(Pacer& p, Local& local, MonoTime now, MonoTime limit,
+                                        std::span<const UnitCost> costs) {
     if (local.queued.load(std::memory_order_acquire) != 0 ||
         local.returned_count.load(std::memory_order_acquire) != 0) {
       return std::nullopt;
     }
     const std::uint64_t epoch = local.epoch.load(std::memory_order_acquire);
-    return Asked{local.handle->acquire({now, limit - now}, p.config_.rules), epoch, now};
+    return Asked{local.handle->acquire({now, limit - now, costs}, p.config_.rules), epoch, now};
   }
 
   static bool granted_now(const Local& l, const std::optional<Asked>& a) {
@@ -710,13 +734,14 @@ struct Pacer::Ops {
            floor_of(l) <= a->at;
   }
 
-  static void start(Ticket& t, MonoTime now) {
+  static void start(Ticket& t, MonoTime now, std::span<const UnitCost> costs) {
     if (!t.state_) {
       t.state_ = std::make_shared<State>();
       t.state_->notify = t.notify_;
     }
     t.state_->started = true;
     t.state_->start = now;
+    t.state_->costs.assign(costs.begin(), costs.end());
   }
 
   static void done(Ticket& t) {
@@ -845,7 +870,8 @@ bool Pacer::Ticket::held() const {
 
 // ---- acquire ----
 
-TryAcquireResult Pacer::try_acquire(Ticket& t, const Key& key, std::optional<MonoTime> deadline) {
+TryAcquireResult Pacer::try_acquire(Ticket& t, const Key& key, std::optional<MonoTime> deadline,
+                                    std::span<const UnitCost> costs) {
   const MonoTime now = mono_.now();
   if (!key.local_) return Ops::final_result(*this, TryStatus::kUnavailable, now, WaitCause::kUnknown);
   Local& local = *key.local_;
@@ -855,7 +881,7 @@ TryAcquireResult Pacer::try_acquire(Ticket& t, const Key& key, std::optional<Mon
   if (!bound || !t.state_ || !t.state_->started) {
     MonoTime limit = saturating_add(now, config_.max_wait);
     if (deadline && *deadline < limit) limit = *deadline;
-    first = Ops::fast_path(*this, local, now, limit);
+    first = Ops::fast_path(*this, local, now, limit, costs);
     // Most acquires end here, and the ticket is not even bound to the key.
     if (Ops::granted_now(local, first)) return Ops::pending_result(TryStatus::kPermit, now, false);
     if (!bound) {
@@ -863,7 +889,7 @@ TryAcquireResult Pacer::try_acquire(Ticket& t, const Key& key, std::optional<Mon
       t.pacer_ = this;
       t.local_ = key.local_;
     }
-    Ops::start(t, now);
+    Ops::start(t, now, costs);
   }
   {
     std::lock_guard lock(t.state_->notify_mu);
@@ -874,16 +900,18 @@ TryAcquireResult Pacer::try_acquire(Ticket& t, const Key& key, std::optional<Mon
   return r;
 }
 
-AcquireResult Pacer::acquire(std::string_view name, std::optional<MonoTime> deadline, std::stop_token stop) {
-  return acquire(key(name), deadline, std::move(stop));
+AcquireResult Pacer::acquire(std::string_view name, std::optional<MonoTime> deadline, std::stop_token stop,
+                             std::span<const UnitCost> costs) {
+  return acquire(key(name), deadline, std::move(stop), costs);
 }
 
-AcquireResult Pacer::acquire(const Key& key, std::optional<MonoTime> deadline, std::stop_token stop) {
+AcquireResult Pacer::acquire(const Key& key, std::optional<MonoTime> deadline, std::stop_token stop,
+                             std::span<const UnitCost> costs) {
   const MonoTime start = mono_.now();
   if (!key.local_ || stop.stop_requested()) return finish(AcquireStatus::kCancelled, start, start, false);
   MonoTime limit = saturating_add(start, config_.max_wait);
   if (deadline && *deadline < limit) limit = *deadline;
-  std::optional<Ops::Asked> first = Ops::fast_path(*this, *key.local_, start, limit);
+  std::optional<Ops::Asked> first = Ops::fast_path(*this, *key.local_, start, limit, costs);
   if (Ops::granted_now(*key.local_, first)) {
     AcquireResult r;
     r.not_before = start;
@@ -892,13 +920,15 @@ AcquireResult Pacer::acquire(const Key& key, std::optional<MonoTime> deadline, s
   Ticket t;
   t.pacer_ = this;
   t.local_ = key.local_;
-  Ops::start(t, start);
+  Ops::start(t, start, costs);
   return Ops::wait(*this, t, start, deadline, stop, std::move(first));
 }
 
-void Pacer::record(std::string_view name, const Signals& signals) { record(key(name), signals); }
+void Pacer::record(std::string_view name, const Signals& signals, SendCosts costs) {
+  record(key(name), signals, costs);
+}
 
-void Pacer::record(const Key& key, const Signals& signals) {
+void Pacer::record(const Key& key, const Signals& signals, SendCosts costs) {
   if (!key.local_) return;
   Local& local = *key.local_;
   StoreRecord rec;
@@ -923,11 +953,16 @@ void Pacer::record(const Key& key, const Signals& signals) {
     }
     rec.cooldown_floor = floor > rec.age ? floor - rec.age : Duration::zero();
   }
+  rec.reserved.assign(costs.reserved.begin(), costs.reserved.end());
+  rec.used.assign(costs.used.begin(), costs.used.end());
   for (const auto& o : signals.quota) {
-    if (!is_requests(o.unit)) continue;  // the pacer counts requests, not bytes or tokens
     if (rec.policies.size() >= 2 * QuotaStore::kMaxPolicies) break;
+    // The server's own word on what this request cost (the draft's `c`)
+    // settles its reservation of that unit, unless the caller knows better.
+    if (o.cost && !is_requests(o.unit) && !has_unit(rec.used, o.unit)) rec.used.push_back({o.unit, *o.cost});
     PolicyUpdate u;
     u.id = quota_scope(o);
+    u.unit = o.unit;
     u.limit = o.limit;
     u.window = o.window;
     u.remaining = o.remaining;

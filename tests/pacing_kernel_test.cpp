@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <vector>
 #include <string>
 
 #include "pacing/state_codec.h"
@@ -48,8 +49,10 @@ KeyState busy_state(std::uint64_t seed) {
     p.seen = n();
     p.out = n();
     p.owed = n();
+    if (rng() % 2) p.unit = i % 2 ? "tokens" : "input-tokens";
     s.policies.push_back(p);
   }
+  for (std::size_t i = 0; i < rng() % 3; ++i) s.blind_units.push_back({"unit-" + std::to_string(i), n() + 1});
   Learned& l = s.learned;
   l.mode = static_cast<Learned::Mode>(rng() % 3);
   l.n = n();
@@ -83,7 +86,30 @@ TEST(StateCodec, EveryFieldComesBack) {
     EXPECT_EQ(back->cool_end, s.cool_end);
     EXPECT_EQ(back->policies.size(), s.policies.size());
     EXPECT_EQ(back->learned.found, s.learned.found);
+    EXPECT_EQ(back->blind_units, s.blind_units);
+    for (std::size_t i = 0; i < s.policies.size(); ++i) EXPECT_EQ(back->policies[i].unit, s.policies[i].unit);
   }
+}
+
+// A state written before units (format 2) reads with every policy counting
+// requests and no blind amounts: its layout is format 3's without them.
+TEST(StateCodec, StatesWithoutUnitsReadAsRequests) {
+  KeyState s;
+  s.policies.push_back(PolicyState{"default"});
+  s.policies[0].remaining = 4;
+  std::string bytes = encode(s);
+  // Drop the policy's unit (an empty text: its 8-byte length, just before
+  // the learned policy) and the blind unit count (the last 8 bytes).
+  bytes.resize(bytes.size() - 8);
+  const std::size_t learned_size = encode(KeyState{}).size() - 8 - (1 + 8 + 8 + 8 + 1 + 8 + 8 + 8 + 1 + 1 + 8 + 8 + 8 + 8 + 8 + 8);
+  bytes.erase(bytes.size() - learned_size - 8, 8);
+  bytes[0] = 2;
+  auto back = decode(bytes);
+  ASSERT_TRUE(back.has_value()) << back.error();
+  ASSERT_EQ(back->policies.size(), 1u);
+  EXPECT_EQ(back->policies[0].unit, "");
+  EXPECT_EQ(back->policies[0].remaining, 4);
+  EXPECT_TRUE(back->blind_units.empty());
 }
 
 TEST(StateCodec, EveryTruncationIsRefused) {
@@ -103,7 +129,7 @@ TEST(StateCodec, UnknownFormatsAndOutOfRangeValuesAreRefused) {
   bytes[0] = static_cast<char>(kStateFormat + 1);
   auto newer = decode(bytes);
   ASSERT_FALSE(newer.has_value());
-  EXPECT_EQ(newer.error(), "state format 3 is not 2");
+  EXPECT_EQ(newer.error(), "state format 4 is not 3");
 
   KeyState negative;
   negative.cool_end = Instant{Micros{-5}};
@@ -153,6 +179,7 @@ TEST(StateCodec, NanosecondStatesReadRoundedUp) {
   KeyState s;
   s.cool_end = Instant{Micros{7}};
   std::string bytes = encode(s);
+  bytes.resize(bytes.size() - 8);  // format 1 has no blind unit count
   bytes[0] = 1;
   // The cooldown's end is the 8 bytes after the format, epoch and next slot.
   const std::int64_t ns = 7'000'001;
@@ -160,6 +187,172 @@ TEST(StateCodec, NanosecondStatesReadRoundedUp) {
   auto back = decode(bytes);
   ASSERT_TRUE(back.has_value()) << back.error();
   EXPECT_EQ(back->cool_end, Instant{Micros{7001}});
+}
+
+// ---- costs: quotas of tokens beside quotas of requests ----
+
+std::vector<UnitCost> tokens(std::int64_t n) { return {{"tokens", n}}; }
+
+// One answer that states a requests window and a tokens window.
+StoreRecord llm_answer(MonoTime now, std::int64_t requests_left, std::int64_t tokens_left, Duration reset = seconds{60}) {
+  StoreRecord r;
+  r.now = now;
+  PolicyUpdate req;
+  req.id = "requests";
+  req.remaining = requests_left;
+  req.reset = reset;
+  PolicyUpdate tok;
+  tok.id = "tokens";
+  tok.unit = "tokens";
+  tok.remaining = tokens_left;
+  tok.reset = reset;
+  r.policies = {req, tok};
+  return r;
+}
+
+PacingRules burst() {
+  PacingRules rules;
+  rules.pacing = Pacing::kBurst;
+  return rules;
+}
+
+// A send is granted only when the tokens window has room for what it
+// needs, and takes that amount: the requests window has plenty.
+TEST(KernelCosts, ASendWaitsForTheWindowWhenItsTokensDoNotFit) {
+  KeyState s;
+  const PacingRules rules = burst();
+  (void)record(s, llm_answer(kT0, 100, 10'000), rules);
+  const MonoTime t = kT0 + seconds{1};
+  EXPECT_EQ(acquire(s, t, kMaxDuration, rules, tokens(4'000)).wait, Duration::zero());
+  EXPECT_EQ(acquire(s, t, kMaxDuration, rules, tokens(4'000)).wait, Duration::zero());
+  EXPECT_EQ(s.policies[1].remaining, 2'000);
+  EXPECT_EQ(s.policies[0].remaining, 98);
+  // 2,000 left, 4,000 needed: the window's end, as its probe.
+  const StoreGrant g = acquire(s, t, kMaxDuration, rules, tokens(4'000));
+  EXPECT_EQ(g.kind, StoreGrant::Kind::kProbe);
+  EXPECT_EQ(g.wait, seconds{59});
+  EXPECT_EQ(g.cause, WaitCause::kQuota);
+}
+
+// All or nothing: a send refused for lack of room reserves nothing anywhere.
+TEST(KernelCosts, ARefusedSendReservesNothing) {
+  KeyState s;
+  const PacingRules rules = burst();
+  (void)record(s, llm_answer(kT0, 100, 3'000), rules);
+  const StoreGrant g = acquire(s, kT0, seconds{1}, rules, tokens(4'000));
+  EXPECT_EQ(g.kind, StoreGrant::Kind::kTooLate);
+  EXPECT_EQ(s.policies[0].remaining, 100);
+  EXPECT_EQ(s.policies[1].remaining, 3'000);
+}
+
+// A send that states no tokens needs none: a spent tokens window does not
+// hold it (a cooldown would, if the server asked for one).
+TEST(KernelCosts, ASendWithoutTokensIsNotHeldByTheTokensWindow) {
+  KeyState s;
+  const PacingRules rules = burst();
+  (void)record(s, llm_answer(kT0, 100, 0), rules);
+  EXPECT_EQ(acquire(s, kT0, kMaxDuration, rules).wait, Duration::zero());
+  EXPECT_GT(acquire(s, kT0, kMaxDuration, rules, tokens(1)).wait, seconds{59});
+}
+
+// Smooth pacing spaces a send in proportion to what it takes of the window:
+// 2,000 of 10,000 tokens left over 100 s is a fifth of it.
+TEST(KernelCosts, SmoothSpacingIsInProportionToTheCost) {
+  KeyState s;
+  PacingRules rules;
+  rules.safety_margin = 0.0;
+  StoreRecord r;
+  r.now = kT0;
+  PolicyUpdate tok;
+  tok.id = "tokens";
+  tok.unit = "tokens";
+  tok.remaining = 10'000;
+  tok.reset = seconds{100};  // exact: spent by the reset itself
+  r.policies = {tok};
+  (void)record(s, r, rules);
+  EXPECT_EQ(acquire(s, kT0, kMaxDuration, rules, tokens(2'000)).wait, Duration::zero());
+  EXPECT_EQ(acquire(s, kT0, kMaxDuration, rules, tokens(100)).wait, seconds{20});
+  // 100 of the 8,000 left over the 80 s left: one second more.
+  EXPECT_EQ(acquire(s, kT0, kMaxDuration, rules, tokens(100)).wait, seconds{21});
+}
+
+// An answer's usage settles its reservation: 4,000 reserved, 1,000 used
+// gives 3,000 back; 5,000 used takes 1,000 more. Never past the limit.
+TEST(KernelCosts, AnAnswersUsageGivesBackOrTakesMore) {
+  KeyState s;
+  const PacingRules rules = burst();
+  (void)record(s, llm_answer(kT0, 100, 10'000), rules);
+  (void)acquire(s, kT0, kMaxDuration, rules, tokens(4'000));
+  (void)acquire(s, kT0, kMaxDuration, rules, tokens(4'000));
+  ASSERT_EQ(s.policies[1].remaining, 2'000);
+  StoreRecord a = llm_answer(kT0 + seconds{1}, 99, 9'000, seconds{59});
+  a.reserved = tokens(4'000);
+  a.used = tokens(1'000);
+  (void)record(s, a, rules);
+  EXPECT_EQ(s.policies[1].remaining, 5'000);
+  StoreRecord b = llm_answer(kT0 + seconds{2}, 98, 9'000, seconds{58});
+  b.reserved = tokens(4'000);
+  b.used = tokens(5'000);
+  (void)record(s, b, rules);
+  EXPECT_EQ(s.policies[1].remaining, 4'000);
+  // The server's lower count still wins over what was given back.
+  StoreRecord c = llm_answer(kT0 + seconds{3}, 97, 1'500, seconds{57});
+  (void)record(s, c, rules);
+  EXPECT_EQ(s.policies[1].remaining, 1'500);
+}
+
+// Without a usage the reservation stands: the server's count (which may
+// not have this request in yet) only ever lowers it.
+TEST(KernelCosts, WithoutAUsageTheReservationStands) {
+  KeyState s;
+  const PacingRules rules = burst();
+  (void)record(s, llm_answer(kT0, 100, 10'000), rules);
+  (void)acquire(s, kT0, kMaxDuration, rules, tokens(4'000));
+  StoreRecord a = llm_answer(kT0 + seconds{1}, 99, 9'500, seconds{59});
+  a.reserved = tokens(4'000);
+  (void)record(s, a, rules);
+  EXPECT_EQ(s.policies[1].remaining, 6'000);
+}
+
+// Tokens reserved before any window was known are in flight when the first
+// answer comes: the window it starts spends them first.
+TEST(KernelCosts, TokensGrantedBlindAreSpentFromTheFirstWindow) {
+  KeyState s;
+  const PacingRules rules = burst();
+  for (int i = 0; i < 3; ++i) (void)acquire(s, kT0, kMaxDuration, rules, tokens(3'000));
+  ASSERT_EQ(s.blind_units.size(), 1u);
+  EXPECT_EQ(s.blind_units[0].amount, 9'000);
+  StoreRecord first = llm_answer(kT0 + seconds{1}, 99, 37'000);
+  first.reserved = tokens(3'000);
+  (void)record(s, first, rules);
+  // 37,000 left after the first, less the other two still out.
+  EXPECT_EQ(s.policies[1].remaining, 31'000);
+  EXPECT_TRUE(s.blind_units.empty());
+}
+
+// Separate quotas of one request (Anthropic's input and output tokens): the
+// send needs room in both, and takes from each its own amount.
+TEST(KernelCosts, EveryQuotaOfTheKeyMustHaveRoom) {
+  KeyState s;
+  const PacingRules rules = burst();
+  StoreRecord r;
+  r.now = kT0;
+  for (const char* unit : {"input-tokens", "output-tokens"}) {
+    PolicyUpdate u;
+    u.id = unit;
+    u.unit = unit;
+    u.remaining = std::string(unit) == "input-tokens" ? 50'000 : 2'000;
+    u.reset = seconds{60};
+    r.policies.push_back(u);
+  }
+  (void)record(s, r, rules);
+  const std::vector<UnitCost> costs{{"input-tokens", 1'000}, {"output-tokens", 1'500}};
+  EXPECT_EQ(acquire(s, kT0, kMaxDuration, rules, costs).wait, Duration::zero());
+  EXPECT_EQ(s.policies[0].remaining, 49'000);
+  EXPECT_EQ(s.policies[1].remaining, 500);
+  const StoreGrant g = acquire(s, kT0, seconds{1}, rules, costs);
+  EXPECT_EQ(g.kind, StoreGrant::Kind::kTooLate);  // output tokens bind
+  EXPECT_EQ(s.policies[0].remaining, 49'000);
 }
 
 }  // namespace

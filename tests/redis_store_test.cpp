@@ -352,10 +352,10 @@ class ScriptByHand : public ::testing::Test {
     argv.insert(argv.end(), args.begin(), args.end());
     return shared_server->command(argv);
   }
-  // ARGV: now, max_wait, smooth, margin, probe timeout, spread.
+  // ARGV: now, max_wait, smooth, margin, probe timeout, spread, costs (none).
   long long acquire(std::int64_t max_wait) {
     const RespReply r = call(redis_detail::kOpAcquire,
-                             {std::to_string(now), std::to_string(max_wait), "1", "0", "10000000", "0"});
+                             {std::to_string(now), std::to_string(max_wait), "1", "0", "10000000", "0", "0"});
     EXPECT_EQ(r.type, '*') << r.text;
     return r.elements.empty() ? -1 : std::stoll(r.elements[0]);
   }
@@ -364,6 +364,7 @@ class ScriptByHand : public ::testing::Test {
     std::vector<std::string> args{std::to_string(now), "0", cooldown, "0.5", "1", "1000000", limited ? "1" : "0",
                                   "",                  "10000000", std::to_string(policies.size())};
     for (const auto& p : policies) args.insert(args.end(), p.begin(), p.end());
+    args.insert(args.end(), {"0", "0"});  // nothing reserved, nothing used
     return call(redis_detail::kOpRecord, args);
   }
   long long policies_kept() {
@@ -410,12 +411,16 @@ TEST_F(ScriptByHand, RefusesArgumentsThatDoNotFitTheLayout) {
   EXPECT_EQ(call(redis_detail::kOpCheck, {"0"}).type, '*');
   EXPECT_EQ(call(redis_detail::kOpCheck, {"0", "extra"}).type, '-');
   EXPECT_EQ(call(redis_detail::kOpAbandon, {}).type, '-');
-  std::vector<std::string> acquire_args(redis_detail::kAcquireArgs - 1, "0");
+  std::vector<std::string> acquire_args(redis_detail::kAcquireFixedArgs - 1, "0");
   EXPECT_EQ(call(redis_detail::kOpAcquire, acquire_args).type, '*');
-  acquire_args.pop_back();
+  acquire_args.back() = "1";  // one cost announced, none sent
   EXPECT_EQ(call(redis_detail::kOpAcquire, acquire_args).type, '-');
-  EXPECT_EQ(record("", {{"p", "10", "1000000", "", "", "0"}}).type, '*');
-  const RespReply short_policy = record("", {{"p", "10", "1000000", "", ""}});
+  acquire_args.insert(acquire_args.end(), {"tokens", "5"});
+  EXPECT_EQ(call(redis_detail::kOpAcquire, acquire_args).type, '*');
+  acquire_args.resize(redis_detail::kAcquireFixedArgs - 2);
+  EXPECT_EQ(call(redis_detail::kOpAcquire, acquire_args).type, '-');
+  EXPECT_EQ(record("", {{"p", "10", "1000000", "", "", "0", ""}}).type, '*');
+  const RespReply short_policy = record("", {{"p", "10", "1000000", "", "", "0"}});
   EXPECT_EQ(short_policy.type, '-');
   EXPECT_NE(short_policy.text.find("abide pacer"), std::string::npos) << short_policy.text;
   const RespReply unknown = call(99, {"0"});

@@ -77,12 +77,16 @@ class Trace {
     for (int i = 0; i < policies; ++i) {
       PolicyUpdate u;
       u.id = i == 0 ? "default" : "p" + std::to_string(i);
+      // The first policy counts requests; the others count tokens.
+      const int scale = i == 0 ? 1 : 1000;
+      if (i > 0) u.unit = i == 1 ? "tokens" : "input-tokens";
       if (chance(70)) {
-        u.limit = pick(40) + 1;
+        u.limit = (pick(40) + 1) * scale;
         u.window = seconds{pick(10) + 1};
       }
       if (chance(70)) {
-        u.remaining = pick(45) - 2;
+        // Tokens: often plenty, so that what a usage gives back shows.
+        u.remaining = i > 0 && chance(50) ? 60 * scale : (pick(45) - 2) * scale + (i > 0 ? pick(scale) : 0);
         u.reset = milliseconds{pick(10'000)};
         u.reset_resolution = chance(50) ? seconds{1} : Duration::zero();
       }
@@ -99,6 +103,15 @@ std::string describe_grant(const StoreGrant& g) {
   std::ostringstream s;
   s << "kind " << static_cast<int>(g.kind) << " wait " << g.wait.count() << " ns cause " << describe(g.cause);
   return s.str();
+}
+
+// What a send needs of the quotas other than requests, or what its answer
+// used: often tokens, sometimes input tokens too, sometimes nothing.
+std::vector<UnitCost> draw_costs(Trace& t) {
+  std::vector<UnitCost> c;
+  if (t.chance(60)) c.push_back({"tokens", t.pick(6000)});
+  if (t.chance(30)) c.push_back({"input-tokens", t.pick(3000)});
+  return c;
 }
 
 // Runs one trace through every store and compares each answer with the
@@ -132,7 +145,9 @@ void run_trace(std::uint64_t seed, std::vector<Contender>& stores, const std::st
       case 1:
       case 2:
       case 3: {
-        const StoreAcquire a{now, t.max_wait()};
+        const Duration max_wait = t.max_wait();
+        const std::vector<UnitCost> costs = draw_costs(t);
+        const StoreAcquire a{now, max_wait, costs};
         std::vector<StoreGrant> grants;
         for (Contender& c : stores) grants.push_back(c.keys[static_cast<std::size_t>(key)]->acquire(a, rules));
         for (std::size_t i = 1; i < stores.size(); ++i) {
@@ -152,7 +167,9 @@ void run_trace(std::uint64_t seed, std::vector<Contender>& stores, const std::st
       case 5:
       case 6:
       case 7: {
-        const StoreRecord r = t.answer(now);
+        StoreRecord r = t.answer(now);
+        r.reserved = draw_costs(t);
+        if (t.chance(50)) r.used = draw_costs(t);
         std::vector<RecordOutcome> outs;
         for (Contender& c : stores) outs.push_back(c.keys[static_cast<std::size_t>(key)]->record(r, rules));
         for (std::size_t i = 1; i < stores.size(); ++i) {
@@ -212,7 +229,76 @@ TEST(StoreDifferential, TheFileStoreAnswersAsMemoryDoes) {
 }
 #endif
 
+// Costs, step by step: sends that reserve tokens, answers that settle them
+// by their usage, a tokens window and a requests window side by side. Each
+// store must grant alike at every step.
+void run_costs(std::vector<Contender>& stores, const std::string& name) {
+  PacingRules rules;
+  rules.safety_margin = 0.0;
+  const MonoTime t0{std::chrono::hours{1000}};
+  for (Contender& c : stores) c.keys = {c.store->open(name)};
+  const auto answer = [&](MonoTime now, std::int64_t tokens_left, std::vector<UnitCost> reserved,
+                          std::vector<UnitCost> used) {
+    StoreRecord r;
+    r.now = now;
+    PolicyUpdate req{"requests", 100, std::nullopt, 90, seconds{60} - (now - t0)};
+    PolicyUpdate tok{"tokens", 40'000, std::nullopt, tokens_left, seconds{60} - (now - t0)};
+    tok.unit = "tokens";
+    r.policies = {req, tok};
+    r.reserved = std::move(reserved);
+    r.used = std::move(used);
+    for (Contender& c : stores) (void)c.keys[0]->record(r, rules);
+  };
+  const auto ask = [&](MonoTime now, std::int64_t tokens, const std::string& where) {
+    const std::vector<UnitCost> costs{{"tokens", tokens}};
+    std::vector<StoreGrant> g;
+    for (Contender& c : stores) g.push_back(c.keys[0]->acquire({now, kMaxDuration, costs}, rules));
+    for (std::size_t i = 1; i < stores.size(); ++i) {
+      ASSERT_EQ(g[i].kind, g[0].kind) << where << ": " << stores[i].name;
+      ASSERT_EQ(g[i].wait, g[0].wait) << where << ": " << stores[i].name << " " << describe_grant(g[i]) << ", memory "
+                                      << describe_grant(g[0]);
+    }
+  };
+  ask(t0, 5'000, "blind");
+  ask(t0, 7'000, "blind");
+  answer(t0 + milliseconds{300}, 35'000, {{"tokens", 5'000}}, {});
+  ask(t0 + milliseconds{400}, 4'000, "after the first answer");
+  answer(t0 + milliseconds{900}, 30'000, {{"tokens", 7'000}}, {{"tokens", 1'200}});
+  for (int i = 0; i < 6; ++i) ask(t0 + seconds{1 + i}, 3'000 + 500 * i, "paced " + std::to_string(i));
+  answer(t0 + seconds{8}, 20'000, {{"tokens", 4'000}}, {{"tokens", 9'000}});
+  for (int i = 0; i < 6; ++i) ask(t0 + seconds{9 + i}, 2'000 * (i + 1), "after an overrun " + std::to_string(i));
+}
+
+#if ABIDE_TEST_WITH_SQLITE
+TEST(StoreDifferential, TheFileStoreSettlesCostsAsMemoryDoes) {
+  const std::string path = scratch_file();
+  {
+    SqliteStoreOptions o;
+    o.path = path;
+    o.boot_id = "differential";
+    auto file = SqliteStore::open_file(o);
+    ASSERT_TRUE(file.has_value()) << file.error().message;
+    std::vector<Contender> stores{{"memory", std::make_shared<MemoryStore>()}, {"file", *file}};
+    run_costs(stores, "costs");
+  }
+  remove_file(path);
+}
+#endif
+
 #if ABIDE_TEST_WITH_REDIS
+TEST(StoreDifferential, RedisSettlesCostsAsMemoryDoes) {
+  RedisServer server;
+  if (!server.start()) GTEST_SKIP() << "redis-server is not available";
+  RedisStoreOptions o;
+  o.endpoint.unix_socket = server.socket_path();
+  o.endpoint.prefix = "differential-costs:";
+  o.time_base = RedisTimeBase::kClient;
+  auto redis = std::make_shared<RedisStore>(o);
+  std::vector<Contender> stores{{"memory", std::make_shared<MemoryStore>()}, {"redis", redis}};
+  run_costs(stores, "costs");
+  EXPECT_EQ(redis->stats().fallbacks, 0u);
+}
+
 TEST(StoreDifferential, RedisAnswersAsMemoryDoes) {
   RedisServer server;
   if (!server.start()) GTEST_SKIP() << "redis-server is not available";

@@ -66,6 +66,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -179,6 +180,13 @@ struct PacerConfig {
   std::uint64_t seed = 0x9e3779b97f4a7c15ULL;
 };
 
+// What one send reserved of quotas other than requests (the costs its acquire
+// was given), and what its answer says it used. Viewed, not owned.
+struct SendCosts {
+  std::span<const UnitCost> reserved;
+  std::span<const UnitCost> used;
+};
+
 // The pacer. Thread-safe: any number of workers share one instance.
 class Pacer {
  public:
@@ -249,17 +257,22 @@ class Pacer {
 
   // Waits until a request on `key` may be sent, or says why not. deadline:
   // the latest acceptable send time (none: only max_wait bounds the wait).
-  AcquireResult acquire(const Key& key, std::optional<MonoTime> deadline = std::nullopt, std::stop_token stop = {});
+  // costs: what the send needs of quotas other than requests (tokens,
+  // bytes); each such quota grants it only with room for that amount.
+  AcquireResult acquire(const Key& key, std::optional<MonoTime> deadline = std::nullopt, std::stop_token stop = {},
+                        std::span<const UnitCost> costs = {});
   AcquireResult acquire(std::string_view key, std::optional<MonoTime> deadline = std::nullopt,
-                        std::stop_token stop = {});
+                        std::stop_token stop = {}, std::span<const UnitCost> costs = {});
 
   // The same rules, never sleeping or blocking: a permit now, a slot held for
   // `ticket` until its time (ask again then), or "ask again at `at`, or when
   // notified" while a probe's answer is awaited; or the final answers acquire
   // gives. max_wait and `deadline` count from the ticket's first call. Asking
   // early is always safe. A permit or a final answer leaves the ticket empty.
+  // `costs` as for acquire, read at the ticket's first call.
   [[nodiscard]] TryAcquireResult try_acquire(Ticket& ticket, const Key& key,
-                                             std::optional<MonoTime> deadline = std::nullopt);
+                                             std::optional<MonoTime> deadline = std::nullopt,
+                                             std::span<const UnitCost> costs = {});
 
   // A cooldown on `key` until `until` on the wall clock, as a Retry-After date
   // would set it (a resumed run carries what the server permitted): nothing is
@@ -269,11 +282,13 @@ class Pacer {
   bool block_until(std::string_view key, WallTime until);
 
   // Feeds what a response on `key` said: its Retry-After, its quota
-  // observations (request units only), whether it was limited (a key whose
-  // server announces no quota learns one from its limited answers), and, for
-  // any response, the answer a probe waits for.
-  void record(const Key& key, const Signals& signals);
-  void record(std::string_view key, const Signals& signals);
+  // observations (in every unit), whether it was limited (a key whose server
+  // announces no quota learns one from its limited answers), and, for any
+  // response, the answer a probe waits for. `costs`: what the send reserved
+  // at its acquire and what its answer used (its usage), so the window keeps
+  // the truth; a quota's `cost` (the draft's `c`) counts as used too.
+  void record(const Key& key, const Signals& signals, SendCosts costs = {});
+  void record(std::string_view key, const Signals& signals, SendCosts costs = {});
 
   // What `key` learned from its limited answers ("about 20 per 2 s, from 3
   // windows"), while its server announces no quota; nullopt otherwise.

@@ -85,6 +85,18 @@ struct QuotaObservation {
   }
 };
 
+// An amount of one quota unit other than requests ("tokens", 1200): what a
+// request needs before it is sent (an estimate, or the caller's own word), or
+// what its answer says it used. Units are named as quotas name them
+// (QuotaObservation::unit): "tokens", "input-tokens", "output-tokens",
+// "content-bytes". A request always needs one unit of each request quota.
+struct UnitCost {
+  std::string unit;
+  std::int64_t amount = 0;  // >= 0
+
+  friend bool operator==(const UnitCost&, const UnitCost&) = default;
+};
+
 // A server's retry hint, resolved against the receive time.
 struct RetryHint {
   enum class Kind { kDelay, kDate };

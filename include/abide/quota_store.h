@@ -15,11 +15,13 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "abide/clock.h"
+#include "abide/quota.h"
 
 namespace abide {
 
@@ -54,6 +56,12 @@ struct PacingRules {
 struct StoreAcquire {
   MonoTime now{};       // the caller's monotonic now
   Duration max_wait{};  // reserve a slot only if it starts within this (negative: only report)
+  // What the request needs of each quota that does not count requests
+  // (tokens, bytes): a policy of that unit grants the slot only when its
+  // window has room for the amount, and then reserves it, all or nothing.
+  // A unit not listed costs nothing; every request quota takes one unit.
+  // Viewed, not owned: it must outlive the call.
+  std::span<const UnitCost> costs;
 };
 
 // What holds a key's next send back: the reason behind a wait, a reserved
@@ -101,6 +109,7 @@ struct PolicyUpdate {
   // The window ends within the step before `reset`: smooth pacing spends the
   // quota by the earliest instant it can end.
   Duration reset_resolution{};
+  std::string unit;  // what the quota counts; "" or "requests": requests
 };
 
 // One response, as the store sees it.
@@ -119,6 +128,12 @@ struct StoreRecord {
   // key has no announced quota, limited answers teach the store a policy of
   // its own (LearnedPolicyBounds); false, the default, teaches nothing.
   bool limited = false;
+  // What this answer's request reserved at its acquire (StoreAcquire::costs),
+  // and what the answer says it used (its usage, or the draft's `c`). A
+  // window that counted the reservation gives back what was not used, or
+  // takes what was used beyond it; a unit not in `used` is kept as reserved.
+  std::vector<UnitCost> reserved;
+  std::vector<UnitCost> used;
 };
 
 // A key whose server announces no quota learns one from its limited answers:

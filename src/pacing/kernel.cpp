@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "ascii.h"
 #include "pacing/kernel.h"
 #include "pacing/learner.h"
 
@@ -142,41 +143,104 @@ void commit_learned(Learned& l, Instant slot, bool smooth, double stretch) {
   l.used = std::min(l.used + 1, kMaxLearned);
 }
 
-// Consumes one unit of every policy for a send at `slot`, and moves the key's
-// schedule on.
-void commit(KeyState& s, Instant slot, const Rules& rules) {
+// Whether a unit a caller stated is the one a policy keeps (unit_of()'s).
+bool same_unit(std::string_view stated, std::string_view kept) {
+  return ascii::iequals(stated.substr(0, kMaxUnitBytes), kept);
+}
+
+// The amount of `unit` among `costs` (none listed: nothing; listed twice:
+// the first), within the kernel's counts.
+std::int64_t amount_of(std::span<const UnitCost> costs, std::string_view unit) {
+  for (const UnitCost& c : costs) {
+    if (same_unit(c.unit, unit)) return std::clamp<std::int64_t>(c.amount, 0, kMaxLearned);
+  }
+  return 0;
+}
+
+// What a send needs of policy p: one unit of a request quota, its stated
+// amount of any other.
+std::int64_t need(const PolicyState& p, std::span<const UnitCost> costs) {
+  return p.unit.empty() ? 1 : amount_of(costs, p.unit);
+}
+
+bool is_requests(std::string_view unit) { return unit.empty() || ascii::iequals(unit, "requests"); }
+
+// The amount blind grants of `unit` reserved (kernel.h, KeyState::blind_units).
+std::int64_t blind_amount(const KeyState& s, std::string_view unit) {
+  for (const UnitCost& b : s.blind_units) {
+    if (b.unit == unit) return b.amount;
+  }
+  return 0;
+}
+
+// A grant's amounts that no counted window of their unit covered are blind.
+void note_blind_units(KeyState& s, Instant slot, std::span<const UnitCost> costs) {
+  for (const UnitCost& c : costs) {
+    const std::int64_t n = std::clamp<std::int64_t>(c.amount, 0, kMaxLearned);
+    if (n == 0 || is_requests(c.unit)) continue;
+    // A unit listed twice counts once, as amount_of reads it: the first.
+    if (std::any_of(costs.data(), &c, [&](const UnitCost& e) { return ascii::iequals(e.unit, c.unit); })) continue;
+    const bool covered = std::any_of(s.policies.begin(), s.policies.end(), [&](const PolicyState& p) {
+      return p.remaining >= 0 && slot < p.reset_at && same_unit(c.unit, p.unit);
+    });
+    if (covered) continue;
+    std::string unit = unit_of(c.unit);
+    auto it = std::find_if(s.blind_units.begin(), s.blind_units.end(), [&](const UnitCost& b) { return b.unit == unit; });
+    if (it == s.blind_units.end()) {
+      if (s.blind_units.size() >= QuotaStore::kMaxPolicies) continue;  // bounded: a unit this rare is not followed
+      it = s.blind_units.insert(s.blind_units.end(), UnitCost{std::move(unit), 0});
+    }
+    it->amount = std::min(it->amount + n, kMaxLearned);
+    s.blind_at = later(s.blind_at, slot);
+  }
+}
+
+// Takes what a send at `slot` needs of every policy (one unit of a request
+// quota, the stated amount of any other), and moves the key's schedule on.
+void commit(KeyState& s, Instant slot, const Rules& rules, std::span<const UnitCost> costs) {
   const double stretch = rules.stretch;
   if (learning(s)) commit_learned(s.learned, slot, rules.smooth, stretch);
-  bool counted = false;
+  bool counted = false;  // by a request quota's window
   for (auto& p : s.policies) {
+    const std::int64_t n = need(p, costs);
     if (p.remaining >= 0) {
-      counted = counted || slot < p.reset_at;
-      if (slot < p.reset_at && p.remaining > 0) {
+      if (p.unit.empty()) counted = counted || slot < p.reset_at;
+      if (slot < p.reset_at && n > 0 && p.remaining >= n) {
         if (rules.smooth) {
-          // Divide what is left of the window among what is left of the quota.
-          // Aim at the earliest instant the window can end (see `aim`).
+          // Divide what is left of the window among what is left of the
+          // quota, in proportion to what this send takes of it. Aim at the
+          // earliest instant the window can end (see `aim`).
           const double left = p.aim > slot ? static_cast<double>((p.aim - slot).count()) : 0.0;
-          p.next = add(slot, from_us(left * stretch / static_cast<double>(p.remaining)));
+          p.next = add(slot, from_us(left * stretch * static_cast<double>(n) / static_cast<double>(p.remaining)));
         }
-        --p.remaining;
-        p.out = std::min(p.out + 1, kMaxLearned);
+        p.remaining -= n;
+        p.out = std::min(p.out + n, kMaxLearned);
       }
-    } else if (p.limit > 0 && p.window > Micros::zero()) {
+    } else if (p.limit > 0 && p.window > Micros::zero() && n > 0) {
       const double interval = static_cast<double>(p.window.count()) / static_cast<double>(p.limit);
-      p.next = add(slot, from_us(interval * stretch));
+      p.next = add(slot, from_us(interval * static_cast<double>(n) * stretch));
     }
   }
   if (!counted) {
     s.blind = std::min(s.blind + 1, kMaxLearned);
     s.blind_at = later(s.blind_at, slot);
   }
+  if (!costs.empty()) note_blind_units(s, slot, costs);
   s.tat = slot;
   if (slot < s.spread_end) s.tat = add(slot, spread_step(s, rules));
 }
 
 }  // namespace
 
-StoreGrant acquire(KeyState& s, MonoTime caller_now, Duration caller_max_wait, const PacingRules& caller_rules) {
+std::string unit_of(std::string_view unit) {
+  if (is_requests(unit)) return {};
+  std::string u(unit.substr(0, kMaxUnitBytes));
+  for (char& c : u) c = ascii::to_lower(c);
+  return u;
+}
+
+StoreGrant acquire(KeyState& s, MonoTime caller_now, Duration caller_max_wait, const PacingRules& caller_rules,
+                   std::span<const UnitCost> costs) {
   // Waits count from `now` cut to the microsecond: the caller, whose now is
   // later, never sends before the slot.
   const Instant now = instant_of(caller_now);
@@ -197,14 +261,17 @@ StoreGrant acquire(KeyState& s, MonoTime caller_now, Duration caller_max_wait, c
   bound(s.cool_end, s.cool_cause);
   const bool smooth = rules.smooth;
   for (const auto& p : s.policies) {
+    // A send that needs nothing of a quota (no tokens stated) is not held by it.
+    const std::int64_t n = need(p, costs);
     if (p.remaining >= 0) {
-      if (p.remaining == 0) {
+      if (n > p.remaining) {
+        // Not enough left: the next window (its probe) decides.
         bound(p.reset_at, WaitCause::kQuota);
-      } else if (smooth) {
+      } else if (smooth && n > 0) {
         // A smooth slot past the reset means: the next send is the probe, at the reset.
         bound(p.next < p.reset_at ? p.next : p.reset_at, WaitCause::kQuota);
       }
-    } else if (p.limit > 0 && p.window > Micros::zero()) {
+    } else if (p.limit > 0 && p.window > Micros::zero() && n > 0) {
       bound(p.next, WaitCause::kQuota);
     }
   }
@@ -245,11 +312,11 @@ StoreGrant acquire(KeyState& s, MonoTime caller_now, Duration caller_max_wait, c
     s.probe_out = true;
     s.probe_start = slot;
     s.probe_until = add(slot, rules.probe_timeout);
-    commit(s, slot, rules);
+    commit(s, slot, rules, costs);
     return {StoreGrant::Kind::kProbe, duration_of(wait), s.epoch, cause};
   }
   if (wait > max_wait) return {StoreGrant::Kind::kTooLate, duration_of(wait), s.epoch, cause};
-  commit(s, slot, rules);
+  commit(s, slot, rules, costs);
   return {StoreGrant::Kind::kGranted, duration_of(wait), s.epoch, cause};
 }
 
@@ -283,6 +350,18 @@ void learn_from(KeyState& s, const Answer& r, Instant received, bool probe_answe
   }
 }
 
+// Settles a send's reservation of p (`mine` units) with what its answer
+// says it used: the unused part comes back, an overrun is taken; never
+// above the policy's limit, never below nothing. Nothing said: kept.
+void settle(PolicyState& p, std::int64_t mine, const std::vector<UnitCost>& used) {
+  const auto it = std::find_if(used.begin(), used.end(), [&](const UnitCost& u) { return same_unit(u.unit, p.unit); });
+  if (it == used.end()) return;
+  const std::int64_t spent = std::clamp<std::int64_t>(it->amount, 0, kMaxLearned);
+  std::int64_t left = std::max<std::int64_t>(p.remaining + mine - spent, 0);
+  if (p.limit > 0) left = std::min(left, p.limit);
+  p.remaining = left;
+}
+
 }  // namespace
 
 RecordOutcome record(KeyState& s, const StoreRecord& record, const PacingRules& caller_rules) {
@@ -314,10 +393,16 @@ RecordOutcome record(KeyState& s, const StoreRecord& record, const PacingRules& 
   // answered may have reached the server after it, so the count it reports
   // does not have them in yet. A window starting now spends them first (a
   // few too many when they were counted before it: never too few).
-  if (now > add(s.blind_at, rules.probe_timeout)) s.blind = 0;
+  if (now > add(s.blind_at, rules.probe_timeout)) {
+    s.blind = 0;
+    s.blind_units.clear();
+  }
   const std::int64_t others = std::max<std::int64_t>(s.blind - 1, 0);
   if (s.blind > 0) --s.blind;
-  bool started = false;
+  // The other units alike: what this answer's request reserved is answered.
+  for (UnitCost& b : s.blind_units) b.amount = std::max<std::int64_t>(b.amount - amount_of(record.reserved, b.unit), 0);
+  bool started = false;             // a request quota's window
+  std::uint32_t started_units = 0;  // bit i: a window of blind_units[i]'s unit
   Instant pinned = kNone;  // the latest end of a window this answer says is spent
   bool untracked_spent = false;
   for (const auto& u : record.policies) {
@@ -333,7 +418,7 @@ RecordOutcome record(KeyState& s, const StoreRecord& record, const PacingRules& 
         if (u.remaining && *u.remaining <= 0) untracked_spent = true;  // its end is not known here
         continue;
       }
-      s.policies.push_back(PolicyState{std::string(id)});
+      s.policies.push_back(PolicyState{std::string(id), unit_of(u.unit)});
       it = std::prev(s.policies.end());
     }
     PolicyState& p = *it;
@@ -356,9 +441,13 @@ RecordOutcome record(KeyState& s, const StoreRecord& record, const PacingRules& 
         // so every answer's reset is at or after the true one (but see a spent
         // count below). Later answers only tighten the aim; a bound at or past
         // the tracked end is about a later window.
+        // This answer's reservation is answered. What it says was used
+        // settles it first: the unused part comes back, an overrun is taken.
+        const std::int64_t mine = p.unit.empty() ? 1 : amount_of(record.reserved, p.unit);
+        if (!p.unit.empty()) settle(p, mine, record.used);
         p.remaining = std::min(p.remaining, remaining);
         p.seen = std::min(p.seen, remaining);
-        p.out = std::max<std::int64_t>(p.out - 1, 0);
+        p.out = std::max<std::int64_t>(p.out - mine, 0);
         // The least count reported, less what may still be out, is what is
         // left: an answer that came back out of order (its count was already
         // in the least) gives back the unit the first answer took for it, and
@@ -385,13 +474,20 @@ RecordOutcome record(KeyState& s, const StoreRecord& record, const PacingRules& 
       } else {
         // A window starts. Its first answer is aimed at most half way, so a
         // window shorter than the step is still spread.
-        p.remaining = std::max<std::int64_t>(remaining - others, 0);
+        const std::int64_t before = p.unit.empty() ? others : blind_amount(s, p.unit);
+        p.remaining = std::max<std::int64_t>(remaining - before, 0);
         p.seen = remaining;
-        p.out = others;
-        p.owed = others;
+        p.out = before;
+        p.owed = before;
         p.reset_at = reset_at;
         p.aim = reset_at - std::min(step, (reset_at - now) / 2);
-        started = true;
+        if (p.unit.empty()) {
+          started = true;
+        } else {
+          for (std::size_t i = 0; i < s.blind_units.size(); ++i) {
+            if (s.blind_units[i].unit == p.unit) started_units |= 1U << i;
+          }
+        }
       }
       if (remaining == 0) pinned = later(pinned, p.reset_at);
     } else if (p.remaining >= 0) {
@@ -400,6 +496,10 @@ RecordOutcome record(KeyState& s, const StoreRecord& record, const PacingRules& 
     }
   }
   if (started) s.blind = 0;
+  for (std::size_t i = 0; i < s.blind_units.size(); ++i) {
+    if ((started_units >> i) & 1U) s.blind_units[i].amount = 0;
+  }
+  std::erase_if(s.blind_units, [](const UnitCost& b) { return b.amount == 0; });
   if (r.cooldown && *r.cooldown > Micros::zero()) {
     Instant end = add(now, *r.cooldown);
     if (r.cooldown_cause == WaitCause::kQuota && pinned != kNone && !untracked_spent && pinned < end) {

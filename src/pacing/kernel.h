@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,9 +52,12 @@ struct Learned {
   Micros length() const;    // len once measured, else guess; at least the smallest learned window
 };
 
-// One announced policy of the key.
+// One announced policy of the key. Its counts are in its own unit: a request
+// quota's (unit "") take one per send, any other's (tokens, bytes) the amount
+// the send stated it needs (StoreAcquire::costs).
 struct PolicyState {
   std::string id;
+  std::string unit;             // "": requests
   std::int64_t limit = 0;       // 0: unknown
   Micros window{};            // 0: unknown
   std::int64_t remaining = -1;  // tracked remaining in the current window; -1: no window known
@@ -91,12 +95,22 @@ struct KeyState {
   // timeout after the last blind grant.
   std::int64_t blind = 0;
   Instant blind_at{};
+  // The same for the other units: the amounts blind grants reserved, per
+  // unit no counted window of that unit covered (at most kMaxPolicies units).
+  std::vector<UnitCost> blind_units;
   std::vector<PolicyState> policies;
   Learned learned;
 };
 
-// Decides, and reserves when granted (StoreGrant's kinds).
-StoreGrant acquire(KeyState& s, MonoTime now, Duration max_wait, const PacingRules& rules);
+// Decides, and reserves when granted (StoreGrant's kinds), all or nothing
+// across the key's quotas: one unit of each request quota, `costs` of the others.
+StoreGrant acquire(KeyState& s, MonoTime now, Duration max_wait, const PacingRules& rules,
+                   std::span<const UnitCost> costs = {});
+
+// The unit a policy update names, as the kernel keeps it ("" for requests,
+// at most kMaxUnitBytes otherwise).
+std::string unit_of(std::string_view unit);
+inline constexpr std::size_t kMaxUnitBytes = 32;
 
 // Applies what one response said, and what it teaches the learner.
 RecordOutcome record(KeyState& s, const StoreRecord& r, const PacingRules& rules);

@@ -2,7 +2,8 @@
 // declaration order, integers as 8 little-endian bytes, flags and enums as
 // one byte, the spread seed as its IEEE-754 bits; then the policy count
 // (at most QuotaStore::kMaxPolicies) and each policy (its id as a length and
-// bytes, at most 256), then the learned policy. Written field by field, so a
+// bytes, at most 256, ..., its unit likewise), then the learned policy, then
+// the blind amounts of other units (a count, then each unit and amount). Written field by field, so a
 // new field is a new version, never a silent reinterpretation.
 #include "pacing/state_codec.h"
 
@@ -13,7 +14,8 @@ namespace abide::pacing {
 namespace {
 
 constexpr std::size_t kMaxId = 256;
-constexpr std::uint8_t kNanosecondFormat = 1;  // the same layout, times in nanoseconds
+constexpr std::uint8_t kNanosecondFormat = 1;   // the layout of 2, times in nanoseconds
+constexpr std::uint8_t kMicrosecondFormat = 2;  // without units (every policy counted requests)
 constexpr std::int64_t kAnyCount = INT64_MAX;  // a count a server stated
 
 class Writer {
@@ -163,6 +165,7 @@ std::string encode(const KeyState& s) {
     w.i64(p.seen);
     w.i64(p.out);
     w.i64(p.owed);
+    w.text(p.unit);
   }
   const Learned& l = s.learned;
   w.u8(l.mode);
@@ -184,6 +187,11 @@ std::string encode(const KeyState& s) {
   w.flag(l.first);
   w.span(l.rtt);
   w.span(l.found);
+  w.u64(s.blind_units.size());
+  for (const UnitCost& b : s.blind_units) {
+    w.text(b.unit);
+    w.i64(b.amount);
+  }
   return w.take();
 }
 
@@ -191,9 +199,10 @@ Result<KeyState, std::string> decode(std::string_view bytes) {
   Reader r(bytes);
   const std::uint8_t format = r.u8("format");
   if (r.error().empty() && format == kNanosecondFormat) r.times_in_nanoseconds();
-  if (r.error().empty() && format != kStateFormat && format != kNanosecondFormat) {
+  if (r.error().empty() && format != kStateFormat && format != kNanosecondFormat && format != kMicrosecondFormat) {
     return fail("state format " + std::to_string(format) + " is not " + std::to_string(kStateFormat));
   }
+  const bool units = format >= 3;  // policies' units and blind amounts
   KeyState s;
   s.epoch = r.u64("epoch");
   s.tat = r.time("next slot");
@@ -223,6 +232,7 @@ Result<KeyState, std::string> decode(std::string_view bytes) {
     p.seen = r.count("policy seen", 0, kAnyCount);
     p.out = r.count("policy out");
     p.owed = r.count("policy owed");
+    if (units) p.unit = r.text("policy unit", kMaxUnitBytes);
     s.policies.push_back(std::move(p));
   }
   Learned& l = s.learned;
@@ -245,6 +255,16 @@ Result<KeyState, std::string> decode(std::string_view bytes) {
   l.first = r.flag("learned first");
   l.rtt = r.span("learned round trip");
   l.found = r.span("learned found");
+  if (units) {
+    const std::uint64_t n = r.u64("blind unit count");
+    if (n > QuotaStore::kMaxPolicies) r.bad("blind unit count", "over the limit");
+    for (std::uint64_t i = 0; i < n && r.error().empty(); ++i) {
+      UnitCost b;
+      b.unit = r.text("blind unit", kMaxUnitBytes);
+      b.amount = r.count("blind amount");
+      s.blind_units.push_back(std::move(b));
+    }
+  }
   if (!r.done()) return fail(r.error());
   return s;
 }

@@ -16,9 +16,10 @@
 
 namespace abide::pacing {
 
-// The layout's version, the first byte of every blob: 2, times in whole
-// microseconds. decode also reads 1 (the same layout in nanoseconds).
-inline constexpr std::uint8_t kStateFormat = 2;
+// The layout's version, the first byte of every blob: 3, times in whole
+// microseconds, with units. decode also reads 2 (no units: every policy
+// counted requests) and 1 (that layout in nanoseconds).
+inline constexpr std::uint8_t kStateFormat = 3;
 
 // The state as bytes.
 std::string encode(const KeyState& s);

@@ -42,7 +42,8 @@ local OP_ABANDON = @OP_ABANDON@
 local OP_LEARNED = @OP_LEARNED@
 local OP_PUBLISH = @OP_PUBLISH@
 
-local ACQUIRE_ARGS = @ACQUIRE_ARGS@
+local ACQUIRE_FIXED_ARGS = @ACQUIRE_FIXED_ARGS@
+local COST_ARGS = @COST_ARGS@
 local RECORD_FIXED_ARGS = @RECORD_FIXED_ARGS@
 local POLICY_ARGS = @POLICY_ARGS@
 local CHECK_ARGS = @CHECK_ARGS@
@@ -109,6 +110,9 @@ local MAX_TTL_MS = 365 * 24 * 3600 * 1000
 --   bl   grants no counted window covered (nothing was known, or their slot was
 --        past every window's end), not yet answered.
 --   ba   the last blind grant's slot.
+--   bu   the same for units other than requests: the amounts blind grants
+--        reserved, an array of {unit, amount} in the order the units came
+--        (absent: none; at most MAX_POLICIES units).
 --   pol  up to MAX_POLICIES quota policies, each an array indexed below.
 --   lc   accepted answers so far, while nothing is learned (absent: none).
 --   L    the learned policy, an array indexed below (absent: nothing learned).
@@ -128,6 +132,10 @@ local P_AIM = 7        -- smooth pacing spends the window's quota by this (<= P_
 local P_SEEN = 8       -- the least remaining an answer reported in the current window
 local P_OUT = 9        -- sends that may not be in it yet (those, and the window's own, not answered)
 local P_OWED = 10      -- how many of the units the first answer took may still be given back
+-- What the policy counts: '' requests (one per send), else a unit such as
+-- tokens, of which a send takes the amount it stated. A state saved before
+-- units existed reads nil: requests.
+local P_UNIT = 11
 
 -- The learned policy (the same fields as pacing/kernel.cpp's Learned):
 local L_MODE = 1       -- MODE_RA (from Retry-After) or MODE_BARE (from bare 429s)
@@ -170,6 +178,13 @@ local function load(key)
         if field ~= 'pol' and type(st[field]) ~= 'number' then st[field] = zero end
       end
       if st.lc ~= nil and type(st.lc) ~= 'number' then st.lc = nil end
+      if st.bu ~= nil then
+        local ok_b = type(st.bu) == 'table' and #st.bu <= MAX_POLICIES
+        for _, b in ipairs(ok_b and st.bu or {}) do
+          ok_b = ok_b and type(b) == 'table' and type(b[1]) == 'string' and type(b[2]) == 'number'
+        end
+        if not ok_b then st.bu = nil end
+      end
       if st.L ~= nil then
         -- A state saved before L_FIRST or L_FOUND existed reads them as 0.
         if type(st.L) == 'table' and #st.L == L_FOUND - 2 then st.L[L_FIRST] = 0 end
@@ -322,35 +337,99 @@ end
 
 -- ---- acquire ---------------------------------------------------------------------
 
--- Takes the slot for one send at `slot`: every policy spends one unit, and
--- the key's schedule moves on.
-local function commit(st, slot, smooth, stretch, spread)
+-- A send's costs in units other than requests, from ARGV[first] (a count)
+-- on: {list = the {unit, amount} pairs in order, by = amount per unit}. The
+-- caller sends each unit once, normalized (pacing::unit_of).
+local function read_costs(first)
+  local n = tonumber(ARGV[first]) or 0
+  local c = {list = {}, by = {}}
+  for i = 0, n - 1 do
+    local unit = ARGV[first + 1 + i * COST_ARGS]
+    local amount = math.max(math.min(tonumber(ARGV[first + 2 + i * COST_ARGS]) or 0, LEARNED_MAX), 0)
+    c.list[#c.list + 1] = {unit, amount}
+    if c.by[unit] == nil then c.by[unit] = amount end
+  end
+  return c, first + 1 + n * COST_ARGS
+end
+
+local function unit_of(p) return p[P_UNIT] or '' end
+
+-- What a send needs of policy p: one unit of a request quota, its stated
+-- amount of any other (none stated: nothing).
+local function need(p, costs)
+  local u = unit_of(p)
+  if u == '' then return 1 end
+  return costs.by[u] or 0
+end
+
+local function blind_amount(st, unit)
+  for _, b in ipairs(st.bu or {}) do
+    if b[1] == unit then return b[2] end
+  end
+  return 0
+end
+
+-- A grant's amounts that no counted window of their unit covered are blind
+-- (kernel.cpp, note_blind_units).
+local function note_blind_units(st, slot, costs)
+  for _, c in ipairs(costs.list) do
+    local unit, n = c[1], c[2]
+    if n > 0 and unit ~= '' then
+      local covered = false
+      for _, p in ipairs(st.pol) do
+        if p[P_REMAINING] >= 0 and slot < p[P_RESET] and unit_of(p) == unit then covered = true end
+      end
+      if not covered then
+        st.bu = st.bu or {}
+        local b = nil
+        for _, x in ipairs(st.bu) do
+          if x[1] == unit then b = x end
+        end
+        if b == nil and #st.bu < MAX_POLICIES then
+          b = {unit, 0}
+          st.bu[#st.bu + 1] = b
+        end
+        if b ~= nil then
+          b[2] = math.min(b[2] + n, LEARNED_MAX)
+          st.ba = math.max(st.ba, slot)
+        end
+      end
+    end
+  end
+end
+
+-- Takes what a send at `slot` needs of every policy (one unit of a request
+-- quota, the stated amount of any other), and the key's schedule moves on.
+local function commit(st, slot, smooth, stretch, spread, costs)
   if st.L ~= nil and #st.pol == 0 then commit_learned(st.L, slot, smooth, stretch) end
-  local counted = false
+  local counted = false  -- by a request quota's window
   for _, p in ipairs(st.pol) do
+    local n = need(p, costs)
     if p[P_REMAINING] >= 0 then
-      if slot < p[P_RESET] then counted = true end
-      if slot < p[P_RESET] and p[P_REMAINING] > 0 then
+      if slot < p[P_RESET] and unit_of(p) == '' then counted = true end
+      if slot < p[P_RESET] and n > 0 and p[P_REMAINING] >= n then
         if smooth then
           -- Divide what is left of the window among what is left of the quota,
-          -- stretched by the safety margin, so the quota lasts to the window's
-          -- earliest possible end (the aim).
+          -- in proportion to what this send takes of it, stretched by the
+          -- safety margin, so the quota lasts to the window's earliest
+          -- possible end (the aim).
           local left = math.max((p[P_AIM] or p[P_RESET]) - slot, 0)
-          p[P_NEXT] = slot + math.ceil(left * stretch / p[P_REMAINING])
+          p[P_NEXT] = slot + math.ceil(left * stretch * n / p[P_REMAINING])
         end
-        p[P_REMAINING] = p[P_REMAINING] - 1
-        p[P_OUT] = math.min((p[P_OUT] or 0) + 1, LEARNED_MAX)
+        p[P_REMAINING] = p[P_REMAINING] - n
+        p[P_OUT] = math.min((p[P_OUT] or 0) + n, LEARNED_MAX)
       end
-    elseif p[P_LIMIT] > 0 and p[P_WINDOW] > 0 then
+    elseif p[P_LIMIT] > 0 and p[P_WINDOW] > 0 and n > 0 then
       -- Only the policy is known (no count): an even spacing of limit per
       -- window (GCRA).
-      p[P_NEXT] = slot + math.ceil(p[P_WINDOW] / p[P_LIMIT] * stretch)
+      p[P_NEXT] = slot + math.ceil(p[P_WINDOW] / p[P_LIMIT] * n * stretch)
     end
   end
   if not counted then
     st.bl = math.min(st.bl + 1, LEARNED_MAX)
     st.ba = math.max(st.ba, slot)
   end
+  if #costs.list > 0 then note_blind_units(st, slot, costs) end
   st.tat = slot
   if slot < st.se and spread > 0 then
     -- Released workers: the next slot is a step in [spread/4, spread) later.
@@ -362,7 +441,8 @@ local function commit(st, slot, smooth, stretch, spread)
 end
 
 -- ARGV: op, now ('' for Redis's TIME), max_wait (negative: only report),
--- smooth (1) or burst (0), safety margin in [0, 1], probe timeout, spread.
+-- smooth (1) or burst (0), safety margin in [0, 1], probe timeout, spread,
+-- then the costs (a count, then unit and amount for each).
 -- Returns {grant kind, wait, epoch}.
 --
 -- The decision, in order:
@@ -384,6 +464,10 @@ local function acquire(key)
   local stretch = 1 + tonumber(ARGV[5])
   local probe_timeout = tonumber(ARGV[6])
   local spread = tonumber(ARGV[7])
+  local costs, past = read_costs(ACQUIRE_FIXED_ARGS)
+  if past ~= #ARGV + 1 then
+    return redis.error_reply('ERR abide pacer: an acquire has ACQUIRE_FIXED_ARGS + n * COST_ARGS arguments')
+  end
   local st = load(key)
 
   -- The slot is the latest of these bounds; the first to set it is the
@@ -397,14 +481,17 @@ local function acquire(key)
   bound(st.tat, st.tat <= st.se and cool_cause or CAUSE_QUEUE)
   bound(st.ce, cool_cause)
   for _, p in ipairs(st.pol) do
+    -- A send that needs nothing of a quota (no tokens stated) is not held by it.
+    local n = need(p, costs)
     if p[P_REMAINING] >= 0 then
-      if p[P_REMAINING] == 0 then
+      if n > p[P_REMAINING] then
+        -- Not enough left: the next window (its probe) decides.
         bound(p[P_RESET], CAUSE_QUOTA)
-      elseif smooth then
+      elseif smooth and n > 0 then
         -- A smooth slot past the reset means: the next send is the probe, at the reset.
         bound(math.min(p[P_NEXT], p[P_RESET]), CAUSE_QUOTA)
       end
-    elseif p[P_LIMIT] > 0 and p[P_WINDOW] > 0 then
+    elseif p[P_LIMIT] > 0 and p[P_WINDOW] > 0 and n > 0 then
       bound(p[P_NEXT], CAUSE_QUOTA)
     end
   end
@@ -451,7 +538,7 @@ local function acquire(key)
   elseif wait > max_wait then
     return {GRANT_TOO_LATE, wait, st.e, cause}
   end
-  commit(st, slot, smooth, stretch, spread)
+  commit(st, slot, smooth, stretch, spread, costs)
   save(key, st, now)
   return {kind, wait, st.e, cause}
 end
@@ -464,7 +551,9 @@ end
 -- cooldown is kept whole; a number: it is an exhausted quota's, which may end
 -- where the spent window does, never before now + floor), probe timeout, n; then n
 -- policy updates of POLICY_ARGS each: id, limit, window, remaining, reset
--- (from now), reset resolution ('' where unknown).
+-- (from now), reset resolution ('' where unknown), unit ('' requests); then
+-- what the answer's request reserved and what it used, each a count and
+-- COST_ARGS per cost.
 -- Returns {blocked, released}: a cooldown started or grew (reservations made
 -- before are void); an outstanding probe was answered (waiters may go on).
 local function record(key)
@@ -482,8 +571,13 @@ local function record(key)
   local floor = tonumber(ARGV[9])
   local probe_timeout = tonumber(ARGV[10]) or 0
   local n = tonumber(ARGV[11]) or -1
-  if #ARGV ~= RECORD_FIXED_ARGS + n * POLICY_ARGS then
-    return redis.error_reply('ERR abide pacer: a record has RECORD_FIXED_ARGS + n * POLICY_ARGS arguments')
+  local reserved, used, past = nil, nil, 0
+  if n >= 0 and #ARGV > RECORD_FIXED_ARGS + n * POLICY_ARGS + 1 then
+    reserved, past = read_costs(RECORD_FIXED_ARGS + n * POLICY_ARGS + 1)
+    if past <= #ARGV then used, past = read_costs(past) end
+  end
+  if used == nil or past ~= #ARGV + 1 then
+    return redis.error_reply('ERR abide pacer: a record has RECORD_FIXED_ARGS + n * POLICY_ARGS arguments, then costs')
   end
   local st = load(key)
   local blocked, released = 0, 0
@@ -515,10 +609,16 @@ local function record(key)
   -- first (a few too many when they were counted before it: never too few).
   -- Grants that never get an answer (a transport failure records nothing)
   -- are forgotten a probe timeout after the last blind grant (ba).
-  if now > st.ba + probe_timeout then st.bl = 0 end
+  if now > st.ba + probe_timeout then
+    st.bl = 0
+    st.bu = nil
+  end
   local others = math.max(st.bl - 1, 0)
   if st.bl > 0 then st.bl = st.bl - 1 end
-  local started = false
+  -- The other units alike: what this answer's request reserved is answered.
+  for _, b in ipairs(st.bu or {}) do b[2] = math.max(b[2] - (reserved.by[b[1]] or 0), 0) end
+  local started = false  -- a request quota's window
+  local started_units = {}
   local pinned = 0  -- the latest end of a window this answer says is spent
   local untracked_spent = false
   for i = 0, n - 1 do
@@ -529,6 +629,7 @@ local function record(key)
     local rem = tonumber(ARGV[b + 3])
     local reset = tonumber(ARGV[b + 4])
     local res = tonumber(ARGV[b + 5]) or 0
+    local unit = ARGV[b + 6]
     local has_policy = limit ~= nil and limit > 0 and window ~= nil and window > 0
     local has_window = rem ~= nil and reset ~= nil
     if has_policy or rem ~= nil then
@@ -542,7 +643,7 @@ local function record(key)
       -- A new policy needs a limit and window, or a count and reset; beyond
       -- MAX_POLICIES further ones are ignored (the state stays bounded).
       if p == nil and #st.pol < MAX_POLICIES and (has_policy or has_window) then
-        p = {id, 0, 0, -1, 0, 0, 0, 0, 0, 0}
+        p = {id, 0, 0, -1, 0, 0, 0, 0, 0, 0, unit}
         st.pol[#st.pol + 1] = p
       elseif p == nil and rem ~= nil and rem <= 0 then
         untracked_spent = true  -- its window's end is not known here
@@ -568,9 +669,19 @@ local function record(key)
                 -- after the true one. A reset stated in steps of `res` (whole
                 -- seconds) ends at most a step early, so ra - res bounds the
                 -- true end from below: later answers only tighten the aim.
+                -- This answer's reservation is answered. What it says was
+                -- used settles it first: the unused part comes back, an
+                -- overrun is taken (never above the limit, never below 0).
+                local u = unit_of(p)
+                local mine = u == '' and 1 or (reserved.by[u] or 0)
+                if u ~= '' and used.by[u] ~= nil then
+                  local left = math.max(p[P_REMAINING] + mine - used.by[u], 0)
+                  if p[P_LIMIT] > 0 then left = math.min(left, p[P_LIMIT]) end
+                  p[P_REMAINING] = left
+                end
                 p[P_REMAINING] = math.min(p[P_REMAINING], rem)
                 p[P_SEEN] = math.min(p[P_SEEN] or rem, rem)
-                p[P_OUT] = math.max((p[P_OUT] or 0) - 1, 0)
+                p[P_OUT] = math.max((p[P_OUT] or 0) - mine, 0)
                 local left = p[P_SEEN] - p[P_OUT]
                 if (p[P_OWED] or 0) > 0 and left > p[P_REMAINING] then
                   -- The least count, less what may still be out, is left:
@@ -593,13 +704,15 @@ local function record(key)
               else
                 -- A window starts. Its first answer is aimed at most half way,
                 -- so a window shorter than the step is still spread.
-                p[P_REMAINING] = math.max(rem - others, 0)
+                local u = unit_of(p)
+                local before = u == '' and others or blind_amount(st, u)
+                p[P_REMAINING] = math.max(rem - before, 0)
                 p[P_SEEN] = rem
-                p[P_OUT] = others
-                p[P_OWED] = others
+                p[P_OUT] = before
+                p[P_OWED] = before
                 p[P_RESET] = ra
                 p[P_AIM] = ra - math.min(res, math.floor((ra - now) / 2))
-                started = true
+                if u == '' then started = true else started_units[u] = true end
               end
               if rem == 0 then pinned = math.max(pinned, p[P_RESET]) end
             end
@@ -613,6 +726,13 @@ local function record(key)
     end
   end
   if started then st.bl = 0 end
+  if st.bu ~= nil then
+    local kept = {}
+    for _, b in ipairs(st.bu) do
+      if not started_units[b[1]] and b[2] > 0 then kept[#kept + 1] = b end
+    end
+    st.bu = #kept > 0 and kept or nil
+  end
   if cooldown ~= nil and cooldown > 0 then
     local e = now + cooldown
     if floor ~= nil and pinned > 0 and not untracked_spent and pinned < e then
@@ -727,7 +847,7 @@ end
 -- ---- dispatch ----------------------------------------------------------------------
 
 local operations = {
-  [OP_ACQUIRE] = {acquire, ACQUIRE_ARGS},
+  [OP_ACQUIRE] = {acquire, nil},  -- variable: checked by acquire()
   [OP_RECORD] = {record, nil},  -- variable: checked by record()
   [OP_CHECK] = {check, CHECK_ARGS},
   [OP_ABANDON] = {abandon, ABANDON_ARGS},

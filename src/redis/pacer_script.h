@@ -41,11 +41,15 @@ inline constexpr ScriptConstant kScriptConstants[] = {
     {"OP_ABANDON", 4},
     {"OP_LEARNED", 5},
     {"OP_PUBLISH", 6},
-    // How many ARGV each operation takes (the operation included). A record
-    // takes RECORD_FIXED_ARGS, then POLICY_ARGS for each policy update.
-    {"ACQUIRE_ARGS", 7},
+    // How many ARGV each operation takes (the operation included). An
+    // acquire takes ACQUIRE_FIXED_ARGS (the last: how many costs follow), then
+    // COST_ARGS for each cost; a record takes RECORD_FIXED_ARGS, then
+    // POLICY_ARGS for each policy update, then a count and COST_ARGS for each
+    // reserved cost, then a count and COST_ARGS for each used one.
+    {"ACQUIRE_FIXED_ARGS", 8},
+    {"COST_ARGS", 2},
     {"RECORD_FIXED_ARGS", 11},
-    {"POLICY_ARGS", 6},
+    {"POLICY_ARGS", 7},
     {"CHECK_ARGS", 2},
     {"ABANDON_ARGS", 2},
     {"LEARNED_ARGS", 1},
@@ -94,7 +98,8 @@ inline constexpr std::int64_t kOpCheck = script_constant("OP_CHECK");
 inline constexpr std::int64_t kOpAbandon = script_constant("OP_ABANDON");
 inline constexpr std::int64_t kOpLearned = script_constant("OP_LEARNED");
 inline constexpr std::int64_t kOpPublish = script_constant("OP_PUBLISH");
-inline constexpr std::size_t kAcquireArgs = static_cast<std::size_t>(script_constant("ACQUIRE_ARGS"));
+inline constexpr std::size_t kAcquireFixedArgs = static_cast<std::size_t>(script_constant("ACQUIRE_FIXED_ARGS"));
+inline constexpr std::size_t kCostArgs = static_cast<std::size_t>(script_constant("COST_ARGS"));
 inline constexpr std::size_t kRecordFixedArgs = static_cast<std::size_t>(script_constant("RECORD_FIXED_ARGS"));
 inline constexpr std::size_t kPolicyArgs = static_cast<std::size_t>(script_constant("POLICY_ARGS"));
 inline constexpr std::size_t kCheckArgs = static_cast<std::size_t>(script_constant("CHECK_ARGS"));

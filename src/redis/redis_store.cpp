@@ -18,6 +18,7 @@
 #include "connection_pool.h"
 #include "learned_fields.h"
 #include "pacer_script.h"
+#include "pacing/kernel.h"
 #include "pacing/units.h"
 
 namespace abide {
@@ -36,6 +37,27 @@ std::int64_t micros_down(Duration d) { return pacing::micros_down(d).count(); }
 std::string max_wait_arg(Duration max_wait) { return std::to_string(pacing::max_wait_of(max_wait).count()); }
 
 std::string num(std::int64_t v) { return std::to_string(v); }
+
+// Appends costs as the script reads them: a count, then each unit (as the
+// kernel keeps it) and amount. A unit once (the first wins, as the kernel
+// reads a list), none of requests, at most as many as a key keeps policies.
+void add_costs(std::vector<std::string>& args, std::span<const UnitCost> costs) {
+  const std::size_t at = args.size();
+  args.emplace_back();
+  std::size_t n = 0;
+  for (const UnitCost& c : costs) {
+    if (n == QuotaStore::kMaxPolicies) break;
+    std::string unit = pacing::unit_of(c.unit);
+    if (unit.empty()) continue;
+    bool seen = false;
+    for (std::size_t i = 0; i < n; ++i) seen = seen || args[at + 1 + 2 * i] == unit;
+    if (seen) continue;
+    args.push_back(std::move(unit));
+    args.push_back(num(std::clamp<std::int64_t>(c.amount, 0, LearnedPolicyBounds::kMaxCount)));
+    ++n;
+  }
+  args[at] = num(static_cast<std::int64_t>(n));
+}
 
 std::string num(double v) {
   std::array<char, 64> buf{};
@@ -379,7 +401,7 @@ class RedisStore::Impl::Key final : public QuotaStore::Handle {
       : store_(std::move(store)), key_(std::move(key)), fallback_(std::move(fallback)) {}
 
   StoreGrant acquire(const StoreAcquire& request, const PacingRules& rules) override {
-    const std::array<std::string, redis_detail::kAcquireArgs> args{
+    std::vector<std::string> args{
         num(redis_detail::kOpAcquire),
         store_->time_arg(request.now),
         max_wait_arg(request.max_wait),
@@ -388,6 +410,7 @@ class RedisStore::Impl::Key final : public QuotaStore::Handle {
         num(micros_up(rules.probe_timeout)),
         num(micros_up(rules.cooldown_spread)),
     };
+    add_costs(args, request.costs);
     std::vector<long long> out;
     const Outcome o = store_->run(key_, args, request.now, out);
     if (o == Outcome::kOk && out.size() >= 3) {
@@ -442,7 +465,10 @@ class RedisStore::Impl::Key final : public QuotaStore::Handle {
       args.push_back(u.remaining ? num(*u.remaining) : std::string());
       args.push_back(u.reset ? num(store_->span_up(record.now, *u.reset)) : std::string());
       args.push_back(num(micros_down(u.reset_resolution)));
+      args.push_back(pacing::unit_of(u.unit));
     }
+    add_costs(args, record.reserved);
+    add_costs(args, record.used);
     std::vector<long long> out;
     if (store_->run(key_, args, record.now, out) == Outcome::kOk && out.size() >= 2) {
       if (auto taught = redis_detail::lesson_of(out)) publish(std::move(*taught), record.now);

@@ -487,7 +487,7 @@ class SqliteStore::Impl::Key final : public QuotaStore::Handle {
 
   StoreGrant acquire(const StoreAcquire& request, const PacingRules& rules) override {
     auto g = store_->on_row(key_, request.now, true, false, [&](Row& row) {
-      return pacing::acquire(row.state, request.now, request.max_wait, rules);
+      return pacing::acquire(row.state, request.now, request.max_wait, rules, request.costs);
     });
     return g ? *g : memory_->acquire(request, rules);
   }
