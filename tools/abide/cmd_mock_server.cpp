@@ -37,6 +37,8 @@ struct MockOptions {
   std::string stats_file;
   double duration_s = 0;
   bool quiet = false;
+  std::uint64_t token_limit = 40000;
+  std::uint64_t output_token_limit = 8000;
 };
 
 constexpr const char* kFooter = R"(Windows: fixed; LIMIT requests are accepted per WINDOW, shared by all clients
@@ -44,8 +46,9 @@ constexpr const char* kFooter = R"(Windows: fixed; LIMIT requests are accepted p
 start at the first API request after start or POST /__reset (--align first), or
 at Unix-time multiples of WINDOW (--align epoch). The openai style instead
 refills: a bucket of LIMIT requests, one back every WINDOW/LIMIT, starting full
-(its windows only group the counts). Every stated wait is rounded up (whole
-seconds, or ms for openai), never down.
+(its windows only group the counts), and so do the token styles' buckets.
+Every stated wait is rounded up (whole seconds, or ms for retry-after-ms),
+never down.
 
 Styles (fields on every answer; what the limited answer adds):
   draft11              RateLimit-Policy: "default";q=N;w=W  RateLimit: "default";r=R;t=T
@@ -66,19 +69,59 @@ Styles (fields on every answer; what the limited answer adds):
                        w=T are the wait signal)
   malformed            draft11 fields + a garbage Retry-After ("soon", "-1", "", ...)
   none                 the limited status with no hint at all
-Every answer carries Date. --fail-rate answers 503 without a wait signal.
+  openai-tokens        x-ratelimit-{limit,remaining,reset}-{requests,tokens} (resets: Go
+                       durations to a full refill, as at admission)
+                       + retry-after-ms, retry-after (whole s), OpenAI's error JSON
+  anthropic-tokens     anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-
+                       {limit,remaining,reset} (resets: RFC 3339 of a full refill;
+                       tokens-*: the input or output one with fewer left)
+                       + retry-after (whole s), Anthropic's error JSON
+  gemini               no quota field at all (a fixed window of LIMIT requests)
+                       + a RESOURCE_EXHAUSTED body whose RetryInfo retryDelay "Ns" is
+                       the time to the window's end
+Every answer carries Date. --fail-rate answers 503 without a wait signal. The
+gemini and token styles answer only 429 when limited, in their vendor's shape.
+
+Token styles (bodies in the vendor's shape, on any path; a body over 1 MiB is
+413 before it is read; one that is not a JSON object or has a bad field is 400
+in the vendor's error shape; neither uses quota, and a 400 counts as
+"invalid"). Text tokens are estimated as ceil(bytes / 4) of the UTF-8 text:
+OpenAI's messages[].content (a string or parts' text; /responses input,
+/completions prompt, /embeddings input); Anthropic's system and
+messages[].content. Every bucket refills continuously over WINDOW.
+  openai-tokens        a requests bucket of LIMIT and a tokens bucket of
+                       --token-limit. A request is admitted when one request and
+                       its charge, max(max_tokens, estimate), are there (max_tokens,
+                       else max_completion_tokens, else max_output_tokens, else
+                       4096; embeddings 0). The answer's usage: prompt = the
+                       estimate, completion = a draw in [max_tokens/4, max_tokens]
+                       (from --seed and the request's number); the bucket then
+                       gets back the charge less the usage (or gives the excess).
+  anthropic-tokens     requests (LIMIT), input tokens (--token-limit) and output
+                       tokens (--output-token-limit). max_tokens is required (400
+                       without). The input is charged at admission, max_tokens
+                       reserved from the output bucket, and what the answer's
+                       output (drawn as above) left unused is given back.
+With "stream": true the answer is text/event-stream: OpenAI's chunks, a last
+one with the usage and "choices": [] when stream_options.include_usage, then
+"data: [DONE]"; Anthropic's message_start (input tokens), content_block_*,
+message_delta (output tokens) and message_stop. A request larger than a
+bucket's capacity is limited with no wait stated (it never fits).
 
 Clients: the X-Client-Id header, else the peer address.
 
 Premature request: every limited answer states an earliest permitted time P
-(its wait signal: decision time + T, the date, the epoch reset, decision time +
-retry-after-ms for openai; for malformed, its RateLimit t; for draft12, its RateLimit w;
-none states nothing and has no P) and leaves at a time S. A request from a client arriving at A is judged by the
-most recent limited answer that client must already have had: the latest one
-sent to it at least GRACE before A (younger ones may still be in flight), or,
-if sent later, the last one sent on the request's own connection (HTTP/1.1
-answers in order). It is premature when A is strictly earlier than that
-answer's P. With --grace 0: simply the last limited answer sent to the client.
+(its wait signal: decision time + T, the date, the epoch reset; decision time +
+retry-after-ms for openai and openai-tokens, + retry-after for anthropic-tokens,
++ retryDelay for gemini; for malformed, its RateLimit t; for draft12, its
+RateLimit w; none, and a token request too large to ever fit, state nothing and
+have no P) and leaves at a time S. A request from a client arriving at A is
+judged by the most recent limited answer that client must already have had:
+the latest one sent to it at least GRACE before A (younger ones may still be in
+flight), or, if sent later, the last one sent on the request's own connection
+(HTTP/1.1 answers in order). It is premature when A is strictly earlier than
+that answer's P. With --grace 0: simply the last limited answer sent to the
+client.
 
 Control paths (never counted as API requests):
   GET /__stats   {"server": {...options, now_unix, anchor_unix, current_window},
@@ -89,6 +132,13 @@ Control paths (never counted as API requests):
                   "clients": {"ID": {requests, accepted, limited, failed, premature,
                                first_unix, last_unix, not_before_unix,
                                windows: [...]}}}
+                 The token styles add to "server" token_limit (and
+                 output_token_limit), and to "totals" and each of "windows":
+                 "invalid": N (bodies refused; not in requests) and "tokens":
+                   openai-tokens     {admitted, charged, prompt, completion}
+                   anthropic-tokens  {input_admitted, input_charged,
+                                      output_admitted, output_charged}
+                 (admitted: at admission; charged: after reconciliation).
   POST /__reset  clears counters, clients and windows; fail-rate draws restart
                  from the seed.
   ANY /__echo    200 JSON of the request as received: {"method", "path", "query",
@@ -98,10 +148,21 @@ Control paths (never counted as API requests):
   ANY /__hang?ms=M   reads the request, waits M ms (default 1000), then closes
                  the connection without an answer.
 --record FILE writes one JSON line per API request: {"t", "client", "method",
-"path", "status", "outcome", "premature", "window"} (and {"t","event":"reset"}).
+"path", "status", "outcome", "premature", "window"} (and {"t","event":"reset"});
+outcome "invalid" for a body a token style refused.
 
 The first line on stdout is "listening on 127.0.0.1:PORT". SIGINT or SIGTERM
 (or --duration) stops the server; exit 0.)";
+
+// A token option given to a style that has no such bucket is a mistake worth
+// saying, not an option silently ignored.
+std::string token_options_error(bool token_limit, bool output_token_limit, mock::Style style) {
+  if (token_limit && !mock::is_token_style(style))
+    return "--token-limit applies to the openai-tokens and anthropic-tokens styles only";
+  if (output_token_limit && style != mock::Style::kAnthropicTokens)
+    return "--output-token-limit applies to the anthropic-tokens style only";
+  return {};
+}
 
 const Registration mock_server_cmd{
     {"mock-server"},
@@ -122,6 +183,15 @@ const Registration mock_server_cmd{
       app.add_option("--window", o->window_s, "Window length in seconds")
           ->capture_default_str()
           ->check(CLI::Range(0.001, 86400.0));
+      CLI::Option* token_opt =
+          app.add_option("--token-limit", o->token_limit,
+                         "Tokens per window: openai-tokens' tokens, anthropic-tokens' input tokens")
+              ->capture_default_str()
+              ->check(CLI::Range(std::uint64_t{1}, mock::kMaxTokenLimit));
+      CLI::Option* output_opt = app.add_option("--output-token-limit", o->output_token_limit,
+                                               "Output tokens per window (anthropic-tokens)")
+                                    ->capture_default_str()
+                                    ->check(CLI::Range(std::uint64_t{1}, mock::kMaxTokenLimit));
       app.add_option("--align", o->align, "Where windows start: first (request) or epoch")
           ->capture_default_str()
           ->check(CLI::IsMember({"first", "epoch"}));
@@ -134,7 +204,8 @@ const Registration mock_server_cmd{
       app.add_option("--fail-rate", o->fail_rate, "Probability of a random 503")
           ->capture_default_str()
           ->check(CLI::Range(0.0, 1.0));
-      app.add_option("--seed", o->seed, "Seed for --fail-rate")->capture_default_str();
+      app.add_option("--seed", o->seed, "Seed for --fail-rate and the token styles' output tokens")
+          ->capture_default_str();
       app.add_option("--grace", o->grace_ms, "In-flight allowance for premature counting, in ms")
           ->capture_default_str()
           ->check(CLI::Range(0.0, 3600000.0));
@@ -148,7 +219,7 @@ const Registration mock_server_cmd{
           ->check(CLI::Range(0.0, 86400.0 * 365));
       app.add_flag("--quiet,-q", o->quiet, "Print nothing on stderr");
       app.footer(kFooter);
-      return [o] {
+      return [o, token_opt, output_opt] {
         if (!mock::is_loopback_address(o->bind)) {
           std::cerr << "abide: refusing to bind " << o->bind
                     << ": the mock server binds IPv4 loopback (127.0.0.0/8) only\n";
@@ -169,6 +240,12 @@ const Registration mock_server_cmd{
         lo.fail_rate = o->fail_rate;
         lo.seed = o->seed;
         lo.grace = std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::milli>(o->grace_ms));
+        lo.token_limit = o->token_limit;
+        lo.output_token_limit = o->output_token_limit;
+        if (auto err = token_options_error(token_opt->count() > 0, output_opt->count() > 0, lo.style); !err.empty()) {
+          std::cerr << "abide: " << err << "\n";
+          return kExitUsage;
+        }
         if (auto err = mock::validate(lo); !err.empty()) {
           std::cerr << "abide: " << err << "\n";
           return kExitUsage;

@@ -17,6 +17,8 @@
 #include <string_view>
 #include <thread>
 
+#include "mock_request_body.h"
+
 namespace abide::mock {
 namespace {
 
@@ -31,7 +33,8 @@ class Server final : public httplib::Server {
   }
 };
 
-constexpr std::size_t kMaxBody = 1 << 20;
+// Longer bodies are answered 413 by the server library before anything reads them.
+constexpr std::size_t kMaxBody = kMaxBodyBytes;
 constexpr std::uint64_t kMaxStreamChunks = 1000;
 constexpr std::uint64_t kMaxGapMs = 10000;
 constexpr std::uint64_t kMaxHangMs = 600000;
@@ -207,12 +210,12 @@ class MockServer::Impl {
     std::string client = req.get_header_value("X-Client-Id");
     if (client.empty()) client = req.remote_addr;
     const std::string connection = req.remote_addr + ":" + std::to_string(req.remote_port);
-    Answer a = limiter_.handle({req.method, req.path, client, connection});
+    Answer a = limiter_.handle({req.method, req.path, client, connection, req.body});
     // Held, not slept: stop() wakes it.
     if (opts_.limiter.latency > Duration::zero()) held_until_stop(opts_.limiter.latency);
     res.status = a.status;
     for (auto& [name, value] : a.headers) res.set_header(name, value);
-    res.set_content(std::move(a.body), "application/json");
+    res.set_content(std::move(a.body), a.content_type);
   }
 
   // /__echo: the request as received, for checking what a proxy forwarded.

@@ -2,7 +2,9 @@
 // cpp-httplib, on an IPv4 loopback address only.
 //
 // Every path serves the API (GET, HEAD, POST, PUT, PATCH, DELETE) except the
-// control paths, which never count as API requests:
+// control paths, which never count as API requests. An API request's body (at
+// most kMaxBodyBytes, 1 MiB: a longer one is answered 413 before it is read)
+// goes to the limiter, whose token styles read it. The control paths:
 //   GET  /__stats  the counters as JSON (Limiter::stats)
 //   POST /__reset  clears every counter and window
 //   ANY  /__echo   200 JSON {"method","path","query","headers":[[name,value],...],

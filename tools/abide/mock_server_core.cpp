@@ -6,6 +6,9 @@
 #include <ostream>
 
 #include "abide/http_date.h"
+#include "mock_request_body.h"
+#include "mock_token_quota.h"
+#include "mock_vendor.h"
 
 namespace abide::mock {
 namespace {
@@ -43,6 +46,13 @@ std::string validate(const LimiterOptions& o) {
   if (!(o.fail_rate >= 0.0 && o.fail_rate <= 1.0)) return "--fail-rate must be between 0 and 1";
   if (o.grace < 0ms || o.grace > 1h) return "--grace must be between 0 and 3600000 ms";
   if (o.latency < 0ms || o.latency > 1min) return "--latency must be between 0 and 60000 ms";
+  if (o.token_limit < 1 || o.token_limit > kMaxTokenLimit)
+    return "--token-limit must be between 1 and " + std::to_string(kMaxTokenLimit);
+  if (o.output_token_limit < 1 || o.output_token_limit > kMaxTokenLimit)
+    return "--output-token-limit must be between 1 and " + std::to_string(kMaxTokenLimit);
+  // Their bodies are the vendors' 429s: another status would carry the body of another answer.
+  if (is_vendor_style(o.style) && o.limited_status != 429)
+    return "--limited-status must be 429 for the " + std::string(to_string(o.style)) + " style";
   return {};
 }
 
@@ -81,6 +91,7 @@ std::string_view to_string(Outcome o) noexcept {
     case Outcome::kAccepted: return "accepted";
     case Outcome::kLimited: return "limited";
     case Outcome::kFailed: return "failed";
+    case Outcome::kInvalid: return "invalid";
   }
   return "?";
 }
@@ -93,23 +104,31 @@ nlohmann::ordered_json Counts::json() const {
           {"premature", premature}};
 }
 
-Counts& WindowHistory::at(std::int64_t k) {
-  if (counts_.empty()) first_ = k;
-  if (k < first_) k = first_;  // cannot happen: the limiter's time never goes back
-  const auto end = first_ + static_cast<std::int64_t>(counts_.size());
-  if (k - end >= static_cast<std::int64_t>(cap_)) {  // a long idle gap: start afresh
-    dropped_ += counts_.size();
-    counts_.clear();
-    first_ = k;
-  }
-  while (first_ + static_cast<std::int64_t>(counts_.size()) <= k) counts_.emplace_back();
-  while (counts_.size() > cap_) {
-    counts_.pop_front();
-    ++first_;
-    ++dropped_;
-  }
-  return counts_[static_cast<std::size_t>(k - first_)];
+void TokenCounts::add(const TokenCounts& o) noexcept {
+  invalid = sat_add(invalid, o.invalid);
+  admitted = sat_add(admitted, o.admitted);
+  charged = sat_add(charged, o.charged);
+  input_admitted = sat_add(input_admitted, o.input_admitted);
+  input_charged = sat_add(input_charged, o.input_charged);
+  output_admitted = sat_add(output_admitted, o.output_admitted);
+  output_charged = sat_add(output_charged, o.output_charged);
 }
+
+nlohmann::ordered_json TokenCounts::json(Style style) const {
+  if (style == Style::kAnthropicTokens)
+    return {{"input_admitted", input_admitted},
+            {"input_charged", input_charged},
+            {"output_admitted", output_admitted},
+            {"output_charged", output_charged}};
+  return {{"admitted", admitted}, {"charged", charged}, {"prompt", input_charged}, {"completion", output_charged}};
+}
+
+Limiter::Limiter(LimiterOptions opts, const WallClock& clock)
+    : opts_(opts), clock_(clock), requests_(opts.limit, opts.window), rng_(opts.seed) {
+  if (is_token_style(opts_.style)) tokens_ = std::make_unique<TokenQuota>(opts_, WallTime{});
+}
+
+Limiter::~Limiter() = default;
 
 void Limiter::set_record(std::ostream* out) {
   std::lock_guard lock(mu_);
@@ -124,58 +143,99 @@ void Limiter::flush_record() {
 Answer Limiter::handle(const RequestInfo& req) {
   std::lock_guard lock(mu_);
   const WallTime now = advance_time();
+  const std::int64_t k = enter_window(now);
+  std::optional<TokenRequest> tr;
+  if (tokens_) {
+    const auto dialect = opts_.style == Style::kOpenaiTokens ? BodyDialect::kOpenai : BodyDialect::kAnthropic;
+    auto read = read_token_request(dialect, req.path, req.body);
+    if (!read) return refuse_body(now, k, req, read.error().status, read.error().message);
+    tr = std::move(*read);
+  }
+
+  const std::string id = client_key(req.client);
+  Client& client = clients_.try_emplace(id, now).first->second;
+  client.last_seen = now;
+  Answer a;
+  a.window = k;
+  a.premature = is_premature(client, req.connection, now);
+  a.headers.emplace_back("Date", format_imf_fixdate(now));
+  if (draw() < opts_.fail_rate) {
+    a.outcome = Outcome::kFailed;
+    a.status = 503;
+  }
+  TokenCounts used;
+  if (tokens_) used = tokens_->decide(now, *tr, totals_.requests, a);
+  else decide_requests(now, req, id, a);
+  if (a.outcome == Outcome::kLimited && a.permitted) remember_limited(client, req.connection, now, *a.permitted);
+  account(k, client, a, used);
+  record(now, req, id, a);
+  return a;
+}
+
+std::int64_t Limiter::enter_window(WallTime now) {
   if (!anchor_) anchor_ = opts_.align == Align::kEpoch ? floor_to_window(now) : now;
   const std::int64_t k = (now - *anchor_) / opts_.window;
   if (k != window_) {
     window_ = k;
     used_ = 0;
   }
-  const WallTime window_end = *anchor_ + opts_.window * (k + 1);
+  return k;
+}
 
-  const std::string id = client_key(req.client);
-  Client& client = clients_.try_emplace(id, now).first->second;
-  client.last_seen = now;
-  const bool early = is_premature(client, req.connection, now);
-
-  Answer a;
-  a.window = k;
-  a.premature = early;
-  const bool fail = draw() < opts_.fail_rate;
-  if (fail) {
-    a.outcome = Outcome::kFailed;
-    a.status = 503;
-  } else if (opts_.style == Style::kOpenai ? bucket_take(now) : used_ < opts_.limit) {
-    ++used_;
-    a.outcome = Outcome::kAccepted;
-    a.status = 200;
-  } else {
-    a.outcome = Outcome::kLimited;
-    a.status = opts_.limited_status;
+void Limiter::decide_requests(WallTime now, const RequestInfo& req, const std::string& id, Answer& a) {
+  if (a.outcome != Outcome::kFailed) {
+    if (opts_.style == Style::kOpenai) requests_.refill(now);
+    if (opts_.style == Style::kOpenai ? requests_.holds(1) : used_ < opts_.limit) {
+      if (opts_.style == Style::kOpenai) requests_.take(1);
+      ++used_;
+      a.outcome = Outcome::kAccepted;
+      a.status = 200;
+    } else {
+      a.outcome = Outcome::kLimited;
+      a.status = opts_.limited_status;
+    }
   }
-
-  Context ctx{now, window_end, 0, used_};
+  Context ctx{now, *anchor_ + opts_.window * (window_ + 1), 0, used_};
   if (opts_.style == Style::kOpenai) {
-    bucket_refill(now);  // after a take, a no-op; a failed answer skipped the take
-    ctx.remaining = bucket_available();
-    ctx.until_full = bucket_until_full();
-    ctx.until_next = bucket_until_next();
+    requests_.refill(now);  // after a take, a no-op; a failed answer skipped the take
+    ctx.remaining = static_cast<std::uint32_t>(requests_.available());
+    ctx.until_full = requests_.until_full();
+    ctx.until_next = requests_.until(1);
   } else {
     ctx.remaining = opts_.limit - used_;
   }
-  a.headers.emplace_back("Date", format_imf_fixdate(now));
   quota_headers(ctx, a.outcome == Outcome::kAccepted, a.headers);
-  if (a.outcome == Outcome::kLimited) {
-    a.permitted = wait_signal(ctx, a.headers);
-    if (a.permitted) remember_limited(client, req.connection, now, *a.permitted);
-  }
-  a.body = body(a, req, id);
+  if (a.outcome == Outcome::kLimited) a.permitted = wait_signal(ctx, a.headers);
+  a.body = body(a, ctx, req, id);
+}
 
-  totals_.add(a.outcome, early);
-  windows_.at(k).add(a.outcome, early);
-  client.totals.add(a.outcome, early);
-  client.windows.at(k).add(a.outcome, early);
-  record(now, req, id, a);
+Answer Limiter::refuse_body(WallTime now, std::int64_t k, const RequestInfo& req, int status,
+                            const std::string& message) {
+  Answer a;
+  a.status = status;
+  a.outcome = Outcome::kInvalid;
+  a.window = k;
+  a.headers.emplace_back("Date", format_imf_fixdate(now));
+  if (opts_.style == Style::kOpenaiTokens) a.body = openai_error(message, "invalid_request_error", "");
+  else a.body = anthropic_error(status == 413 ? "request_too_large" : "invalid_request_error", message);
+  TokenCounts invalid;
+  invalid.invalid = 1;
+  windows_.at(k);  // the windows of the counts and of the tokens stay side by side
+  token_totals_.add(invalid);
+  token_windows_.at(k).add(invalid);
+  record(now, req, client_key(req.client), a);
   return a;
+}
+
+void Limiter::account(std::int64_t k, Client& client, const Answer& a, const TokenCounts& tokens) {
+  totals_.add(a.outcome, a.premature);
+  windows_.at(k).add(a.outcome, a.premature);
+  client.totals.add(a.outcome, a.premature);
+  client.windows.at(k).add(a.outcome, a.premature);
+  if (tokens_) {
+    token_totals_.add(tokens);
+    token_windows_.at(k).add(tokens);
+  }
 }
 
 void Limiter::reset() {
@@ -184,10 +244,12 @@ void Limiter::reset() {
   anchor_.reset();
   window_ = -1;
   used_ = 0;
-  debt_ = 0;
-  debt_at_ = now;
+  requests_.reset(now);
+  if (tokens_) tokens_->reset(now);
   totals_ = {};
   windows_ = WindowHistory{kMaxWindows};
+  token_totals_ = {};
+  token_windows_ = WindowSeries<TokenCounts>{kMaxWindows};
   clients_.clear();
   rng_.seed(opts_.seed);
   malformed_next_ = 0;
@@ -203,11 +265,13 @@ Counts Limiter::totals() const {
   return totals_;
 }
 
-nlohmann::ordered_json Limiter::stats() const {
+TokenCounts Limiter::token_totals() const {
   std::lock_guard lock(mu_);
-  const WallTime now = std::max(clock_.now(), last_now_);
-  nlohmann::ordered_json j;
-  j["server"] = {
+  return token_totals_;
+}
+
+nlohmann::ordered_json Limiter::server_json(WallTime now) const {
+  nlohmann::ordered_json j{
       {"style", to_string(opts_.style)},
       {"limit", opts_.limit},
       {"window_s", to_seconds(opts_.window)},
@@ -221,8 +285,19 @@ nlohmann::ordered_json Limiter::stats() const {
       {"anchor_unix", anchor_ ? nlohmann::ordered_json(unix_seconds(*anchor_)) : nlohmann::ordered_json()},
       {"current_window", anchor_ ? nlohmann::ordered_json((now - *anchor_) / opts_.window) : nlohmann::ordered_json()},
   };
-  j["totals"] = totals_.json();
-  j["windows"] = windows_json(windows_);
+  if (is_token_style(opts_.style)) j["token_limit"] = opts_.token_limit;
+  if (opts_.style == Style::kAnthropicTokens) j["output_token_limit"] = opts_.output_token_limit;
+  return j;
+}
+
+nlohmann::ordered_json Limiter::stats() const {
+  std::lock_guard lock(mu_);
+  const WallTime now = std::max(clock_.now(), last_now_);
+  const bool tokens = tokens_ != nullptr;
+  nlohmann::ordered_json j;
+  j["server"] = server_json(now);
+  j["totals"] = counts_json(totals_, tokens ? &token_totals_ : nullptr);
+  j["windows"] = windows_json(windows_, tokens ? &token_windows_ : nullptr);
   j["windows_dropped"] = windows_.dropped();
   nlohmann::ordered_json clients = nlohmann::ordered_json::object();
   for (const auto& [id, c] : clients_) {
@@ -230,7 +305,7 @@ nlohmann::ordered_json Limiter::stats() const {
     cj["first_unix"] = unix_seconds(c.first_seen);
     cj["last_unix"] = unix_seconds(c.last_seen);
     cj["not_before_unix"] = c.last ? nlohmann::ordered_json(unix_seconds(c.last->permitted)) : nlohmann::ordered_json();
-    cj["windows"] = windows_json(c.windows);
+    cj["windows"] = windows_json(c.windows, nullptr);
     clients[id] = std::move(cj);
   }
   j["clients"] = std::move(clients);
@@ -286,29 +361,6 @@ void Limiter::remember_limited(Client& c, std::string_view connection, WallTime 
   }
 }
 
-void Limiter::bucket_refill(WallTime now) {
-  const Wide refilled = static_cast<Wide>((now - debt_at_).count()) * opts_.limit;  // time never goes back
-  debt_ = refilled >= debt_ ? 0 : debt_ - refilled;
-  debt_at_ = now;
-}
-
-bool Limiter::bucket_take(WallTime now) {
-  bucket_refill(now);
-  if (debt_ > capacity() - window_ns()) return false;
-  debt_ += window_ns();
-  return true;
-}
-
-std::uint32_t Limiter::bucket_available() const {
-  return static_cast<std::uint32_t>((capacity() - debt_) / window_ns());
-}
-
-Duration Limiter::bucket_time(Wide units) const {
-  if (units <= 0) return Duration::zero();
-  const Wide limit = opts_.limit;
-  return Duration{static_cast<Duration::rep>((units + limit - 1) / limit)};  // <= window
-}
-
 std::int64_t Limiter::whole_window_seconds() const { return std::max<std::int64_t>(1, ceil_seconds(opts_.window)); }
 
 void Limiter::draft11_fields(const Context& ctx, HeaderList& h) const {
@@ -353,7 +405,10 @@ void Limiter::quota_headers(const Context& ctx, bool accepted, HeaderList& h) co
       break;
     case Style::kRetryAfterSeconds:
     case Style::kRetryAfterDate:
-    case Style::kNone: break;
+    case Style::kNone:
+    case Style::kGemini: break;  // Gemini sends no quota field at all
+    case Style::kOpenaiTokens:
+    case Style::kAnthropicTokens: break;  // their own (mock_token_quota.h)
   }
 }
 
@@ -380,7 +435,10 @@ std::optional<WallTime> Limiter::wait_signal(const Context& ctx, HeaderList& h) 
       h.emplace_back("retry-after-ms", std::to_string(ms.count()));
       return ctx.now + ms;
     }
-    case Style::kNone: return std::nullopt;
+    case Style::kGemini: return after_t;  // the RetryInfo retryDelay of its body
+    case Style::kNone:
+    case Style::kOpenaiTokens:
+    case Style::kAnthropicTokens: return std::nullopt;
   }
   return std::nullopt;
 }
@@ -389,7 +447,18 @@ std::string Limiter::dump(const nlohmann::ordered_json& j) {
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-std::string Limiter::body(const Answer& a, const RequestInfo& req, const std::string& id) const {
+std::string Limiter::body(const Answer& a, const Context& ctx, const RequestInfo& req, const std::string& id) const {
+  if (opts_.style == Style::kGemini) {
+    switch (a.outcome) {
+      case Outcome::kAccepted: return gemini_content();
+      case Outcome::kLimited:
+        return gemini_error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota).",
+                            ceil_seconds(ctx.window_end - ctx.now));
+      case Outcome::kFailed:
+      case Outcome::kInvalid:
+        return gemini_error(503, "UNAVAILABLE", "The model is overloaded. Please try again later.", -1);
+    }
+  }
   nlohmann::ordered_json j;
   switch (a.outcome) {
     case Outcome::kAccepted:
@@ -403,7 +472,8 @@ std::string Limiter::body(const Answer& a, const RequestInfo& req, const std::st
       j = {{"error", "rate_limited"}, {"message", "API rate limit exceeded; see the response headers"}};
       if (opts_.style == Style::kGithub) j["documentation_url"] = "https://docs.github.com/rest/rate-limit";
       break;
-    case Outcome::kFailed: j = {{"error", "unavailable"}, {"message", "simulated failure (--fail-rate)"}}; break;
+    case Outcome::kFailed:
+    case Outcome::kInvalid: j = {{"error", "unavailable"}, {"message", "simulated failure (--fail-rate)"}}; break;
   }
   return dump(j) + "\n";
 }
@@ -419,13 +489,24 @@ void Limiter::record(WallTime now, const RequestInfo& req, const std::string& id
   *record_ << dump(line) << '\n';
 }
 
-nlohmann::ordered_json Limiter::windows_json(const WindowHistory& w) const {
+nlohmann::ordered_json Limiter::counts_json(const Counts& c, const TokenCounts* tokens) const {
+  nlohmann::ordered_json j = c.json();
+  if (tokens != nullptr) {
+    j["invalid"] = tokens->invalid;
+    j["tokens"] = tokens->json(opts_.style);
+  }
+  return j;
+}
+
+nlohmann::ordered_json Limiter::windows_json(const WindowHistory& w, const WindowSeries<TokenCounts>* tokens) const {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   std::int64_t k = w.first();
+  const TokenCounts none;
   for (const Counts& c : w.counts()) {
     nlohmann::ordered_json cj{{"index", k}};
     if (anchor_) cj["start_unix"] = unix_seconds(*anchor_ + opts_.window * k);
-    cj.update(c.json());
+    const TokenCounts* t = tokens == nullptr ? nullptr : tokens->find(k);
+    cj.update(counts_json(c, tokens == nullptr ? nullptr : t != nullptr ? t : &none));
     out.push_back(std::move(cj));
     ++k;
   }

@@ -1,6 +1,8 @@
 // The logic of `abide mock-server`, without HTTP: header styles, fixed-window
-// quota (a refilling bucket for openai), per-client accounting (accepted, limited, failed, premature), the
-// optional request record, and the /__stats JSON. Apart from the HTTP server
+// quota (refilling buckets for the openai and token styles, see
+// mock_bucket.h and mock_token_quota.h), per-client accounting (accepted,
+// limited, failed, premature), the optional request record, and the /__stats
+// JSON. Apart from the HTTP server
 // so that a test can drive it with a manual clock (mock_server_core.cpp holds
 // the implementation); mock_server.h puts it behind cpp-httplib.
 //
@@ -25,6 +27,13 @@
 // documents it, not the time to the next permitted request; that one is the
 // 429's retry-after-ms. The fixed windows still index its accounting.
 //
+// The token styles (openai-tokens, anthropic-tokens) read the request body
+// and keep token buckets beside the requests bucket (mock_token_quota.h
+// says how). A body they cannot read is answered 400 (413 above 1 MiB) in
+// the vendor's error shape, uses no quota, and is counted apart ("invalid"),
+// not as a request. The gemini style is a fixed window that sends no quota
+// field at all; its limited answer's body states the wait (RetryInfo).
+//
 // Premature requests (the number this server exists to count). Every limited
 // answer states an earliest permitted time P (its wait signal, below) and
 // leaves at a time S (decision time + latency). A request from a client that
@@ -46,6 +55,10 @@
 //   retry-after-date: the IMF-fixdate sent; github: x-ratelimit-reset (epoch);
 //   openai: S' + retry-after-ms (the time until one whole request is back
 //     in the bucket, in whole ms), not its reset-requests (a full refill);
+//   openai-tokens: S' + retry-after-ms (until every bucket holds what this
+//     request needs); anthropic-tokens: S' + retry-after (the same, in whole
+//     seconds); a request too large for a bucket states no wait, and no P;
+//   gemini: S' + the retryDelay of its body (whole seconds to the window's end);
 //   none: no signal, so nothing is ever premature.
 // Every stated wait is rounded up (whole seconds or ms), never down, so a
 // client that obeys it always arrives at or after the real window end.
@@ -57,6 +70,7 @@
 #include <deque>
 #include <iosfwd>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -67,6 +81,7 @@
 #include <vector>
 
 #include "abide/clock.h"
+#include "mock_bucket.h"
 
 namespace abide::mock {
 
@@ -85,9 +100,15 @@ enum class Style : std::uint8_t {
   kNone,               // the limited status, no hint at all
   kDraft12,            // RateLimit-Policy / RateLimit / RateLimit-Partition, provisional draft -12 (a, w, c);
                        // no Retry-After: `w` with a=0 is the wait signal
+  kOpenaiTokens,       // openai's requests bucket and a tokens bucket charged from the body;
+                       // x-ratelimit-*-{requests,tokens}; retry-after-ms and retry-after on limit
+  kAnthropicTokens,    // requests, input-tokens and output-tokens buckets charged from the body;
+                       // anthropic-ratelimit-*; retry-after on limit
+  kGemini,             // a fixed window and no quota field; a 429 RESOURCE_EXHAUSTED body whose
+                       // RetryInfo retryDelay is the wait signal
 };
 
-inline constexpr std::array<std::pair<Style, std::string_view>, 9> kStyleNames{{
+inline constexpr std::array<std::pair<Style, std::string_view>, 12> kStyleNames{{
     {Style::kDraft11, "draft11"},
     {Style::kDraftLegacy, "draft-legacy"},
     {Style::kGithub, "github"},
@@ -97,7 +118,16 @@ inline constexpr std::array<std::pair<Style, std::string_view>, 9> kStyleNames{{
     {Style::kMalformed, "malformed"},
     {Style::kNone, "none"},
     {Style::kDraft12, "draft12"},
+    {Style::kOpenaiTokens, "openai-tokens"},
+    {Style::kAnthropicTokens, "anthropic-tokens"},
+    {Style::kGemini, "gemini"},
 }};
+
+// True for the styles that read the request body and count its tokens.
+constexpr bool is_token_style(Style s) noexcept { return s == Style::kOpenaiTokens || s == Style::kAnthropicTokens; }
+
+// True for the styles that answer in a vendor's own error shape, always 429.
+constexpr bool is_vendor_style(Style s) noexcept { return is_token_style(s) || s == Style::kGemini; }
 
 // The style's command-line name ("draft11", ...).
 std::string_view to_string(Style s) noexcept;
@@ -128,7 +158,13 @@ struct LimiterOptions {
   std::uint64_t seed = 1;    // seeds the fail-rate draws
   Duration grace = 50ms;     // in-flight allowance for premature counting
   Duration latency = 0ms;    // added before each API answer leaves (by the server)
+  // The token styles' buckets, per window (1 to kMaxTokenLimit): openai-tokens'
+  // tokens and anthropic-tokens' input tokens; anthropic-tokens' output tokens.
+  std::uint64_t token_limit = 40000;
+  std::uint64_t output_token_limit = 8000;
 };
+
+inline constexpr std::uint64_t kMaxTokenLimit = 1'000'000'000'000;
 
 // Why the options cannot be used, or "" when they can.
 std::string validate(const LimiterOptions& o);
@@ -144,8 +180,9 @@ double unix_seconds(WallTime t) noexcept;
 // it: "12ms", "1s", "1.5s", "6m0s", "1h0m0.25s". 0 gives "0s".
 std::string go_duration(Duration d);
 
-// What became of one API request.
-enum class Outcome : std::uint8_t { kAccepted, kLimited, kFailed };
+// What became of one API request. kInvalid: a token style could not read its
+// body (400, 413); it uses no quota and is counted apart from the requests.
+enum class Outcome : std::uint8_t { kAccepted, kLimited, kFailed, kInvalid };
 
 std::string_view to_string(Outcome o) noexcept;
 
@@ -155,6 +192,7 @@ struct RequestInfo {
   std::string_view path;        // "/items/1"
   std::string_view client;      // X-Client-Id, else the peer address
   std::string_view connection;  // identifies the TCP connection ("addr:port")
+  std::string_view body = {};   // read by the token styles only (at most kMaxBodyBytes)
 };
 
 using HeaderList = std::vector<std::pair<std::string, std::string>>;
@@ -164,9 +202,10 @@ struct Answer {
   int status = 200;
   Outcome outcome = Outcome::kAccepted;
   bool premature = false;
-  std::int64_t window = 0;            // index of the window it arrived in
-  HeaderList headers;                 // Date, the style's quota fields, the wait signal
-  std::string body;                   // small JSON
+  std::int64_t window = 0;  // index of the window it arrived in
+  HeaderList headers;       // Date, the style's quota fields, the wait signal
+  std::string body;         // small JSON, or server-sent events
+  std::string content_type = "application/json";
   std::optional<WallTime> permitted;  // a limited answer's stated earliest permitted time
 };
 
@@ -179,6 +218,7 @@ struct Counts {
   std::uint64_t premature = 0;
 
   void add(Outcome o, bool early) noexcept {
+    if (o == Outcome::kInvalid) return;  // not a request that the quota saw
     ++requests;
     if (o == Outcome::kAccepted) ++accepted;
     if (o == Outcome::kLimited) ++limited;
@@ -188,30 +228,76 @@ struct Counts {
   nlohmann::ordered_json json() const;
 };
 
-// Counts per window, dense from the oldest kept window to the newest, bounded:
-// beyond `cap` windows the oldest are dropped (and counted as dropped).
-class WindowHistory {
- public:
-  explicit WindowHistory(std::size_t cap) : cap_(cap) {}
+// The token styles' counters, for the totals and each window. Each adds up
+// saturating. openai-tokens: admitted = the admission charges, charged = what
+// the answers used (prompt + completion, after reconciliation), split into
+// input_charged (prompt) and output_charged (completion). anthropic-tokens:
+// input_admitted = input_charged (charged at admission), output_admitted =
+// max_tokens reserved, output_charged = the output used; admitted and charged
+// are their sums.
+struct TokenCounts {
+  std::uint64_t invalid = 0;  // bodies refused (400, 413)
+  std::uint64_t admitted = 0;
+  std::uint64_t charged = 0;
+  std::uint64_t input_admitted = 0;
+  std::uint64_t input_charged = 0;
+  std::uint64_t output_admitted = 0;
+  std::uint64_t output_charged = 0;
 
-  // The counts of window k (created, with any windows between, as zeros).
-  Counts& at(std::int64_t k);
+  void add(const TokenCounts& o) noexcept;
+  // The style's own keys (see the command's help).
+  nlohmann::ordered_json json(Style style) const;
+};
+
+// Counters per window, dense from the oldest kept window to the newest,
+// bounded: beyond `cap` windows the oldest are dropped (and counted as dropped).
+template <class T>
+class WindowSeries {
+ public:
+  explicit WindowSeries(std::size_t cap) : cap_(cap) {}
+
+  // The counters of window k (created, with any windows between, as zeros).
+  T& at(std::int64_t k) {
+    if (counts_.empty()) first_ = k;
+    if (k < first_) k = first_;  // cannot happen: the limiter's time never goes back
+    const auto end = first_ + static_cast<std::int64_t>(counts_.size());
+    if (k - end >= static_cast<std::int64_t>(cap_)) {  // a long idle gap: start afresh
+      dropped_ += counts_.size();
+      counts_.clear();
+      first_ = k;
+    }
+    while (first_ + static_cast<std::int64_t>(counts_.size()) <= k) counts_.emplace_back();
+    while (counts_.size() > cap_) {
+      counts_.pop_front();
+      ++first_;
+      ++dropped_;
+    }
+    return counts_[static_cast<std::size_t>(k - first_)];
+  }
+  // Window k's counters, or null when it is not kept.
+  const T* find(std::int64_t k) const noexcept {
+    if (k < first_ || k - first_ >= static_cast<std::int64_t>(counts_.size())) return nullptr;
+    return &counts_[static_cast<std::size_t>(k - first_)];
+  }
   std::int64_t first() const noexcept { return first_; }
-  const std::deque<Counts>& counts() const noexcept { return counts_; }
+  const std::deque<T>& counts() const noexcept { return counts_; }
   std::uint64_t dropped() const noexcept { return dropped_; }
 
  private:
   std::size_t cap_;
   std::int64_t first_ = 0;
-  std::deque<Counts> counts_;
+  std::deque<T> counts_;
   std::uint64_t dropped_ = 0;
 };
 
-// The limiter (fixed windows; a refilling bucket for openai) and its accounting. Thread-safe: every public
-// member takes one mutex, so a server's threads can share one Limiter.
-class Limiter {
-  __extension__ using Wide = __int128;
+using WindowHistory = WindowSeries<Counts>;
 
+class TokenQuota;  // mock_token_quota.h
+
+// The limiter (fixed windows; refilling buckets for openai and the token
+// styles) and its accounting. Thread-safe: every public member takes one
+// mutex, so a server's threads can share one Limiter.
+class Limiter {
  public:
   static constexpr std::size_t kMaxClients = 1024;              // later ones share "(other)"
   static constexpr std::size_t kMaxClientWindows = 1024;        // per client
@@ -222,7 +308,10 @@ class Limiter {
   static constexpr std::size_t kMaxRecordedPath = 256;
 
   // `clock` must outlive the limiter. The options must pass validate().
-  Limiter(LimiterOptions opts, const WallClock& clock) : opts_(opts), clock_(clock), rng_(opts.seed) {}
+  Limiter(LimiterOptions opts, const WallClock& clock);
+  ~Limiter();
+  Limiter(const Limiter&) = delete;
+  Limiter& operator=(const Limiter&) = delete;
 
   const LimiterOptions& options() const noexcept { return opts_; }
 
@@ -237,11 +326,14 @@ class Limiter {
   Answer handle(const RequestInfo& req);
 
   // Forgets every count, client and window; the next request starts window 0;
-  // the fail-rate draws start again from the seed.
+  // the fail-rate draws start again from the seed; every bucket is full.
   void reset();
 
   // The totals alone.
   Counts totals() const;
+
+  // The token styles' totals (zeros for the other styles).
+  TokenCounts token_totals() const;
 
   // Everything, as the /__stats JSON (see the command's help for the shape).
   nlohmann::ordered_json stats() const;
@@ -278,6 +370,10 @@ class Limiter {
 
   WallTime floor_to_window(WallTime t) const;
 
+  // Anchors the windows if need be, moves to the window `now` is in, and
+  // returns its index.
+  std::int64_t enter_window(WallTime now);
+
   // A uniform draw in [0, 1), from the seeded generator: the same seed and the
   // same order of requests give the same failures on every platform.
   double draw() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
@@ -289,25 +385,15 @@ class Limiter {
 
   void remember_limited(Client& c, std::string_view connection, WallTime now, WallTime permitted);
 
-  // The openai style's token bucket, kept exact in integers: debt_ is the time
-  // until the bucket is full, in units of 1/limit ns, so that one request
-  // costs exactly window-in-ns of them whatever limit and window are (128
-  // bits: window x limit reaches 1e23). Capacity: limit requests, that is
-  // window x limit units.
-  Wide window_ns() const { return static_cast<Wide>(opts_.window.count()); }
-  Wide capacity() const { return window_ns() * opts_.limit; }
+  // The answer to a body that a token style could not read.
+  Answer refuse_body(WallTime now, std::int64_t k, const RequestInfo& req, int status, const std::string& message);
 
-  void bucket_refill(WallTime now);
+  // Decides a request of a style without tokens: the window's count, or the
+  // openai style's requests bucket. a.outcome is kFailed when already failed.
+  void decide_requests(WallTime now, const RequestInfo& req, const std::string& id, Answer& a);
 
-  // Takes one request if a whole one is there.
-  bool bucket_take(WallTime now);
-
-  std::uint32_t bucket_available() const;
-
-  // units / limit as a Duration, rounded up to the ns (never states a refill earlier than it is).
-  Duration bucket_time(Wide units) const;
-  Duration bucket_until_full() const { return bucket_time(debt_); }
-  Duration bucket_until_next() const { return bucket_time(debt_ - (capacity() - window_ns())); }
+  // Adds the answer to every count.
+  void account(std::int64_t k, Client& client, const Answer& a, const TokenCounts& tokens);
 
   std::int64_t whole_window_seconds() const;
 
@@ -328,11 +414,17 @@ class Limiter {
 
   static std::string dump(const nlohmann::ordered_json& j);
 
-  std::string body(const Answer& a, const RequestInfo& req, const std::string& id) const;
+  std::string body(const Answer& a, const Context& ctx, const RequestInfo& req, const std::string& id) const;
 
   void record(WallTime now, const RequestInfo& req, const std::string& id, const Answer& a);
 
-  nlohmann::ordered_json windows_json(const WindowHistory& w) const;
+  // A window's or the totals' counts as JSON; with `tokens` (the token
+  // styles), also "invalid" and "tokens".
+  nlohmann::ordered_json counts_json(const Counts& c, const TokenCounts* tokens) const;
+
+  nlohmann::ordered_json windows_json(const WindowHistory& w, const WindowSeries<TokenCounts>* tokens) const;
+
+  nlohmann::ordered_json server_json(WallTime now) const;
 
   const LimiterOptions opts_;
   const WallClock& clock_;
@@ -341,10 +433,12 @@ class Limiter {
   std::optional<WallTime> anchor_;
   std::int64_t window_ = -1;
   std::uint32_t used_ = 0;
-  Wide debt_ = 0;  // the openai style's bucket (see bucket_refill); starts full
-  WallTime debt_at_{};
+  Bucket requests_;                     // the openai style's bucket; starts full
+  std::unique_ptr<TokenQuota> tokens_;  // the token styles' buckets, else null
   Counts totals_;
   WindowHistory windows_{kMaxWindows};
+  TokenCounts token_totals_;
+  WindowSeries<TokenCounts> token_windows_{kMaxWindows};
   std::map<std::string, Client, std::less<>> clients_;
   std::mt19937_64 rng_;
   std::size_t malformed_next_ = 0;
