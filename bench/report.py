@@ -73,6 +73,9 @@ ANCHORS = {
     # written back in one BEGIN IMMEDIATE transaction, WAL, synchronous=NORMAL
     # (real time). 20.6 us beside Redis's 55 us on 2026-12-05 (load ~1.5).
     "sqlite_rmw": (r"BM_SqliteReadModifyWrite/real_time", 20600, "one SQLite read-modify-write in WAL mode"),
+    # The same three counted windows counting requests only: what a send that
+    # states token costs is judged against (the figure sets the ratio: 1.5).
+    "requests_only": (r"BM_MemoryAcquireThreeRequestWindows", 1000, "acquire on three request windows"),
 }
 
 # (bench executable, regex on the benchmark name, absolute target in ns on a quiet
@@ -96,6 +99,8 @@ TARGETS = [
     ("planner_bench", r"(bm_)?permitted_?wait", 20, "calibration", "permitted_wait() on the 429"),
     ("pacer_bench", r"(bm_)?memory_?acquire_?uncontended|.*acquire.*uncontended.*", 50, "calibration",
      "issue 6: memory-store acquire, uncontended"),
+    ("pacer_bench", r"bm_memory_?acquire_?three_?windows_?with_?token_?costs", 1500, "requests_only",
+     "issue 28: acquire with costs on three quotas (vs requests only)"),
     # The first engine benchmark in source order (BM_EngineDrivenOneAttempt today).
     ("engine_bench", r"(bm_)?engine.*", 200, "calibration", "issue 14: engine cost per attempt"),
     # Issue 26 asks for half a Redis round trip. SQLite's floor makes that out

@@ -13,6 +13,10 @@
 #include "ascii.h"
 #include "concat.h"
 #include "field_kind.h"
+#include "body_hint.h"
+#include "llm/cost_estimate.h"
+#include "llm/usage_tap.h"
+#include "profile_select.h"
 
 namespace abide {
 namespace {
@@ -447,6 +451,7 @@ Step Machine::start() {
   } else {
     host_ = origin->host;
   }
+  prepare_costs();
 
   // A permitted time carried over from an earlier run (a resumed request).
   if (req_.not_before) {
@@ -454,6 +459,56 @@ Step Machine::start() {
     if (*req_.not_before > now) return wait_not_before(now);
   }
   return enter_acquire();
+}
+
+namespace {
+
+// The request target of an http(s) URL: from the path's '/' on, without a
+// fragment ("/" when the URL has no path).
+std::string_view target_of(std::string_view url) {
+  const std::size_t scheme = url.find("://");
+  const std::size_t from = scheme == std::string_view::npos ? 0 : scheme + 3;
+  const std::size_t path = url.find_first_of("/?#", from);
+  if (path == std::string_view::npos || url[path] != '/') return "/";
+  return url.substr(path, url.find('#', path) - path);
+}
+
+}  // namespace
+
+// What each send of the request reserves of quotas other than requests: the
+// caller's word, else the estimate its profile's rule makes from the body.
+void Machine::prepare_costs() {
+  ObserveOptions o;
+  o.host = host_;
+  o.profile = req_.profile.empty() ? std::string_view(engine_.config_.profile) : std::string_view(req_.profile);
+  o.registry = engine_.config_.registry;
+  const Profile* profile = detail::selected_profile(o);
+  profile_ = profile;
+  cost_rule_ = profile != nullptr ? profile->costs : CostRule::kNone;
+  if (!req_.costs.empty()) {
+    costs_ = req_.costs;
+  } else if (cost_rule_ != CostRule::kNone) {
+    costs_ = detail::estimate_costs(cost_rule_, req_.method, target_of(req_.url), req_.body).costs;
+  }
+}
+
+// The final answer's body passes a tap that reads what it used, when its
+// request reserved something to settle.
+void Machine::tap_usage(const Signals& signals) {
+  usage_.reset();
+  if (costs_.empty() || cost_rule_ == CostRule::kNone || signals.status < 200 || signals.status > 299) return;
+  const std::optional<std::string_view> type =
+      out_.response ? out_.response->headers.first("Content-Type") : std::nullopt;
+  const bool stream = type && ascii::istarts_with(ascii::trim_ows(*type), "text/event-stream");
+  usage_ = std::make_unique<detail::UsageTap>(cost_rule_, stream);
+  answered_ = signals.received_mono;
+}
+
+// The body is whole: what it says was used settles the reservation.
+void Machine::settle_usage() {
+  if (!usage_) return;
+  if (const auto used = usage_->usage()) engine_.pacer_->settle(*key_, answered_, SendCosts{costs_, *used});
+  usage_.reset();
 }
 
 Step Machine::wait_not_before(WallTime now) {
@@ -488,11 +543,11 @@ Step Machine::enter_acquire() {
 
 Step Machine::try_acquire() {
   Pacer& pacer = *engine_.pacer_;
-  if (blocking_) return from_permit(pacer.acquire(*key_, send_deadline_, stop_));
+  if (blocking_) return from_permit(pacer.acquire(*key_, send_deadline_, stop_, costs_));
 
   // Non-blocking: the pacer's answer, with the slot or the place in line
   // kept by the ticket until the next call.
-  const TryAcquireResult r = pacer.try_acquire(ticket_, *key_, send_deadline_);
+  const TryAcquireResult r = pacer.try_acquire(ticket_, *key_, send_deadline_, costs_);
   const MonoTime now = engine_.mono_.now();
   AcquireResult a;
   a.probe = r.probe;
@@ -584,6 +639,7 @@ Step Machine::next() {
       return enter_acquire();
     case State::kAcquire: return try_acquire();
     case State::kSending: failed("the transport reported no answer", true); return next();
+    case State::kHintBody:
     case State::kBody: complete(); return next();
     case State::kRetryWait:
       if (engine_.mono_.now() < wait_until_)
@@ -701,12 +757,8 @@ bool Machine::head(int status, HeaderList headers, WallTime received_wall, MonoT
   if (server_clock_ != nullptr && detail::HeaderKinds::has(headers, FieldKind::kDate)) {
     options.server_time_floor = server_clock_->trusted_floor_at(received_mono);
   }
-  const Signals signals = observe(status, headers, received_wall, received_mono, options);
+  Signals signals = observe(status, headers, received_wall, received_mono, options);
   if (server_clock_ != nullptr) server_clock_->learn(signals, a.started_mono);
-  // Whatever the head said about quota is real: the pacer hears it (and the
-  // probe, if this was one, has its answer).
-  engine_.pacer_->record(*key_, signals);
-  probe_ = false;
   Response& r = out_.response.emplace();
   r.status = status;
   r.headers = std::move(headers);
@@ -714,12 +766,76 @@ bool Machine::head(int status, HeaderList headers, WallTime received_wall, MonoT
   r.received_wall = received_wall;
   r.received_mono = received_mono;
   out_.body_bytes = 0;
-  return decide(&signals, {}, true);
+  if (signals.limited && profile_ != nullptr && !profile_->body_hints.empty()) {
+    // The wait may be in the body: read it before planning (complete()).
+    held_ = std::move(signals);
+    held_body_.clear();
+    state_ = State::kHintBody;
+    return true;
+  }
+  return answer(signals);
 }
 
-bool Machine::body(std::string_view chunk) {
-  if (state_ != State::kBody) return false;
+// The answer heard whole (its head, and any wait its body stated): the pacer
+// records it, the plan follows; true when it ends the request.
+bool Machine::answer(const Signals& signals) {
+  // Whatever the answer said about quota is real: the pacer hears it (and
+  // the probe, if this was one, has its answer). A limited answer used none
+  // of what its send reserved (the request was refused).
+  if (costs_.empty()) {
+    engine_.pacer_->record(*key_, signals);
+  } else if (signals.limited) {
+    std::vector<UnitCost> none = costs_;
+    for (UnitCost& c : none) c.amount = 0;
+    engine_.pacer_->record(*key_, signals, SendCosts{costs_, none});
+  } else {
+    engine_.pacer_->record(*key_, signals, SendCosts{costs_, {}});
+  }
+  probe_ = false;
+  const bool wanted = decide(&signals, {}, true);
+  if (wanted) tap_usage(signals);
+  return wanted;
+}
+
+namespace {
+
+// A wait a limited answer's body stated, merged as a retry delay: one from
+// the API's structured field (Gemini's RetryInfo) is taken where no header
+// gave one or when it asks for longer; a sentence in an error message only
+// where no header gave any wait (it never shortens one).
+void merge_body_hint(detail::BodyHint hint, std::span<const BodyHintKind> kinds, Signals& s) {
+  const bool sentence = !kinds.empty() && kinds.front() == BodyHintKind::kTryAgainSentence &&
+                        hint.source.find("retryDelay") == std::string::npos;
+  if (s.retry_after) {
+    if (sentence || hint.wait <= s.retry_after->wait) return;
+    s.warnings.push_back(hint.source + " asks for longer than " + s.retry_after->source + "; the longer wait is used");
+  }
+  s.retry_after = RetryHint{RetryHint::Kind::kDelay, hint.wait, std::nullopt, std::move(hint.source)};
+}
+
+}  // namespace
+
+// The held limited answer is planned: with the wait its body states when it
+// is whole (`whole`), on its head alone when the body is past what is read.
+// True when it ends the request (what was held then goes to the sink).
+bool Machine::decide_on_held_body(bool whole) {
+  Signals s = std::move(*held_);
+  held_.reset();
+  if (whole) {
+    const std::span<const BodyHintKind> kinds = profile_->body_hints;
+    if (auto hint = detail::read_body_hint(kinds, held_body_)) merge_body_hint(std::move(*hint), kinds, s);
+  }
+  std::string body = std::move(held_body_);
+  held_body_.clear();
+  if (!answer(s)) return false;
+  return deliver(body);
+}
+
+// Body bytes of the answer that ends the request: counted, read for usage,
+// given to the sink.
+bool Machine::deliver(std::string_view chunk) {
   out_.body_bytes += chunk.size();
+  if (usage_) usage_->feed(chunk);
   if (sink_ && !sink_(chunk)) {
     out_.attempts.back().error = "the body's destination refused it";
     finish(OutcomeKind::kNotRetryable, "the body's destination stopped the transfer");
@@ -728,12 +844,36 @@ bool Machine::body(std::string_view chunk) {
   return true;
 }
 
+bool Machine::body(std::string_view chunk) {
+  if (state_ == State::kHintBody) {
+    if (chunk.size() <= detail::kMaxBodyHintBytes - held_body_.size()) {
+      held_body_.append(chunk);
+      return true;
+    }
+    // Longer than a wait is ever stated in: planned on the head alone. A
+    // retry drops the rest; an answer that ends the request goes on.
+    if (!decide_on_held_body(false)) return false;
+  }
+  if (state_ != State::kBody) return false;
+  return deliver(chunk);
+}
+
 void Machine::complete() {
-  if (state_ == State::kBody) finish(pending_kind_, out_.attempts.back().reason);
+  if (state_ == State::kHintBody && !decide_on_held_body(true)) return;
+  if (state_ != State::kBody) return;
+  settle_usage();
+  finish(pending_kind_, out_.attempts.back().reason);
 }
 
 void Machine::failed(std::string_view error_bytes, bool sent, bool timed_out) {
   const std::string error = printable(error_bytes, kMaxErrorText);
+  // A limited answer whose body broke off while it was read for its wait:
+  // planned on its head alone; its body is the caller's only if it ends the
+  // request, and then it broke off like any other.
+  if (state_ == State::kHintBody) {
+    held_body_.clear();
+    if (!decide_on_held_body(false)) return;
+  }
   if (state_ == State::kBody) {
     if (out_.body_bytes == 0) {
       // Nothing reached the sink yet: the attempt failed like any transfer
@@ -839,6 +979,15 @@ void Machine::cancel(bool sent) {
       emit_error(current().error);
       end_here(OutcomeKind::kCancelled,
                sent ? "cancelled while the request was in flight" : "cancelled before the request was sent");
+      return;
+    case State::kHintBody:
+      // A limited answer: the pacer hears it, though nobody waits for its plan.
+      held_body_.clear();
+      engine_.pacer_->record(*key_, *held_);
+      probe_ = false;
+      held_.reset();
+      out_.ambiguous = !idempotent_request();
+      finish(OutcomeKind::kCancelled, "cancelled while the body was arriving");
       return;
     case State::kBody:
       out_.ambiguous = !idempotent_request();

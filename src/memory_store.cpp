@@ -58,6 +58,11 @@ class Entry final : public QuotaStore::Handle {
     std::lock_guard lock(mu_);
     pacing::abandon_probe(state_, now);
   }
+  void settle(const StoreSettle& settle, const PacingRules& /*rules*/) override {
+    latest_->saw(settle.now);
+    std::lock_guard lock(mu_);
+    pacing::settle(state_, settle);
+  }
   std::optional<LearnedPolicy> learned(MonoTime now) override {
     std::lock_guard lock(mu_);
     return pacing::learned(state_, now);

@@ -65,6 +65,14 @@ bool has_unit(const std::vector<UnitCost>& costs, std::string_view unit) {
   return std::any_of(costs.begin(), costs.end(), [&](const UnitCost& c) { return ascii::iequals(c.unit, unit); });
 }
 
+// The amount of `unit` among `costs` (none: 0).
+std::int64_t amount_in(std::span<const UnitCost> costs, std::string_view unit) {
+  for (const UnitCost& c : costs) {
+    if (ascii::iequals(c.unit, unit)) return std::clamp<std::int64_t>(c.amount, 0, LearnedPolicyBounds::kMaxCount);
+  }
+  return 0;
+}
+
 std::uint64_t splitmix(std::uint64_t x) noexcept {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
@@ -84,11 +92,17 @@ MonoTime earlier(MonoTime a, MonoTime b) { return a < b ? a : b; }
 //   more than t), which spends them no faster than they come back when r is
 //   small, and never sends more than r before the window ends, however the
 //   server refills. Without a limit the rate is unknown: over t.
-Duration full_refill_window(const QuotaObservation& o, Duration reset, std::optional<Duration> hold) {
+// - A quota of tokens: its window's end is probed with a send of its own
+//   size, so the window lasts until three times what the answered send needed has
+//   come back (sends vary in size), when that is more than r: a probe that
+//   found the bucket short would be a limited answer.
+Duration full_refill_window(const QuotaObservation& o, Duration reset, std::optional<Duration> hold,
+                            std::int64_t need) {
   const std::int64_t r = *o.remaining;
   if (r <= 0) return std::min(reset, hold.value_or(reset));
   if (!o.limit || *o.limit <= r) return reset;
-  const double ns = static_cast<double>(reset.count()) * static_cast<double>(r) / static_cast<double>(*o.limit - r);
+  const double back = static_cast<double>(std::max(r, 3 * need));
+  const double ns = static_cast<double>(reset.count()) * back / static_cast<double>(*o.limit - r);
   if (!(ns < static_cast<double>(reset.count()))) return reset;
   return Duration{static_cast<Duration::rep>(std::ceil(ns))};
 }
@@ -967,7 +981,10 @@ void Pacer::record(const Key& key, const Signals& signals, SendCosts costs) {
     u.window = o.window;
     u.remaining = o.remaining;
     std::optional<Duration> reset = o.reset;
-    if (reset && o.reset_is_full_refill && o.remaining) reset = full_refill_window(o, *reset, hold);
+    if (reset && o.reset_is_full_refill && o.remaining) {
+      const std::int64_t need = is_requests(o.unit) ? 0 : amount_in(costs.reserved, o.unit);
+      reset = full_refill_window(o, *reset, hold, need);
+    }
     if (reset) u.reset = *reset > rec.age ? *reset - rec.age : Duration::zero();
     u.reset_resolution = o.reset_resolution;
     rec.policies.push_back(std::move(u));
@@ -988,6 +1005,17 @@ void Pacer::record(const Key& key, const Signals& signals, SendCosts costs) {
   // got, so most records skip the wake and its locked add. A shared store's
   // answers may change by other processes' records: it is always woken.
   if (out.blocked || out.released || store_->shared()) Ops::wake_head(local);
+}
+
+void Pacer::settle(const Key& key, MonoTime received, SendCosts costs) {
+  if (!key.local_ || costs.used.empty()) return;
+  StoreSettle s;
+  s.now = mono_.now();
+  // An unset or future receive time counts as now: the answer is the current window's.
+  if (received != MonoTime{} && received < s.now) s.age = s.now - received;
+  s.reserved.assign(costs.reserved.begin(), costs.reserved.end());
+  s.used.assign(costs.used.begin(), costs.used.end());
+  key.local_->handle->settle(s, config_.rules);
 }
 
 bool Pacer::block_until(std::string_view name, WallTime until) { return block_until(key(name), until); }

@@ -273,10 +273,20 @@ void add_seconds(std::string& s, Duration d) { s.append(format_seconds(d)); }
 void add_basis(std::string& s, const Plan& p, const PlanInput& in, Jitter jitter) {
   const Duration hint = p.server_hint.value_or(kZero);
   switch (p.basis) {
-    case Basis::kRetryAfter:
-      s.append("the server's Retry-After asks for "sv);
+    case Basis::kRetryAfter: {
+      // A wait read from a limited answer's body says where it was read.
+      const Signals* sig = in.outcome.signals;
+      constexpr std::string_view kBody = "body: ";
+      if (sig && sig->retry_after && sig->retry_after->source.starts_with(kBody)) {
+        s.append("the answer's body ("sv)
+            .append(printable(std::string_view(sig->retry_after->source).substr(kBody.size()), 96))
+            .append(") asks for "sv);
+      } else {
+        s.append("the server's Retry-After asks for "sv);
+      }
       add_seconds(s, hint);
       return;
+    }
     case Basis::kRateLimit:
     case Basis::kVendor: {
       s.append(p.basis == Basis::kRateLimit ? "the RateLimit quota" : "the vendor quota"sv);

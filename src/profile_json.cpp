@@ -23,6 +23,40 @@ std::string ProfileError::what() const {
   return s;
 }
 
+// ---- cost rules and body hints -------------------------------------------------------
+
+std::string_view to_string(CostRule r) noexcept {
+  switch (r) {
+    case CostRule::kNone: return "none";
+    case CostRule::kOpenAI: return "openai";
+    case CostRule::kAnthropic: return "anthropic";
+  }
+  return "none";
+}
+
+std::string_view to_string(BodyHintKind k) noexcept {
+  switch (k) {
+    case BodyHintKind::kGoogleRetryInfo: return "google_retry_info";
+    case BodyHintKind::kTryAgainSentence: return "try_again_sentence";
+  }
+  return "";
+}
+
+// "none" is not accepted: a profile without a rule leaves the field out.
+std::optional<CostRule> cost_rule_from_string(std::string_view s) noexcept {
+  for (CostRule r : {CostRule::kOpenAI, CostRule::kAnthropic}) {
+    if (s == to_string(r)) return r;
+  }
+  return std::nullopt;
+}
+
+std::optional<BodyHintKind> body_hint_kind_from_string(std::string_view s) noexcept {
+  for (BodyHintKind k : {BodyHintKind::kGoogleRetryInfo, BodyHintKind::kTryAgainSentence}) {
+    if (s == to_string(k)) return k;
+  }
+  return std::nullopt;
+}
+
 // ---- loading ----------------------------------------------------------------------
 
 namespace {
@@ -101,6 +135,36 @@ class Loader {
         return fail(index(path, i), item, "expected an HTTP status (an integer from 100 to 999)");
       }
       out.push_back(static_cast<int>(*item.integer));
+    }
+    return true;
+  }
+
+  bool cost_rule(const JsonValue& v, CostRule& out) {
+    if (!expect("costs", v, JsonValue::Kind::kString)) return false;
+    const auto r = cost_rule_from_string(v.string);
+    if (!r) {
+      return fail("costs", v,
+                  "unknown cost rule " + detail::shown(v.string) + " (expected \"openai\" or \"anthropic\")");
+    }
+    out = *r;
+    return true;
+  }
+
+  bool body_hints(const JsonValue& v, std::vector<BodyHintKind>& out) {
+    if (!expect("body_hints", v, JsonValue::Kind::kArray)) return false;
+    for (std::size_t i = 0; i < v.items.size(); ++i) {
+      const JsonValue& item = v.items[i];
+      if (!expect(index("body_hints", i), item, JsonValue::Kind::kString)) return false;
+      const auto k = body_hint_kind_from_string(item.string);
+      if (!k) {
+        return fail(index("body_hints", i), item,
+                    "unknown body hint " + detail::shown(item.string) +
+                        " (expected \"google_retry_info\" or \"try_again_sentence\")");
+      }
+      if (std::find(out.begin(), out.end(), *k) != out.end()) {
+        return fail(index("body_hints", i), item, detail::shown(item.string) + " is listed twice");
+      }
+      out.push_back(*k);
     }
     return true;
   }
@@ -242,7 +306,7 @@ class Loader {
     if (!only_members("", root,
                       {"name", "description", "docs", "hosts", "limited_statuses", "limited_statuses_with_signal",
                        "retry_delays", "retry_verdicts", "limited_unprocessed", "ietf_prefixes", "informational",
-                       "quotas"})) {
+                       "quotas", "costs", "body_hints"})) {
       return false;
     }
     const JsonValue* name = root.find("name");
@@ -307,6 +371,12 @@ class Loader {
         if (!quota(index("quotas", i), q->items[i], spec)) return false;
         p.quotas.push_back(std::move(spec));
       }
+    }
+    if (const JsonValue* c = root.find("costs")) {
+      if (!cost_rule(*c, p.costs)) return false;
+    }
+    if (const JsonValue* b = root.find("body_hints")) {
+      if (!body_hints(*b, p.body_hints)) return false;
     }
     if (p.quotas.empty() && p.retry_delays.empty() && p.retry_verdicts.empty() && p.limited_statuses.empty() &&
         p.limited_statuses_with_signal.empty()) {

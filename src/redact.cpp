@@ -29,6 +29,10 @@ constexpr std::array<std::string_view, 4> kCredentialNames{"sig", "code", "sid",
 bool credential_name(std::string_view name) {
   const std::string n = lower(name);
   if (n == "idempotency-key") return false;  // not a credential, and useful to see
+  // Quota fields name what they count ("x-ratelimit-remaining-tokens"), and
+  // what they say is what a reader of the log needs.
+  for (std::string_view quota : {"ratelimit", "x-ratelimit-", "x-rate-limit-", "anthropic-ratelimit-"})
+    if (n.starts_with(quota)) return false;
   for (std::string_view f : kCredentialNames)
     if (n == f) return true;
   for (std::string_view f : kCredentialFragments)

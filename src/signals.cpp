@@ -18,6 +18,7 @@
 #include "ascii.h"
 #include "field_kind.h"
 #include "line_index.h"
+#include "profile_select.h"
 #include "profiles_internal.h"
 #include "ratelimit_internal.h"
 
@@ -143,15 +144,12 @@ void merge_retry_delay(std::optional<RetryHint>& delay, Signals& s) {
   }
 }
 
-const Profile* select_profile(const ObserveOptions& options, const ProfileRegistry& registry, Signals& s) {
-  if (options.profile == "none") return nullptr;
-  if (!options.profile.empty()) {
-    const Profile* p = registry.find(options.profile);
-    if (p == nullptr) s.warnings.push_back("no profile named \"" + std::string(options.profile) + "\"");
-    return p;
+const Profile* select_profile(const ObserveOptions& options, Signals& s) {
+  const Profile* p = detail::selected_profile(options);
+  if (p == nullptr && !options.profile.empty() && options.profile != "none") {
+    s.warnings.push_back("no profile named \"" + std::string(options.profile) + "\"");
   }
-  if (!options.host.empty()) return detail::cached_for_host(registry, options.host);
-  return nullptr;
+  return p;
 }
 
 constexpr std::string_view kHeuristicFamilies[] = {"x-ratelimit-", "x-rate-limit-"};
@@ -230,6 +228,14 @@ Seen classify(const HeaderList& headers) noexcept {
 
 }  // namespace
 
+const Profile* detail::selected_profile(const ObserveOptions& options) {
+  if (options.profile == "none") return nullptr;
+  const ProfileRegistry& registry = options.registry != nullptr ? *options.registry : ProfileRegistry::builtin();
+  if (!options.profile.empty()) return registry.find(options.profile);
+  if (!options.host.empty()) return detail::cached_for_host(registry, options.host);
+  return nullptr;
+}
+
 Signals observe(int status, const HeaderList& headers, WallTime received_wall, MonoTime received_mono,
                 const ObserveOptions& options) {
   Signals s;
@@ -250,8 +256,7 @@ Signals observe(int status, const HeaderList& headers, WallTime received_wall, M
   // Rule 1: Retry-After first, authoritative.
   if (seen.retry_after) read_retry_after(headers, received_wall, server_now, options, s);
 
-  const ProfileRegistry& registry = options.registry != nullptr ? *options.registry : ProfileRegistry::builtin();
-  const Profile* profile = select_profile(options, registry, s);
+  const Profile* profile = select_profile(options, s);
   if (profile != nullptr) s.profile = profile->name;
 
   // Rule 8: the IETF fields, then the vendor's.

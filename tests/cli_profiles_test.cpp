@@ -154,6 +154,34 @@ TEST(CliProfiles, RetryDelaysAndVerdictsInDetail) {
   EXPECT_THAT(r.out, HasSubstr("retry verdict (true or false): stripe-should-retry"));
 }
 
+TEST(CliProfiles, CostsAndBodyHintsInDetail) {
+  const auto r = abide({"profiles", "openai"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("  costs: openai (tokens = the larger of the maximum output and the text bytes / 4"));
+  EXPECT_THAT(r.out, HasSubstr("waits in a limited answer's body (the first found counts):\n"
+                               "    try_again_sentence: \"try again in 1.5s\" in the error message\n"));
+  const auto j = json::parse(abide({"profiles", "--json", "openai"}).out);
+  EXPECT_EQ(j["costs"], "openai");
+  EXPECT_EQ(j["body_hints"], json::array({"try_again_sentence"}));
+
+  const auto g = abide({"profiles", "gemini"});
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  EXPECT_THAT(g.out, HasSubstr("google_retry_info: error.details[] google.rpc.RetryInfo retryDelay"));
+  EXPECT_THAT(g.out, Not(HasSubstr("costs:")));
+  const auto gj = json::parse(abide({"profiles", "--json", "gemini"}).out);
+  EXPECT_TRUE(gj["costs"].is_null());
+  EXPECT_EQ(gj["body_hints"], json::array({"google_retry_info"}));
+
+  const auto a = json::parse(abide({"profiles", "--json", "anthropic"}).out);
+  EXPECT_EQ(a["costs"], "anthropic");
+  const auto gh = json::parse(abide({"profiles", "--json", "github"}).out);
+  EXPECT_TRUE(gh["costs"].is_null());
+  EXPECT_EQ(gh["body_hints"], json::array());
+  // Azure OpenAI is its own profile now.
+  EXPECT_THAT(line_for(abide({"profiles"}).out, "azure-openai"), HasSubstr(".openai.azure.com"));
+  EXPECT_THAT(line_for(abide({"profiles"}).out, "openai"), Not(HasSubstr("azure")));
+}
+
 TEST(CliProfiles, UnknownProfileExitsOne) {
   const auto r = abide({"profiles", "nope"});
   EXPECT_EQ(r.exit_code, 1);

@@ -1571,3 +1571,29 @@ TEST_F(Fixture, AReturnedSlotGoesOnlyToASendItHasRoomFor) {
 
 }  // namespace
 }  // namespace abide
+
+namespace abide {
+namespace {
+
+// A usage known only at the end of the body settles the send's reservation
+// after the head was recorded.
+TEST_F(Fixture, AUsageAtTheEndOfTheBodySettlesTheReservation) {
+  PacerConfig c = config();
+  c.rules.pacing = Pacing::kBurst;
+  Pacer p = make(c);
+  const Pacer::Key k = p.key("llm");
+  p.record(k, with(response(clock), tokens_obs(10'000, seconds{60})));
+  const std::vector<UnitCost> reserve{{"tokens", 8'000}};
+  ASSERT_TRUE(p.acquire(k, clock.mono_now(), {}, reserve).ok());
+  const Signals head = with(response(clock), tokens_obs(9'000, seconds{59}));
+  p.record(k, head, SendCosts{reserve, {}});
+  const std::vector<UnitCost> next{{"tokens", 5'000}};
+  EXPECT_FALSE(p.acquire(k, clock.mono_now(), {}, next).ok());
+  clock.advance(seconds{3});  // the stream ends
+  const std::vector<UnitCost> used{{"tokens", 2'000}};
+  p.settle(k, head.received_mono, SendCosts{reserve, used});
+  EXPECT_TRUE(p.acquire(k, clock.mono_now(), {}, next).ok());
+}
+
+}  // namespace
+}  // namespace abide

@@ -98,11 +98,12 @@ TEST(StateCodec, StatesWithoutUnitsReadAsRequests) {
   s.policies.push_back(PolicyState{"default"});
   s.policies[0].remaining = 4;
   std::string bytes = encode(s);
-  // Drop the policy's unit (an empty text: its 8-byte length, just before
-  // the learned policy) and the blind unit count (the last 8 bytes).
+  // Drop the policy's unit and start (an empty text's 8-byte length and an
+  // instant, just before the learned policy) and the blind unit count (the
+  // last 8 bytes).
   bytes.resize(bytes.size() - 8);
   const std::size_t learned_size = encode(KeyState{}).size() - 8 - (1 + 8 + 8 + 8 + 1 + 8 + 8 + 8 + 1 + 1 + 8 + 8 + 8 + 8 + 8 + 8);
-  bytes.erase(bytes.size() - learned_size - 8, 8);
+  bytes.erase(bytes.size() - learned_size - 16, 16);
   bytes[0] = 2;
   auto back = decode(bytes);
   ASSERT_TRUE(back.has_value()) << back.error();
@@ -328,6 +329,29 @@ TEST(KernelCosts, TokensGrantedBlindAreSpentFromTheFirstWindow) {
   // 37,000 left after the first, less the other two still out.
   EXPECT_EQ(s.policies[1].remaining, 31'000);
   EXPECT_TRUE(s.blind_units.empty());
+}
+
+// A usage that comes at the end of the body settles the reservation in the
+// window that counted it; an answer received before that window began was
+// counted in an earlier one, and settles nothing.
+TEST(KernelCosts, ALateUsageSettlesOnlyTheWindowThatCountedIt) {
+  KeyState s;
+  const PacingRules rules = burst();
+  (void)record(s, llm_answer(kT0, 100, 10'000), rules);
+  (void)acquire(s, kT0, kMaxDuration, rules, tokens(4'000));
+  StoreRecord head = llm_answer(kT0 + seconds{1}, 99, 9'000, seconds{59});
+  head.reserved = tokens(4'000);
+  (void)record(s, head, rules);
+  ASSERT_EQ(s.policies[1].remaining, 6'000);
+  settle(s, StoreSettle{kT0 + seconds{5}, seconds{4}, tokens(4'000), tokens(500)});
+  EXPECT_EQ(s.policies[1].remaining, 9'500);
+  // A head from before the window (received 2 s before its first answer).
+  settle(s, StoreSettle{kT0 + seconds{6}, seconds{8}, tokens(4'000), tokens(500)});
+  EXPECT_EQ(s.policies[1].remaining, 9'500);
+  // Never past the limit the server stated.
+  s.policies[1].limit = 10'000;
+  settle(s, StoreSettle{kT0 + seconds{6}, seconds{1}, tokens(4'000), tokens(0)});
+  EXPECT_EQ(s.policies[1].remaining, 10'000);
 }
 
 // Separate quotas of one request (Anthropic's input and output tokens): the

@@ -9,7 +9,10 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "abide/headers.h"
 #include "abide/signals.h"
@@ -62,13 +65,13 @@ TEST(BuiltinProfiles, EveryFileInProfilesDirLoads) {
     EXPECT_TRUE(p) << (p ? "" : p.error().what());
   }
   EXPECT_EQ(ProfileRegistry::builtin().size(), files);
-  for (std::string_view name : {"github",     "gitlab",     "openai",     "anthropic",    "discord",
-                                "reddit",     "x",          "shopify",    "okta",         "azure-resource-manager",
-                                "salesforce", "zendesk",    "atlassian",  "slack",        "envoy",
-                                "kong",       "cloudflare", "auth0",      "digitalocean", "fastly",
-                                "linear",     "mastodon",   "sendgrid",   "sentry",       "twitch",
-                                "vimeo",      "hubspot",    "docker-hub", "heroku",       "bitbucket",
-                                "stripe",     "twilio"}) {
+  for (std::string_view name : {"github",     "gitlab",     "openai",       "anthropic",    "discord",
+                                "reddit",     "x",          "shopify",      "okta",         "azure-resource-manager",
+                                "salesforce", "zendesk",    "atlassian",    "slack",        "envoy",
+                                "kong",       "cloudflare", "auth0",        "digitalocean", "fastly",
+                                "linear",     "mastodon",   "sendgrid",     "sentry",       "twitch",
+                                "vimeo",      "hubspot",    "docker-hub",   "heroku",       "bitbucket",
+                                "stripe",     "twilio",     "azure-openai", "gemini"}) {
     EXPECT_NE(ProfileRegistry::builtin().find(name), nullptr) << name;
   }
 }
@@ -202,14 +205,60 @@ TEST(OpenAI, RetryAfterMsNeverShortensRetryAfter) {
   EXPECT_EQ(s.retry_after->source, "retry-after");
 }
 
-// Azure OpenAI [3p]: same names; host selection by suffix.
-TEST(OpenAI, AzureOpenAIHost) {
+// Azure OpenAI has its own profile, selected by the suffix: remaining counts
+// only [3p], no reset, so the window (10 s for requests, a minute for tokens)
+// bounds the wait; retry-after-ms and x-ms-retry-after-ms.
+TEST(AzureOpenAI, RemainingOnlyWindowsBoundTheWait) {
   const auto s = see("HTTP/1.1 429 Too Many Requests\r\nx-ratelimit-remaining-requests: 0\r\n"
-                     "x-ratelimit-reset-requests: 20ms\r\nretry-after-ms: 20\r\n\r\n",
+                     "x-ratelimit-remaining-tokens: 0\r\nretry-after-ms: 20\r\n\r\n",
                      "myres.openai.azure.com");
-  EXPECT_EQ(s.profile, "openai");
+  EXPECT_EQ(s.profile, "azure-openai");
   ASSERT_TRUE(s.retry_after);
   EXPECT_EQ(s.retry_after->wait, 20ms);
+  ASSERT_EQ(s.quota.size(), 2u);
+  ASSERT_NE(policy(s, "requests"), nullptr);
+  EXPECT_EQ(policy(s, "requests")->remaining, 0);
+  EXPECT_EQ(policy(s, "requests")->reset, 10s);
+  ASSERT_NE(policy(s, "tokens"), nullptr);
+  EXPECT_EQ(policy(s, "tokens")->unit, "tokens");
+  EXPECT_EQ(policy(s, "tokens")->reset, 60s);
+  const auto ms = see("HTTP/1.1 429 \r\nx-ms-retry-after-ms: 1500\r\n\r\n", "myres.openai.azure.com");
+  ASSERT_TRUE(ms.retry_after);
+  EXPECT_EQ(ms.retry_after->wait, 1500ms);
+  const Profile* p = ProfileRegistry::builtin().find("azure-openai");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->costs, CostRule::kOpenAI);
+  EXPECT_EQ(p->body_hints, std::vector<BodyHintKind>{BodyHintKind::kTryAgainSentence});
+  EXPECT_EQ(ProfileRegistry::builtin().for_host("api.openai.com")->name, "openai");
+}
+
+// The language-model profiles say how their requests are priced and where a
+// limited answer's body states a wait.
+TEST(LlmProfiles, CostsAndBodyHints) {
+  const auto& r = ProfileRegistry::builtin();
+  EXPECT_EQ(r.find("openai")->costs, CostRule::kOpenAI);
+  EXPECT_EQ(r.find("openai")->body_hints, std::vector<BodyHintKind>{BodyHintKind::kTryAgainSentence});
+  EXPECT_EQ(r.find("anthropic")->costs, CostRule::kAnthropic);
+  EXPECT_EQ(r.find("anthropic")->body_hints, std::vector<BodyHintKind>{BodyHintKind::kTryAgainSentence});
+  EXPECT_EQ(r.find("github")->costs, CostRule::kNone);
+  EXPECT_TRUE(r.find("github")->body_hints.empty());
+}
+
+// Gemini and Vertex AI: no quota headers; 429 with the wait in the body; no
+// word from Google that a 429 processed nothing.
+TEST(Gemini, HostsAndBodyHint) {
+  const auto& r = ProfileRegistry::builtin();
+  for (std::string_view host :
+       {"generativelanguage.googleapis.com", "aiplatform.googleapis.com", "x.aiplatform.googleapis.com"}) {
+    ASSERT_NE(r.for_host(host), nullptr) << host;
+    EXPECT_EQ(r.for_host(host)->name, "gemini") << host;
+  }
+  const Profile* g = r.find("gemini");
+  EXPECT_EQ(g->body_hints, std::vector<BodyHintKind>{BodyHintKind::kGoogleRetryInfo});
+  EXPECT_EQ(g->costs, CostRule::kNone);
+  EXPECT_TRUE(g->limited_unprocessed.empty());
+  EXPECT_TRUE(g->quotas.empty());
+  EXPECT_TRUE(see("HTTP/2 429 \r\n\r\n", "generativelanguage.googleapis.com").limited);
 }
 
 // Anthropic docs: anthropic-ratelimit-*-reset in RFC 3339 [3p value 2025-08-21T12:40:59Z]; 529 overload.
@@ -644,6 +693,37 @@ TEST(MalformedProfile, MessageNamesFileAndField) {
             "mine.json: limited_unprocessed: must not be empty (line 1)");
   EXPECT_THAT(load_error(R"({"name": "acme", "limited_unprocessed": true})"),
               HasSubstr("limited_unprocessed: expected string"));
+}
+
+TEST(MalformedProfile, CostsAndBodyHints) {
+  EXPECT_EQ(load_error(R"({"name": "acme", "limited_statuses": [429], "costs": "gemini"})"),
+            "mine.json: costs: unknown cost rule \"gemini\" (expected \"openai\" or \"anthropic\") (line 1)");
+  EXPECT_EQ(load_error(R"({"name": "acme", "limited_statuses": [429], "costs": "none"})"),
+            "mine.json: costs: unknown cost rule \"none\" (expected \"openai\" or \"anthropic\") (line 1)");
+  EXPECT_EQ(load_error(R"({"name": "acme", "costs": ["openai"]})"),
+            "mine.json: costs: expected string, found array (line 1)");
+  EXPECT_EQ(load_error(R"({"name": "acme", "body_hints": "try_again_sentence"})"),
+            "mine.json: body_hints: expected array, found string (line 1)");
+  EXPECT_EQ(load_error("{\"name\": \"acme\",\n \"body_hints\": [\"try_again_sentence\", \"retry_info\"]}"),
+            "mine.json: body_hints[1]: unknown body hint \"retry_info\" (expected \"google_retry_info\" or "
+            "\"try_again_sentence\") (line 2)");
+  EXPECT_EQ(load_error(R"({"name": "acme", "body_hints": [1]})"),
+            "mine.json: body_hints[0]: expected string, found number (line 1)");
+  EXPECT_EQ(load_error(R"({"name": "acme", "body_hints": ["google_retry_info", "google_retry_info"]})"),
+            "mine.json: body_hints[1]: \"google_retry_info\" is listed twice (line 1)");
+  // A hostile value is shown escaped.
+  EXPECT_THAT(load_error("{\"name\": \"acme\", \"costs\": \"\\u001b[2J\"}"), ::testing::Not(HasSubstr("\x1b")));
+
+  const auto p = parse_profile(R"({"name": "llm", "hosts": ["llm.test"], "costs": "anthropic",
+      "body_hints": ["try_again_sentence", "google_retry_info"]})");
+  ASSERT_TRUE(p) << p.error().what();
+  EXPECT_EQ(p->costs, CostRule::kAnthropic);
+  EXPECT_EQ(p->body_hints,
+            (std::vector<BodyHintKind>{BodyHintKind::kTryAgainSentence, BodyHintKind::kGoogleRetryInfo}));
+  EXPECT_EQ(to_string(CostRule::kOpenAI), "openai");
+  EXPECT_EQ(to_string(BodyHintKind::kGoogleRetryInfo), "google_retry_info");
+  EXPECT_EQ(cost_rule_from_string("anthropic"), CostRule::kAnthropic);
+  EXPECT_EQ(body_hint_kind_from_string("Try_Again_Sentence"), std::nullopt);
 }
 
 TEST(MalformedProfile, InvalidJsonNamesFileAndLine) {

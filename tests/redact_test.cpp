@@ -64,6 +64,16 @@ TEST(RedactHeader, OrdinaryHeadersAreShown) {
   EXPECT_EQ(printable_header_value("Retry-After", "120"), "120");
 }
 
+// Quota fields that count tokens are what a log reader needs, not credentials.
+TEST(RedactHeader, QuotaFieldsOfTokensAreShown) {
+  for (const char* name : {"x-ratelimit-remaining-tokens", "X-RateLimit-Limit-Tokens", "x-ratelimit-reset-tokens",
+                           "anthropic-ratelimit-input-tokens-remaining", "RateLimit-Policy"}) {
+    EXPECT_FALSE(is_sensitive_header(name)) << name;
+  }
+  EXPECT_EQ(printable_header_value("x-ratelimit-remaining-tokens", "1850"), "1850");
+  EXPECT_TRUE(is_sensitive_header("x-api-key"));
+}
+
 TEST(RedactHeader, ShownValuesAreMadePrintable) {
   EXPECT_EQ(printable_header_value("X-Note", "a\x1b[2Jb"), "a\\x1b[2Jb");
   const std::string shown = printable_header_value("X-Big", std::string(5000, 'a'));

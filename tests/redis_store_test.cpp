@@ -393,7 +393,7 @@ TEST_F(ScriptByHand, AnswersWithTheGrantKindsOfTheCppList) {
 TEST_F(ScriptByHand, KeepsTheLimitsOfTheCppList) {
   std::vector<std::vector<std::string>> many;
   for (std::size_t i = 0; i < 2 * redis_detail::kMaxPolicies; ++i) {
-    many.push_back({"p" + std::to_string(i), "10", "1000000", "", "", "0"});
+    many.push_back({"p" + std::to_string(i), "10", "1000000", "", "", "0", ""});
   }
   ASSERT_EQ(record("", many).type, '*');
   EXPECT_EQ(policies_kept(), static_cast<long long>(redis_detail::kMaxPolicies));
@@ -401,8 +401,8 @@ TEST_F(ScriptByHand, KeepsTheLimitsOfTheCppList) {
 
   key += "-ids";
   const std::string id(redis_detail::kMaxIdBytes, 'i');
-  ASSERT_EQ(record("", {{id + "tail", "10", "1000000", "", "", "0"}}).type, '*');
-  ASSERT_EQ(record("", {{id, "10", "1000000", "", "", "0"}}).type, '*');
+  ASSERT_EQ(record("", {{id + "tail", "10", "1000000", "", "", "0", ""}}).type, '*');
+  ASSERT_EQ(record("", {{id, "10", "1000000", "", "", "0", ""}}).type, '*');
   EXPECT_EQ(policies_kept(), 1);  // ids are cut to MAX_ID_BYTES, as the store cuts them
 }
 
@@ -423,6 +423,9 @@ TEST_F(ScriptByHand, RefusesArgumentsThatDoNotFitTheLayout) {
   const RespReply short_policy = record("", {{"p", "10", "1000000", "", "", "0"}});
   EXPECT_EQ(short_policy.type, '-');
   EXPECT_NE(short_policy.text.find("abide pacer"), std::string::npos) << short_policy.text;
+  EXPECT_EQ(call(redis_detail::kOpSettle, {"", "0", "0", "1", "tokens", "5"}).type, '*');
+  EXPECT_EQ(call(redis_detail::kOpSettle, {"", "0", "0"}).type, '-');  // no used costs
+  EXPECT_EQ(call(redis_detail::kOpSettle, {"", "0", "1", "tokens", "0"}).type, '-');
   const RespReply unknown = call(99, {"0"});
   EXPECT_EQ(unknown.type, '-');
   EXPECT_NE(unknown.text.find("unknown operation"), std::string::npos) << unknown.text;
@@ -480,7 +483,7 @@ TEST_F(ScriptByHand, APublishKeepsThePolicyOnlyWhenTheKeyStillHasTheOneItLearned
   EXPECT_EQ(shown.elements[2], "2000000");
 
   // Once the server announces a quota, a lesson is void.
-  ASSERT_EQ(record("", {{"p", "10", "1000000", "", "", "0"}}).type, '*');
+  ASSERT_EQ(record("", {{"p", "10", "1000000", "", "", "0", ""}}).type, '*');
   EXPECT_EQ(publish(to).elements, std::vector<std::string>{"0"});
   EXPECT_EQ(call(redis_detail::kOpLearned, {}).elements, std::vector<std::string>{"0"});
   std::vector<std::string> short_args(redis_detail::kPublishArgs - 2, "0");

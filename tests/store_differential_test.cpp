@@ -179,7 +179,12 @@ void run_trace(std::uint64_t seed, std::vector<Contender>& stores, const std::st
         break;
       }
       case 8: {
-        for (Contender& c : stores) c.keys[static_cast<std::size_t>(key)]->abandon_probe(now);
+        if (t.chance(50)) {
+          for (Contender& c : stores) c.keys[static_cast<std::size_t>(key)]->abandon_probe(now);
+        } else {
+          StoreSettle x{now, milliseconds{t.pick(3000)}, draw_costs(t), draw_costs(t)};
+          for (Contender& c : stores) c.keys[static_cast<std::size_t>(key)]->settle(x, rules);
+        }
         break;
       }
       default: {
@@ -267,6 +272,11 @@ void run_costs(std::vector<Contender>& stores, const std::string& name) {
   for (int i = 0; i < 6; ++i) ask(t0 + seconds{1 + i}, 3'000 + 500 * i, "paced " + std::to_string(i));
   answer(t0 + seconds{8}, 20'000, {{"tokens", 4'000}}, {{"tokens", 9'000}});
   for (int i = 0; i < 6; ++i) ask(t0 + seconds{9 + i}, 2'000 * (i + 1), "after an overrun " + std::to_string(i));
+  // Usages that come at the end of the body: settled after the head.
+  answer(t0 + seconds{16}, 15'000, {{"tokens", 3'000}}, {});
+  const StoreSettle late{t0 + seconds{18}, seconds{2}, {{"tokens", 3'000}}, {{"tokens", 400}}};
+  for (Contender& c : stores) c.keys[0]->settle(late, rules);
+  for (int i = 0; i < 4; ++i) ask(t0 + seconds{19 + i}, 2'500, "after a settle " + std::to_string(i));
 }
 
 #if ABIDE_TEST_WITH_SQLITE

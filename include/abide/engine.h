@@ -39,10 +39,16 @@
 #include "abide/headers.h"
 #include "abide/pacer.h"
 #include "abide/planner.h"
+#include "abide/profiles.h"
+#include "abide/quota.h"
 #include "abide/server_clock.h"
 #include "abide/signals.h"
 
 namespace abide {
+
+namespace detail {
+class UsageTap;  // src/llm/usage_tap.h
+}  // namespace detail
 
 // The parts of an http(s) URL a transport and the pacer need.
 struct UrlOrigin {
@@ -82,6 +88,11 @@ struct Request {
   std::optional<WallTime> not_before;  // nothing is sent before it (a resumed request)
   std::string pacer_key;               // empty: the URL's origin
   std::string profile;                 // the vendor profile its answers are read with; empty: Config::profile
+  // What the request needs of quotas other than requests ({"tokens", 1200}):
+  // the pacer sends it only when each such quota has room, and the answer's
+  // usage settles it. Empty: estimated from the body by its profile's cost
+  // rule (an LLM API's), else nothing.
+  std::vector<UnitCost> costs;
 };
 
 // A response head as received (the body went to the sink).
@@ -347,6 +358,13 @@ class Machine {
 
   const Pacer::Key& pacer_key() const noexcept { return *key_; }
 
+  // After head() returned true: the answer is a limited one whose body may
+  // state the wait (its profile names where: Gemini's retryDelay, "try again
+  // in 1.5s"). Its body goes to body() as any other, and is read (up to a
+  // small bound) before the request is planned: it reaches the sink only if
+  // the answer ends the request, and pending_kind() is known only then.
+  bool reading_body_first() const noexcept { return state_ == State::kHintBody; }
+
   // After head() returned true: how the request ends once its body is in
   // (kDone, or the outcome this answer gives it: deferred, not_retryable, ...).
   // outcome() then holds its attempts, waits and permitted time so far.
@@ -362,6 +380,7 @@ class Machine {
     kNotBefore,
     kAcquire,
     kSending,
+    kHintBody,  // a limited answer's body, read for the wait it may state before the plan
     kBody,
     kRetryWait,
     kFinished,
@@ -391,6 +410,13 @@ class Machine {
   Attempt& current() noexcept { return out_.attempts.back(); }
   bool has_key() const;
 
+  void prepare_costs();
+  void tap_usage(const Signals& signals);
+  void settle_usage();
+  bool answer(const Signals& signals);
+  bool deliver(std::string_view chunk);
+  bool decide_on_held_body(bool whole);
+
   friend class Engine;
   Engine& engine_;
   const Request& req_;
@@ -418,6 +444,13 @@ class Machine {
   std::optional<MonoTime> send_deadline_;          // the earlier of the request's deadline and send_by
   bool budget_binds_ = false;                      // send_by is the earlier: passing it is deferred (rule 5)
   OutcomeKind pending_kind_ = OutcomeKind::kDone;  // the outcome once the body is in (reason: the last attempt's)
+  const Profile* profile_ = nullptr;               // the request's vendor profile, if any
+  CostRule cost_rule_ = CostRule::kNone;           // the profile's: how costs are estimated and usage read
+  std::optional<Signals> held_;                    // kHintBody: the limited answer's head, not yet planned
+  std::string held_body_;                          // kHintBody: its body so far
+  std::vector<UnitCost> costs_;                    // what each send reserves (Request::costs, or the estimate)
+  std::unique_ptr<detail::UsageTap> usage_;        // the final answer's usage, read as its body passes
+  MonoTime answered_{};                            // when the final answer's head came
   RequestOutcome out_;
 };
 

@@ -290,6 +290,12 @@ class Pacer {
   void record(const Key& key, const Signals& signals, SendCosts costs = {});
   void record(std::string_view key, const Signals& signals, SendCosts costs = {});
 
+  // What an answer's body said its send used (an LLM API's usage, at the end
+  // of its body or stream), after its head was recorded: the window that
+  // counted the send gives back what was not used, or takes the overrun.
+  // `received`: when the answer's head was received.
+  void settle(const Key& key, MonoTime received, SendCosts costs);
+
   // What `key` learned from its limited answers ("about 20 per 2 s, from 3
   // windows"), while its server announces no quota; nullopt otherwise.
   std::optional<LearnedPolicy> learned(const Key& key);

@@ -56,6 +56,26 @@ std::string_view to_string(CountFormat f) noexcept;
 std::optional<TimeFormat> time_format_from_string(std::string_view s) noexcept;
 std::optional<CountFormat> count_format_from_string(std::string_view s) noexcept;
 
+// Which rule prices a request to an API in quota units other than requests
+// before it is sent, and reads what its answer says it used (profile "costs").
+enum class CostRule : std::uint8_t {
+  kNone,       // no such rule: requests cost one request each
+  kOpenAI,     // "openai": tokens = max(max_tokens, text bytes / 4); usage.total_tokens
+  kAnthropic,  // "anthropic": input-tokens, output-tokens and their sum as tokens
+};
+
+// Where a limited answer's body may state a wait (profile "body_hints").
+enum class BodyHintKind : std::uint8_t {
+  kGoogleRetryInfo,   // "google_retry_info": error.details[] RetryInfo retryDelay "52s" (Gemini, Vertex AI)
+  kTryAgainSentence,  // "try_again_sentence": "Please try again in 1.5s" in the error message
+};
+
+// "openai", "google_retry_info", ... (the JSON spelling; "none" for CostRule::kNone).
+std::string_view to_string(CostRule r) noexcept;
+std::string_view to_string(BodyHintKind k) noexcept;
+std::optional<CostRule> cost_rule_from_string(std::string_view s) noexcept;
+std::optional<BodyHintKind> body_hint_kind_from_string(std::string_view s) noexcept;
+
 // Where one value is read from.
 struct FieldSpec {
   std::string header;  // lower-case field name
@@ -119,6 +139,8 @@ struct Profile {
   std::vector<std::string> ietf_prefixes;
   std::vector<std::string> informational;  // headers known but not used (never listed as uninterpreted)
   std::vector<QuotaSpec> quotas;
+  CostRule costs = CostRule::kNone;      // how a request's token cost is estimated and its usage read
+  std::vector<BodyHintKind> body_hints;  // where a limited answer's body states a wait, tried in order
 
   // Every header name the profile reads or knows (lower case, sorted), for
   // telling interpreted headers from uninterpreted ones.

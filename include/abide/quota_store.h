@@ -167,6 +167,15 @@ struct LearnedPolicy {
   bool from_retry_after = true;  // false: from bare 429s (no Retry-After)
 };
 
+// What an answer's body said its send used, once the head was recorded (an
+// LLM API's usage arrives at the end of its body, or of its stream).
+struct StoreSettle {
+  MonoTime now{};  // the caller's monotonic now
+  Duration age{};  // how long ago the answer's head was received (>= 0)
+  std::vector<UnitCost> reserved;  // what the send reserved at its acquire
+  std::vector<UnitCost> used;      // what the answer says it used
+};
+
 // What a record changed.
 struct RecordOutcome {
   bool blocked = false;   // a cooldown started or grew: reservations made before are void
@@ -194,6 +203,14 @@ class QuotaStore {
     virtual bool still_valid(std::uint64_t epoch, MonoTime now) = 0;
     // Forgets the outstanding probe (it will get no answer): the next acquire probes.
     virtual void abandon_probe(MonoTime now) = 0;
+    // Settles a send's reservation with what its answer used, in each window
+    // that counted it and is still counting: the unused part comes back, an
+    // overrun is taken. A store that does not (the default) keeps the
+    // reservation, which only ever restrains.
+    virtual void settle(const StoreSettle& settle, const PacingRules& rules) {
+      (void)settle;
+      (void)rules;
+    }
     // What the key learned from its limited answers, while its server
     // announces no quota; nullopt otherwise.
     virtual std::optional<LearnedPolicy> learned(MonoTime now) = 0;

@@ -127,6 +127,9 @@ class CurlAttempt final : public engine::Transport {
     }
     curl_detail::BodyTarget target;
     if (sink_ == nullptr) {
+      // Only the last attempt's body is the caller's (an earlier limited
+      // answer's may have been read for the wait it states).
+      body_.clear();
       target.keep = &body_;
       target.max_bytes = config_.max_body_bytes;
     }

@@ -52,14 +52,29 @@ HandleTransport::~HandleTransport() {
 engine::BodySink HandleTransport::sink() {
   if (!has_body_callback(callbacks_)) {
     return [this](std::string_view chunk) {
+      if (head_owed_ && !give_head()) return false;
       body_.append(chunk);
       return true;
     };
   }
-  return [fn = body_function(callbacks_), data = callbacks_.write_data](std::string_view chunk) {
+  return [this, fn = body_function(callbacks_), data = callbacks_.write_data](std::string_view chunk) {
+    if (head_owed_ && !give_head()) return false;
     // The chunk is libcurl's own (writable) buffer, handed on as libcurl would.
     return fn(const_cast<char*>(chunk.data()), 1, chunk.size(), data) == chunk.size();
   };
+}
+
+// The caller's header callback sees the final answer's head, as it would
+// without abide (the heads of answers that are retried are not its business).
+bool HandleTransport::give_head() {
+  head_owed_ = false;
+  if (!has_header_callback(callbacks_)) return true;
+  const Fn fn = header_function(callbacks_);
+  for (const std::string& line : head_.raw_lines()) {
+    std::string copy = line;  // libcurl hands out a writable buffer
+    if (fn(copy.data(), 1, copy.size(), callbacks_.header_data) != copy.size()) return false;
+  }
+  return true;
 }
 
 bool HandleTransport::report_head() {
@@ -69,16 +84,15 @@ bool HandleTransport::report_head() {
   wanted_ = machine_->head(head_.status(), head_.headers(), head_.received_wall(), head_.received_mono(),
                            head_.http_version());
   if (!wanted_ || !has_header_callback(callbacks_)) return true;
-  // The caller's header callback sees the final answer's head, as it would
-  // without abide (the heads of answers that are retried are not its business).
-  const Fn fn = header_function(callbacks_);
-  for (const std::string& line : head_.raw_lines()) {
-    std::string copy = line;  // libcurl hands out a writable buffer
-    if (fn(copy.data(), 1, copy.size(), callbacks_.header_data) != copy.size()) {
-      stopped_ = true;
-      machine_->reject_body("header callback refused the response head");
-      return true;
-    }
+  if (machine_->reading_body_first()) {
+    // A limited answer whose body is read for its wait: its head is the
+    // caller's only if the answer ends the request, with its body.
+    head_owed_ = true;
+    return true;
+  }
+  if (!give_head()) {
+    stopped_ = true;
+    machine_->reject_body("header callback refused the response head");
   }
   return true;
 }
@@ -137,7 +151,7 @@ void HandleTransport::perform(const engine::Request& request, const engine::Step
   const TransferSlots::Held held(slots_.limit() != 0 ? &slots_ : nullptr);
   machine_ = &machine;
   head_ = HeadReader(max_header_bytes_);
-  reported_ = wanted_ = stopped_ = false;
+  reported_ = wanted_ = stopped_ = head_owed_ = false;
   dropped_ = 0;
 
   bool set = curl_easy_setopt(easy_, CURLOPT_URL, request.url.c_str()) == CURLE_OK;

@@ -40,6 +40,7 @@ class HandleTransport final : public engine::Transport {
   static std::size_t on_body(char* data, std::size_t size, std::size_t n, void* self);
   // Gives the machine the final head (once per attempt); false: no complete head.
   bool report_head();
+  bool give_head();
   bool sent(CURLcode code) const;
 
   CURL* easy_;
@@ -59,6 +60,7 @@ class HandleTransport final : public engine::Transport {
   bool reported_ = false;    // the machine has the head
   bool wanted_ = false;      // ... and wants the body
   bool stopped_ = false;     // the body was refused (by its destination or its size)
+  bool head_owed_ = false;   // the head goes to the header callback with the body (read first for a wait)
   std::size_t dropped_ = 0;  // bytes of a retried answer's body read and dropped
 };
 

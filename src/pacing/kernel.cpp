@@ -353,7 +353,7 @@ void learn_from(KeyState& s, const Answer& r, Instant received, bool probe_answe
 // Settles a send's reservation of p (`mine` units) with what its answer
 // says it used: the unused part comes back, an overrun is taken; never
 // above the policy's limit, never below nothing. Nothing said: kept.
-void settle(PolicyState& p, std::int64_t mine, const std::vector<UnitCost>& used) {
+void settle_policy(PolicyState& p, std::int64_t mine, std::span<const UnitCost> used) {
   const auto it = std::find_if(used.begin(), used.end(), [&](const UnitCost& u) { return same_unit(u.unit, p.unit); });
   if (it == used.end()) return;
   const std::int64_t spent = std::clamp<std::int64_t>(it->amount, 0, kMaxLearned);
@@ -444,7 +444,7 @@ RecordOutcome record(KeyState& s, const StoreRecord& record, const PacingRules& 
         // This answer's reservation is answered. What it says was used
         // settles it first: the unused part comes back, an overrun is taken.
         const std::int64_t mine = p.unit.empty() ? 1 : amount_of(record.reserved, p.unit);
-        if (!p.unit.empty()) settle(p, mine, record.used);
+        if (!p.unit.empty()) settle_policy(p, mine, record.used);
         p.remaining = std::min(p.remaining, remaining);
         p.seen = std::min(p.seen, remaining);
         p.out = std::max<std::int64_t>(p.out - mine, 0);
@@ -474,13 +474,21 @@ RecordOutcome record(KeyState& s, const StoreRecord& record, const PacingRules& 
       } else {
         // A window starts. Its first answer is aimed at most half way, so a
         // window shorter than the step is still spread.
-        const std::int64_t before = p.unit.empty() ? others : blind_amount(s, p.unit);
+        std::int64_t before = p.unit.empty() ? others : blind_amount(s, p.unit);
+        // Tokens are mostly a bucket, whose windows here are only spans over
+        // which a count is spent: what the last window granted and is still
+        // out may reach the server after this answer, so the new window
+        // spends it first too (and gives it back as answers show it was in).
+        if (!p.unit.empty() && p.out > 0 && now <= add(p.reset_at, rules.probe_timeout)) {
+          before = std::min(before + std::max<std::int64_t>(p.out - amount_of(record.reserved, p.unit), 0), kMaxLearned);
+        }
         p.remaining = std::max<std::int64_t>(remaining - before, 0);
         p.seen = remaining;
         p.out = before;
         p.owed = before;
         p.reset_at = reset_at;
         p.aim = reset_at - std::min(step, (reset_at - now) / 2);
+        p.begun = received;
         if (p.unit.empty()) {
           started = true;
         } else {
@@ -554,6 +562,19 @@ Instant expiry(const KeyState& s) {
 
 Micros Learned::length() const { return std::max(len > Micros::zero() ? len : guess, kMinLearnedWindow); }
 
+void settle(KeyState& s, const StoreSettle& x) {
+  const Instant now = instant_of(x.now);
+  s.seen = later(s.seen, now);
+  Micros age = micros_up(x.age);
+  if (age > now.time_since_epoch()) age = now.time_since_epoch();
+  const Instant received = now - age;
+  for (PolicyState& p : s.policies) {
+    // Only the window the answer was counted in, while it still counts.
+    if (p.unit.empty() || p.remaining < 0 || received < p.begun || received >= p.reset_at) continue;
+    settle_policy(p, amount_of(x.reserved, p.unit), x.used);
+  }
+}
+
 void abandon_probe(KeyState& s, MonoTime caller_now) {
   const Instant now = instant_of(caller_now);
   s.seen = later(s.seen, now);
@@ -585,7 +606,7 @@ void shift(KeyState& s, Micros by) {
     move(*t);
   }
   for (auto& p : s.policies) {
-    for (Instant* t : {&p.reset_at, &p.aim, &p.next}) move(*t);
+    for (Instant* t : {&p.reset_at, &p.aim, &p.next, &p.begun}) move(*t);
   }
   Learned& l = s.learned;
   for (Instant* t : {&l.start, &l.anchor, &l.next, &l.hold_end, &l.search_began}) move(*t);

@@ -72,6 +72,9 @@ struct PolicyState {
   std::int64_t seen = 0;
   std::int64_t out = 0;
   std::int64_t owed = 0;
+  // When the answer that started the counted window was received: a send
+  // answered before it was counted in an earlier window (settle()).
+  Instant begun{};
 };
 
 // Everything enforcement needs about one key.
@@ -114,6 +117,9 @@ inline constexpr std::size_t kMaxUnitBytes = 32;
 
 // Applies what one response said, and what it teaches the learner.
 RecordOutcome record(KeyState& s, const StoreRecord& r, const PacingRules& rules);
+
+// Settles a send's reservation with what its answer's body says it used.
+void settle(KeyState& s, const StoreSettle& settle);
 
 // Forgets the outstanding probe: the next acquire probes.
 void abandon_probe(KeyState& s, MonoTime now);

@@ -166,6 +166,7 @@ std::string encode(const KeyState& s) {
     w.i64(p.out);
     w.i64(p.owed);
     w.text(p.unit);
+    w.time(p.begun);
   }
   const Learned& l = s.learned;
   w.u8(l.mode);
@@ -232,7 +233,10 @@ Result<KeyState, std::string> decode(std::string_view bytes) {
     p.seen = r.count("policy seen", 0, kAnyCount);
     p.out = r.count("policy out");
     p.owed = r.count("policy owed");
-    if (units) p.unit = r.text("policy unit", kMaxUnitBytes);
+    if (units) {
+      p.unit = r.text("policy unit", kMaxUnitBytes);
+      p.begun = r.time("policy begun");
+    }
     s.policies.push_back(std::move(p));
   }
   Learned& l = s.learned;

@@ -41,6 +41,7 @@ local OP_CHECK = @OP_CHECK@
 local OP_ABANDON = @OP_ABANDON@
 local OP_LEARNED = @OP_LEARNED@
 local OP_PUBLISH = @OP_PUBLISH@
+local OP_SETTLE = @OP_SETTLE@
 
 local ACQUIRE_FIXED_ARGS = @ACQUIRE_FIXED_ARGS@
 local COST_ARGS = @COST_ARGS@
@@ -136,6 +137,10 @@ local P_OWED = 10      -- how many of the units the first answer took may still 
 -- tokens, of which a send takes the amount it stated. A state saved before
 -- units existed reads nil: requests.
 local P_UNIT = 11
+-- When the answer that started the counted window was received: a send
+-- answered before it was counted in an earlier window (OP_SETTLE). A state
+-- saved before it existed reads nil: 0.
+local P_BEGUN = 12
 
 -- The learned policy (the same fields as pacing/kernel.cpp's Learned):
 local L_MODE = 1       -- MODE_RA (from Retry-After) or MODE_BARE (from bare 429s)
@@ -643,7 +648,7 @@ local function record(key)
       -- A new policy needs a limit and window, or a count and reset; beyond
       -- MAX_POLICIES further ones are ignored (the state stays bounded).
       if p == nil and #st.pol < MAX_POLICIES and (has_policy or has_window) then
-        p = {id, 0, 0, -1, 0, 0, 0, 0, 0, 0, unit}
+        p = {id, 0, 0, -1, 0, 0, 0, 0, 0, 0, unit, 0}
         st.pol[#st.pol + 1] = p
       elseif p == nil and rem ~= nil and rem <= 0 then
         untracked_spent = true  -- its window's end is not known here
@@ -706,12 +711,18 @@ local function record(key)
                 -- so a window shorter than the step is still spread.
                 local u = unit_of(p)
                 local before = u == '' and others or blind_amount(st, u)
+                -- Tokens are mostly a bucket (kernel.cpp): what the last
+                -- window granted and is still out is spent from this one too.
+                if u ~= '' and (p[P_OUT] or 0) > 0 and now <= p[P_RESET] + probe_timeout then
+                  before = math.min(before + math.max(p[P_OUT] - (reserved.by[u] or 0), 0), LEARNED_MAX)
+                end
                 p[P_REMAINING] = math.max(rem - before, 0)
                 p[P_SEEN] = rem
                 p[P_OUT] = before
                 p[P_OWED] = before
                 p[P_RESET] = ra
                 p[P_AIM] = ra - math.min(res, math.floor((ra - now) / 2))
+                p[P_BEGUN] = received
                 if u == '' then started = true else started_units[u] = true end
               end
               if rem == 0 then pinned = math.max(pinned, p[P_RESET]) end
@@ -844,6 +855,39 @@ local function publish(key)
   return {1}
 end
 
+-- ---- settle ----------------------------------------------------------------------
+
+-- ARGV: op, now, age (since the answer's head was received), then what its
+-- send reserved and what its body says it used (each a count and COST_ARGS
+-- per cost). In each window of a unit it used that counted the answer and
+-- still counts, the unused part comes back and an overrun is taken
+-- (kernel.cpp, settle()). Returns {0}.
+local function settle(key)
+  local now = now_us(ARGV[2])
+  local age = math.max(tonumber(ARGV[3]) or 0, 0)
+  if age > now then age = now end
+  local received = now - age
+  local reserved, past = read_costs(4)
+  local used = nil
+  if past <= #ARGV then used, past = read_costs(past) end
+  if used == nil or past ~= #ARGV + 1 then
+    return redis.error_reply('ERR abide pacer: a settle has 3 arguments, then costs')
+  end
+  local st, found = load(key)
+  if not found then return {0} end
+  for _, p in ipairs(st.pol) do
+    local u = unit_of(p)
+    if u ~= '' and p[P_REMAINING] >= 0 and received >= (p[P_BEGUN] or 0) and received < p[P_RESET]
+        and used.by[u] ~= nil then
+      local left = math.max(p[P_REMAINING] + (reserved.by[u] or 0) - used.by[u], 0)
+      if p[P_LIMIT] > 0 then left = math.min(left, p[P_LIMIT]) end
+      p[P_REMAINING] = left
+    end
+  end
+  save(key, st, now)
+  return {0}
+end
+
 -- ---- dispatch ----------------------------------------------------------------------
 
 local operations = {
@@ -853,6 +897,7 @@ local operations = {
   [OP_ABANDON] = {abandon, ABANDON_ARGS},
   [OP_LEARNED] = {learned, LEARNED_ARGS},
   [OP_PUBLISH] = {publish, PUBLISH_ARGS},
+  [OP_SETTLE] = {settle, nil},  -- variable: checked by settle()
 }
 local operation = operations[tonumber(ARGV[1])]
 if operation == nil then return redis.error_reply('ERR abide pacer: unknown operation') end

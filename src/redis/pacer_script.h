@@ -41,6 +41,7 @@ inline constexpr ScriptConstant kScriptConstants[] = {
     {"OP_ABANDON", 4},
     {"OP_LEARNED", 5},
     {"OP_PUBLISH", 6},
+    {"OP_SETTLE", 7},
     // How many ARGV each operation takes (the operation included). An
     // acquire takes ACQUIRE_FIXED_ARGS (the last: how many costs follow), then
     // COST_ARGS for each cost; a record takes RECORD_FIXED_ARGS, then
@@ -98,6 +99,7 @@ inline constexpr std::int64_t kOpCheck = script_constant("OP_CHECK");
 inline constexpr std::int64_t kOpAbandon = script_constant("OP_ABANDON");
 inline constexpr std::int64_t kOpLearned = script_constant("OP_LEARNED");
 inline constexpr std::int64_t kOpPublish = script_constant("OP_PUBLISH");
+inline constexpr std::int64_t kOpSettle = script_constant("OP_SETTLE");
 inline constexpr std::size_t kAcquireFixedArgs = static_cast<std::size_t>(script_constant("ACQUIRE_FIXED_ARGS"));
 inline constexpr std::size_t kCostArgs = static_cast<std::size_t>(script_constant("COST_ARGS"));
 inline constexpr std::size_t kRecordFixedArgs = static_cast<std::size_t>(script_constant("RECORD_FIXED_ARGS"));

@@ -523,6 +523,15 @@ class RedisStore::Impl::Key final : public QuotaStore::Handle {
     store_->run(key_, args, now, out);
   }
 
+  void settle(const StoreSettle& settle, const PacingRules& rules) override {
+    fallback_->settle(settle, rules);
+    std::vector<std::string> args{num(redis_detail::kOpSettle), store_->time_arg(settle.now), num(micros_up(settle.age))};
+    add_costs(args, settle.reserved);
+    add_costs(args, settle.used);
+    std::vector<long long> out;
+    store_->run(key_, args, settle.now, out);
+  }
+
   std::optional<LearnedPolicy> learned(MonoTime now) override {
     const std::array<std::string, redis_detail::kLearnedArgs> args{num(redis_detail::kOpLearned)};
     std::vector<long long> out;

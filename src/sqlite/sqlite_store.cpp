@@ -513,6 +513,14 @@ class SqliteStore::Impl::Key final : public QuotaStore::Handle {
     if (!done) memory_->abandon_probe(now);
   }
 
+  void settle(const StoreSettle& settle, const PacingRules& rules) override {
+    auto done = store_->on_row(key_, settle.now, true, false, [&](Row& row) {
+      pacing::settle(row.state, settle);
+      return true;
+    });
+    if (!done) memory_->settle(settle, rules);
+  }
+
   std::optional<LearnedPolicy> learned(MonoTime now) override {
     auto l = store_->on_row(key_, now, false, false, [&](Row& row) { return pacing::learned(row.state, now); });
     return l ? *l : memory_->learned(now);

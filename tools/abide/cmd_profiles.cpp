@@ -2,9 +2,10 @@
 //
 // Lists the vendor profiles (built in, plus any loaded with --profile-file), one
 // line each, sorted by name: name, hosts, the headers it reads. With NAME, one
-// profile in detail: hosts, statuses, and each header with what its value
-// means. --json prints the same as JSON. A profile file is user input, so every
-// string a profile carries is printed through safe_text.
+// profile in detail: hosts, statuses, each header with what its value means,
+// the cost rule and the body hints. --json prints the same as JSON. A profile
+// file is user input, so every string a profile carries is printed through
+// safe_text.
 //
 // Exit status: 0 listed; 1 a profile file rejected, or no profile NAME; 2 usage.
 #include <algorithm>
@@ -136,6 +137,31 @@ std::string statuses(const std::vector<int>& s) {
   return out;
 }
 
+std::string_view cost_meaning(CostRule r) {
+  switch (r) {
+    case CostRule::kOpenAI:
+      return "tokens = the larger of the maximum output and the text bytes / 4; usage read from the answer";
+    case CostRule::kAnthropic:
+      return "input tokens = text bytes / 3, output tokens = max_tokens, tokens = both; usage read from the answer";
+    case CostRule::kNone: break;
+  }
+  return "none";
+}
+
+std::string_view body_hint_meaning(BodyHintKind k) {
+  switch (k) {
+    case BodyHintKind::kGoogleRetryInfo: return "error.details[] google.rpc.RetryInfo retryDelay (\"52s\")";
+    case BodyHintKind::kTryAgainSentence: return "\"try again in 1.5s\" in the error message";
+  }
+  return "?";
+}
+
+ojson body_hints_json(const std::vector<BodyHintKind>& kinds) {
+  ojson a = ojson::array();
+  for (const BodyHintKind k : kinds) a.push_back(std::string(to_string(k)));
+  return a;
+}
+
 // ---- the list -----------------------------------------------------------------------
 
 std::vector<const Profile*> sorted(const ProfileRegistry& registry) {
@@ -206,6 +232,8 @@ ojson detail_json(const Profile& p) {
   j["retry_verdicts"] = strings_json(p.retry_verdicts);
   j["ietf_prefixes"] = strings_json(p.ietf_prefixes);
   j["informational"] = strings_json(p.informational);
+  j["costs"] = p.costs == CostRule::kNone ? ojson(nullptr) : ojson(std::string(to_string(p.costs)));
+  j["body_hints"] = body_hints_json(p.body_hints);
   ojson quotas = ojson::array();
   for (const auto& q : p.quotas) {
     ojson qj;
@@ -269,6 +297,15 @@ std::string detail_text(const Profile& p) {
     if (q.window_bounds_wait) out += "    (no reset sent: the window is the longest wait)\n";
   }
   if (!p.informational.empty()) out += "  known, not used: " + joined(p.informational, ", ") + "\n";
+  if (p.costs != CostRule::kNone) {
+    out += "  costs: " + std::string(to_string(p.costs)) + " (" + std::string(cost_meaning(p.costs)) + ")\n";
+  }
+  if (!p.body_hints.empty()) {
+    out += "  waits in a limited answer's body (the first found counts):\n";
+    for (const BodyHintKind k : p.body_hints) {
+      out += "    " + std::string(to_string(k)) + ": " + std::string(body_hint_meaning(k)) + "\n";
+    }
+  }
   return out;
 }
 

@@ -175,7 +175,8 @@ class Session {
   // Own pages (/__abide/...).
   bool own_page(const RequestHead& head, bool keep_alive);
   // Forwards under `route`; false: the connection closes.
-  bool forward(const RequestHead& head, const Route& route, Duration budget, std::string body, bool keep_alive);
+  bool forward(const RequestHead& head, const Route& route, Duration budget, std::vector<UnitCost> costs,
+               std::string body, bool keep_alive);
 
   ProxyServer::Core& core_;
   Connection& conn_;
@@ -288,7 +289,15 @@ void Session::run() {
       if (!answer(error_answer(400, reason), head.version_minor, head.method == "HEAD", keep_alive)) return;
       continue;
     }
-    if (!forward(head, *route, *budget, std::move(body), keep_alive)) return;
+    auto costs = caller_costs(head.headers);
+    if (!costs) {
+      core_.stats.request_answered("", 400, nullptr);
+      const std::string reason = cli::safe_text(costs.error().text, 200);
+      log_caller(400, reason);
+      if (!answer(error_answer(400, reason), head.version_minor, head.method == "HEAD", keep_alive)) return;
+      continue;
+    }
+    if (!forward(head, *route, *budget, std::move(*costs), std::move(body), keep_alive)) return;
   }
 }
 
@@ -380,7 +389,8 @@ bool Session::own_page(const RequestHead& head, bool keep_alive) {
   return answer(a, head.version_minor, head.method == "HEAD", keep_alive);
 }
 
-bool Session::forward(const RequestHead& head, const Route& route, Duration budget, std::string body, bool keep_alive) {
+bool Session::forward(const RequestHead& head, const Route& route, Duration budget, std::vector<UnitCost> costs,
+                      std::string body, bool keep_alive) {
   ProxyServer::Core& core = core_;
   const bool head_request = head.method == "HEAD";
   // The profile the route's answers are read with, and the dialect its
@@ -420,6 +430,7 @@ bool Session::forward(const RequestHead& head, const Route& route, Duration budg
   f.request = upstream_request(head, route, std::move(body), core.opts.key_secret);
   f.route = &route;
   f.request.profile = std::move(speaks.first);
+  f.request.costs = std::move(costs);
   f.request.send_by = saturating_add(core.mono.now(), std::max(budget, kMinBudget));
   core.enter(f);
 

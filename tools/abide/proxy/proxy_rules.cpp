@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ascii.h"
+#include "llm/cost_estimate.h"
 
 namespace abide::proxy {
 namespace proxy_rules_cpp {  // private to this file (the tool is compiled in unity batches)
@@ -566,6 +567,21 @@ Result<Duration, ErrorMessage> caller_max_wait(const HeaderList& caller, Duratio
     }
   }
   return budget;
+}
+
+Result<std::vector<UnitCost>, ErrorMessage> caller_costs(const HeaderList& caller) {
+  using namespace proxy_rules_cpp;
+  std::string list;
+  bool any = false;
+  for (const std::string_view line : caller.all("Abide-Cost")) {
+    if (any) list += ", ";
+    list += line;
+    any = true;
+  }
+  if (!any) return std::vector<UnitCost>{};
+  auto costs = detail::parse_cost_header(list);
+  if (!costs) return fail("Abide-Cost: " + costs.error());
+  return std::move(*costs);
 }
 
 bool carries_credential(const HeaderList& caller) noexcept {

@@ -113,6 +113,11 @@ void proxy_locations(HeaderList& fields, const std::vector<Route>& routes, const
 // before the caller gives up (a value that does not parse is ignored).
 [[nodiscard]] Result<Duration, ErrorMessage> caller_max_wait(const HeaderList& caller, Duration fallback);
 
+// The caller's own word for what the request needs of quotas other than
+// requests: Abide-Cost (`tokens=1200, input-tokens=800`; several lines are one
+// list). None: empty, and the route's profile estimates it. Never forwarded.
+[[nodiscard]] Result<std::vector<UnitCost>, ErrorMessage> caller_costs(const HeaderList& caller);
+
 // The pacer key of a request: the upstream origin, and when the caller sent
 // a credential (Authorization, X-Api-Key, Api-Key, X-Auth-Token,
 // Private-Token, X-Goog-Api-Key; names in any case), "#" and the first 16
