@@ -246,9 +246,9 @@ void run_costs(std::vector<Contender>& stores, const std::string& name) {
                           std::vector<UnitCost> used) {
     StoreRecord r;
     r.now = now;
-    PolicyUpdate req{"requests", 100, std::nullopt, 90, seconds{60} - (now - t0)};
-    PolicyUpdate tok{"tokens", 40'000, std::nullopt, tokens_left, seconds{60} - (now - t0)};
-    tok.unit = "tokens";
+    const Duration reset = seconds{60} - (now - t0);
+    const PolicyUpdate req{"requests", 100, std::nullopt, 90, reset, Duration::zero(), ""};
+    const PolicyUpdate tok{"tokens", 40'000, std::nullopt, tokens_left, reset, Duration::zero(), "tokens"};
     r.policies = {req, tok};
     r.reserved = std::move(reserved);
     r.used = std::move(used);
@@ -296,14 +296,19 @@ TEST(StoreDifferential, TheFileStoreSettlesCostsAsMemoryDoes) {
 #endif
 
 #if ABIDE_TEST_WITH_REDIS
+// A RedisStore on `server` that counts on the caller's clock, as memory does.
+std::shared_ptr<RedisStore> redis_on(const RedisServer& server, std::string prefix) {
+  RedisStoreOptions o;
+  o.endpoint.unix_socket = server.socket_path();
+  o.endpoint.prefix = std::move(prefix);
+  o.time_base = RedisTimeBase::kClient;
+  return std::make_shared<RedisStore>(o);
+}
+
 TEST(StoreDifferential, RedisSettlesCostsAsMemoryDoes) {
   RedisServer server;
   if (!server.start()) GTEST_SKIP() << "redis-server is not available";
-  RedisStoreOptions o;
-  o.endpoint.unix_socket = server.socket_path();
-  o.endpoint.prefix = "differential-costs:";
-  o.time_base = RedisTimeBase::kClient;
-  auto redis = std::make_shared<RedisStore>(o);
+  auto redis = redis_on(server, "differential-costs:");
   std::vector<Contender> stores{{"memory", std::make_shared<MemoryStore>()}, {"redis", redis}};
   run_costs(stores, "costs");
   EXPECT_EQ(redis->stats().fallbacks, 0u);
@@ -312,11 +317,7 @@ TEST(StoreDifferential, RedisSettlesCostsAsMemoryDoes) {
 TEST(StoreDifferential, RedisAnswersAsMemoryDoes) {
   RedisServer server;
   if (!server.start()) GTEST_SKIP() << "redis-server is not available";
-  RedisStoreOptions o;
-  o.endpoint.unix_socket = server.socket_path();
-  o.endpoint.prefix = "differential:";
-  o.time_base = RedisTimeBase::kClient;
-  auto redis = std::make_shared<RedisStore>(o);
+  auto redis = redis_on(server, "differential:");
   std::vector<Contender> stores{{"memory", std::make_shared<MemoryStore>()}, {"redis", redis}};
   for (std::uint64_t seed = 1; seed <= 200; ++seed) {
     run_trace(seed, stores, "r");

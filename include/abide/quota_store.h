@@ -61,7 +61,7 @@ struct StoreAcquire {
   // window has room for the amount, and then reserves it, all or nothing.
   // A unit not listed costs nothing; every request quota takes one unit.
   // Viewed, not owned: it must outlive the call.
-  std::span<const UnitCost> costs;
+  std::span<const UnitCost> costs{};
 };
 
 // What holds a key's next send back: the reason behind a wait, a reserved

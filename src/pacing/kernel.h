@@ -57,7 +57,7 @@ struct Learned {
 // the send stated it needs (StoreAcquire::costs).
 struct PolicyState {
   std::string id;
-  std::string unit;             // "": requests
+  std::string unit{};           // "": requests
   std::int64_t limit = 0;       // 0: unknown
   Micros window{};            // 0: unknown
   std::int64_t remaining = -1;  // tracked remaining in the current window; -1: no window known
