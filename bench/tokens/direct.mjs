@@ -1,17 +1,22 @@
 // The token workload sent straight by a vendor's Node SDK, with its own
 // retries: node direct.mjs openai|anthropic BASE CALLERS < bodies.json
-// Prints {"done": N}.
+// Prints {"done": N}. The SDKs resolve from SDK_DIR (the folder whose
+// node_modules holds them): ESM imports ignore NODE_PATH.
 import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+
+const require = createRequire(join(process.env.SDK_DIR ?? process.cwd(), "package.json"));
 
 const [vendor, base, callersText] = process.argv.slice(2);
 const bodies = JSON.parse(readFileSync(0, "utf8"));
 const callers = Number(callersText);
 let client;
 if (vendor === "anthropic") {
-  const { default: Anthropic } = await import("@anthropic-ai/sdk");
+  const Anthropic = require("@anthropic-ai/sdk").default;
   client = new Anthropic({ apiKey: "x", baseURL: base });
 } else {
-  const { default: OpenAI } = await import("openai");
+  const OpenAI = require("openai").default;
   client = new OpenAI({ apiKey: "x", baseURL: `${base}/v1` });
 }
 let next = 0;

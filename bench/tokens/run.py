@@ -126,7 +126,7 @@ def direct(abide, a, calls, build_dir):
     mock, mport = start(mock_cmd(abide, a))
     try:
         spec = json.dumps([body(a.vendor, p, m) for p, m in calls])
-        env = dict(os.environ, NODE_PATH=modules)
+        env = dict(os.environ, SDK_DIR=os.path.dirname(modules))
         t0 = time.monotonic()
         out = subprocess.run(["node", os.path.join(HERE, "direct.mjs"), a.vendor, f"http://127.0.0.1:{mport}",
                               str(a.callers)], input=spec, capture_output=True, text=True, env=env,
@@ -144,9 +144,15 @@ def direct(abide, a, calls, build_dir):
 def report(who, a, s, elapsed, done, calls):
     totals = s["totals"]
     tokens = totals.get("tokens", {})
-    charged = tokens.get("charged", tokens.get("input_charged", 0))
-    rate = a.token_limit / a.window
-    long_run = charged / rate if rate > 0 else 0
+    # The long-run time of the quota that binds: Anthropic's input and output
+    # tokens refill separately, so the slower of the two sets the pace.
+    if "input_charged" in tokens:
+        charged = {"input": tokens["input_charged"], "output": tokens["output_charged"]}
+        long_run = max(charged["input"] / (a.token_limit / a.window),
+                       charged["output"] / (a.output_token_limit / a.window))
+    else:
+        charged = tokens.get("charged", 0)
+        long_run = charged / (a.token_limit / a.window)
     return {"who": who, "calls": calls, "done": done, "limited": totals["limited"], "premature": totals["premature"],
             "seconds": round(elapsed, 2), "tokens_charged": charged, "long_run_seconds": round(long_run, 2),
             "time_ratio": round(elapsed / long_run, 3) if long_run else None}
