@@ -164,4 +164,17 @@ std::optional<BodyHint> read_body_hint(std::span<const BodyHintKind> kinds, std:
   return std::nullopt;
 }
 
+bool apply_body_hint(std::span<const BodyHintKind> kinds, std::string_view body, Signals& s) {
+  std::optional<BodyHint> hint = read_body_hint(kinds, body);
+  if (!hint) return false;
+  const bool sentence = !kinds.empty() && kinds.front() == BodyHintKind::kTryAgainSentence &&
+                        hint->source.find("retryDelay") == std::string::npos;
+  if (s.retry_after) {
+    if (sentence || hint->wait <= s.retry_after->wait) return false;
+    s.warnings.push_back(hint->source + " asks for longer than " + s.retry_after->source + "; the longer wait is used");
+  }
+  s.retry_after = RetryHint{RetryHint::Kind::kDelay, hint->wait, std::nullopt, std::move(hint->source)};
+  return true;
+}
+
 }  // namespace abide::detail

@@ -18,6 +18,7 @@
 
 #include "abide/clock.h"
 #include "abide/profiles.h"
+#include "abide/signals.h"
 
 namespace abide::detail {
 
@@ -35,5 +36,12 @@ struct BodyHint {
 // The wait the body states, trying `kinds` in the order given; the first kind
 // that reads a wait decides (the longest of its readings when it finds several).
 [[nodiscard]] std::optional<BodyHint> read_body_hint(std::span<const BodyHintKind> kinds, std::string_view body);
+
+// Reads a limited answer's body for its wait (read_body_hint) and merges it
+// into the answer's signals as their retry delay: the API's structured field
+// (Gemini's RetryInfo) where no header gave a wait or where it asks for
+// longer; a sentence of an error message only where no header gave any (it
+// never shortens one). True when the body's wait is now the one planned on.
+bool apply_body_hint(std::span<const BodyHintKind> kinds, std::string_view body, Signals& s);
 
 }  // namespace abide::detail

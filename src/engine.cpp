@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cstring>
 #include <initializer_list>
 #include <ostream>
@@ -502,6 +503,17 @@ void Machine::tap_usage(const Signals& signals) {
   const bool stream = type && ascii::istarts_with(ascii::trim_ows(*type), "text/event-stream");
   usage_ = std::make_unique<detail::UsageTap>(cost_rule_, stream);
   answered_ = signals.received_mono;
+  // A body of stated length, as sent: its last bytes are known when they
+  // come, and the usage settles before the caller has them (see deliver()).
+  usage_length_.reset();
+  if (!stream && out_.response && !out_.response->headers.first("Content-Encoding")) {
+    if (const auto length = out_.response->headers.first("Content-Length")) {
+      std::uint64_t n = 0;
+      const std::string_view v = ascii::trim_ows(*length);
+      const auto r = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (r.ec == std::errc{} && r.ptr == v.data() + v.size()) usage_length_ = n;
+    }
+  }
 }
 
 // The body is whole: what it says was used settles the reservation.
@@ -555,12 +567,17 @@ Step Machine::try_acquire() {
   a.not_before_wall = r.not_before_wall;
   a.waited = now - wait_start_;
   a.cause = r.cause;
+  a.held = r.held;
   switch (r.status) {
     case TryStatus::kPermit: a.status = AcquireStatus::kPermit; return from_permit(a);
     case TryStatus::kDeferred: a.status = AcquireStatus::kDeferred; return from_permit(a);
     case TryStatus::kDeadlineExceeded: a.status = AcquireStatus::kDeadlineExceeded; return from_permit(a);
     case TryStatus::kUnavailable: a.status = AcquireStatus::kUnavailable; return from_permit(a);
     case TryStatus::kReserved:
+      if (r.held) {
+        wait_reason_ = cat({"the pacer reserved this request's send for then (", describe(*r.held), ")"});
+        return wait_step(r.at, Event::WaitKind::kPacer, wait_reason_);
+      }
       return wait_step(r.at, Event::WaitKind::kPacer, "the pacer reserved this request's send for then");
     case TryStatus::kAskAgain: break;
   }
@@ -570,6 +587,17 @@ Step Machine::try_acquire() {
                    "waiting for the answer to the pacer's probe (ask again then, or when notified)");
 }
 
+namespace {
+
+// What held a send, in words: the cause, and the quota's counts when known
+// ("the quota the server announced (tokens: 1,850 of 40,000 left, 4,100 needed)").
+std::string held_text(const AcquireResult& permit) {
+  if (!permit.held) return std::string(describe(permit.cause));
+  return cat({describe(permit.cause), " (", describe(*permit.held), ")"});
+}
+
+}  // namespace
+
 Step Machine::from_permit(const AcquireResult& permit) {
   out_.waited += permit.waited;
   if (hooked()) {
@@ -577,6 +605,7 @@ Step Machine::from_permit(const AcquireResult& permit) {
     e.wait_kind = Event::WaitKind::kPacer;
     e.wait = permit.waited;
     e.cancelled = permit.status == AcquireStatus::kCancelled;
+    if (permit.held) e.held = &*permit.held;
     emit(e);
   }
   switch (permit.status) {
@@ -585,17 +614,19 @@ Step Machine::from_permit(const AcquireResult& permit) {
     case AcquireStatus::kDeferred:
       out_.not_before_mono = permit.not_before;
       out_.not_before_wall = permit.not_before_wall;
-      return finish(OutcomeKind::kDeferred, cat({"the pacer holds the send for ", describe(permit.cause),
+      out_.held = permit.held;
+      return finish(OutcomeKind::kDeferred, cat({"the pacer holds the send for ", held_text(permit),
                                                  ", past the maximum acceptable wait"}));
     case AcquireStatus::kDeadlineExceeded:
       out_.not_before_mono = permit.not_before;
       out_.not_before_wall = permit.not_before_wall;
+      out_.held = permit.held;
       if (budget_binds_) {
-        return finish(OutcomeKind::kDeferred, cat({"the pacer holds the send for ", describe(permit.cause),
+        return finish(OutcomeKind::kDeferred, cat({"the pacer holds the send for ", held_text(permit),
                                                    ", past the longest acceptable wait"}));
       }
       return finish(OutcomeKind::kDeadlineExceeded,
-                    cat({"the pacer holds the send for ", describe(permit.cause), ", past the deadline"}));
+                    cat({"the pacer holds the send for ", held_text(permit), ", past the deadline"}));
     case AcquireStatus::kUnavailable:
       out_.not_before_mono = permit.not_before;
       out_.not_before_wall = permit.not_before_wall;
@@ -617,6 +648,7 @@ Step Machine::from_permit(const AcquireResult& permit) {
   Attempt& a = out_.attempts.emplace_back();
   a.number = attempt_;
   a.paced = permit.waited;
+  if (permit.waited > Duration::zero()) a.held = permit.held;
   a.started_wall = started_wall;
   a.started_mono = started_mono;
   if (hooked()) emit(event(Event::Kind::kAttemptStarted));
@@ -797,24 +829,6 @@ bool Machine::answer(const Signals& signals) {
   return wanted;
 }
 
-namespace {
-
-// A wait a limited answer's body stated, merged as a retry delay: one from
-// the API's structured field (Gemini's RetryInfo) is taken where no header
-// gave one or when it asks for longer; a sentence in an error message only
-// where no header gave any wait (it never shortens one).
-void merge_body_hint(detail::BodyHint hint, std::span<const BodyHintKind> kinds, Signals& s) {
-  const bool sentence = !kinds.empty() && kinds.front() == BodyHintKind::kTryAgainSentence &&
-                        hint.source.find("retryDelay") == std::string::npos;
-  if (s.retry_after) {
-    if (sentence || hint.wait <= s.retry_after->wait) return;
-    s.warnings.push_back(hint.source + " asks for longer than " + s.retry_after->source + "; the longer wait is used");
-  }
-  s.retry_after = RetryHint{RetryHint::Kind::kDelay, hint.wait, std::nullopt, std::move(hint.source)};
-}
-
-}  // namespace
-
 // The held limited answer is planned: with the wait its body states when it
 // is whole (`whole`), on its head alone when the body is past what is read.
 // True when it ends the request (what was held then goes to the sink).
@@ -823,7 +837,7 @@ bool Machine::decide_on_held_body(bool whole) {
   held_.reset();
   if (whole) {
     const std::span<const BodyHintKind> kinds = profile_->body_hints;
-    if (auto hint = detail::read_body_hint(kinds, held_body_)) merge_body_hint(std::move(*hint), kinds, s);
+    (void)detail::apply_body_hint(kinds, held_body_, s);
   }
   std::string body = std::move(held_body_);
   held_body_.clear();
@@ -835,7 +849,13 @@ bool Machine::decide_on_held_body(bool whole) {
 // given to the sink.
 bool Machine::deliver(std::string_view chunk) {
   out_.body_bytes += chunk.size();
-  if (usage_) usage_->feed(chunk);
+  if (usage_) {
+    usage_->feed(chunk);
+    // The body's last bytes: settled before the caller has them, so that the
+    // request it sends next (a proxy's caller, at once) meets the settled
+    // count, not the reservation.
+    if (usage_length_ && out_.body_bytes >= *usage_length_) settle_usage();
+  }
   if (sink_ && !sink_(chunk)) {
     out_.attempts.back().error = "the body's destination refused it";
     finish(OutcomeKind::kNotRetryable, "the body's destination stopped the transfer");

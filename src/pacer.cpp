@@ -153,6 +153,7 @@ struct Pacer::Ticket::State {
   std::uint64_t store_epoch = 0;  // the store's, for still_valid()
   bool probe = false;
   WaitCause cause = WaitCause::kNone;  // what set the slot
+  std::optional<QuotaHeld> held;       // the announced quota that set it, when the store said
   // Guarded by Local::mu.
   bool queued = false;
   // Guarded by notify_mu (recursive: a callback may ask again at once).
@@ -526,41 +527,48 @@ struct Pacer::Ops {
   }
 
   static TryAcquireResult pending_result(TryStatus status, MonoTime at, bool probe,
-                                         WaitCause cause = WaitCause::kNone) {
+                                         WaitCause cause = WaitCause::kNone,
+                                         std::optional<QuotaHeld> held = std::nullopt) {
     TryAcquireResult r;
     r.status = status;
     r.at = at;
     r.probe = probe;
     r.cause = cause;
+    r.held = std::move(held);
     return r;
   }
 
-  static TryAcquireResult final_result(Pacer& p, TryStatus status, MonoTime at, WaitCause cause) {
+  static TryAcquireResult final_result(Pacer& p, TryStatus status, MonoTime at, WaitCause cause,
+                                       std::optional<QuotaHeld> held = std::nullopt) {
     TryAcquireResult r;
     r.status = status;
     r.at = at;
     r.cause = cause;
+    r.held = std::move(held);
     r.not_before_wall = saturating_add(p.wall_.now(), at - p.mono_.now());
     return r;
   }
 
   // The wait would pass the limit: which limit decides the status.
-  static TryAcquireResult too_late(Pacer& p, std::optional<MonoTime> deadline, MonoTime at, WaitCause cause) {
+  static TryAcquireResult too_late(Pacer& p, std::optional<MonoTime> deadline, MonoTime at, WaitCause cause,
+                                   std::optional<QuotaHeld> held = std::nullopt) {
     const bool past_deadline = deadline && at >= *deadline;
-    return final_result(p, past_deadline ? TryStatus::kDeadlineExceeded : TryStatus::kDeferred, at, cause);
+    return final_result(p, past_deadline ? TryStatus::kDeadlineExceeded : TryStatus::kDeferred, at, cause,
+                        std::move(held));
   }
 
   // Holds `slot` for the ticket.
   static TryAcquireResult reserve(State& s, MonoTime slot, MonoTime now, std::uint64_t epoch, std::uint64_t store_epoch,
-                                  bool probe, WaitCause cause) {
+                                  bool probe, WaitCause cause, std::optional<QuotaHeld> held = std::nullopt) {
     s.cause = cause;
+    s.held = std::move(held);
     s.reserved = true;
     s.slot = slot;
     s.reserved_wait = slot - now;
     s.epoch = epoch;
     s.store_epoch = store_epoch;
     s.probe = probe;
-    return pending_result(TryStatus::kReserved, slot, probe, cause);
+    return pending_result(TryStatus::kReserved, slot, probe, cause, s.held);
   }
 
   // What this process was told, written back to a store that answered with
@@ -605,14 +613,15 @@ struct Pacer::Ops {
     for (int round = 0; round < kMaxRounds; ++round) {
       MonoTime now = p.mono_.now();
       if (s.reserved) {
-        if (now < s.slot) return pending_result(TryStatus::kReserved, s.slot, s.probe, s.cause);
+        if (now < s.slot) return pending_result(TryStatus::kReserved, s.slot, s.probe, s.cause, s.held);
         s.reserved = false;
         // Void too when an answer since the reservation raised the floor past
         // it (a quota said spent, even one too uncertain to start a cooldown).
         const bool valid = local.epoch.load(std::memory_order_acquire) == s.epoch && floor_of(local) <= now &&
                            !(p.store_->shared() && s.reserved_wait >= p.config_.revalidate_after &&
                              !local.handle->still_valid(s.store_epoch, now));
-        if (valid) return pending_result(TryStatus::kPermit, s.slot, s.probe);
+        // The permit says what it waited for.
+        if (valid) return pending_result(TryStatus::kPermit, s.slot, s.probe, s.cause, std::move(s.held));
         // A cooldown began since: the slot is void (a probe's too). The ticket
         // keeps its number, so it queues ahead of those who came later.
         s.probe = false;
@@ -678,6 +687,7 @@ struct Pacer::Ops {
           at = floor;
           floored = true;
           g.cause = floor_cause;
+          g.held.reset();  // the store's policy no longer sets the time
         } else if (at - floor <= kFloorSlack && g.cause == WaitCause::kUnknown) {
           g.cause = floor_cause;  // the store holds it there too, without saying why
         }
@@ -694,14 +704,16 @@ struct Pacer::Ops {
             // was given to it. (A slot that is due goes: the round trip is
             // the store's time, not a wait.)
             return_grant(p, local, asked, at, s.costs);
-            return too_late(p, deadline, at, g.cause);
+            return too_late(p, deadline, at, g.cause, std::move(g.held));
           }
           // A number now, so that if the slot is voided the ticket queues
           // ahead of those who came later.
           if (s.number == 0) s.number = p.next_ticket_.fetch_add(1, std::memory_order_relaxed);
-          return reserve(s, at, now, asked.epoch, g.epoch, probe, g.cause);
+          return reserve(s, at, now, asked.epoch, g.epoch, probe, g.cause, std::move(g.held));
         }
-        case StoreGrant::Kind::kTooLate: leave(local, s); return too_late(p, deadline, at, g.cause);
+        case StoreGrant::Kind::kTooLate:
+          leave(local, s);
+          return too_late(p, deadline, at, g.cause, std::move(g.held));
         case StoreGrant::Kind::kAwaitProbe:
         case StoreGrant::Kind::kUnavailable: {
           const bool unavailable = g.kind == StoreGrant::Kind::kUnavailable;
@@ -780,6 +792,11 @@ struct Pacer::Ops {
     }
   }
 
+  static AcquireResult with_held(AcquireResult a, const TryAcquireResult& r) {
+    a.held = r.held;
+    return a;
+  }
+
   // The blocking acquire: sleeps on step's answers.
   static AcquireResult wait(Pacer& p, Ticket& t, MonoTime start, std::optional<MonoTime> deadline,
                             const std::stop_token& stop, std::optional<Asked> pending) {
@@ -800,11 +817,13 @@ struct Pacer::Ops {
       const TryAcquireResult r = step(p, t, deadline, std::move(pending));
       pending.reset();
       switch (r.status) {
-        case TryStatus::kPermit: done(t); return p.finish(AcquireStatus::kPermit, start, r.at, r.probe);
-        case TryStatus::kDeferred: done(t); return p.finish(AcquireStatus::kDeferred, start, r.at, false, r.cause);
+        case TryStatus::kPermit: done(t); return with_held(p.finish(AcquireStatus::kPermit, start, r.at, r.probe, r.cause), r);
+        case TryStatus::kDeferred:
+          done(t);
+          return with_held(p.finish(AcquireStatus::kDeferred, start, r.at, false, r.cause), r);
         case TryStatus::kDeadlineExceeded:
           done(t);
-          return p.finish(AcquireStatus::kDeadlineExceeded, start, r.at, false, r.cause);
+          return with_held(p.finish(AcquireStatus::kDeadlineExceeded, start, r.at, false, r.cause), r);
         case TryStatus::kUnavailable:
           done(t);
           return p.finish(AcquireStatus::kUnavailable, start, r.at, false, r.cause);

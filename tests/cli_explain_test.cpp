@@ -481,5 +481,64 @@ TEST(CliExplain, WithoutHistorySeveralHeadsExplainTheLast) {
   EXPECT_EQ(j["status"], 429);
 }
 
+// ---- LLM token quotas and body waits --------------------------------------------------
+
+const std::string kTokensHead =
+    "HTTP/1.1 200 OK\r\nx-ratelimit-limit-tokens: 40000\r\nx-ratelimit-remaining-tokens: 1850\r\n"
+    "x-ratelimit-reset-tokens: 12s\r\nx-ratelimit-limit-requests: 500\r\nx-ratelimit-remaining-requests: 499\r\n"
+    "x-ratelimit-reset-requests: 120ms\r\n\r\n";
+
+// --cost: the next request's needs against the quotas the answer states:
+// which quota holds it, with its counts; one that fits may go now.
+TEST(CliExplain, CostSaysWhichQuotaHoldsTheNextRequest) {
+  const json held = explain_head(kTokensHead, {"--profile", "openai", "--cost", "tokens=4100"});
+  ASSERT_TRUE(held.contains("next")) << held.dump();
+  EXPECT_EQ(held["next"]["now"], false);
+  EXPECT_GT(held["next"]["wait_s"].get<double>(), 0.0);
+  EXPECT_EQ(held["next"]["held_by"]["unit"], "tokens");
+  EXPECT_EQ(held["next"]["held_by"]["remaining"], 1850);
+  EXPECT_EQ(held["next"]["held_by"]["limit"], 40000);
+  EXPECT_EQ(held["next"]["held_by"]["needed"], 4100);
+  EXPECT_EQ(held["next"]["held_by"]["text"], "tokens: 1,850 of 40,000 left, 4,100 needed");
+  const json fits = explain_head(kTokensHead, {"--profile", "openai", "--cost", "tokens=100"});
+  EXPECT_EQ(fits["next"]["now"], true);
+  EXPECT_TRUE(fits["next"]["held_by"].is_null());
+  const auto words = test::abide({"explain", "--now", kNow, "--profile", "openai", "--cost", "tokens=4100"}, kTokensHead);
+  EXPECT_EQ(words.exit_code, 0) << words.err;
+  EXPECT_THAT(words.out, HasSubstr("Next request (tokens=4100): held "));
+  EXPECT_THAT(words.out, HasSubstr("tokens: 1,850 of 40,000 left, 4,100 needed"));
+  // Without --cost nothing is said of a next request.
+  EXPECT_FALSE(explain_head(kTokensHead, {"--profile", "openai"}).contains("next"));
+}
+
+TEST(CliExplain, ABadCostIsAUsageError) {
+  for (const std::string bad : {"tokens=-1", "tokens", "=5", "tokens=1e3", "Tokens=5"}) {
+    const auto r = test::abide({"explain", "--cost", bad}, kTokensHead);
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_THAT(r.err, HasSubstr("--cost")) << bad;
+  }
+}
+
+// A Gemini 429 states its wait only in the body (google.rpc.RetryInfo):
+// explain reads the body after the head and names it as the wait's source.
+TEST(CliExplain, AWaitStatedInTheBodyIsNamedAsItsSource) {
+  const std::string answer =
+      "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n\r\n"
+      R"({"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[)"
+      R"({"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"52s"}]}})";
+  const json j = explain_head(answer, {"--profile", "gemini"});
+  EXPECT_EQ(j["decision"], "retry");
+  EXPECT_EQ(j["server_hint_s"], 52);
+  EXPECT_GE(j["delay_s"].get<double>(), 52.0);
+  EXPECT_EQ(j["retry_after"]["source"], "body: error.details[].retryDelay \"52s\"");
+  EXPECT_THAT(j["reason"].get<std::string>(), HasSubstr("the answer's body"));
+  // The next request is held for the same 52 s, by the server's word.
+  const json next = explain_head(answer, {"--profile", "gemini", "--cost", "tokens=10"});
+  EXPECT_GE(next["next"]["wait_s"].get<double>(), 52.0);
+  // Without a profile that reads bodies, the body is not consulted.
+  const json none = explain_head(answer, {"--profile", "none"});
+  EXPECT_NE(none["server_hint_s"], 52);
+}
+
 }  // namespace
 }  // namespace abide

@@ -1246,8 +1246,11 @@ struct SharedEngine {
       }
       clock.advance_to(step.until);
     }
-    return m.take_outcome();
+    RequestOutcome out = m.take_outcome();
+    last = out;
+    return out;
   }
+  RequestOutcome last;  // the outcome run() returned last
 };
 
 Request chat(int max_tokens) {
@@ -1305,6 +1308,25 @@ TEST(EngineCosts, ACallersCostReplacesTheEstimate) {
   const MonoTime second = e.clock.mono_now();
   ASSERT_TRUE(e.run(large, {chat_answer("9000", "{}")}, sent).done());
   EXPECT_GT(sent[2] - second, 1s) << "8,000 tokens do not fit in the 6,500 left";
+  // The attempt says which quota held it, with its counts.
+  ASSERT_EQ(e.last.attempts.size(), 1u);
+  ASSERT_TRUE(e.last.attempts[0].held);
+  EXPECT_EQ(describe(*e.last.attempts[0].held), "tokens: 6,500 of 10,000 left, 8,000 needed");
+}
+
+// A request held past its budget by a token quota is deferred, and says
+// which quota and by how much, in the outcome and its reason.
+TEST(EngineCosts, ADeferralSaysWhichQuotaHeldItBack) {
+  SharedEngine e;
+  std::vector<MonoTime> sent;
+  ASSERT_TRUE(e.run(chat(3000), {chat_answer("1850", "{}")}, sent).done());
+  Request req = chat(4099);  // "hi" and 4,099 out: 4,100 tokens
+  req.send_by = e.clock.mono_now() + 1s;
+  const RequestOutcome out = e.run(req, {}, sent);
+  EXPECT_EQ(out.kind, OutcomeKind::kDeferred);
+  ASSERT_TRUE(out.held);
+  EXPECT_EQ(describe(*out.held), "tokens: 1,850 of 10,000 left, 4,100 needed");
+  EXPECT_NE(out.reason.str().find("(tokens: 1,850 of 10,000 left, 4,100 needed)"), std::string::npos) << out.reason.str();
 }
 
 // A limited answer used nothing of what its send reserved; the retry

@@ -64,11 +64,13 @@ constexpr std::string_view kChat = "/v1/chat/completions";
 
 // ---- the OpenAI rule ------------------------------------------------------------------------
 
-// "the maximum of max_tokens and the estimated number of tokens based on the character count"
-TEST(OpenAIEstimate, MaxOfMaxTokensAndTextOverFour) {
-  EXPECT_EQ(tokens(CostRule::kOpenAI, kChat, chat("hello", R"(,"max_tokens":300)")), 300);
+// Admitted on "the maximum of max_tokens and the estimated number of tokens
+// based on the character count", then charged the usage, up to text / 4 +
+// max_tokens: the sum is reserved, never less than the admission.
+TEST(OpenAIEstimate, TextOverFourPlusMaxTokens) {
+  EXPECT_EQ(tokens(CostRule::kOpenAI, kChat, chat("hello", R"(,"max_tokens":300)")), 302);
   const std::string text(4001, 'a');
-  EXPECT_EQ(tokens(CostRule::kOpenAI, kChat, chat(text, R"(,"max_tokens":300)")), 1001);
+  EXPECT_EQ(tokens(CostRule::kOpenAI, kChat, chat(text, R"(,"max_tokens":300)")), 1301);
   const CostEstimate e = estimate_costs(CostRule::kOpenAI, kChat, chat(text, R"(,"max_tokens":300)"));
   EXPECT_EQ(e.costs.size(), 1u);
   EXPECT_TRUE(printable_ascii(e.why)) << e.why;
@@ -76,11 +78,12 @@ TEST(OpenAIEstimate, MaxOfMaxTokensAndTextOverFour) {
 }
 
 TEST(OpenAIEstimate, MaxTokensThenMaxCompletionTokensThenMaxOutputTokensThenTheDefault) {
-  EXPECT_EQ(tokens(CostRule::kOpenAI, kChat, chat("hi", R"(,"max_completion_tokens":700)")), 700);
-  EXPECT_EQ(tokens(CostRule::kOpenAI, kChat, chat("hi", R"(,"max_tokens":500,"max_completion_tokens":700)")), 500);
-  EXPECT_EQ(tokens(CostRule::kOpenAI, kChat, chat("hi", R"(,"max_tokens":null,"max_completion_tokens":700)")), 700);
-  EXPECT_EQ(tokens(CostRule::kOpenAI, "/v1/responses", R"({"input":"hi","max_output_tokens":900})"), 900);
-  EXPECT_EQ(tokens(CostRule::kOpenAI, kChat, chat("hi")), kDefaultMaxTokens);
+  // "hi" is one token by the character rule.
+  EXPECT_EQ(tokens(CostRule::kOpenAI, kChat, chat("hi", R"(,"max_completion_tokens":700)")), 701);
+  EXPECT_EQ(tokens(CostRule::kOpenAI, kChat, chat("hi", R"(,"max_tokens":500,"max_completion_tokens":700)")), 501);
+  EXPECT_EQ(tokens(CostRule::kOpenAI, kChat, chat("hi", R"(,"max_tokens":null,"max_completion_tokens":700)")), 701);
+  EXPECT_EQ(tokens(CostRule::kOpenAI, "/v1/responses", R"({"input":"hi","max_output_tokens":900})"), 901);
+  EXPECT_EQ(tokens(CostRule::kOpenAI, kChat, chat("hi")), kDefaultMaxTokens + 1);
 }
 
 // The property the pacer relies on: a server counting ceil(chars / 4) over the
@@ -118,7 +121,7 @@ TEST(OpenAIEstimate, TextPartsCountImagesDoNot) {
   const std::string body = R"({"messages":[{"role":"user","content":[{"type":"text","text":")" + std::string(400, 'x') +
                            R"("},{"type":"image_url","image_url":{"url":"data:image/png;base64,)" + image +
                            R"("}}]}],"max_tokens":10})";
-  EXPECT_EQ(tokens(CostRule::kOpenAI, kChat, body), 100);
+  EXPECT_EQ(tokens(CostRule::kOpenAI, kChat, body), 110);
 }
 
 TEST(OpenAIEstimate, ToolCallsAndToolDefinitionsCount) {
@@ -138,14 +141,14 @@ TEST(OpenAIEstimate, ResponsesInstructionsAndInputItems) {
                            R"(","input":[{"role":"user","content":[{"type":"input_text","text":")" +
                            std::string(400, 't') + R"("}]},{"type":"function_call_output","call_id":"x","output":")" +
                            std::string(400, 'o') + R"("}],"max_output_tokens":1})";
-  EXPECT_EQ(tokens(CostRule::kOpenAI, "/v1/responses", body), 300);
+  EXPECT_EQ(tokens(CostRule::kOpenAI, "/v1/responses", body), 301);
 }
 
 TEST(OpenAIEstimate, CompletionsPromptAndEmbeddingsInput) {
   EXPECT_EQ(tokens(CostRule::kOpenAI, "/v1/completions",
                    R"({"prompt":")" + std::string(8000, 'p') + R"(","max_tokens":5})"),
-            2000);
-  EXPECT_EQ(tokens(CostRule::kOpenAI, "/v1/completions", R"({"prompt":["ab","cd"],"max_tokens":5})"), 5);
+            2005);
+  EXPECT_EQ(tokens(CostRule::kOpenAI, "/v1/completions", R"({"prompt":["ab","cd"],"max_tokens":5})"), 6);
   // Embeddings generate nothing: only the text counts, however long max_tokens says.
   EXPECT_EQ(tokens(CostRule::kOpenAI, "/v1/embeddings",
                    R"({"input":")" + std::string(40, 'e') + R"(","max_tokens":999})"),
@@ -157,14 +160,14 @@ TEST(OpenAIEstimate, CompletionsPromptAndEmbeddingsInput) {
 
 TEST(OpenAIEstimate, AzureDeploymentPathsAndQueryStrings) {
   const std::string body = chat("hi", R"(,"max_tokens":77)");
-  EXPECT_EQ(tokens(CostRule::kOpenAI, "/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21", body), 77);
+  EXPECT_EQ(tokens(CostRule::kOpenAI, "/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21", body), 78);
   EXPECT_EQ(tokens(CostRule::kOpenAI, "/openai/deployments/ada/embeddings?api-version=2024-10-21",
                    R"({"input":"abcdefgh"})"),
             2);
-  EXPECT_EQ(tokens(CostRule::kOpenAI, "/openai/v1/responses/", R"({"input":"x","max_output_tokens":3})"), 3);
+  EXPECT_EQ(tokens(CostRule::kOpenAI, "/openai/v1/responses/", R"({"input":"x","max_output_tokens":3})"), 4);
   EXPECT_EQ(tokens(CostRule::kOpenAI, "https://x.openai.azure.com/openai/deployments/d/completions?a=b",
                    R"({"prompt":"x","max_tokens":4})"),
-            4);
+            5);
 }
 
 // ---- the Anthropic rule -----------------------------------------------------------------------
@@ -230,7 +233,7 @@ TEST(Estimate, NotAPostToAKnownPathCostsNothing) {
   EXPECT_TRUE(estimate_costs(CostRule::kOpenAI, "GET", kChat, "").costs.empty());
   EXPECT_FALSE(estimate_costs(CostRule::kOpenAI, "GET", kChat, "").fallback);
   EXPECT_EQ(amount(estimate_costs(CostRule::kOpenAI, "POST", kChat, chat("x", R"(,"max_tokens":9)")).costs, "tokens"),
-            9);
+            10);
 }
 
 void expect_fallback(std::string_view body, std::string_view what) {

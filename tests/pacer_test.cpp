@@ -1515,9 +1515,24 @@ TEST_F(Fixture, ATokensQuotaHoldsSendsThatDoNotFit) {
   EXPECT_EQ(third.status, AcquireStatus::kDeadlineExceeded);
   EXPECT_EQ(third.not_before, clock.mono_now() + seconds{60});
   EXPECT_EQ(third.cause, WaitCause::kQuota);
+  // The answer names the quota and its counts, for what is said to people.
+  ASSERT_TRUE(third.held);
+  EXPECT_EQ(describe(*third.held), "tokens: 2,000 left, 4,000 needed");
   // A send that needs less still fits.
   const std::vector<UnitCost> small{{"tokens", 1'500}};
   EXPECT_TRUE(p.acquire(k, clock.mono_now(), {}, small).ok());
+  // The driven form says the same while it holds the slot, and with the permit.
+  Pacer::Ticket t;
+  const TryAcquireResult reserved = p.try_acquire(t, k, std::nullopt, big);
+  ASSERT_EQ(reserved.status, TryStatus::kReserved);
+  ASSERT_TRUE(reserved.held);
+  EXPECT_EQ(reserved.held->unit, "tokens");
+  clock.advance(seconds{60});
+  const TryAcquireResult permit = p.try_acquire(t, k, std::nullopt, big);
+  ASSERT_EQ(permit.status, TryStatus::kPermit);
+  EXPECT_EQ(permit.cause, WaitCause::kQuota);
+  EXPECT_EQ(permit.held, reserved.held);
+  p.abandon_probe(k);
 }
 
 // What an answer says was used settles what its send reserved: the unused

@@ -233,6 +233,42 @@ TEST(KernelCosts, ASendWaitsForTheWindowWhenItsTokensDoNotFit) {
   EXPECT_EQ(g.kind, StoreGrant::Kind::kProbe);
   EXPECT_EQ(g.wait, seconds{59});
   EXPECT_EQ(g.cause, WaitCause::kQuota);
+  // The grant names the quota that held it, with its counts before the send.
+  ASSERT_TRUE(g.held);
+  EXPECT_EQ(*g.held, (QuotaHeld{"tokens", 2'000, 0, 4'000}));
+  EXPECT_EQ(describe(*g.held), "tokens: 2,000 left, 4,000 needed");
+}
+
+// What a grant names: the policy whose bound set the slot, not the first one
+// listed, and nothing when no announced policy held the send.
+TEST(KernelCosts, AGrantNamesTheQuotaThatHeldIt) {
+  KeyState s;
+  const PacingRules rules = burst();
+  StoreRecord r = llm_answer(kT0, 100, 40'000);
+  r.policies[0].limit = 500;
+  r.policies[1].limit = 40'000;
+  (void)record(s, r, rules);
+  EXPECT_FALSE(acquire(s, kT0, kMaxDuration, rules, tokens(38'150)).held);  // sent at once
+  const StoreGrant g = acquire(s, kT0, seconds{1}, rules, tokens(4'100));
+  EXPECT_EQ(g.kind, StoreGrant::Kind::kTooLate);
+  ASSERT_TRUE(g.held);
+  EXPECT_EQ(describe(*g.held), "tokens: 1,850 of 40,000 left, 4,100 needed");
+  // A cooldown holds a send longer than the quota: the cooldown is named, no quota.
+  StoreRecord cool;
+  cool.now = kT0;
+  cool.cooldown = seconds{120};
+  (void)record(s, cool, rules);
+  const StoreGrant c = acquire(s, kT0, seconds{1}, rules, tokens(4'100));
+  EXPECT_EQ(c.cause, WaitCause::kCooldown);
+  EXPECT_FALSE(c.held);
+}
+
+// Requests named as such, and a policy spacing alone (no window counted).
+TEST(KernelCosts, TheHeldTextNamesRequestsAndSpacing) {
+  EXPECT_EQ(describe(QuotaHeld{"", 0, 5'000, 1}), "requests: 0 of 5,000 left, 1 needed");
+  EXPECT_EQ(describe(QuotaHeld{"tokens", -1, 1'000'000, 12'345}),
+            "tokens: spaced to 1,000,000 a window, 12,345 needed");
+  EXPECT_EQ(describe(QuotaHeld{"tokens", -1, 0, 7}), "tokens: 7 needed");
 }
 
 // All or nothing: a send refused for lack of room reserves nothing anywhere.

@@ -993,7 +993,54 @@ TEST(Stats, CountsRequestsAnswersAttemptsWaitsAndOutcomes) {
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
   EXPECT_EQ(keys, (std::vector<std::string>{"requests", "answered", "attempts", "retries", "waits", "waited_s",
-                                            "outcomes", "deferrals", "held", "transfers", "cooldowns"}));
+                                            "outcomes", "deferrals", "held", "transfers", "cooldowns",
+                                            "quota_held"}));
+}
+
+// Which announced quota held requests back, on both pages: attempts it paced
+// (and for how long), requests it deferred, the last one's counts in words.
+TEST(Stats, SayWhichQuotaHeldRequestsBack) {
+  ManualClock clock(kNow);
+  Stats stats(&clock.wall());
+  RequestOutcome done = outcome_of(OutcomeKind::kDone, "");
+  Attempt paced = attempt(1500ms);
+  paced.held = QuotaHeld{"tokens", 1'850, 40'000, 4'100};
+  done.attempts = {paced, attempt(0s)};
+  stats.request_answered("https://api.x.com", 200, &done);
+  RequestOutcome deferred = outcome_of(OutcomeKind::kDeferred, "");
+  deferred.held = QuotaHeld{"tokens", 10, 40'000, 900};
+  stats.request_answered("https://api.x.com", 429, &deferred);
+  RequestOutcome by_requests = outcome_of(OutcomeKind::kDone, "");
+  Attempt one = attempt(250ms);
+  one.held = QuotaHeld{"", 0, 500, 1};
+  by_requests.attempts = {one};
+  stats.request_answered("https://api.x.com", 200, &by_requests);
+
+  const nlohmann::ordered_json j = stats.json(kNow);
+  EXPECT_EQ(j["quota_held"]["tokens"]["paced"], 1);
+  EXPECT_EQ(j["quota_held"]["tokens"]["deferred"], 1);
+  EXPECT_DOUBLE_EQ(j["quota_held"]["tokens"]["waited_s"].get<double>(), 1.5);
+  EXPECT_EQ(j["quota_held"]["tokens"]["last"], "tokens: 10 of 40,000 left, 900 needed");
+  EXPECT_EQ(j["quota_held"]["requests"]["paced"], 1);
+  const std::string text = stats.prometheus(kNow);
+  EXPECT_NE(text.find("abide_proxy_quota_held_total{quota=\"tokens\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("abide_proxy_quota_held_seconds_total{quota=\"tokens\"} 1.5\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("abide_proxy_quota_held_total{quota=\"requests\"} 1\n"), std::string::npos) << text;
+}
+
+// A server's units are its own words: a few are kept, the rest are "other".
+TEST(Stats, QuotaUnitsAreBounded) {
+  ManualClock clock(kNow);
+  Stats stats(&clock.wall());
+  for (int i = 0; i < 100; ++i) {
+    RequestOutcome deferred = outcome_of(OutcomeKind::kDeferred, "");
+    deferred.held = QuotaHeld{"unit-" + std::to_string(i) + "\x1b[31m", 0, 10, 20};
+    stats.request_answered("https://api.x.com", 429, &deferred);
+  }
+  const nlohmann::ordered_json j = stats.json(kNow);
+  EXPECT_LE(j["quota_held"].size(), 33u);
+  EXPECT_EQ(j["quota_held"]["other"]["deferred"], 100 - 32);
+  EXPECT_EQ(stats.prometheus(kNow).find('\x1b'), std::string::npos);
 }
 
 TEST(Stats, CooldownsShowWhileTheyLast) {
@@ -1097,8 +1144,8 @@ TEST(Stats, PrometheusText) {
   std::size_t types = 0;
   for (std::size_t pos = 0; (pos = text.find("# HELP ", pos)) != std::string::npos; ++pos) ++helps;
   for (std::size_t pos = 0; (pos = text.find("# TYPE ", pos)) != std::string::npos; ++pos) ++types;
-  EXPECT_EQ(helps, 11u);
-  EXPECT_EQ(types, 11u);
+  EXPECT_EQ(helps, 13u);
+  EXPECT_EQ(types, 13u);
 }
 
 TEST(Stats, PrometheusEscapesLabelValues) {

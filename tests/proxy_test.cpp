@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "support/process.h"
+#include "support/proxy_processes.h"
 #include "support/redis_store_server.h"
 #include "support/run.h"
 
@@ -51,94 +52,6 @@ const std::string kClients = std::string(ABIDE_SOURCE_DIR) + "/tests/support/pro
       GTEST_SKIP() << "node is not on PATH and ABIDE_TEST_NO_NODE is set";                             \
     ASSERT_FALSE(var.empty()) << var##_name << " is not on PATH (a test dependency: scripts/deps.sh)"; \
   } while (0)
-
-// A background abide command whose first stdout line is "listening on ADDR:PORT".
-class Listening {
- public:
-  explicit Listening(std::vector<std::string> args) : proc_(std::move(args)) {
-    const auto line = proc_.read_line(30s);
-    const std::string prefix = "listening on ";
-    if (line && line->rfind(prefix, 0) == 0) {
-      first_line_ = *line;
-      const auto colon = line->rfind(':');
-      if (colon != std::string::npos) port_ = std::atoi(line->c_str() + colon + 1);
-    }
-  }
-  int port() const { return port_; }
-  const std::string& first_line() const { return first_line_; }
-  std::string url(const std::string& target = "") const { return "http://127.0.0.1:" + std::to_string(port_) + target; }
-  std::string err_so_far() const { return proc_.err_so_far(); }
-  RunResult stop(int sig = SIGTERM, std::chrono::milliseconds timeout = 20s) { return proc_.stop(sig, timeout); }
-  bool running() const { return proc_.running(); }
-
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_connection_timeout(10s);
-    c.set_read_timeout(30s);
-    return c;
-  }
-
- private:
-  BackgroundProcess proc_;
-  int port_ = -1;
-  std::string first_line_;
-};
-
-std::vector<std::string> with(std::vector<std::string> head, const std::vector<std::string>& tail) {
-  head.insert(head.end(), tail.begin(), tail.end());
-  return head;
-}
-
-// `abide mock-server` with these options.
-class Mock : public Listening {
- public:
-  explicit Mock(const std::vector<std::string>& args)
-      : Listening(with({ABIDE_CLI_PATH, "mock-server", "--port", "0", "--quiet", "--threads", "32"}, args)) {}
-
-  json stats() const {
-    auto c = client();
-    const auto r = c.Get("/__stats");
-    if (!r || r->status != 200) return json();
-    return json::parse(r->body, nullptr, false);
-  }
-  long long requests() const {
-    const json s = stats();
-    return s.is_object() ? s["totals"]["requests"].get<long long>() : -1;
-  }
-  // Waits (bounded) until the mock has counted `n` API requests.
-  bool wait_for_requests(long long n, std::chrono::milliseconds timeout = 10s) const {
-    const auto end = Clock::now() + timeout;
-    while (Clock::now() < end) {
-      if (requests() >= n) return true;
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
-  }
-};
-
-// `abide proxy --port 0` with these options.
-class Proxy : public Listening {
- public:
-  explicit Proxy(const std::vector<std::string>& args)
-      : Listening(with({ABIDE_CLI_PATH, "proxy", "--port", "0"}, args)) {}
-
-  json stats() const {
-    auto c = client();
-    const auto r = c.Get("/__abide/stats");
-    if (!r || r->status != 200) return json();
-    return json::parse(r->body, nullptr, false);
-  }
-
-  // SIGTERM, then a clean exit: 0, and no sanitizer report.
-  RunResult stop_cleanly() {
-    auto r = stop(SIGTERM);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_EQ(r.err.find("Sanitizer"), std::string::npos) << r.err;
-    return r;
-  }
-};
-
-std::vector<std::string> upstream(const Mock& m) { return {"--upstream", m.url()}; }
 
 // ---- the callers ---------------------------------------------------------------
 

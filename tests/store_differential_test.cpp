@@ -102,6 +102,7 @@ class Trace {
 std::string describe_grant(const StoreGrant& g) {
   std::ostringstream s;
   s << "kind " << static_cast<int>(g.kind) << " wait " << g.wait.count() << " ns cause " << describe(g.cause);
+  if (g.held) s << " held by " << describe(*g.held);
   return s.str();
 }
 
@@ -157,6 +158,9 @@ void run_trace(std::uint64_t seed, std::vector<Contender>& stores, const std::st
               << where << ": " << stores[i].name << " " << describe_grant(grants[i]) << ", memory "
               << describe_grant(grants[0]);
           ASSERT_EQ(grants[i].cause, grants[0].cause)
+              << where << ": " << stores[i].name << " " << describe_grant(grants[i]) << ", memory "
+              << describe_grant(grants[0]);
+          ASSERT_EQ(grants[i].held, grants[0].held)
               << where << ": " << stores[i].name << " " << describe_grant(grants[i]) << ", memory "
               << describe_grant(grants[0]);
         }

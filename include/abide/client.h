@@ -96,6 +96,7 @@ struct RequestOutcome {
   // The earliest permitted time for another attempt, whenever known.
   std::optional<WallTime> not_before_wall;
   std::optional<MonoTime> not_before_mono;
+  std::optional<QuotaHeld> held;  // deferred by the pacer: the announced quota that held it, when known
   // The request may or may not have been applied (a non-idempotent request
   // whose connection failed, or was cancelled, after it was sent): reconcile.
   bool ambiguous = false;

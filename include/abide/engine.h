@@ -178,6 +178,9 @@ struct Attempt {
   WallTime started_wall{};
   MonoTime started_mono{};
   Duration paced{};   // time waited for the pacer before it
+  // The announced quota that held it during `paced`, when the pacer knows
+  // which (describe() says it: "tokens: 1,850 of 40,000 left, 4,100 needed").
+  std::optional<QuotaHeld> held;
   int status = 0;     // 0 when there was no response head
   std::string error;  // the transport error, when there was no (complete) response
   bool sent = false;  // the request was (at least partly) sent
@@ -207,6 +210,9 @@ struct RequestOutcome {
   std::uint64_t body_bytes = 0;             // bytes of the final answer's body given to the sink
   std::optional<WallTime> not_before_wall;  // the earliest permitted next attempt, when known
   std::optional<MonoTime> not_before_mono;
+  // Deferred or deadline_exceeded by the pacer: the announced quota that held
+  // the send, when the pacer knows which.
+  std::optional<QuotaHeld> held;
   bool ambiguous = false;  // may or may not have been applied: reconcile
   std::vector<Attempt> attempts;
   Duration waited{};  // pacer and retry waits
@@ -241,6 +247,7 @@ struct Event {
   WaitKind wait_kind = WaitKind::kPacer;
   Duration wait{};
   bool cancelled = false;
+  const QuotaHeld* held = nullptr;  // kWaitEnded of the pacer: the quota that held the send, if known
   const Response* response = nullptr;
   const Signals* signals = nullptr;
   std::string_view error;
@@ -449,7 +456,9 @@ class Machine {
   std::optional<Signals> held_;                    // kHintBody: the limited answer's head, not yet planned
   std::string held_body_;                          // kHintBody: its body so far
   std::vector<UnitCost> costs_;                    // what each send reserves (Request::costs, or the estimate)
+  std::string wait_reason_;                        // a kWait step's reason, when composed
   std::unique_ptr<detail::UsageTap> usage_;        // the final answer's usage, read as its body passes
+  std::optional<std::uint64_t> usage_length_;      // that body's Content-Length, when stated and not encoded
   MonoTime answered_{};                            // when the final answer's head came
   RequestOutcome out_;
 };

@@ -125,7 +125,8 @@ struct TryAcquireResult {
   MonoTime at{};
   // `at` on the wall clock, for deferred / deadline_exceeded / unavailable.
   std::optional<WallTime> not_before_wall;
-  WaitCause cause = WaitCause::kNone;  // what holds the send until `at`
+  WaitCause cause = WaitCause::kNone;  // what holds the send until `at` (kPermit: what it waited for)
+  std::optional<QuotaHeld> held;       // the announced quota behind a kQuota cause, when the store says
 
   bool ok() const noexcept { return status == TryStatus::kPermit; }
   bool pending() const noexcept { return status == TryStatus::kReserved || status == TryStatus::kAskAgain; }
@@ -144,8 +145,9 @@ struct AcquireResult {
   std::optional<WallTime> not_before_wall;
   Duration waited{};  // time spent inside acquire
   // What held the send (deferred, deadline_exceeded, unavailable: what would
-  // hold it until not_before).
+  // hold it until not_before; a permit: what it waited for, kNone if nothing).
   WaitCause cause = WaitCause::kNone;
+  std::optional<QuotaHeld> held;  // the announced quota behind a kQuota cause, when the store says
 
   bool ok() const noexcept { return status == AcquireStatus::kPermit; }
 };

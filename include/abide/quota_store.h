@@ -79,6 +79,24 @@ enum class WaitCause : std::uint8_t {
 // A few words for the cause ("a cooldown the server asked for", ...).
 std::string_view describe(WaitCause cause) noexcept;
 
+// The announced quota whose count set a wait (WaitCause::kQuota): its unit
+// ("" for requests), what was left of it in its window (-1: no window is
+// counted, the wait is its spacing), its limit (0: unknown) and what the send
+// needs of it.
+struct QuotaHeld {
+  std::string unit;
+  std::int64_t remaining = -1;
+  std::int64_t limit = 0;
+  std::int64_t need = 0;
+
+  friend bool operator==(const QuotaHeld&, const QuotaHeld&) = default;
+};
+
+// For people: "tokens: 1,850 of 40,000 left, 4,100 needed" (digits grouped;
+// "requests" for the unit ""; the parts not known are left out). The unit
+// is printable ASCII as the kernel keeps it.
+std::string describe(const QuotaHeld& held);
+
 // A store's answer to one acquire.
 struct StoreGrant {
   enum class Kind : std::uint8_t {
@@ -96,6 +114,9 @@ struct StoreGrant {
   // starts later changes it and invalidates the reservation (still_valid()).
   std::uint64_t epoch = 0;
   WaitCause cause = WaitCause::kUnknown;  // what set `wait` (kNone when it is zero)
+  // kQuota set by an announced policy: which, and its counts (a learned quota
+  // or a shared store that does not say: none).
+  std::optional<QuotaHeld> held{};
 };
 
 // One quota policy of a response, with times relative to the record's `now`.

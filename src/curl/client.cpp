@@ -70,6 +70,7 @@ RequestOutcome with_body(engine::RequestOutcome&& e, std::string body) {
   out.body_bytes = e.body_bytes;
   out.not_before_wall = e.not_before_wall;
   out.not_before_mono = e.not_before_mono;
+  out.held = e.held;
   out.ambiguous = e.ambiguous;
   out.attempts = std::move(e.attempts);
   out.waited = e.waited;

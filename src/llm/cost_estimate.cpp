@@ -108,11 +108,16 @@ CostEstimate openai_estimate(Endpoint ep, const JsonValue& body) {
     output = m.value.value_or(kDefaultMaxTokens);
     output_why = m.value ? std::string(m.field) + " " + num(output) : "the default maximum " + num(output);
   }
-  const std::int64_t tokens = std::max(output, text_tokens);
+  // OpenAI admits a request on max(max_tokens, text / 4), but the quota is
+  // then charged its usage, prompt and completion, which reaches up to their
+  // sum: that is reserved (the answer's usage gives the rest back), so that
+  // sends in flight together cannot overrun the window by what they used
+  // beyond their admission.
+  const std::int64_t tokens = output + text_tokens;  // at most 1e6 + 1e7: the body and max_tokens are bounded
   return CostEstimate{{{"tokens", tokens}},
                       false,
-                      "tokens = max(" + output_why + ", " + std::to_string(bytes) +
-                          " text bytes / 4 = " + num(text_tokens) + ") = " + num(tokens)};
+                      "tokens = " + std::to_string(bytes) + " text bytes / 4 = " + num(text_tokens) + " + " +
+                          output_why + " = " + num(tokens) + " (admitted on the larger, charged up to the sum)"};
 }
 
 CostEstimate anthropic_estimate(const JsonValue& body) {

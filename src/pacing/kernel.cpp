@@ -230,6 +230,12 @@ void commit(KeyState& s, Instant slot, const Rules& rules, std::span<const UnitC
   if (slot < s.spread_end) s.tat = add(slot, spread_step(s, rules));
 }
 
+// What StoreGrant::held says of the policy that set a wait (none: no policy did).
+std::optional<QuotaHeld> held_of(const PolicyState* p, std::int64_t need) {
+  if (p == nullptr) return std::nullopt;
+  return QuotaHeld{p->unit, p->remaining, p->limit, need};
+}
+
 }  // namespace
 
 std::string unit_of(std::string_view unit) {
@@ -250,10 +256,14 @@ StoreGrant acquire(KeyState& s, MonoTime caller_now, Duration caller_max_wait, c
   // The slot is the latest of these bounds; the one that set it is the cause.
   Instant slot = now;
   WaitCause cause = WaitCause::kNone;
-  const auto bound = [&](Instant t, WaitCause c) {
+  const PolicyState* held = nullptr;  // the announced policy that set the slot, if one did
+  std::int64_t held_need = 0;
+  const auto bound = [&](Instant t, WaitCause c, const PolicyState* by = nullptr, std::int64_t by_need = 0) {
     if (t > slot) {
       slot = t;
       cause = c;
+      held = by;
+      held_need = by_need;
     }
   };
   // Slots spread out after a cooldown are still the cooldown's doing.
@@ -266,13 +276,13 @@ StoreGrant acquire(KeyState& s, MonoTime caller_now, Duration caller_max_wait, c
     if (p.remaining >= 0) {
       if (n > p.remaining) {
         // Not enough left: the next window (its probe) decides.
-        bound(p.reset_at, WaitCause::kQuota);
+        bound(p.reset_at, WaitCause::kQuota, &p, n);
       } else if (smooth && n > 0) {
         // A smooth slot past the reset means: the next send is the probe, at the reset.
-        bound(p.next < p.reset_at ? p.next : p.reset_at, WaitCause::kQuota);
+        bound(p.next < p.reset_at ? p.next : p.reset_at, WaitCause::kQuota, &p, n);
       }
     } else if (p.limit > 0 && p.window > Micros::zero() && n > 0) {
-      bound(p.next, WaitCause::kQuota);
+      bound(p.next, WaitCause::kQuota, &p, n);
     }
   }
   bool ended = false;  // a known window ends before this slot: nothing fresh is known
@@ -308,16 +318,18 @@ StoreGrant acquire(KeyState& s, MonoTime caller_now, Duration caller_max_wait, c
     if (s.probe_out && s.probe_until > now) {
       return {StoreGrant::Kind::kAwaitProbe, duration_of(s.probe_until - now), s.epoch, WaitCause::kProbe};
     }
-    if (wait > max_wait) return {StoreGrant::Kind::kTooLate, duration_of(wait), s.epoch, cause};
+    if (wait > max_wait) return {StoreGrant::Kind::kTooLate, duration_of(wait), s.epoch, cause, held_of(held, held_need)};
+    const std::optional<QuotaHeld> by = held_of(held, held_need);
     s.probe_out = true;
     s.probe_start = slot;
     s.probe_until = add(slot, rules.probe_timeout);
     commit(s, slot, rules, costs);
-    return {StoreGrant::Kind::kProbe, duration_of(wait), s.epoch, cause};
+    return {StoreGrant::Kind::kProbe, duration_of(wait), s.epoch, cause, by};
   }
-  if (wait > max_wait) return {StoreGrant::Kind::kTooLate, duration_of(wait), s.epoch, cause};
+  if (wait > max_wait) return {StoreGrant::Kind::kTooLate, duration_of(wait), s.epoch, cause, held_of(held, held_need)};
+  const std::optional<QuotaHeld> by = held_of(held, held_need);  // before commit() spends from the policy
   commit(s, slot, rules, costs);
-  return {StoreGrant::Kind::kGranted, duration_of(wait), s.epoch, cause};
+  return {StoreGrant::Kind::kGranted, duration_of(wait), s.epoch, cause, by};
 }
 
 namespace {

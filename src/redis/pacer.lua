@@ -478,9 +478,12 @@ local function acquire(key)
   -- The slot is the latest of these bounds; the first to set it is the
   -- cause (kernel.cpp's acquire, in the same order).
   local slot, cause = now, CAUSE_NONE
+  -- The announced policy that set the slot (if one did) and what the send
+  -- needs of it: the grant names it (StoreGrant::held).
+  local held, held_need = nil, 0
   local cool_cause = st.cc == 1 and CAUSE_QUOTA or CAUSE_COOLDOWN
-  local function bound(t, c)
-    if t > slot then slot, cause = t, c end
+  local function bound(t, c, by, by_need)
+    if t > slot then slot, cause, held, held_need = t, c, by, by_need or 0 end
   end
   -- Slots spread out after a cooldown are still the cooldown's doing.
   bound(st.tat, st.tat <= st.se and cool_cause or CAUSE_QUEUE)
@@ -491,13 +494,13 @@ local function acquire(key)
     if p[P_REMAINING] >= 0 then
       if n > p[P_REMAINING] then
         -- Not enough left: the next window (its probe) decides.
-        bound(p[P_RESET], CAUSE_QUOTA)
+        bound(p[P_RESET], CAUSE_QUOTA, p, n)
       elseif smooth and n > 0 then
         -- A smooth slot past the reset means: the next send is the probe, at the reset.
-        bound(math.min(p[P_NEXT], p[P_RESET]), CAUSE_QUOTA)
+        bound(math.min(p[P_NEXT], p[P_RESET]), CAUSE_QUOTA, p, n)
       end
     elseif p[P_LIMIT] > 0 and p[P_WINDOW] > 0 and n > 0 then
-      bound(p[P_NEXT], CAUSE_QUOTA)
+      bound(p[P_NEXT], CAUSE_QUOTA, p, n)
     end
   end
 
@@ -530,10 +533,16 @@ local function acquire(key)
   end
 
   local wait = slot - now
+  -- The grant's reply: kind, wait, epoch, cause, then the policy that set the
+  -- wait (remaining, limit, need, unit), read before commit spends from it.
+  local function reply(k)
+    if held == nil then return {k, wait, st.e, cause} end
+    return {k, wait, st.e, cause, held[P_REMAINING], held[P_LIMIT], held_need, unit_of(held)}
+  end
   local kind = GRANT_GRANTED
   if ended or st.pn == 1 then
     if st.po == 1 and st.pu > now then return {GRANT_AWAIT_PROBE, st.pu - now, st.e, CAUSE_PROBE} end
-    if wait > max_wait then return {GRANT_TOO_LATE, wait, st.e, cause} end
+    if wait > max_wait then return reply(GRANT_TOO_LATE) end
     -- This caller is the probe. Its answer (any record received after its
     -- slot) releases the others; if none comes by pu, the next caller probes.
     st.po = 1
@@ -541,11 +550,12 @@ local function acquire(key)
     st.pu = slot + probe_timeout
     kind = GRANT_PROBE
   elseif wait > max_wait then
-    return {GRANT_TOO_LATE, wait, st.e, cause}
+    return reply(GRANT_TOO_LATE)
   end
+  local answer = reply(kind)
   commit(st, slot, smooth, stretch, spread, costs)
   save(key, st, now)
-  return {kind, wait, st.e, cause}
+  return answer
 end
 
 -- ---- record ----------------------------------------------------------------------

@@ -79,11 +79,14 @@ ScriptReply PacerScript::run(Connection& connection, std::string_view key, std::
   }
   if (!r) return no_reply();
   if (r->type == REDIS_REPLY_ERROR) return error_reply(std::string(r->str, std::min(r->len, kMaxErrorBytes)));
-  ScriptReply out{ScriptReply::Kind::kOk, {}, {}};
+  ScriptReply out{ScriptReply::Kind::kOk, {}, {}, {}};
   if (r->type == REDIS_REPLY_ARRAY) {
     out.values.reserve(r->elements);
     for (std::size_t i = 0; i < r->elements; ++i) {
       const redisReply* el = r->element[i];
+      if (el != nullptr && el->type == REDIS_REPLY_STRING && out.text.empty()) {
+        out.text.assign(el->str, std::min(el->len, kMaxTextBytes));
+      }
       out.values.push_back(el != nullptr && el->type == REDIS_REPLY_INTEGER ? el->integer : 0);
     }
   }

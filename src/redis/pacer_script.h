@@ -149,9 +149,11 @@ struct ScriptReply {
     kError,    // Redis answered with an error: `error` (server bytes, at most 200)
   };
   Kind kind = Kind::kNoReply;
-  std::vector<long long> values;
+  std::vector<long long> values;  // a string element counts 0 here
   std::string error;
+  std::string text{};  // the reply's first string element (a unit's name), at most kMaxTextBytes
 };
+inline constexpr std::size_t kMaxTextBytes = 64;
 
 class Connection;
 

@@ -92,6 +92,14 @@ WaitCause wait_cause(const std::vector<long long>& out) {
 }
 
 
+// The policy that set a grant's wait: the reply's elements 5 to 8 (remaining,
+// limit, need, unit), present only when one did.
+std::optional<QuotaHeld> quota_held(const std::vector<long long>& out, std::string unit) {
+  if (out.size() < 8) return std::nullopt;
+  return QuotaHeld{std::move(unit), std::max<long long>(out[4], -1), std::max<long long>(out[5], 0),
+                   std::max<long long>(out[6], 0)};
+}
+
 enum class Outcome { kOk, kDown, kBusy, kRefused };
 
 // Errors that say the server cannot serve anyone now, rather than that it
@@ -247,7 +255,9 @@ struct RedisStore::Impl {
 
   // Runs one operation of the script on a key. On kOk, `out` holds the
   // integers it returned.
-  Outcome run(const std::string& key, std::span<const std::string> args, MonoTime now, std::vector<long long>& out) {
+  // `text`, when given, receives the reply's string element (ScriptReply::text).
+  Outcome run(const std::string& key, std::span<const std::string> args, MonoTime now, std::vector<long long>& out,
+              std::string* text = nullptr) {
     bool retrying = false;
     if (!may_try(now, retrying)) return Outcome::kDown;
     // A pooled connection may have died quietly (a restarted server): then
@@ -289,6 +299,7 @@ struct RedisStore::Impl {
         return Outcome::kRefused;
       }
       out = std::move(r.values);
+      if (text != nullptr) *text = std::move(r.text);
       mark_up();
       return Outcome::kOk;
     }
@@ -412,7 +423,8 @@ class RedisStore::Impl::Key final : public QuotaStore::Handle {
     };
     add_costs(args, request.costs);
     std::vector<long long> out;
-    const Outcome o = store_->run(key_, args, request.now, out);
+    std::string unit;
+    const Outcome o = store_->run(key_, args, request.now, out, &unit);
     if (o == Outcome::kOk && out.size() >= 3) {
       if (const auto kind = grant_kind(out[0])) {
         StoreGrant g;
@@ -420,6 +432,7 @@ class RedisStore::Impl::Key final : public QuotaStore::Handle {
         g.wait = from_micros(out[1]);
         g.epoch = static_cast<std::uint64_t>(std::max<long long>(out[2], 0)) & ~kFallbackEpoch;
         g.cause = wait_cause(out);
+        g.held = quota_held(out, std::move(unit));
         return g;
       }
     }

@@ -17,6 +17,7 @@
 // deferred, not_retryable, ...: the command succeeded in explaining it); 1 when
 // the input cannot be read or is not a response head; 2 for a usage error.
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -31,10 +32,13 @@
 #include "abide/planner.h"
 #include "abide/profiles.h"
 #include "abide/signals.h"
+#include "body_hint.h"
 #include "command.h"
 #include "common.h"
 #include "explain_text.h"
 #include "learned_text.h"
+#include "llm/cost_estimate.h"
+#include "profile_select.h"
 #include "signals_json.h"
 #include "time_option.h"
 
@@ -60,6 +64,7 @@ struct Options {
   std::optional<double> max_wait_s;
   bool json = false;
   bool history = false;
+  std::string cost;  // --cost: what the next request needs, as Abide-Cost
   std::string file;
 };
 
@@ -97,6 +102,83 @@ std::vector<std::string_view> split_heads(std::string_view text) {
     heads.push_back(text.substr(starts[i], end - starts[i]));
   }
   return heads;
+}
+
+// The body after the last head of `text` (what follows its empty line), as
+// `curl -sD - URL` prints an answer: a limited answer's wait may be there.
+std::string_view body_after_last_head(std::string_view text) {
+  const auto heads = split_heads(text);
+  if (heads.empty()) return {};
+  const std::string_view last = heads.back();
+  for (const std::string_view end : {std::string_view("\r\n\r\n"), std::string_view("\n\n")}) {
+    const auto at = last.find(end);
+    if (at != std::string_view::npos) return last.substr(at + end.size());
+  }
+  return {};
+}
+
+// What the pacer would do with the next request of the key, given what it
+// needs (--cost): send it now, or hold it until `at` for `cause`.
+struct NextSend {
+  std::vector<UnitCost> costs;
+  bool now = false;
+  Duration wait{};
+  std::optional<WallTime> at;
+  WaitCause cause = WaitCause::kNone;
+  std::optional<QuotaHeld> held;
+};
+
+NextSend next_send(Pacer& pacer, const Pacer::Key& key, std::vector<UnitCost> costs, MonoTime mono, WallTime wall) {
+  NextSend n;
+  n.costs = std::move(costs);
+  Pacer::Ticket ticket;
+  const TryAcquireResult r = pacer.try_acquire(ticket, key, std::nullopt, n.costs);
+  n.cause = r.cause;
+  n.held = r.held;
+  n.now = r.ok();
+  if (!n.now) {
+    n.wait = r.at > mono ? r.at - mono : Duration::zero();
+    n.at = saturating_add(wall, n.wait);
+  }
+  if (r.ok() && r.probe) pacer.abandon_probe(key);  // nothing is sent
+  return n;
+}
+
+std::string costs_text(std::span<const UnitCost> costs) {
+  std::string s;
+  for (const UnitCost& c : costs) s += (s.empty() ? "" : ", ") + c.unit + "=" + std::to_string(c.amount);
+  return s;
+}
+
+std::string next_send_text(const NextSend& n) {
+  std::string s = "Next request (" + costs_text(n.costs) + "): ";
+  if (n.now) return s + "may be sent now; the quotas this answer states have room for it.\n";
+  char wait[32];
+  std::snprintf(wait, sizeof wait, "%.1f", to_seconds(n.wait));
+  s += std::string("held ") + wait + " s, until " + format_rfc3339(*n.at) + ", by " + std::string(describe(n.cause));
+  if (n.held) s += ": " + safe_text(describe(*n.held));
+  return s + ".\n";
+}
+
+nlohmann::ordered_json next_send_json(const NextSend& n) {
+  nlohmann::ordered_json j;
+  nlohmann::ordered_json costs = nlohmann::ordered_json::object();
+  for (const UnitCost& c : n.costs) costs[c.unit] = c.amount;
+  j["costs"] = std::move(costs);
+  j["now"] = n.now;
+  j["wait_s"] = seconds_json(n.wait);
+  j["not_before"] = n.at ? nlohmann::ordered_json(format_rfc3339(*n.at)) : nlohmann::ordered_json(nullptr);
+  j["cause"] = n.now ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(std::string(describe(n.cause)));
+  if (n.held) {
+    j["held_by"] = {{"unit", n.held->unit.empty() ? std::string("requests") : safe_text(n.held->unit)},
+                    {"remaining", n.held->remaining >= 0 ? nlohmann::ordered_json(n.held->remaining) : nullptr},
+                    {"limit", n.held->limit > 0 ? nlohmann::ordered_json(n.held->limit) : nullptr},
+                    {"needed", n.held->need},
+                    {"text", safe_text(describe(*n.held))}};
+  } else {
+    j["held_by"] = nullptr;
+  }
+  return j;
 }
 
 // What a run of answers from one key taught, replayed through a pacer of its
@@ -178,6 +260,15 @@ int run(const Options& o) {
   const std::string where = o.file.empty() || o.file == "-" ? "<stdin>" : o.file;
   const auto head = parse_response_head(*text);
   if (!head) return reject(where + ":" + std::to_string(head.error().line) + ": " + head.error().message);
+  std::vector<UnitCost> costs;
+  if (!o.cost.empty()) {
+    auto parsed = detail::parse_cost_header(o.cost);
+    if (!parsed) {
+      std::cerr << "abide: --cost: " << parsed.error() << "\n";
+      return kExitUsage;
+    }
+    costs = std::move(*parsed);
+  }
 
   const std::string host = host_of(o.host);
   ObserveOptions options;
@@ -189,18 +280,20 @@ int run(const Options& o) {
   WallTime now = time_or_now(o.now);
   MonoTime mono = system_monotonic_clock().now();
 
+  // The answers go through a pacer of their own, at the times they were
+  // received: what they taught, and what the next request would meet.
+  ReplayMono replay_mono;
+  ReplayWall replay_wall;
+  PacerConfig pc;
+  pc.mono = &replay_mono;
+  pc.wall = &replay_wall;
+  Pacer pacer(pc);
+  const Pacer::Key key = pacer.key("explain");
   std::optional<History> history;
   if (o.history) {
-    // Every head, in order, through a pacer of its own: the last one is the
-    // answer explained, received at its Date unless --now says otherwise.
+    // Every head, in order: the last one is the answer explained, received
+    // at its Date unless --now says otherwise.
     const auto heads = split_heads(*text);
-    ReplayMono replay_mono;
-    ReplayWall replay_wall;
-    PacerConfig pc;
-    pc.mono = &replay_mono;
-    pc.wall = &replay_wall;
-    Pacer pacer(pc);
-    const Pacer::Key key = pacer.key("explain");
     std::optional<WallTime> first_date;
     std::size_t line = 1;
     history.emplace();
@@ -224,14 +317,27 @@ int run(const Options& o) {
       const bool last = i + 1 == heads.size();
       replay_wall.t = last && o.now ? *o.now : at;
       replay_mono.t = MonoTime{std::chrono::hours{1000}} + (replay_wall.t - *first_date);
-      pacer.record(key, observe(h->status, h->headers, replay_wall.t, replay_mono.t, options));
+      if (!last) pacer.record(key, observe(h->status, h->headers, replay_wall.t, replay_mono.t, options));
       ++history->answers;
     }
-    history->learned = pacer.learned(key);
     now = replay_wall.t;
     mono = replay_mono.t;
   }
-  const Signals s = observe(head->status, head->headers, now, mono, options);
+  Signals s = observe(head->status, head->headers, now, mono, options);
+  // A limited answer whose vendor states the wait in the body (Gemini's
+  // retryDelay): read as the engine reads it, so the source is named.
+  if (s.limited) {
+    if (const Profile* profile = detail::selected_profile(options); profile != nullptr && !profile->body_hints.empty()) {
+      const std::string_view body = body_after_last_head(*text);
+      (void)detail::apply_body_hint(profile->body_hints, body.substr(0, detail::kMaxBodyHintBytes), s);
+    }
+  }
+  replay_wall.t = now;
+  replay_mono.t = mono;
+  pacer.record(key, s);
+  if (history) history->learned = pacer.learned(key);
+  std::optional<NextSend> next;
+  if (!costs.empty()) next = next_send(pacer, key, std::move(costs), mono, now);
 
   PlannerConfig config;
   config.backoff = BackoffPolicy(seconds_duration(o.backoff_base_s), seconds_duration(o.backoff_cap_s),
@@ -253,6 +359,7 @@ int run(const Options& o) {
   if (o.json) {
     nlohmann::ordered_json j = plan_json(c);
     if (history) j["learned"] = learned_json(*history);
+    if (next) j["next"] = next_send_json(*next);
     // Every string is printable ASCII by now; the handler is the last guard
     // against a throw on invalid UTF-8.
     std::cout << j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
@@ -264,6 +371,7 @@ int run(const Options& o) {
                                      : std::string("nothing (no limited answer, or the server announces its quota)"))
                 << "\n";
     }
+    if (next) std::cout << "\n" << next_send_text(*next);
   }
   return kExitOk;
 }
@@ -318,7 +426,11 @@ const Registration explain_cmd{
       app.add_flag("--history", o->history,
                    "FILE holds a key's answers in the order received (curl -sD - URL URL ...), each with its "
                    "Date: say what they teach (\"learned\"), and explain the last");
-      app.add_option("file", o->file, "File holding the response head (default: standard input)");
+      app.add_option("--cost", o->cost,
+                     "What the next request needs of the quotas, as Abide-Cost (tokens=4100, input-tokens=900): "
+                     "say whether the answer's quotas hold it back, and which");
+      app.add_option("file", o->file,
+                     "File holding the response head, and the body after it if any (default: standard input)");
       return [o] { return run(*o); };
     }};
 

@@ -125,7 +125,9 @@ line on stderr says so).
 
 constexpr const char* kFooterEnd = R"(--stats FILE writes a JSON summary: requests, done, attempts, retries,
 status_counts {"STATUS": count}, transport_errors, outcomes {kind: count},
-ambiguous, waited_s (summed over requests), elapsed_s, interrupted, and
+ambiguous, waited_s (summed over requests), held_by {UNIT: {sends, paced_s,
+deferred, last}} (the announced quotas that held sends back, "last" in words such as
+"tokens: 1,850 of 40,000 left, 4,100 needed"), elapsed_s, interrupted, and
 unfinished [{url, outcome, not_before (RFC 3339 or null), method, index,
 reason, ambiguous, resumable}], and learned [{key, count, window_s,
 window_measured, windows, from, text}]: the quota each pacer key learned from

@@ -253,7 +253,13 @@ void RunSummary::add(std::size_t seq, const FetchJob& job, const RequestOutcome&
     if (a.number > 1) ++retries_;
     if (a.status != 0) ++statuses_[a.status];
     else ++transport_errors_;
+    if (a.held) {
+      Held& h = held_by(*a.held);
+      ++h.sends;
+      h.paced += a.paced;
+    }
   }
+  if (o.held && !o.done()) ++held_by(*o.held).deferred;
   if (o.done()) return;  // nothing of a finished request is kept
   UnfinishedRequest u;
   u.seq = seq;
@@ -265,6 +271,12 @@ void RunSummary::add(std::size_t seq, const FetchJob& job, const RequestOutcome&
   u.ambiguous = o.ambiguous;
   u.http_failed = http_failed;
   unfinished_.push_back(std::move(u));
+}
+
+RunSummary::Held& RunSummary::held_by(const QuotaHeld& held) {
+  Held& h = held_[held.unit.empty() ? "requests" : held.unit];
+  h.last = describe(held);
+  return h;
 }
 
 std::vector<UnfinishedRequest> RunSummary::unfinished() const {
@@ -301,6 +313,11 @@ nlohmann::ordered_json RunSummary::stats(Duration elapsed, bool interrupted) con
   j["outcomes"] = std::move(outcome_counts);
   j["ambiguous"] = ambiguous_;
   j["waited_s"] = to_seconds(waited_);
+  nlohmann::ordered_json held = nlohmann::ordered_json::object();
+  for (const auto& [unit, h] : held_) {
+    held[safe_text(unit)] = {{"sends", h.sends}, {"paced_s", to_seconds(h.paced)}, {"deferred", h.deferred}, {"last", safe_text(h.last)}};
+  }
+  j["held_by"] = std::move(held);
   j["elapsed_s"] = to_seconds(elapsed);
   j["interrupted"] = interrupted;
   j["unfinished"] = std::move(unfinished);

@@ -118,6 +118,16 @@ class RunSummary {
   std::map<int, std::uint64_t> statuses_;
   std::map<std::string, std::uint64_t> kinds_;
   std::vector<UnfinishedRequest> unfinished_;
+  // Per quota unit ("requests", "tokens", ...): the sends it paced, for how
+  // long in all, the requests it deferred, and the last one's counts in words.
+  struct Held {
+    std::uint64_t sends = 0;
+    Duration paced{};
+    std::uint64_t deferred = 0;
+    std::string last;
+  };
+  Held& held_by(const QuotaHeld& held);
+  std::map<std::string, Held> held_;
 };
 
 // The resume file: every resumable request that is not done, with its

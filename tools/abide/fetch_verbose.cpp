@@ -56,8 +56,10 @@ void verbose_event(Progress& progress, const FetchJob& job, const ClientEvent& e
       break;
     }
     case K::kWaitEnded:
-      if (e.wait_kind == ClientEvent::WaitKind::kPacer && e.wait >= 1ms)
-        progress.print_line(tag + "paced " + fmt_seconds(e.wait));
+      if (e.wait_kind == ClientEvent::WaitKind::kPacer && e.wait >= 1ms) {
+        progress.print_line(tag + "paced " + fmt_seconds(e.wait) +
+                            (e.held ? " by " + safe_text(describe(*e.held)) : std::string()));
+      }
       break;
     case K::kFinished: {
       // An outcome that the last decision gave has had its reason printed with

@@ -283,7 +283,8 @@ void ProxyServer::Core::on_event(const ClientEvent& e) {
     case K::kWaitEnded:
       if (e.wait >= std::chrono::milliseconds{1})
         log(cat_line("[", id, "] waited ", proxy_server::seconds_text(e.wait), " (",
-                     proxy_server::wait_name(e.wait_kind), e.cancelled ? ", cancelled)" : ")"));
+                     proxy_server::wait_name(e.wait_kind), e.cancelled ? ", cancelled)" : ")",
+                     e.held ? " by " + cli::safe_text(describe(*e.held), 256) : std::string()));
       break;
     case K::kFinished:
       if (e.outcome != nullptr)

@@ -81,6 +81,13 @@ void Stats::request_answered(std::string_view origin, int status, const RequestO
   waits_ += static_cast<std::uint64_t>(std::count_if(outcome->attempts.begin(), outcome->attempts.end(),
                                                      [](const Attempt& a) { return a.paced > Duration::zero(); }));
   if (outcome->waited > Duration::zero()) waited_s_ += to_seconds(outcome->waited);
+  for (const Attempt& a : outcome->attempts) {
+    if (!a.held) continue;
+    QuotaHolds& h = holds_locked(*a.held);
+    ++h.paced;
+    h.waited_s += to_seconds(a.paced);
+  }
+  if (outcome->held && deferral(outcome->kind)) ++holds_locked(*outcome->held).deferred;
   auto count = [&](std::string_view name) {
     auto it = outcomes_.find(name);
     if (it == outcomes_.end()) it = outcomes_.emplace(std::string(name), 0).first;
@@ -90,6 +97,17 @@ void Stats::request_answered(std::string_view origin, int status, const RequestO
   if (outcome->ambiguous) count("ambiguous");
   if (deferral(outcome->kind)) ++deferrals_;
   if (!origin.empty() && outcome->not_before_wall) cooldown_locked(origin, *outcome->not_before_wall, now);
+}
+
+Stats::QuotaHolds& Stats::holds_locked(const QuotaHeld& held) {
+  std::string unit = held.unit.empty() ? std::string("requests") : printable(held.unit, 64);
+  auto it = quota_held_.find(unit);
+  if (it == quota_held_.end()) {
+    if (quota_held_.size() >= kMaxQuotaUnits) unit = "other";
+    it = quota_held_.try_emplace(std::move(unit)).first;
+  }
+  it->second.last = printable(describe(held), 256);
+  return it->second;
 }
 
 void Stats::cooldown(std::string_view origin, WallTime until) {
@@ -153,6 +171,11 @@ nlohmann::ordered_json Stats::json(WallTime now) const {
     cooldowns[origin] = {{"until", rfc3339_millis(until)}, {"left_s", seconds_left(until, now)}};
   }
   j["cooldowns"] = std::move(cooldowns);
+  nlohmann::ordered_json held = nlohmann::ordered_json::object();
+  for (const auto& [unit, h] : quota_held_) {
+    held[unit] = {{"paced", h.paced}, {"deferred", h.deferred}, {"waited_s", h.waited_s}, {"last", h.last}};
+  }
+  j["quota_held"] = std::move(held);
   return j;
 }
 
@@ -188,6 +211,14 @@ std::string Stats::prometheus(WallTime now) const {
     if (until <= now) continue;
     labelled(out, "abide_proxy_cooldown_seconds", "upstream", origin, number(seconds_left(until, now)));
   }
+  family(out, "abide_proxy_quota_held_total", "counter",
+         "Requests an announced quota held back (attempts paced, or deferred), by the quota's unit.");
+  for (const auto& [unit, h] : quota_held_)
+    labelled(out, "abide_proxy_quota_held_total", "quota", unit, std::to_string(h.paced + h.deferred));
+  family(out, "abide_proxy_quota_held_seconds_total", "counter",
+         "Time attempts waited for an announced quota, by the quota's unit, in seconds.");
+  for (const auto& [unit, h] : quota_held_)
+    labelled(out, "abide_proxy_quota_held_seconds_total", "quota", unit, number(h.waited_s));
   return out;
 }
 

@@ -43,18 +43,31 @@ class Stats {
 
   // {"requests":N,"answered":{"200":N,...},"attempts":N,"retries":N,"waits":N,
   //  "waited_s":X,"outcomes":{"done":N,...},"deferrals":N,"held":N,"transfers":N,
-  //  "cooldowns":{"https://api.x.com":{"until":"RFC 3339","left_s":X}}}
+  //  "cooldowns":{"https://api.x.com":{"until":"RFC 3339","left_s":X}},
+  //  "quota_held":{"tokens":{"paced":N,"deferred":N,"waited_s":X,"last":"tokens: 1,850 of 40,000 left, 4,100 needed"}}}
   nlohmann::ordered_json json(WallTime now) const;
   // abide_proxy_requests_total, abide_proxy_answers_total{status}, abide_proxy_attempts_total,
   // abide_proxy_retries_total, abide_proxy_waits_total, abide_proxy_waited_seconds_total,
   // abide_proxy_outcomes_total{outcome}, abide_proxy_deferrals_total, abide_proxy_held,
   // abide_proxy_transfers, abide_proxy_cooldown_seconds{upstream} (only cooldowns still
-  // running), each with # HELP and # TYPE; label values escaped (\\, \", \n).
+  // running), abide_proxy_quota_held_total{quota}, abide_proxy_quota_held_seconds_total{quota},
+  // each with # HELP and # TYPE; label values escaped (\\, \", \n).
   std::string prometheus(WallTime now) const;
 
  private:
   static constexpr std::size_t kMaxCooldowns = 4096;
+  // Quota units are a server's words: a few are kept, further ones counted as "other".
+  static constexpr std::size_t kMaxQuotaUnits = 32;
   void cooldown_locked(std::string_view origin, WallTime until, WallTime now);
+  // What one announced quota held back: attempts it paced, requests it
+  // deferred, the time attempts waited for it, and the last one's counts.
+  struct QuotaHolds {
+    std::uint64_t paced = 0;
+    std::uint64_t deferred = 0;
+    double waited_s = 0;
+    std::string last;
+  };
+  QuotaHolds& holds_locked(const QuotaHeld& held);
 
   const WallClock* wall_;
   mutable std::mutex mu_;
@@ -69,6 +82,7 @@ class Stats {
   std::map<int, std::uint64_t> answered_;
   std::map<std::string, std::uint64_t, std::less<>> outcomes_;
   std::map<std::string, WallTime, std::less<>> cooldowns_;  // origin (printable) to its end; at most kMaxCooldowns
+  std::map<std::string, QuotaHolds, std::less<>> quota_held_;  // by unit (printable); at most kMaxQuotaUnits + 1
 };
 
 }  // namespace abide::proxy
