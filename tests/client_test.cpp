@@ -833,6 +833,153 @@ TEST(OwnHandle, CallersCallbacksGetTheFinalAnswerAndAreSetBackAfterwards) {
   EXPECT_EQ(server.seen().size(), 3u);
 }
 
+// ---- A limited answer whose body is read for its wait (Gemini's retryDelay) ----
+
+// What the caller's callbacks saw, in order: "H" for a head line, "B" for body.
+struct CallbackLog {
+  std::vector<std::pair<char, std::string>> seen;
+  std::string heads() const {
+    std::string all;
+    for (const auto& [what, text] : seen)
+      if (what == 'H') all += text;
+    return all;
+  }
+  std::string body() const {
+    std::string all;
+    for (const auto& [what, text] : seen)
+      if (what == 'B') all += text;
+    return all;
+  }
+};
+std::size_t log_head(char* data, std::size_t size, std::size_t n, void* user) {
+  static_cast<CallbackLog*>(user)->seen.emplace_back('H', std::string(data, size * n));
+  return size * n;
+}
+std::size_t log_body(char* data, std::size_t size, std::size_t n, void* user) {
+  static_cast<CallbackLog*>(user)->seen.emplace_back('B', std::string(data, size * n));
+  return size * n;
+}
+HandleCallbacks logging_to(CallbackLog& log) {
+  HandleCallbacks cb;
+  cb.write = &log_body;
+  cb.write_data = &log;
+  cb.header = &log_head;
+  cb.header_data = &log;
+  return cb;
+}
+
+std::string retry_info(std::string_view delay) {
+  return R"({"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[)"
+         R"({"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":")" +
+         std::string(delay) + R"("}]}})";
+}
+
+ClientConfig gemini_config() {
+  ClientConfig c = fast_config();
+  c.profile = "gemini";  // the test server is not Google's host
+  return c;
+}
+
+// Retried: the 429's head and body are not the caller's; only the 200 is.
+TEST(OwnHandle, ABodyReadForItsWaitIsNotTheCallersWhenTheAnswerIsRetried) {
+  TestServer server;
+  server.svr().Post("/gen", [&](const httplib::Request& req, httplib::Response& res) {
+    if (server.log(req) == 0) {
+      res.status = 429;
+      res.set_header("X-Limited", "yes");
+      res.set_content(retry_info("0.2s"), "application/json");
+      return;
+    }
+    res.set_header("X-Final", "yes");
+    res.set_content("generated", "text/plain");
+  });
+  CallersHandle h;
+  CallbackLog log;
+  curl_easy_setopt(h.easy.get(), CURLOPT_POSTFIELDS, "{}");
+  Client client(gemini_config());
+  Request r;
+  r.method = "POST";
+  r.url = server.url("/gen");
+  r.idempotency_key = "k1";
+  const RequestOutcome out = client.perform(h.easy.get(), r, logging_to(log));
+  ASSERT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
+  ASSERT_EQ(out.attempts.size(), 2u);
+  EXPECT_NE(out.attempts[0].reason.find("retryDelay"), std::string::npos) << out.attempts[0].reason;
+  EXPECT_GE(out.attempts[1].started_mono - out.attempts[0].started_mono, 200ms);
+  EXPECT_EQ(log.heads().rfind("HTTP/1.1 200", 0), 0u) << log.heads();
+  EXPECT_EQ(log.heads().find("429"), std::string::npos) << log.heads();
+  EXPECT_EQ(log.heads().find("X-Limited"), std::string::npos) << log.heads();
+  EXPECT_EQ(log.body(), "generated");
+  ASSERT_FALSE(log.seen.empty());
+  EXPECT_EQ(log.seen.back().first, 'B');
+}
+
+// The answer ends the request (its wait is past the deadline): its head goes
+// to the header callback once, whole, before any of its body.
+TEST(OwnHandle, ABodyReadForItsWaitReachesTheCallerAfterItsHeadWhenFinal) {
+  TestServer server;
+  const std::string limited = retry_info("52s");
+  server.svr().Get("/gen", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    res.status = 429;
+    res.set_header("X-Limited", "yes");
+    res.set_content(limited, "application/json");
+  });
+  CallersHandle h;
+  CallbackLog log;
+  Client client(gemini_config());
+  Request r;
+  r.url = server.url("/gen");
+  r.deadline = system_monotonic_clock().now() + 5s;
+  const RequestOutcome out = client.perform(h.easy.get(), r, logging_to(log));
+  EXPECT_EQ(out.kind, OutcomeKind::kDeadlineExceeded) << out.reason;
+  ASSERT_EQ(out.attempts.size(), 1u);
+  EXPECT_EQ(server.seen().size(), 1u);
+  const std::string heads = log.heads();
+  EXPECT_EQ(heads.rfind("HTTP/1.1 429", 0), 0u) << heads;
+  EXPECT_EQ(heads.find("HTTP/1.1 429", 1), std::string::npos) << "the head was given twice: " << heads;
+  EXPECT_NE(heads.find("X-Limited: yes"), std::string::npos) << heads;
+  EXPECT_EQ(log.body(), limited);
+  // Every head line comes before the first body byte.
+  bool body_begun = false;
+  for (const auto& [what, text] : log.seen) {
+    if (what == 'B') body_begun = true;
+    EXPECT_FALSE(body_begun && what == 'H') << "a head line after the body: " << text;
+  }
+  ASSERT_TRUE(out.not_before_mono);
+  EXPECT_GE(*out.not_before_mono - out.attempts[0].started_mono, 52s);
+}
+
+// A limited answer with nothing in its body still gives the caller its head
+// (the body was awaited for a wait, and none came).
+TEST(OwnHandle, ALimitedAnswerWithAnEmptyBodyStillGivesItsHead) {
+  TestServer server;
+  server.svr().Get("/gen", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    res.status = 429;
+    res.set_header("X-Limited", "yes");
+    // Chunked and empty: the body is read for a wait until it ends.
+    res.set_chunked_content_provider("application/json", [](std::size_t, httplib::DataSink& sink) {
+      sink.done();
+      return true;
+    });
+  });
+  CallersHandle h;
+  CallbackLog log;
+  ClientConfig c = gemini_config();
+  c.max_attempts = 1;
+  Client client(c);
+  Request r;
+  r.url = server.url("/gen");
+  const RequestOutcome out = client.perform(h.easy.get(), r, logging_to(log));
+  EXPECT_NE(out.kind, OutcomeKind::kDone) << out.reason;
+  ASSERT_EQ(out.attempts.size(), 1u);
+  EXPECT_EQ(out.attempts[0].status, 429);
+  EXPECT_EQ(log.heads().rfind("HTTP/1.1 429", 0), 0u) << log.heads();
+  EXPECT_NE(log.heads().find("X-Limited: yes"), std::string::npos) << log.heads();
+  for (const auto& [what, text] : log.seen) EXPECT_EQ(what, 'H') << "the write callback was called with nothing";
+}
+
 TEST(OwnHandle, OptionThatFailsBeforeSendingIsNotSentSoEvenPostIsRepeated) {
   int closed_port = 0;
   {

@@ -59,6 +59,7 @@ engine::BodySink HandleTransport::sink() {
   }
   return [this, fn = body_function(callbacks_), data = callbacks_.write_data](std::string_view chunk) {
     if (head_owed_ && !give_head()) return false;
+    if (chunk.empty()) return true;  // libcurl never calls a write callback with nothing
     // The chunk is libcurl's own (writable) buffer, handed on as libcurl would.
     return fn(const_cast<char*>(chunk.data()), 1, chunk.size(), data) == chunk.size();
   };
