@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ascii.h"
+#include "pacing/kernel.h"
 #include "string_hash.h"
 
 namespace abide {
@@ -59,18 +60,8 @@ std::string bounded(std::string s, std::size_t max) {
   return s;
 }
 
-bool is_requests(std::string_view unit) { return unit.empty() || ascii::iequals(unit, "requests"); }
-
 bool has_unit(const std::vector<UnitCost>& costs, std::string_view unit) {
   return std::any_of(costs.begin(), costs.end(), [&](const UnitCost& c) { return ascii::iequals(c.unit, unit); });
-}
-
-// The amount of `unit` among `costs` (none: 0).
-std::int64_t amount_in(std::span<const UnitCost> costs, std::string_view unit) {
-  for (const UnitCost& c : costs) {
-    if (ascii::iequals(c.unit, unit)) return std::clamp<std::int64_t>(c.amount, 0, LearnedPolicyBounds::kMaxCount);
-  }
-  return 0;
 }
 
 std::uint64_t splitmix(std::uint64_t x) noexcept {
@@ -288,7 +279,7 @@ void note_floor(Pacer::Local& l, const StoreRecord& rec, MonoTime received) {
   for (const auto& u : rec.policies) {
     // A spent quota of tokens or bytes holds only the sends that need some
     // (the store's), not the key: the floor is for what holds every send.
-    if (!is_requests(u.unit)) continue;
+    if (!pacing::is_requests(u.unit)) continue;
     const std::optional<MonoTime> until = follow_window_locked(l, u, rec.now, received);
     if (until && *u.remaining <= 0) raise_floor_locked(l, *until, WaitCause::kQuota);
   }
@@ -982,7 +973,7 @@ void Pacer::record(const Key& key, const Signals& signals, SendCosts costs) {
     // quota it does not count (bytes, tokens), still hold in full.
     Duration floor = permitted.retry_after.value_or(Duration::zero());
     for (const auto& o : signals.quota) {
-      if (!is_requests(o.unit) && o.remaining && *o.remaining <= 0 && o.reset) floor = std::max(floor, *o.reset);
+      if (!pacing::is_requests(o.unit) && o.remaining && *o.remaining <= 0 && o.reset) floor = std::max(floor, *o.reset);
     }
     rec.cooldown_floor = floor > rec.age ? floor - rec.age : Duration::zero();
   }
@@ -992,7 +983,7 @@ void Pacer::record(const Key& key, const Signals& signals, SendCosts costs) {
     if (rec.policies.size() >= 2 * QuotaStore::kMaxPolicies) break;
     // The server's own word on what this request cost (the draft's `c`)
     // settles its reservation of that unit, unless the caller knows better.
-    if (o.cost && !is_requests(o.unit) && !has_unit(rec.used, o.unit)) rec.used.push_back({o.unit, *o.cost});
+    if (o.cost && !pacing::is_requests(o.unit) && !has_unit(rec.used, o.unit)) rec.used.push_back({o.unit, *o.cost});
     PolicyUpdate u;
     u.id = quota_scope(o);
     u.unit = o.unit;
@@ -1001,7 +992,7 @@ void Pacer::record(const Key& key, const Signals& signals, SendCosts costs) {
     u.remaining = o.remaining;
     std::optional<Duration> reset = o.reset;
     if (reset && o.reset_is_full_refill && o.remaining) {
-      const std::int64_t need = is_requests(o.unit) ? 0 : amount_in(costs.reserved, o.unit);
+      const std::int64_t need = pacing::is_requests(o.unit) ? 0 : pacing::amount_of(costs.reserved, o.unit);
       reset = full_refill_window(o, *reset, hold, need);
     }
     if (reset) u.reset = *reset > rec.age ? *reset - rec.age : Duration::zero();

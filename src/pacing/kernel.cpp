@@ -148,22 +148,11 @@ bool same_unit(std::string_view stated, std::string_view kept) {
   return ascii::iequals(stated.substr(0, kMaxUnitBytes), kept);
 }
 
-// The amount of `unit` among `costs` (none listed: nothing; listed twice:
-// the first), within the kernel's counts.
-std::int64_t amount_of(std::span<const UnitCost> costs, std::string_view unit) {
-  for (const UnitCost& c : costs) {
-    if (same_unit(c.unit, unit)) return std::clamp<std::int64_t>(c.amount, 0, kMaxLearned);
-  }
-  return 0;
-}
-
 // What a send needs of policy p: one unit of a request quota, its stated
 // amount of any other.
 std::int64_t need(const PolicyState& p, std::span<const UnitCost> costs) {
   return p.unit.empty() ? 1 : amount_of(costs, p.unit);
 }
-
-bool is_requests(std::string_view unit) { return unit.empty() || ascii::iequals(unit, "requests"); }
 
 // The amount blind grants of `unit` reserved (kernel.h, KeyState::blind_units).
 std::int64_t blind_amount(const KeyState& s, std::string_view unit) {
@@ -237,6 +226,15 @@ std::optional<QuotaHeld> held_of(const PolicyState* p, std::int64_t need) {
 }
 
 }  // namespace
+
+bool is_requests(std::string_view unit) { return unit.empty() || ascii::iequals(unit, "requests"); }
+
+std::int64_t amount_of(std::span<const UnitCost> costs, std::string_view unit) {
+  for (const UnitCost& c : costs) {
+    if (same_unit(c.unit, unit)) return std::clamp<std::int64_t>(c.amount, 0, kMaxLearned);
+  }
+  return 0;
+}
 
 std::string unit_of(std::string_view unit) {
   if (is_requests(unit)) return {};

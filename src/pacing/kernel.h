@@ -115,6 +115,13 @@ StoreGrant acquire(KeyState& s, MonoTime now, Duration max_wait, const PacingRul
 std::string unit_of(std::string_view unit);
 inline constexpr std::size_t kMaxUnitBytes = 32;
 
+// Whether a unit names a request quota ("" or "requests", in any case).
+bool is_requests(std::string_view unit);
+
+// The amount of `unit` among `costs` (none listed: 0; listed twice: the
+// first), within the kernel's counts; units compare as the kernel keeps them.
+std::int64_t amount_of(std::span<const UnitCost> costs, std::string_view unit);
+
 // Applies what one response said, and what it teaches the learner.
 RecordOutcome record(KeyState& s, const StoreRecord& r, const PacingRules& rules);
 
