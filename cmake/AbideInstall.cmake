@@ -11,7 +11,7 @@ include(CMakePackageConfigHelpers)
 set(ABIDE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/abide)
 set(ABIDE_INSTALL_PCDIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 # The headers of the optional parts; every other header of include/abide/ is core.
-set(ABIDE_CURL_HEADERS client.h)
+set(ABIDE_CURL_HEADERS client.h loop_client.h)
 set(ABIDE_REDIS_HEADERS redis_store.h)
 set(ABIDE_SQLITE_HEADERS sqlite_store.h)
 

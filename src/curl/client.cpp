@@ -7,13 +7,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <map>
 #include <mutex>
-#include <random>
 #include <thread>
 #include <utility>
 
 #include "abide/engine.h"
+#include "client_parts.h"
 #include "own_handle.h"
 #include "transfer.h"
 #include "transport.h"
@@ -25,57 +24,6 @@ using curl_detail::Transport;
 
 constexpr std::size_t kMaxJobs = 256;
 constexpr std::size_t kMaxIdleTransports = 256;
-
-std::shared_ptr<RandomSource> default_random() {
-  std::random_device rd;
-  const std::uint64_t seed = (std::uint64_t{rd()} << 32) ^ std::uint64_t{rd()};
-  return std::make_shared<SeededRandom>(seed);
-}
-
-// The client's own pacer counts the quotas its planner counts, so that both
-// hold the same permitted time (permitted_wait()).
-PacerConfig own_pacer_config(const ClientConfig& c) {
-  PacerConfig p = c.pacer_config;
-  p.use_low_confidence_quota = p.use_low_confidence_quota || c.planner.use_low_confidence_quota;
-  return p;
-}
-
-engine::Config engine_config(const ClientConfig& c, std::shared_ptr<Pacer> pacer,
-                             std::shared_ptr<RandomSource> random) {
-  engine::Config e;
-  e.planner = c.planner;
-  e.max_attempts = c.max_attempts;
-  e.pacer = std::move(pacer);
-  e.profile = c.profile;
-  e.registry = c.registry;
-  e.robust = c.robust;
-  e.heuristic = c.heuristic;
-  e.mono = c.mono;
-  e.wall = c.wall;
-  e.random = std::move(random);
-  e.on_event = c.on_event;  // Client's events are the engine's
-  return e;
-}
-
-// The engine's outcome, moved, with the body Client read.
-RequestOutcome with_body(engine::RequestOutcome&& e, std::string body) {
-  RequestOutcome out;
-  out.kind = e.kind;
-  out.reason = std::move(e.reason);
-  if (e.response) {
-    out.response.emplace();
-    static_cast<engine::Response&>(*out.response) = std::move(*e.response);
-    out.response->body = std::move(body);
-  }
-  out.body_bytes = e.body_bytes;
-  out.not_before_wall = e.not_before_wall;
-  out.not_before_mono = e.not_before_mono;
-  out.held = e.held;
-  out.ambiguous = e.ambiguous;
-  out.attempts = std::move(e.attempts);
-  out.waited = e.waited;
-  return out;
-}
 
 // One attempt over libcurl, reported to the engine. Without a ResponseSink
 // the final answer's body is kept (up to max_body_bytes); with one, it
@@ -94,73 +42,37 @@ class CurlAttempt final : public engine::Transport {
         transport_(transport),
         slots_(slots),
         mono_(mono),
-        wall_(wall),
-        sink_(sink) {}
+        wall_(wall) {
+    if (sink != nullptr) final_.emplace(*sink);
+  }
 
   std::string take_body() { return std::move(body_); }
 
   // The engine's body sink: none when the body is kept (the engine counts it),
   // else the ResponseSink's, its head first.
-  engine::BodySink body_sink() {
-    if (sink_ == nullptr) return {};
-    return [this](std::string_view chunk) { return to_sink(chunk); };
-  }
+  engine::BodySink body_sink() { return final_ ? final_->body_sink() : engine::BodySink{}; }
 
   void perform(const engine::Request&, const engine::Step& step, engine::Machine& m, std::stop_token stop) override {
-    machine_ = &m;
+    if (final_) final_->attach(m);
     if (!curl_detail::take_slot(slots_, request_, m, mono_, stop)) return;
     const curl_detail::TransferSlots::Held held(slots_.limit() != 0 ? &slots_ : nullptr);
-    curl_detail::TransferLimits limits;
-    limits.connect_timeout = config_.connect_timeout;
-    limits.timeout = config_.attempt_timeout;
-    limits.read_timeout = config_.read_timeout;
-    limits.max_header_bytes = config_.max_header_bytes;
-    limits.user_agent = config_.user_agent;
-    limits.default_fields = config_.default_fields;
-    limits.verify_tls = config_.verify_tls;
-    limits.proxy = config_.proxy;
-    limits.decompress = config_.decompress;
-    limits.http_version = config_.http_version;
-    if (step.deadline) {
-      // The engine sends nothing at or after the deadline; the transfer ends at it.
-      const Duration left = *step.deadline - mono_.now();
-      if (limits.timeout == Duration::zero() || left < limits.timeout) limits.timeout = std::max(left, Duration{1});
-    }
     curl_detail::BodyTarget target;
-    if (sink_ == nullptr) {
+    if (!final_) {
       // Only the last attempt's body is the caller's (an earlier limited
       // answer's may have been read for the wait it states).
       body_.clear();
       target.keep = &body_;
       target.max_bytes = config_.max_body_bytes;
     }
-    if (transport_.perform(request_, limits, target, m, mono_, wall_, stop, &url_) !=
-        curl_detail::Transport::End::kComplete)
+    if (transport_.perform(request_, curl_detail::limits_for(config_, step, mono_), target, m, mono_, wall_, stop,
+                           &url_) != curl_detail::Transport::End::kComplete)
       return;
     // An empty body: the head reaches the sink now, before the outcome is final.
-    if (sink_ != nullptr && !head_given_ && !m.body({})) return;
+    if (final_ && !final_->given_head() && !m.body({})) return;
     m.complete();
   }
 
  private:
-  bool to_sink(std::string_view chunk) {
-    try {
-      if (!head_given_) {
-        head_given_ = true;
-        if (sink_->head) {
-          const engine::RequestOutcome& so_far = machine_->outcome();
-          if (!so_far.response) return false;  // (the machine gives no body without a head)
-          const FinalHead final_head{*so_far.response, machine_->pending_kind(), so_far};
-          if (!sink_->head(final_head)) return false;
-        }
-      }
-      if (chunk.empty()) return true;
-      return !sink_->body || sink_->body(chunk);
-    } catch (...) {  // a callback's exception must not cross libcurl: it stops the transfer
-      return false;
-    }
-  }
-
   const ClientConfig& config_;
   const Request& request_;
   const curl_detail::ParsedUrl& url_;  // request_.url, parsed once for every attempt
@@ -168,10 +80,8 @@ class CurlAttempt final : public engine::Transport {
   curl_detail::TransferSlots& slots_;
   const MonotonicClock& mono_;
   const WallClock& wall_;
-  const ResponseSink* sink_;
-  engine::Machine* machine_ = nullptr;  // the attempt's, for FinalHead
-  bool head_given_ = false;             // the sink has the final head
-  std::string body_;                    // the final answer's body, kept
+  std::optional<curl_detail::FinalSink> final_;  // streamed to a ResponseSink, or
+  std::string body_;                             // the final answer's body, kept
 };
 }  // namespace
 
@@ -180,10 +90,7 @@ struct Client::Impl {
       : config(std::move(c)),
         mono(config.mono != nullptr ? *config.mono : system_monotonic_clock()),
         wall(config.wall != nullptr ? *config.wall : system_wall_clock()),
-        engine(engine_config(config,
-                             config.pacer ? config.pacer
-                                          : std::make_shared<Pacer>(own_pacer_config(config), nullptr, mono, wall),
-                             config.random ? config.random : default_random())),
+        engine(curl_detail::engine_config(config, mono, wall)),
         slots(config.max_transfers) {
     curl_detail::global_init();
   }
@@ -213,14 +120,6 @@ struct Client::Impl {
     if (idle.size() < kMaxIdleTransports) idle.push_back(std::move(t));
   }
 
-  void emit(const ClientEvent& e) const {
-    if (!config.on_event) return;
-    try {
-      config.on_event(e);
-    } catch (...) {  // a hook must not lose a request
-    }
-  }
-
   // One request; its final answer's body kept, or streamed to `sink`.
   RequestOutcome run(const Request& req, std::size_t index, Transport& transport, std::stop_token stop,
                      const ResponseSink* sink = nullptr);
@@ -232,17 +131,7 @@ struct Client::Impl {
 
 // Ends a request before the engine sees it, with the engine's event.
 RequestOutcome Client::Impl::finish_early(const Request& req, std::size_t index, OutcomeKind kind, std::string reason) {
-  engine::RequestOutcome out;
-  out.kind = kind;
-  out.reason = std::move(reason);
-  ClientEvent e;
-  e.kind = ClientEvent::Kind::kFinished;
-  e.index = index;
-  e.request = &req;
-  e.at = mono.now();
-  e.outcome = &out;
-  emit(e);
-  return with_body(std::move(out), {});
+  return curl_detail::finish_early(req, index, kind, std::move(reason), config.on_event, mono);
 }
 
 std::optional<RequestOutcome> Client::Impl::precheck(const Request& req, std::size_t index, std::stop_token stop,
@@ -262,7 +151,7 @@ RequestOutcome Client::Impl::run(const Request& req, std::size_t index, Transpor
   if (auto early = precheck(req, index, stop, &url)) return std::move(*early);
   CurlAttempt attempt(config, req, url, transport, slots, mono, wall, sink);
   engine::RequestOutcome out = engine.run(req, attempt, attempt.body_sink(), stop, index);
-  return with_body(std::move(out), attempt.take_body());
+  return curl_detail::with_body(std::move(out), attempt.take_body());
 }
 
 Client::Client(ClientConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
@@ -337,7 +226,7 @@ RequestOutcome Client::perform(CurlEasy* handle, const Request& request, const H
     out = impl_->engine.run(request, transport, transport.sink(), stop);
     body = transport.take_body();
   }
-  return with_body(std::move(out), std::move(body));
+  return curl_detail::with_body(std::move(out), std::move(body));
 }
 
 Pacer& Client::pacer() noexcept { return impl_->engine.pacer(); }

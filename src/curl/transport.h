@@ -115,5 +115,7 @@ class Transport {
 
 // True when the header name is a token (RFC 9110 5.6.2).
 bool valid_token(std::string_view s) noexcept;
+// True when `s` holds CR, LF or NUL (which would split or end a request line).
+bool has_ctl(std::string_view s) noexcept;
 
 }  // namespace abide::curl_detail
