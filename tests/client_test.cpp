@@ -837,8 +837,8 @@ TEST(OwnHandle, ABodyReadForItsWaitIsNotTheCallersWhenTheAnswerIsRetried) {
 // The answer ends the request (its wait is past the deadline): its head goes
 // to the header callback once, whole, before any of its body.
 TEST(OwnHandle, ABodyReadForItsWaitReachesTheCallerAfterItsHeadWhenFinal) {
+  const std::string limited = retry_info("52s");  // outlives the server's threads
   TestServer server;
-  const std::string limited = retry_info("52s");
   server.svr().Get("/gen", [&](const httplib::Request& req, httplib::Response& res) {
     server.log(req);
     res.status = 429;
