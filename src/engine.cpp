@@ -945,6 +945,28 @@ void Machine::refuse(std::string_view why_bytes) {
   end_here(OutcomeKind::kNotRetryable, cat({"the request cannot be sent: ", why}));
 }
 
+void Machine::withdraw() {
+  if (state_ != State::kSending) return;
+  emit_error("not sent: the server asked for a wait after this attempt was permitted");
+  abandon_probe();
+  if (!costs_.empty()) {
+    // What the permit reserved goes back: nothing was sent.
+    std::vector<UnitCost> none = costs_;
+    for (UnitCost& c : none) c.amount = 0;
+    engine_.pacer_->settle(*key_, engine_.mono_.now(), SendCosts{costs_, none});
+  }
+  out_.attempts.pop_back();
+  --attempt_;
+  // Back to the pacer, as enter_acquire() does; next() asks it.
+  state_ = State::kAcquire;
+  wait_start_ = engine_.mono_.now();
+  if (hooked()) {
+    Event e = event(Event::Kind::kWaitStarted);
+    e.wait_kind = Event::WaitKind::kPacer;
+    emit(e);
+  }
+}
+
 void Machine::reject_body(std::string_view error_bytes) {
   if (state_ != State::kBody) return;
   const std::string error = printable(error_bytes, kMaxErrorText);

@@ -1051,6 +1051,13 @@ bool Pacer::block_until(const Key& key, WallTime until) {
   return out.blocked;
 }
 
+std::optional<MonoTime> Pacer::held_until(const Key& key) const {
+  if (!key.valid()) return std::nullopt;
+  const MonoTime end = floor_of(*key.local_);
+  if (end <= mono_.now()) return std::nullopt;
+  return end;
+}
+
 std::optional<LearnedPolicy> Pacer::learned(const Key& key) {
   if (!key.local_) return std::nullopt;
   return key.local_->handle->learned(mono_.now());

@@ -932,6 +932,56 @@ TEST(EngineDriven, AWaiterForTheProbeIsNotifiedWhenItsAnswerIsRecorded) {
   EXPECT_EQ(clock.sleeps, 0);
 }
 
+// An attempt permitted before another answer said wait, and held back by
+// its transport before a byte went out: it is not counted, and the request
+// waits out the wait the pacer now holds.
+TEST(EngineDriven, AWithdrawnAttemptIsNotCountedAndWaitsForThePacer) {
+  InstantClock clock;
+  Config c = quick_config();
+  c.mono = &clock.monotonic();
+  c.wall = &clock.wall();
+  Engine engine(c);
+  const Request req = get();
+  std::vector<Event::Kind> kinds;
+  Machine late(engine, req, {}, 0, [&](const Event& e) { kinds.push_back(e.kind); });
+  Machine other(engine, req);
+  ASSERT_EQ(other.next().kind, Step::Kind::kSend);
+  const Step permit = late.next();
+  ASSERT_EQ(permit.kind, Step::Kind::kSend);
+  EXPECT_EQ(permit.attempt, 1);
+  EXPECT_FALSE(engine.pacer().held_until(late.pacer_key()));
+  // The other's answer says wait 5 s, before the late attempt is written.
+  HeaderList h;
+  h.add("Retry-After", "5");
+  static_cast<void>(other.head(429, h, clock.wall_now(), clock.mono_now()));
+  const auto held = engine.pacer().held_until(late.pacer_key());
+  ASSERT_TRUE(held);
+  EXPECT_EQ(*held, clock.mono_now() + 5s);
+  late.withdraw();
+  EXPECT_TRUE(late.outcome().attempts.empty());
+  ASSERT_FALSE(kinds.empty());
+  EXPECT_EQ(kinds.back(), Event::Kind::kWaitStarted);
+  const Step wait = late.next();
+  ASSERT_EQ(wait.kind, Step::Kind::kWait);
+  EXPECT_GE(wait.until, clock.mono_now() + 5s);
+  clock.advance_to(wait.until);
+  Step again = late.next();
+  while (again.kind == Step::Kind::kWait) {
+    clock.advance_to(again.until);
+    again = late.next();
+  }
+  ASSERT_EQ(again.kind, Step::Kind::kSend);
+  EXPECT_EQ(again.attempt, 1);  // the withdrawn one did not count
+  EXPECT_TRUE(late.head(200, {}, clock.wall_now(), clock.mono_now()));
+  late.complete();
+  ASSERT_EQ(late.next().kind, Step::Kind::kFinished);
+  EXPECT_EQ(late.outcome().kind, OutcomeKind::kDone);
+  EXPECT_EQ(late.outcome().attempts.size(), 1u);
+  // Withdrawing is for an attempt being sent: elsewhere it changes nothing.
+  late.withdraw();
+  EXPECT_EQ(late.outcome().attempts.size(), 1u);
+}
+
 // An engine whose origin's cooldown (5 s) has just ended: the next request
 // is the pacer's probe.
 struct CooldownJustEnded {

@@ -256,6 +256,40 @@ TEST(LoopClient, AProbesAnswerWakesTheRequestsWaitingForIt) {
   EXPECT_EQ(server.seen().size(), 4u);
 }
 
+// An attempt permitted before an answer said wait, and sent later (here it
+// waited for the one transfer slot): the wait holds it back, unsent and
+// uncounted, instead of sending it into the server's cooldown.
+TEST(LoopClient, AWaitHeardAfterThePermitHoldsBackAnAttemptNotYetSent) {
+  TestServer server;
+  server.svr().Get("/busy", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    std::this_thread::sleep_for(100ms);
+    res.status = 429;
+    res.set_header("Retry-After", "30");
+  });
+  ClientConfig c = fast_config();
+  c.max_transfers = 1;
+  LoopClient client(c);
+  std::vector<RequestOutcome> results;
+  Request r;
+  r.url = server.url("/busy");
+  const auto first = client.start(r, [&](RequestOutcome&& out) { results.push_back(std::move(out)); });
+  const auto second = client.start(r, [&](RequestOutcome&& out) { results.push_back(std::move(out)); });
+  // Both permitted at once (nothing was known); the second waits for the slot.
+  ASSERT_TRUE(drive(client, [&] { return server.seen().size() == 1 && client.timeout() && *client.timeout() > 20s; }));
+  // The loop turns on for a while: the slot is free, the second is not sent.
+  const auto until = std::chrono::steady_clock::now() + 300ms;
+  ASSERT_TRUE(drive(client, [&] { return std::chrono::steady_clock::now() > until || server.seen().size() > 1; }));
+  EXPECT_EQ(server.seen().size(), 1u) << "an attempt went out into the server's cooldown";
+  client.cancel(first);
+  client.cancel(second);
+  ASSERT_TRUE(drive(client, [&] { return results.size() == 2; }));
+  for (const RequestOutcome& out : results) EXPECT_EQ(out.kind, OutcomeKind::kCancelled) << out.reason;
+  std::size_t attempts = 0;
+  for (const RequestOutcome& out : results) attempts += out.attempts.size();
+  EXPECT_EQ(attempts, 1u) << "the attempt held back was counted";
+}
+
 TEST(LoopClient, AFinalAnswerStreamsToItsSinkAndARetriedOneDoesNot) {
   TestServer server;
   server.svr().Get("/sink", [&](const httplib::Request& req, httplib::Response& res) {

@@ -345,6 +345,12 @@ class Machine {
   // The transport cannot send this request as it is (a header with CR/LF,
   // ...): it ends not_retryable, nothing sent.
   void refuse(std::string_view why);
+  // The transport kept the attempt back before any of it was sent, because
+  // the pacer holds the key since the permit (Pacer::held_until: an answer
+  // heard meanwhile said wait). The attempt is undone (not counted; its
+  // event is a transport error saying so) and the request waits for the
+  // pacer again: call next().
+  void withdraw();
   // The transport will not take this answer's body (over its size limit,
   // say `error`): the request ends not_retryable.
   void reject_body(std::string_view error);

@@ -44,6 +44,8 @@ class LoopClient {
   using Done = std::function<void(RequestOutcome&& outcome)>;
   using Id = std::uint64_t;
 
+  // config.max_transfers bounds the transfers at once (the others wait,
+  // permitted, in arrival order) and the idle connections kept.
   // Driven through its own descriptor (fd(), timeout(), process(), run()).
   explicit LoopClient(ClientConfig config = {});
   // Driven by a loop of the caller's through `hooks` (both set).

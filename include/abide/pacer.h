@@ -305,6 +305,13 @@ class Pacer {
   // The probe permit on `key` will get no response: let the next worker probe.
   void abandon_probe(const Key& key);
 
+  // The end of what this process was told holds every send on `key` (a
+  // cooldown, a spent window; the floor above), when it lies ahead; else
+  // nullopt. A transport that sends a permitted attempt later (an event loop
+  // waiting for a connection) asks it just before sending: a wait heard
+  // since the permit holds the attempt back (engine::Machine::withdraw).
+  [[nodiscard]] std::optional<MonoTime> held_until(const Key& key) const;
+
   const PacerConfig& config() const noexcept { return config_; }
   QuotaStore& store() noexcept { return *store_; }
 

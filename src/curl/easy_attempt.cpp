@@ -100,7 +100,12 @@ std::size_t EasyAttempt::on_body(char* data, std::size_t size, std::size_t n, vo
 // debug callback, which made libcurl format every info line of every
 // transfer: about 5% of a batch's instructions.)
 int EasyAttempt::on_prereq(void* self, char*, char*, int, int) {
-  static_cast<EasyAttempt*>(self)->sent_ = true;
+  auto& a = *static_cast<EasyAttempt*>(self);
+  if (a.pacer_ != nullptr && a.pacer_->held_until(*a.key_)) {
+    a.withheld_ = true;  // nothing written: the abort below cannot have sent it
+    return CURL_PREREQFUNC_ABORT;
+  }
+  a.sent_ = true;
   return CURL_PREREQFUNC_OK;
 }
 
@@ -116,7 +121,9 @@ bool EasyAttempt::start(CURL* e, const engine::Request& request, const TransferL
   head_ = HeadReader(limits.max_header_bytes, /*keep_raw=*/false);
   headers_.reset();
   errbuf_[0] = '\0';
-  sent_ = reported_ = wanted_ = ended_ = threw_ = false;
+  sent_ = reported_ = wanted_ = ended_ = threw_ = withheld_ = false;
+  pacer_ = nullptr;
+  key_ = nullptr;
   dropped_ = 0;
   if (body.keep != nullptr) body.keep->clear();
   const auto refuse = [&](std::string_view why) {
@@ -216,6 +223,10 @@ Transport::End EasyAttempt::end(const TransferEnd& end, bool stopped) {
   engine::Machine& machine = *machine_;
   const BodyTarget& body = *body_;
   const CURLcode code = end.kind == TransferEnd::Kind::kFinished ? end.code : CURLE_FAILED_INIT;
+  if (withheld_) {
+    machine.withdraw();
+    return Transport::End::kReported;
+  }
   if (threw_) {
     if (body.keep != nullptr) body.keep->clear();
     // (Ignored by a machine that has its decision already.)

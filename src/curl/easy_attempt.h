@@ -13,6 +13,7 @@
 
 #include "abide/clock.h"
 #include "abide/engine.h"
+#include "abide/pacer.h"
 #include "transfer.h"
 #include "transport.h"
 
@@ -30,6 +31,15 @@ class EasyAttempt {
   [[nodiscard]] bool start(CURL* easy, const engine::Request& request, const TransferLimits& limits,
                            const BodyTarget& body, engine::Machine& machine, const MonotonicClock& mono,
                            const WallClock& wall, const ParsedUrl* url);
+
+  // After start(): just before the request is written (the connection is
+  // ready), the attempt is held back when `pacer` holds `key` (a wait heard
+  // since the permit), and the machine is told at end() (withdraw). For a
+  // transport that may send a permitted attempt later than at once.
+  void hold_back_if_held(const Pacer& pacer, const Pacer::Key& key) noexcept {
+    pacer_ = &pacer;
+    key_ = &key;
+  }
 
   // The transfer ended (`end`; `stopped`: a stop was asked for): tells the
   // machine, unless it heard all already. kComplete: the final answer is all
@@ -71,6 +81,9 @@ class EasyAttempt {
   bool wanted_ = false;      // ... and wants its body
   bool ended_ = false;       // the machine ended the request during the transfer (its body refused)
   std::size_t dropped_ = 0;  // bytes of a retried answer's body read and dropped
+  const Pacer* pacer_ = nullptr;     // hold_back_if_held
+  const Pacer::Key* key_ = nullptr;
+  bool withheld_ = false;  // held back before sending (on_prereq)
   bool threw_ = false;       // a callback failed (out of memory)
 };
 

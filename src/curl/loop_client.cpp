@@ -128,6 +128,10 @@ struct LoopClient::Impl {
       curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, static_cast<void*>(this));
       curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &on_curl_timer);
       curl_multi_setopt(multi, CURLMOPT_TIMERDATA, static_cast<void*>(this));
+      // Idle connections kept: as many as transfers may run (libcurl's default
+      // grows with the handles ever added, each a descriptor).
+      if (config.max_transfers != 0)
+        curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, static_cast<long>(std::min<std::size_t>(config.max_transfers, 1 << 20)));
     }
     if (hooked && wake_fd >= 0) hooks.watch(wake_fd, Interest::kRead);
   }
@@ -343,6 +347,9 @@ struct LoopClient::Impl {
     if (e == nullptr) {
       j.machine->refuse("libcurl could not create a handle");
     } else if (j.attempt.start(e, j.request, limits, j.target, *j.machine, mono, wall, &j.url)) {
+      // libcurl may send it later than now (waiting for a connection): an
+      // answer heard meanwhile that says wait holds it back.
+      j.attempt.hold_back_if_held(engine.pacer(), j.machine->pacer_key());
       curl_easy_setopt(e, CURLOPT_PRIVATE, static_cast<void*>(&j));
       in_curl = true;
       const CURLMcode rc = curl_multi_add_handle(multi, e);
