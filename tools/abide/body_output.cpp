@@ -179,6 +179,9 @@ std::optional<std::string> BodyOutput::open(const FetchOptions& o, const std::ve
 }
 
 BodyOutput::~BodyOutput() {
+  for (const Waiting& w : waiting_) {
+    if (w.spool != nullptr) std::fclose(w.spool);
+  }
   if (owned_) std::fclose(file_);
   if (dump_file_ != nullptr) std::fclose(dump_file_);
 }
@@ -214,7 +217,7 @@ bool BodyOutput::open_unit(Body& b, const FetchJob& job) {
     b.own_path = ((dir_.empty() ? std::filesystem::path(".") : std::filesystem::path(dir_)) / name).string();
     b.file = std::fopen(b.own_path.c_str(), "wb");
     b.mode = Body::Mode::kOwn;
-  } else if (!concurrent_ && shared_.try_lock()) {
+  } else if (!concurrent_ && take_output()) {
     b.file = file_;
     b.mode = Body::Mode::kShared;
     if (seekable_) b.shared_start = std::ftell(file_);
@@ -240,7 +243,7 @@ bool BodyOutput::write_unit(Body& b, std::string_view text) {
       b.held.append(text);
       return true;
     }
-    if (shared_.try_lock() ? !take_shared(b) : !spill(b)) return false;
+    if (take_output() ? !take_shared(b) : !spill(b)) return false;
   }
   if (std::fwrite(text.data(), 1, text.size(), b.file) != text.size()) {
     b.failed = true;
@@ -370,7 +373,6 @@ bool BodyOutput::spill(Body& b) {
 }
 
 bool BodyOutput::copy_held(const std::string& held) {
-  std::lock_guard lock(shared_);
   const bool ok = std::fwrite(held.data(), 1, held.size(), file_) == held.size();
   return std::fflush(file_) == 0 && ok;
 }
@@ -382,7 +384,6 @@ bool BodyOutput::copy_spool(std::FILE* spool) {
   // in a batch's profile).
   const auto buf = std::make_unique_for_overwrite<char[]>(kBuffer);
   bool ok = true;
-  std::lock_guard lock(shared_);
   while (ok) {
     const std::size_t n = std::fread(buf.get(), 1, kBuffer, spool);
     if (n == 0) break;
@@ -428,10 +429,15 @@ bool BodyOutput::end(Body& b, std::string_view stdout_text) {
         if (ok) note_failure(&b, where(b));
         ok = false;
       }
-      shared_.unlock();
+      shared_busy_ = false;
+      if (!copy_waiting()) ok = false;
       break;
     case Body::Mode::kSpool:
-      if (b.file != nullptr) {
+      if (shared_busy_ && !b.too_large && ok && (b.file != nullptr || !b.held.empty())) {
+        // Another request writes to the output: this one follows it, whole.
+        waiting_.push_back({std::move(b.held), b.file});
+        b.file = nullptr;
+      } else if (b.file != nullptr) {
         if (!b.too_large && ok && !copy_spool(b.file)) {
           note_failure(&b, path_.empty() ? "standard output" : "-o file " + path_);
           ok = false;
@@ -455,8 +461,37 @@ bool BodyOutput::end(Body& b, std::string_view stdout_text) {
   return ok;
 }
 
+bool BodyOutput::take_output() {
+  if (shared_busy_) return false;
+  shared_busy_ = true;
+  return true;
+}
+
+// The requests that ended while another wrote to the output, in the order
+// they ended. False when a copy failed (its reason is the run's first error).
+bool BodyOutput::copy_waiting() {
+  bool ok = !waiting_failed_;
+  while (!waiting_.empty()) {
+    Waiting w = std::move(waiting_.front());
+    waiting_.pop_front();
+    bool copied = true;
+    if (w.spool != nullptr) {
+      copied = copy_spool(w.spool);
+      copied = std::fclose(w.spool) == 0 && copied;
+    } else {
+      copied = copy_held(w.held);
+    }
+    if (!copied) {
+      note_failure(nullptr, path_.empty() ? "standard output" : "-o file " + path_);
+      waiting_failed_ = true;
+      ok = false;
+    }
+  }
+  return ok;
+}
+
 bool BodyOutput::close() {
-  bool ok = true;
+  bool ok = copy_waiting();
   if (dump_file_ != nullptr) {
     const bool closed = std::fclose(dump_file_) == 0;
     if (!closed && !dump_failed_) note_failure(nullptr, "-D file " + dump_path_);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -45,18 +46,18 @@ std::optional<std::string> unwritable(const std::string& path, std::string_view 
 // A shared output (stdout, -o FILE) takes one request at a time, whole, so
 // that what belongs to a request (heads with -i or -D -, the body, the -w
 // text) never interleaves with another's. Requests made one after the other
-// write straight to it. Requests of a concurrent batch are held aside until
-// they end (in memory up to kMemorySpoolBytes), then copied over at once; one
-// that grows past that writes straight to the output if no other request
-// does, else it goes on in an unnamed temporary file, copied over when it is
-// complete. (Holding the output for a whole request made every other worker
-// wait for it: a lock handed over, and a thread put to sleep and woken, per
-// request.)
+// write straight to it. Requests of a concurrent batch (all on one thread:
+// fetch_batch.h) are held aside until they end (in memory up to
+// kMemorySpoolBytes), then copied over at once; one that grows past that
+// writes straight to the output if no other request does, else it goes on in
+// an unnamed temporary file, copied over when it is complete. One that ends
+// while another writes straight to the output is copied over as soon as that
+// one ends (nothing waits for the output). Not thread-safe.
 class BodyOutput {
  public:
   // What a request held aside keeps in memory before it moves on: most API
   // answers fit, and a file costs several system calls and an inode per
-  // request. At most one per worker (8 MiB at -j 256).
+  // request. At most one per request out (8 MiB at -j 256).
   static constexpr std::size_t kMemorySpoolBytes = std::size_t{32} << 10;
 
   // One request's output on its way (over every redirect it follows).
@@ -118,7 +119,18 @@ class BodyOutput {
   void note_failure(Body* b, std::string_view where);
   std::string where(const Body& b) const;
 
-  std::mutex shared_;  // held by the request writing to file_
+  // The shared output is taken by the request writing straight to it; a
+  // request held aside that ends meanwhile waits in `waiting_` (its memory or
+  // its temporary file) and is copied over when the output is free.
+  bool take_output();
+  bool copy_waiting();
+  struct Waiting {
+    std::string held;
+    std::FILE* spool = nullptr;
+  };
+  bool shared_busy_ = false;
+  std::deque<Waiting> waiting_;
+  bool waiting_failed_ = false;
   std::mutex stdout_;  // stdout when it is not the shared output
   std::mutex dump_;    // the -D file
   std::string dir_;    // --output-dir

@@ -25,10 +25,12 @@
 #include <vector>
 
 #include "abide/client.h"
+#include "abide/loop_client.h"
 #include "abide/headers.h"
 #include "abide/http_date.h"
 #include "abide/profiles.h"
 #include "body_output.h"
+#include "fetch_batch.h"
 #include "command.h"
 #include "common.h"
 #include "fetch_jobs.h"
@@ -92,12 +94,6 @@ class SignalWatcher {
   std::thread thread_;
 };
 
-// What a request's redirects add up to, for -w.
-struct Hops {
-  std::int64_t followed = 0;
-  std::int64_t retries = 0;  // attempts beyond the first, over every hop
-};
-
 // The HTTP version -http1.1/--http2 ask for.
 HttpVersion http_version(const std::string& v) {
   if (v == "1.1") return HttpVersion::kHttp1_1;
@@ -126,6 +122,21 @@ std::vector<FetchJob> first_lines(const RequestPlan& plan) {
     jobs.back().shown_url = shown_url(jobs.back().url);
   }
   return jobs;
+}
+
+// --jobs within the descriptors: each request out holds a connection, may
+// keep another pooled and may spill its answer to a temporary file, beside
+// 64 for the rest. Said on stderr (unless -s) when it lowers --jobs.
+std::size_t fit_jobs(std::size_t wanted, bool silent) {
+  const std::optional<std::size_t> limit = raise_descriptor_limit();
+  if (!limit) return wanted;
+  const std::size_t room = *limit > 64 + 3 ? (*limit - 64) / 3 : 1;
+  if (wanted <= room) return wanted;
+  if (!silent) {
+    std::cerr << "abide fetch: --jobs " << wanted << " lowered to " << room << ": the process may open " << *limit
+              << " descriptors (ulimit -n)\n";
+  }
+  return room;
 }
 
 // Writes all of text to stdout; false when it could not.
@@ -231,7 +242,15 @@ int run_fetch(const FetchOptions& o) {
   progress_options.registry = &registry;
   Progress progress(plan->total.value_or(Progress::kUnknownTotal), progress_options);
 
+  // URL arguments run one after the other, as curl's (sequential) default
+  // does, so that their outputs come in argument order; a --urls or --resume
+  // batch runs --jobs requests at once, as many as the descriptors allow.
+  const std::size_t jobs =
+      batch ? std::clamp<std::size_t>(cmd_fetch::fit_jobs(o.jobs, o.silent), 1,
+                                      std::max<std::size_t>(1, plan->total.value_or(o.jobs)))
+            : 1;
   ClientConfig config;
+  config.max_transfers = jobs;  // also bounds the connections kept
   config.max_attempts = o.max_attempts;
   config.profile = o.profile;
   config.registry = &registry;
@@ -263,7 +282,7 @@ int run_fetch(const FetchOptions& o) {
     std::lock_guard lock(flight_mu);
     if (const auto it = in_flight.find(e.index); it != in_flight.end()) verbose_event(progress, *it->second, e);
   };
-  Client client(config);
+  LoopClient client(config);
 
   const WallTime start_wall = system_wall_clock().now();
   const MonoTime start = system_monotonic_clock().now();
@@ -300,9 +319,7 @@ int run_fetch(const FetchOptions& o) {
   std::atomic<bool> unsaid_failure{false};  // a write failure no request's message says
   std::atomic<bool> said_failure{false};    // one that a request's message says
   // Each outcome is folded in as its request finishes, then dropped.
-  std::mutex summary_mu;
   RunSummary summary;
-  std::mutex stderr_mu;
 
   // What each pacer key learned from limited answers, where its server
   // announces no quota: said with -v as it changes, listed in --stats (at
@@ -333,142 +350,27 @@ int run_fetch(const FetchOptions& o) {
     if (changed && now) progress.print_line("* learned for " + printable(name, 200) + ": " + learned_text(*now));
   };
 
-  // One request to its final answer: with -L, one request through the
-  // engine per redirect, so that each hop is paced, retried and waited for
-  // (a redirect's Retry-After holds back the next hop) like any request.
-  const auto run_one = [&](std::size_t i, const FetchJob& job, Request& request, BodyOutput::Body& written,
-                           cmd_fetch::Hops& hops) {
-    const HeaderList first_headers = request.headers;
-    RequestOutcome total;
-    for (;;) {
-      bool hop = false;
-      // The redirect's own permitted time (its Retry-After): a done outcome
-      // no longer carries it, the head does.
-      std::optional<WallTime> hop_not_before;
-      ResponseSink to_output;
-      to_output.head = [&](const FinalHead& head) {
-        hop = o.location && head.kind == OutcomeKind::kDone && is_followed_redirect(head.response.status) &&
-              head.response.headers.first("Location").has_value();
-        if (hop) hop_not_before = head.outcome.not_before_wall;
-        return sink.head(written, job, head, hop);
-      };
-      to_output.body = [&](std::string_view chunk) { return sink.chunk(written, chunk); };
-      RequestOutcome out = client.fetch(request, to_output, signals.token(), i);
-      if (!out.attempts.empty()) hops.retries += static_cast<std::int64_t>(out.attempts.size()) - 1;
-      // The request's record covers every hop: attempts and waits add up.
-      total.attempts.insert(total.attempts.end(), std::make_move_iterator(out.attempts.begin()),
-                            std::make_move_iterator(out.attempts.end()));
-      total.waited += out.waited;
-      out.attempts = std::move(total.attempts);
-      out.waited = total.waited;
-      total = std::move(out);
-      if (!hop || !total.done() || !total.response) return total;
-      const Response& answer = *total.response;
-      if (hops.followed >= o.max_redirs) {
-        total.kind = OutcomeKind::kNotRetryable;
-        total.reason = "Maximum (" + std::to_string(o.max_redirs) + ") redirects followed";
-        return total;
-      }
-      auto target = resolve_location(request.url, answer.headers.first("Location").value_or(""));
-      if (!target) {
-        total.kind = OutcomeKind::kNotRetryable;
-        total.reason = target.error().text;
-        return total;
-      }
-      ++hops.followed;
-      Request r = redirected_request(request, answer.status, *target, job.url, first_headers, hop_not_before);
-      r.pacer_key = request_pacer_key(r.url, r.headers, o.pacer_key, key_secret->secret);
-      request = std::move(r);
-    }
-  };
-
-  // Workers share the client (its pacer and connections); each streams the
-  // final answer of its request to the output as it arrives.
-  const auto worker = [&] {
-    while (auto taken = feed.next()) {
-      const std::size_t i = taken->first;
-      const FetchJob& job = taken->second;
-      const MonoTime began = system_monotonic_clock().now();
-      Request request = make_request(job);
-      if (o.verbose) {
-        std::lock_guard lock(flight_mu);
-        in_flight[i] = &job;
-      }
-      BodyOutput::Body written;
-      cmd_fetch::Hops hops;
-      bool http_failed = false;  // -f / --fail-with-body and an HTTP error
-      RequestOutcome out = run_one(i, job, request, written, hops);
-      watch_learned(request.pacer_key);
-      if (o.verbose) {
-        std::lock_guard lock(flight_mu);
-        in_flight.erase(i);
-      }
-      if (written.too_large) {
-        // Said in curl's terms, with the limit (the engine only knows the sink refused).
-        out.kind = OutcomeKind::kNotRetryable;
-        out.reason = "the body is larger than --max-filesize " + std::to_string(o.max_filesize) + " bytes";
-      } else if (written.http_failed) {
-        http_failed = true;
-        out.kind = OutcomeKind::kNotRetryable;
-        out.reason = "The requested URL returned error: " + std::to_string(written.failed_status);
-      }
-      std::string after;
-      if (write_out) {
-        WriteOutValues v;
-        v.http_code = out.response ? out.response->status : 0;
-        v.http_version = out.response ? out.response->http_version : 0;
-        v.url = job.url;
-        v.url_effective = hops.followed > 0 ? printable(request.url, 8192) : job.url;
-        v.method = request.method;
-        v.time_total = system_monotonic_clock().now() - began;
-        v.num_retries = hops.retries;
-        v.num_redirects = hops.followed;
-        v.size_download = out.body_bytes;
-        v.exitcode = out.done() ? 0 : 1;
-        v.errormsg = out.done() ? std::string() : safe_text(out.reason);
-        v.outcome = std::string(to_string(out.kind));
-        v.waited = out.waited;
-        v.attempts = static_cast<std::int64_t>(out.attempts.size());
-        v.not_before = out.not_before_wall;
-        v.headers = out.response ? &out.response->headers : nullptr;
-        WriteOutText text = expand_write_out(*write_out, v);
-        after = std::move(text.out);
-        if (!text.err.empty()) {
-          std::lock_guard lock(stderr_mu);
-          std::cerr << text.err << std::flush;
-        }
-      }
-      if (!sink.end(written, after)) {
-        write_failed.store(true);
-        // Said with the request, once: the body did not reach its destination.
-        if (!written.error.empty()) {
-          out.kind = OutcomeKind::kNotRetryable;
-          out.reason = written.error;
-          said_failure.store(true);
-        } else {
-          unsaid_failure.store(true);
-        }
-      }
-      {
-        std::lock_guard lock(summary_mu);
-        summary.add(i, job, out, http_failed);
-      }
-      progress.on_done();
-    }
-  };
   progress.start();
   {
-    // URL arguments run one after the other, as curl's (sequential) default
-    // does, so that their outputs come in argument order; a --urls or --resume
-    // batch runs on --jobs workers.
-    const std::size_t wanted = batch ? o.jobs : 1;
-    const std::size_t known = plan->total.value_or(wanted);
-    const std::size_t workers = std::clamp<std::size_t>(wanted, 1, std::max<std::size_t>(1, known));
-    std::vector<std::thread> threads;
-    threads.reserve(workers - 1);
-    for (std::size_t w = 1; w < workers; ++w) threads.emplace_back(worker);
-    worker();  // this thread is one of them
-    for (auto& t : threads) t.join();
+    BatchContext context{o,
+                         feed,
+                         sink,
+                         progress,
+                         summary,
+                         write_out,
+                         client,
+                         jobs,
+                         make_request,
+                         [&](const Request& r) {
+                           return request_pacer_key(r.url, r.headers, o.pacer_key, key_secret->secret);
+                         },
+                         watch_learned,
+                         flight_mu,
+                         in_flight,
+                         write_failed,
+                         said_failure,
+                         unsaid_failure};
+    run_batch(context, signals.token());
   }
   progress.stop();
   const Duration elapsed = system_monotonic_clock().now() - start;

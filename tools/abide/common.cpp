@@ -1,5 +1,7 @@
 #include "common.h"
 
+#include <sys/resource.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -12,6 +14,18 @@
 #include "command.h"
 
 namespace abide::cli {
+
+std::optional<std::size_t> raise_descriptor_limit() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return std::nullopt;
+  if (lim.rlim_cur != RLIM_INFINITY && (lim.rlim_max == RLIM_INFINITY || lim.rlim_cur < lim.rlim_max)) {
+    rlimit raised = lim;
+    raised.rlim_cur = lim.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+  }
+  if (lim.rlim_cur == RLIM_INFINITY) return std::nullopt;
+  return static_cast<std::size_t>(lim.rlim_cur);
+}
 
 Result<std::string, ErrorMessage> read_text(const std::string& path) {
   if (path.empty() || path == "-") {

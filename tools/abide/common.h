@@ -31,6 +31,11 @@ int reject(std::string_view what);
 // JSON. At most max_bytes are shown.
 std::string safe_text(std::string_view text, std::size_t max_bytes = 4096);
 
+// Raises RLIMIT_NOFILE's soft limit to the hard one (systemd's default soft
+// limit is 1,024) and returns the descriptors a process may then hold;
+// nullopt when unlimited or unknown.
+std::optional<std::size_t> raise_descriptor_limit();
+
 // Seconds from a flag (its range checked by CLI11) as a Duration: zero for
 // zero or less (and NaN), kMaxDuration beyond 1e9 s.
 Duration seconds_option(double s);

@@ -233,9 +233,9 @@ const Registration fetch_cmd{
       app.add_option("--idempotency-key", o->idempotency_key,
                      "Send Idempotency-Key: KEY (KEY-N in a batch), so POST/PATCH may be retried");
       app.add_option("--urls", o->urls_file, "A batch: one URL per line (- for standard input)");
-      app.add_option("-j,--jobs", o->jobs, "Concurrent requests in a batch")
+      app.add_option("-j,--jobs", o->jobs, "Concurrent requests in a batch (all on one thread)")
           ->capture_default_str()
-          ->check(CLI::Range(std::size_t{1}, std::size_t{256}));
+          ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
       app.add_option("-x,--proxy", o->proxy,
                      "Use this HTTP proxy (http_proxy and https_proxy are honoured without it)");
       app.add_flag("-k,--insecure", o->insecure, "Do not verify the server's TLS certificate");

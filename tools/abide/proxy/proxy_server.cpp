@@ -9,7 +9,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -374,21 +373,14 @@ const Stats& ProxyServer::stats() const noexcept { return core_->stats; }
 std::string ProxyServer::address() const { return core_->address; }
 
 void fit_connections_to_descriptors(ProxyOptions& opts) {
-  rlimit lim{};
-  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
-  // The soft limit (1,024 under systemd's default) raised to the hard one:
-  // past it accept() fails and a fresh caller is never answered.
-  if (lim.rlim_cur != RLIM_INFINITY && (lim.rlim_max == RLIM_INFINITY || lim.rlim_cur < lim.rlim_max)) {
-    rlimit raised = lim;
-    raised.rlim_cur = lim.rlim_max;
-    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
-  }
-  if (lim.rlim_cur == RLIM_INFINITY) return;
+  // Past the limit accept() fails and a fresh caller is never answered.
+  const std::optional<std::size_t> limit = cli::raise_descriptor_limit();
+  if (!limit) return;
   // Room beside the callers for the upstream sockets (two per transfer:
   // one in use, one pooled), the store, the listener, pipes and the rest.
-  const auto reserve = static_cast<rlim_t>(2 * opts.jobs + 64);
-  const rlim_t room = lim.rlim_cur > reserve + 16 ? lim.rlim_cur - reserve : 16;
-  opts.max_connections = std::min<std::size_t>(opts.max_connections, static_cast<std::size_t>(room));
+  const std::size_t reserve = 2 * opts.jobs + 64;
+  const std::size_t room = *limit > reserve + 16 ? *limit - reserve : 16;
+  opts.max_connections = std::min(opts.max_connections, room);
 }
 
 Result<std::uint16_t, ErrorMessage> ProxyServer::start() {
