@@ -26,7 +26,7 @@ fail() { echo "consumer: FAIL: $*" >&2; failures=$((failures + 1)); }
 pass() { echo "consumer: ok: $*"; }
 
 # Which optional parts this install has.
-declare -A part_header=([curl]=client.h [redis]=redis_store.h [sqlite]=sqlite_store.h)
+declare -A part_header=([curl]="client.h loop_client.h" [redis]=redis_store.h [sqlite]=sqlite_store.h)
 declare -A installed=()
 for part in curl redis sqlite; do
   export_name="$(tr '[:lower:]' '[:upper:]' <<<"${part:0:1}")${part:1}"
@@ -43,12 +43,16 @@ for h in "$inc"/*.h; do
   [ "$name" = version.h ] || [ -f "$source_headers/$name" ] || fail "abide/$name is installed but is not a public header"
 done
 for part in curl redis sqlite; do
-  h=${part_header[$part]}
+  for h in ${part_header[$part]}; do
+    if [ -n "${installed[$part]:-}" ]; then
+      [ -f "$inc/$h" ] && pass "abide/$h is installed with $part" || fail "abide/$h is missing although $part is installed"
+    else
+      [ ! -e "$inc/$h" ] && pass "abide/$h is not installed without $part" || fail "abide/$h is installed without $part"
+    fi
+  done
   if [ -n "${installed[$part]:-}" ]; then
-    [ -f "$inc/$h" ] && pass "abide/$h is installed with $part" || fail "abide/$h is missing although $part is installed"
     [ -f "$pc_dir/abide-$part.pc" ] || fail "abide-$part.pc is missing although $part is installed"
   else
-    [ ! -e "$inc/$h" ] && pass "abide/$h is not installed without $part" || fail "abide/$h is installed without $part"
     [ ! -e "$pc_dir/abide-$part.pc" ] || fail "abide-$part.pc is installed without $part"
   fi
 done
@@ -59,7 +63,7 @@ for h in "$inc"/*.h; do
   if ! echo "#include <abide/$name>" | "$cxx" -std=c++20 -fsyntax-only -I"$prefix/include" -x c++ - 2>"$work/header.txt"; then
     fail "abide/$name does not compile on its own:"; head -n 5 "$work/header.txt" >&2
   fi
-  case $name in client.h | redis_store.h | sqlite_store.h) continue ;; esac
+  case $name in client.h | loop_client.h | redis_store.h | sqlite_store.h) continue ;; esac
   if grep -Eq '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"](curl/|hiredis|sqlite3)' "$h"; then
     fail "core header abide/$name includes a libcurl, hiredis or SQLite header"
   fi
