@@ -332,6 +332,48 @@ TEST(LoopClient, AFinalAnswerStreamsToItsSinkAndARetriedOneDoesNot) {
   EXPECT_EQ(result->body_bytes, 100000u);
 }
 
+// A sink that cannot take more pauses the answer; nothing more comes until
+// it resumes, then all of it, whole.
+TEST(LoopClient, APausedAnswerWaitsForItsSinkAndResumesWhole) {
+  TestServer server;
+  const std::string whole(256 * 1024, 'p');
+  server.svr().Get("/big", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    res.set_content(whole, "text/plain");
+  });
+  LoopClient client(fast_config());
+  LoopClient::Id id = 0;
+  std::string body;
+  int chunks_while_paused = 0;
+  bool paused = false;
+  ResponseSink sink;
+  sink.body = [&](std::string_view chunk) {
+    if (paused) ++chunks_while_paused;
+    body.append(chunk);
+    if (!paused && body.size() < whole.size()) {
+      paused = true;
+      EXPECT_TRUE(client.pause(id));
+    }
+    return true;
+  };
+  std::optional<RequestOutcome> result;
+  Request r;
+  r.url = server.url("/big");
+  id = client.start(r, [&](RequestOutcome&& out) { result = std::move(out); }, sink);
+  ASSERT_TRUE(drive(client, [&] { return paused; }));
+  const std::size_t at_pause = body.size();
+  const auto until = std::chrono::steady_clock::now() + 200ms;
+  ASSERT_TRUE(drive(client, [&] { return std::chrono::steady_clock::now() > until || result.has_value(); }));
+  EXPECT_FALSE(result) << "the answer ended while its sink was paused";
+  EXPECT_EQ(body.size(), at_pause);
+  EXPECT_EQ(chunks_while_paused, 0);
+  EXPECT_TRUE(client.resume(id));
+  ASSERT_TRUE(drive(client, [&] { return result.has_value(); }));
+  ASSERT_EQ(result->kind, OutcomeKind::kDone) << result->reason;
+  EXPECT_EQ(body, whole);
+  EXPECT_FALSE(client.pause(id)) << "finished";
+}
+
 TEST(LoopClient, AnInvalidUrlEndsAtTheNextTurnNotInsideStart) {
   LoopClient client(fast_config());
   std::optional<RequestOutcome> result;

@@ -65,6 +65,15 @@ class LoopClient {
   // at the next turn of the loop). False when it is unknown or finished.
   bool cancel(Id id);
 
+  // Backpressure for a sink that cannot take more now (a slow reader of
+  // the body): pause() stops the answer's delivery after the chunk being
+  // given (call it from the sink, which still takes that chunk, or from
+  // anywhere on the loop's thread); resume() goes on. While paused, the
+  // transfer's own timeouts still run. False when the request is unknown,
+  // finished, or not in a transfer.
+  bool pause(Id id);
+  bool resume(Id id);
+
   // --- driven by hooks ---
   // `fd` (one of those watched) is ready for `what`.
   void on_socket(int fd, Interest what);

@@ -101,6 +101,7 @@ struct LoopClient::Impl {
     MonoTime timer_at{};  // kTimer, or kSlot with a bound: its entry in `timers`
     bool timed = false;
     bool cancelled = false;                // cancel() asked
+    bool paused = false;                   // pause(): the body's delivery waits
     std::optional<RequestOutcome> result;  // kDone
   };
 
@@ -372,6 +373,7 @@ struct LoopClient::Impl {
   void end_transfer(Job& j, const TransferEnd& end) {
     CURL* e = j.easy;
     j.easy = nullptr;
+    j.paused = false;
     in_curl = true;
     curl_multi_remove_handle(multi, e);  // aborts the transfer if it still runs
     in_curl = false;
@@ -470,6 +472,26 @@ struct LoopClient::Impl {
       case Where::kReady:
       case Where::kDone: break;
     }
+  }
+
+  // ---- backpressure ----
+  bool pause(Id id, bool paused) {
+    auto it = jobs.find(id);
+    if (it == jobs.end() || it->second->where != Where::kTransfer || it->second->easy == nullptr) return false;
+    Job& j = *it->second;
+    if (j.paused == paused) return true;
+    j.paused = paused;
+    // Allowed from inside libcurl's write callback. A resume may hand the
+    // held data to the sink at once, inside curl_easy_pause (so it counts as
+    // inside libcurl), and end the transfer there: what ended is reaped
+    // unless the resume itself came from inside a callback.
+    const bool was_in_curl = in_curl;
+    in_curl = true;
+    const CURLcode rc = curl_easy_pause(j.easy, paused ? CURLPAUSE_RECV : CURLPAUSE_CONT);
+    in_curl = was_in_curl;
+    if (!paused && !in_curl) reap();
+    want_turn();
+    return rc == CURLE_OK;
   }
 
   // ---- the pump: machines asked, transfers started, outcomes given ----
@@ -622,6 +644,8 @@ LoopClient::Id LoopClient::start(const Request& request, Done done, ResponseSink
   return impl_->start(request, std::move(done), std::move(sink), index);
 }
 bool LoopClient::cancel(Id id) { return impl_->cancel(id); }
+bool LoopClient::pause(Id id) { return impl_->pause(id, true); }
+bool LoopClient::resume(Id id) { return impl_->pause(id, false); }
 void LoopClient::on_socket(int fd, Interest what) { impl_->on_socket(fd, what); }
 void LoopClient::on_timer() { impl_->on_timer(); }
 int LoopClient::fd() const noexcept { return impl_->epoll_fd; }
