@@ -13,7 +13,7 @@ process comes from wait4's rusage, its peak resident memory from /proc
 1.25x curl's, and its memory flat in N (the peak at the largest N at most
 1.5x the peak at the smallest).
 
-Usage: bench/fetch_batch/run.py [--sizes 1000 10000 40000] [--jobs 32] [--repeats 3]
+Usage: bench/fetch_batch/run.py [--sizes 1000 10000 40000] [--jobs 32] [--repeats 3] [--store file|memory]
        [--markdown bench/results/fetch_batch.md] [--build-dir DIR] [--abide PATH] [--curl PATH]
        [--no-build]
 
@@ -101,6 +101,8 @@ def main():
     ap.add_argument("--abide", help="the abide binary (default: BUILD_DIR/tools/abide/abide)")
     ap.add_argument("--curl", default=shutil.which("curl") or "curl")
     ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
+    ap.add_argument("--store", default="file",
+                    help="abide's --store: file (the default, in a temporary state folder) or memory")
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--build-jobs", type=int, default=2)
     args = ap.parse_args()
@@ -113,6 +115,8 @@ def main():
     rows = []
     spreads = {}
     with tempfile.TemporaryDirectory(prefix="abide-fetch-batch-") as tmp:
+        # The file store lives in a state folder of the run's own, never the user's.
+        os.environ["XDG_STATE_HOME"] = os.path.join(tmp, "state")
         # Its own temp dir: nginx may run as nobody, who cannot enter `tmp`.
         nginx_dir = tempfile.mkdtemp(prefix="abide-fetch-batch-nginx-")
         port = proxy_bench.free_port()
@@ -127,7 +131,7 @@ def main():
                         u.write(url + "\n")
                         c.write(f'url = "{url}"\noutput = "/dev/null"\n')
                 abide_cmd = [args.abide, "fetch", "--urls", urls, "-j", str(args.jobs), "-o", "/dev/null", "-s",
-                             "--resume-file", os.path.join(tmp, "resume.json")]
+                             "--store", args.store, "--resume-file", os.path.join(tmp, "resume.json")]
                 curl_cmd = [args.curl, "--noproxy", "*", "--parallel", "--parallel-max", str(args.jobs), "-s",
                             "-K", config]
                 got = {"abide": [], "curl": []}
@@ -156,7 +160,7 @@ def main():
              f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}; {args.jobs} workers, nginx on loopback "
              f"answering 200 at once; medians of {args.repeats}.", "",
              "`bench/fetch_batch/run.py --sizes " + " ".join(map(str, args.sizes)) +
-             f" --jobs {args.jobs} --repeats {args.repeats}`", "",
+             f" --jobs {args.jobs} --repeats {args.repeats} --store {args.store}`", "",
              "| URLs | abide CPU s | curl CPU s | CPU ratio | ratio per repeat | abide µs/request | abide peak MB |"
              " curl peak MB |"
              " abide wall s | curl wall s |",
