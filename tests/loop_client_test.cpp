@@ -335,8 +335,8 @@ TEST(LoopClient, AFinalAnswerStreamsToItsSinkAndARetriedOneDoesNot) {
 // A sink that cannot take more pauses the answer; nothing more comes until
 // it resumes, then all of it, whole.
 TEST(LoopClient, APausedAnswerWaitsForItsSinkAndResumesWhole) {
+  const std::string whole(256 * 1024, 'p');  // outlives the server's threads
   TestServer server;
-  const std::string whole(256 * 1024, 'p');
   server.svr().Get("/big", [&](const httplib::Request& req, httplib::Response& res) {
     server.log(req);
     res.set_content(whole, "text/plain");

@@ -41,9 +41,13 @@ struct Flight {
 // A descriptor readable once a stop is asked for (from the signal thread).
 class StopSignal {
  public:
-  explicit StopSignal(std::stop_token stop)
-      : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)), wake_(stop, [this] { ring(); }) {}
+  explicit StopSignal(std::stop_token stop) : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    wake_.emplace(std::move(stop), [this] { ring(); });
+  }
   ~StopSignal() {
+    // The callback first: its destructor waits for a ring in progress on the
+    // signal thread, which must not write to a closed (or reused) descriptor.
+    wake_.reset();
     if (fd_ >= 0) ::close(fd_);
   }
   StopSignal(const StopSignal&) = delete;
@@ -56,7 +60,7 @@ class StopSignal {
     if (fd_ >= 0) static_cast<void>(::write(fd_, &one, sizeof one));
   }
   int fd_;
-  std::stop_callback<std::function<void()>> wake_;
+  std::optional<std::stop_callback<std::function<void()>>> wake_;
 };
 
 class Batch {
