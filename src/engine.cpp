@@ -543,6 +543,11 @@ Step Machine::wait_not_before(WallTime now) {
 }
 
 Step Machine::enter_acquire() {
+  begin_acquire();
+  return try_acquire();
+}
+
+void Machine::begin_acquire() {
   state_ = State::kAcquire;
   wait_start_ = engine_.mono_.now();
   if (hooked()) {
@@ -550,7 +555,12 @@ Step Machine::enter_acquire() {
     e.wait_kind = Event::WaitKind::kPacer;
     emit(e);
   }
-  return try_acquire();
+}
+
+std::vector<UnitCost> Machine::none_used() const {
+  std::vector<UnitCost> none = costs_;
+  for (UnitCost& c : none) c.amount = 0;
+  return none;
 }
 
 Step Machine::try_acquire() {
@@ -817,8 +827,7 @@ bool Machine::answer(const Signals& signals) {
   if (costs_.empty()) {
     engine_.pacer_->record(*key_, signals);
   } else if (signals.limited) {
-    std::vector<UnitCost> none = costs_;
-    for (UnitCost& c : none) c.amount = 0;
+    const std::vector<UnitCost> none = none_used();
     engine_.pacer_->record(*key_, signals, SendCosts{costs_, none});
   } else {
     engine_.pacer_->record(*key_, signals, SendCosts{costs_, {}});
@@ -951,20 +960,12 @@ void Machine::withdraw() {
   abandon_probe();
   if (!costs_.empty()) {
     // What the permit reserved goes back: nothing was sent.
-    std::vector<UnitCost> none = costs_;
-    for (UnitCost& c : none) c.amount = 0;
+    const std::vector<UnitCost> none = none_used();
     engine_.pacer_->settle(*key_, engine_.mono_.now(), SendCosts{costs_, none});
   }
   out_.attempts.pop_back();
   --attempt_;
-  // Back to the pacer, as enter_acquire() does; next() asks it.
-  state_ = State::kAcquire;
-  wait_start_ = engine_.mono_.now();
-  if (hooked()) {
-    Event e = event(Event::Kind::kWaitStarted);
-    e.wait_kind = Event::WaitKind::kPacer;
-    emit(e);
-  }
+  begin_acquire();  // next() asks the pacer again
 }
 
 void Machine::reject_body(std::string_view error_bytes) {

@@ -410,6 +410,9 @@ class Machine {
   Step start();
   Step wait_not_before(WallTime now);
   Step enter_acquire();
+  void begin_acquire();  // the pacer wait begins (state, start, event); enter_acquire() then asks
+  // costs_ with every amount 0: what a send that used nothing reports.
+  std::vector<UnitCost> none_used() const;
   Step try_acquire();
   Step from_permit(const AcquireResult& result);
   bool decide(const Signals* signals, std::string_view error, bool sent);
