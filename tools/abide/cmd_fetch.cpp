@@ -127,13 +127,14 @@ std::vector<FetchJob> first_lines(const RequestPlan& plan) {
 // --jobs within the descriptors: each request out holds a connection, may
 // keep another pooled and may spill its answer to a temporary file, beside
 // 64 for the rest. Said on stderr (unless -s) when it lowers --jobs.
-std::size_t fit_jobs(std::size_t wanted, bool silent) {
+// `wanted`: what the batch can use of `asked` (--jobs, as given).
+std::size_t fit_jobs(std::size_t wanted, std::size_t asked, bool silent) {
   const std::optional<std::size_t> limit = raise_descriptor_limit();
   if (!limit) return wanted;
   const std::size_t room = *limit > 64 + 3 ? (*limit - 64) / 3 : 1;
   if (wanted <= room) return wanted;
   if (!silent) {
-    std::cerr << "abide fetch: --jobs " << wanted << " lowered to " << room << ": the process may open " << *limit
+    std::cerr << "abide fetch: --jobs " << asked << " lowered to " << room << ": the process may open " << *limit
               << " descriptors (ulimit -n)\n";
   }
   return room;
@@ -245,9 +246,12 @@ int run_fetch(const FetchOptions& o) {
   // URL arguments run one after the other, as curl's (sequential) default
   // does, so that their outputs come in argument order; a --urls or --resume
   // batch runs --jobs requests at once, as many as the descriptors allow.
+  // (A batch shorter than --jobs needs no more; only then are the descriptors asked.)
   const std::size_t jobs =
-      batch ? std::clamp<std::size_t>(cmd_fetch::fit_jobs(o.jobs, o.silent), 1,
-                                      std::max<std::size_t>(1, plan->total.value_or(o.jobs)))
+      batch ? std::max<std::size_t>(
+                  cmd_fetch::fit_jobs(std::min(o.jobs, std::max<std::size_t>(1, plan->total.value_or(o.jobs))),
+                                      o.jobs, o.silent),
+                  1)
             : 1;
   ClientConfig config;
   config.max_transfers = jobs;  // also bounds the connections kept
