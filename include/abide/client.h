@@ -164,6 +164,10 @@ struct ClientConfig {
   // fields alone (a proxy forwards what its caller sent).
   bool default_fields = true;
   bool verify_tls = true;
+  // A PEM file of CA certificates that verify servers instead of the system's
+  // (CURLOPT_CAINFO): a private CA's upstream. Empty: the system's. A file
+  // libcurl cannot load fails each TLS handshake, which is not retried.
+  std::string ca_file;
   // The proxy URL for every transfer (CURLOPT_PROXY: "http://host:port",
   // https://, socks5h://...); hosts in no_proxy still bypass it, as in curl.
   // Empty: libcurl's default, which honours the http_proxy, https_proxy,
@@ -313,7 +317,7 @@ class Client {
   // set, the body is kept in outcome.response->body (up to max_body_bytes).
   // Of the ClientConfig, the transfer settings (connect_timeout,
   // attempt_timeout, read_timeout, user_agent, default_fields, verify_tls,
-  // proxy, decompress, http_version) are the handle's own business: none is set on it;
+  // ca_file, proxy, decompress, http_version) are the handle's own business: none is set on it;
   // max_header_bytes applies. Errors that would come again end the request
   // at once as for fetch(), judged on libcurl's code alone (the handle's
   // CURLOPT_ERRORBUFFER is the caller's and stays so): a TLS handshake

@@ -49,6 +49,7 @@ TransferLimits limits_for(const ClientConfig& config, const engine::Step& step, 
   limits.user_agent = config.user_agent;
   limits.default_fields = config.default_fields;
   limits.verify_tls = config.verify_tls;
+  limits.ca_file = config.ca_file;
   limits.proxy = config.proxy;
   limits.decompress = config.decompress;
   limits.http_version = config.http_version;

@@ -155,6 +155,7 @@ bool EasyAttempt::start(CURL* e, const engine::Request& request, const TransferL
   curl_easy_reset(e);  // keeps the connection and DNS caches
   user_agent_.assign(limits.user_agent);
   proxy_.assign(limits.proxy);
+  ca_file_.assign(limits.ca_file);
   bool set = true;
   auto opt = [&](CURLoption o, auto v) { set = set && curl_easy_setopt(e, o, v) == CURLE_OK; };
   // The URL parsed once per request, not once more per attempt (libcurl's
@@ -180,6 +181,7 @@ bool EasyAttempt::start(CURL* e, const engine::Request& request, const TransferL
   }
   opt(CURLOPT_SSL_VERIFYPEER, limits.verify_tls ? 1L : 0L);
   opt(CURLOPT_SSL_VERIFYHOST, limits.verify_tls ? 2L : 0L);
+  if (!ca_file_.empty()) opt(CURLOPT_CAINFO, ca_file_.c_str());
   opt(CURLOPT_HEADERFUNCTION, &on_header);
   opt(CURLOPT_HEADERDATA, static_cast<void*>(this));
   opt(CURLOPT_WRITEFUNCTION, &on_body);

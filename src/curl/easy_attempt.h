@@ -75,6 +75,7 @@ class EasyAttempt {
   std::unique_ptr<curl_slist, SlistDeleter> headers_;
   std::string user_agent_;
   std::string proxy_;
+  std::string ca_file_;
   char errbuf_[CURL_ERROR_SIZE] = {};
   bool sent_ = false;        // the request is being written (on_prereq): it may have been applied
   bool reported_ = false;    // the machine has the final head

@@ -64,6 +64,7 @@ struct TransferLimits {
   std::string_view user_agent;
   bool default_fields = true;  // ClientConfig::default_fields
   bool verify_tls = true;
+  std::string_view ca_file;  // empty: the system's CA certificates
   std::string_view proxy;  // empty: libcurl's default (the *_proxy environment variables)
   bool decompress = false;
   HttpVersion http_version = HttpVersion::kDefault;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "support/process.h"
+#include "support/temp_dir.h"
 
 namespace abide::test {
 
@@ -34,23 +35,6 @@ inline const bool kNoProxy = [] {
     unsetenv(v);
   return true;
 }();
-
-// A fresh folder for one test's files, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "abide-fetch-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
 
 // Sets an environment variable for one scope: the processes started while it
 // lives inherit it.

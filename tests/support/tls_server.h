@@ -17,11 +17,14 @@
 #include <string>
 #include <vector>
 
-#include "support/fetch_cli.h"
 #include "support/process.h"
 #include "support/run.h"
+#include "support/temp_dir.h"
 
 namespace abide::test {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
 
 class TlsServer {
  public:
@@ -73,6 +76,9 @@ class TlsServer {
   const std::string& error() const { return error_; }
 
   std::string url(const std::string& target) const { return "https://127.0.0.1:" + std::to_string(port_) + target; }
+
+  // The server's self-signed certificate (PEM): the CA a client trusts to verify it.
+  std::string ca_file() const { return dir_ / "cert.pem"; }
 
   // Serves `bytes` at /files/NAME.
   void put_file(const std::string& name, const std::string& bytes) const {

@@ -5,9 +5,12 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "abide/client.h"
@@ -39,6 +42,8 @@ struct ProxyFlags {
   double max_time_s = 0;
   double read_timeout_s = 60;
   double send_timeout_s = 60;
+  bool insecure = false;  // -k
+  std::string cacert;     // --cacert FILE
   std::size_t jobs = 32;
   std::size_t queue = 1024;
   std::uint64_t max_body = std::uint64_t{64} << 20;
@@ -51,6 +56,20 @@ struct ProxyFlags {
 int usage(std::string_view why) {
   std::cerr << "abide proxy: " << why << "\n";
   return kExitUsage;
+}
+
+// Why --cacert FILE cannot be used, or nullopt. Checked before the proxy
+// listens: libcurl would only find out at each request's handshake, and
+// every caller would get a 502 for a typo in a path.
+std::optional<std::string> cacert_problem(const std::string& path) {
+  if (path == "-") return std::string("give a file: the proxy reads no certificate from standard input");
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return "cannot read " + path + ": it is a folder";
+  auto text = read_text(path);
+  if (!text) return text.error().text;
+  if (text->find("-----BEGIN CERTIFICATE-----") == std::string::npos)
+    return path + " holds no PEM certificate (-----BEGIN CERTIFICATE-----)";
+  return std::nullopt;
 }
 
 int run_proxy(const ProxyFlags& o) {
@@ -84,6 +103,9 @@ int run_proxy(const ProxyFlags& o) {
     route.dialect = proxy::dialect_of(profile);
   }
   opts.adopt_profiles = adopt;
+  if (!o.cacert.empty()) {
+    if (auto problem = cacert_problem(o.cacert)) return usage("--cacert: " + *problem);
+  }
   auto spec = parse_store_spec(o.store);
   if (!spec) return usage(spec.error());
   spec->fallback = o.store_fallback;
@@ -104,6 +126,11 @@ int run_proxy(const ProxyFlags& o) {
     std::cerr << "abide proxy: warning: " << o.bind
               << " is not a loopback address: the proxy forwards its callers' credentials (Authorization, API "
                  "keys) to its upstreams, for anyone who can reach it\n";
+  }
+
+  if (o.insecure) {
+    std::cerr << "abide proxy: warning: -k: upstreams' TLS certificates are not verified, and callers' credentials "
+                 "go to whoever answers\n";
   }
 
   auto store = open_store(*spec, "abide proxy");
@@ -131,6 +158,8 @@ int run_proxy(const ProxyFlags& o) {
   config.connect_timeout = seconds_option(o.connect_timeout_s);
   config.attempt_timeout = seconds_option(o.max_time_s);
   config.read_timeout = seconds_option(o.read_timeout_s);
+  config.verify_tls = !o.insecure;  // as abide fetch -k
+  config.ca_file = o.cacert;
   PacerConfig pacer_config;
   pacer_config.rules.pacing = o.pacing == "burst" ? Pacing::kBurst : Pacing::kSmooth;
   config.pacer = std::make_shared<Pacer>(pacer_config, std::move(store->store));
@@ -267,9 +296,12 @@ const Registration proxy_cmd{
                      "A caller that does not take a piece of its answer within this many seconds is dropped")
           ->capture_default_str()
           ->check(CLI::Range(0.001, 86400.0));
+      app.add_flag("-k,--insecure", o->insecure, "Do not verify the upstreams' TLS certificates");
+      app.add_option("--cacert", o->cacert,
+                     "PEM file of the CA certificates that verify https upstreams, instead of the system's");
       app.add_option("--jobs", o->jobs, "Most concurrent upstream transfers")
           ->capture_default_str()
-          ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
+          ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
       app.add_option("--queue", o->queue, "Most callers held beyond --jobs (beyond: 503 with Retry-After)")
           ->capture_default_str()
           ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20));
