@@ -485,6 +485,45 @@ class TestLoop {
   std::optional<std::chrono::steady_clock::time_point> due_;
 };
 
+// A cancel asked by the event hook as a wait begins (a proxy draining ends
+// such waits at once) ends the request at the next turn, not when the wait
+// would have ended: here a pacer wait, which begins inside the loop's step.
+TEST(LoopClient, ACancelFromTheEventHookAsAWaitBeginsEndsItAtOnce) {
+  ManualClock clock;
+  TestServer server;
+  server.svr().Get("/later", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    res.status = 429;
+    res.set_header("Retry-After", "60");
+  });
+  ClientConfig c = fast_config();
+  c.max_attempts = 1;  // the first request ends on its 429; the key stays held 60 s
+  c.mono = &clock.monotonic();
+  c.wall = &clock.wall();
+  LoopClient* self = nullptr;
+  LoopClient::Id second = 0;
+  int cancels = 0;
+  c.on_event = [&](const ClientEvent& e) {
+    if (e.kind == ClientEvent::Kind::kWaitStarted && e.index == 2 && self != nullptr) {
+      EXPECT_TRUE(self->cancel(second));
+      ++cancels;
+    }
+  };
+  LoopClient client(c);
+  self = &client;
+  std::map<std::size_t, RequestOutcome> results;
+  Request r;
+  r.url = server.url("/later");
+  client.start(r, [&](RequestOutcome&& out) { results.emplace(1, std::move(out)); }, {}, 1);
+  ASSERT_TRUE(drive(client, [&] { return results.count(1) == 1; }));
+  second = client.start(r, [&](RequestOutcome&& out) { results.emplace(2, std::move(out)); }, {}, 2);
+  // The manual clock never moves: only the cancel can end the 60 s wait.
+  ASSERT_TRUE(drive(client, [&] { return results.count(2) == 1; }));
+  EXPECT_EQ(cancels, 1);
+  EXPECT_EQ(results[2].kind, OutcomeKind::kCancelled) << results[2].reason;
+  EXPECT_EQ(server.seen().size(), 1u);
+}
+
 TEST(LoopClient, ALoopOfTheCallersDrivesItThroughHooks) {
   TestServer server;
   server.svr().Get("/h", [&](const httplib::Request& req, httplib::Response& res) {

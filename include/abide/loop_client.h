@@ -61,8 +61,11 @@ class LoopClient {
   // the final answer streams to it as Client::fetch(request, sink) does.
   // ClientEvent::index is `index`.
   Id start(const Request& request, Done done, ResponseSink sink = {}, std::size_t index = 0);
+  // The same, taking the request (and its body) without a copy.
+  Id start(Request&& request, Done done, ResponseSink sink = {}, std::size_t index = 0);
   // Ends a request that has not finished: it ends cancelled (done is called,
-  // at the next turn of the loop). False when it is unknown or finished.
+  // at the next turn of the loop). Allowed from the event hook and the sink.
+  // False when it is unknown or finished.
   bool cancel(Id id);
 
   // Backpressure for a sink that cannot take more now (a slow reader of

@@ -82,8 +82,8 @@ struct LoopClient::Impl {
   enum class Where : std::uint8_t { kReady, kTimer, kSlot, kTransfer, kDone };
 
   struct Job {
-    Job(Id id_, const Request& r, Done d, ResponseSink s, std::size_t index_)
-        : id(id_), index(index_), request(r), done(std::move(d)), sink(std::move(s)) {}
+    Job(Id id_, Request r, Done d, ResponseSink s, std::size_t index_)
+        : id(id_), index(index_), request(std::move(r)), done(std::move(d)), sink(std::move(s)) {}
     Id id;
     std::size_t index;
     Request request;
@@ -174,6 +174,7 @@ struct LoopClient::Impl {
   std::vector<Id> to_cancel;  // asked from inside libcurl's callbacks
   bool in_curl = false;       // inside a libcurl call (its callbacks may run)
   bool pumping = false;
+  bool ending = false;        // inside end_transfer
 
   // libcurl's wishes: its timer on the steady clock (it counts real time),
   // and the sockets watched (for the own epoll, and to tell hooks of changes).
@@ -220,9 +221,9 @@ struct LoopClient::Impl {
   }
 
   // ---- starting ----
-  Id start(const Request& request, Done done, ResponseSink sink, std::size_t index) {
+  Id start(Request request, Done done, ResponseSink sink, std::size_t index) {
     const Id id = next_id++;
-    auto job = std::make_unique<Job>(id, request, std::move(done), std::move(sink), index);
+    auto job = std::make_unique<Job>(id, std::move(request), std::move(done), std::move(sink), index);
     Job& j = *job;
     jobs.emplace(id, std::move(job));
     if (auto why = curl_detail::parse_url(j.request.url, j.url)) {
@@ -371,6 +372,7 @@ struct LoopClient::Impl {
   // The transfer of `j` ended (`end`): the machine hears how, the handle and
   // its slot go back.
   void end_transfer(Job& j, const TransferEnd& end) {
+    ending = true;  // the machine hears the end: its events may ask to cancel
     CURL* e = j.easy;
     j.easy = nullptr;
     j.paused = false;
@@ -385,6 +387,7 @@ struct LoopClient::Impl {
     give_handle(e);
     j.where = Where::kReady;
     ready.push_back(j.id);
+    ending = false;
     admit_waiters();
   }
 
@@ -440,8 +443,12 @@ struct LoopClient::Impl {
     if (it == jobs.end() || it->second->where == Where::kDone || it->second->cancelled) return false;
     Job& j = *it->second;
     j.cancelled = true;
-    if (in_curl) {
-      to_cancel.push_back(id);  // a transfer's handle cannot leave from inside libcurl's callbacks
+    if (in_curl || pumping || ending) {
+      // From a callback (libcurl's, an event hook's inside a machine's step
+      // or a transfer's end, a done): the job may be mid-move, so the cancel
+      // is taken at the pump's next round, where every job is in its place.
+      to_cancel.push_back(id);
+      want_turn();
       return true;
     }
     cancel_now(j);
@@ -642,6 +649,9 @@ LoopClient::~LoopClient() = default;
 
 LoopClient::Id LoopClient::start(const Request& request, Done done, ResponseSink sink, std::size_t index) {
   return impl_->start(request, std::move(done), std::move(sink), index);
+}
+LoopClient::Id LoopClient::start(Request&& request, Done done, ResponseSink sink, std::size_t index) {
+  return impl_->start(std::move(request), std::move(done), std::move(sink), index);
 }
 bool LoopClient::cancel(Id id) { return impl_->cancel(id); }
 bool LoopClient::pause(Id id) { return impl_->pause(id, true); }

@@ -45,6 +45,7 @@ struct ProxyFlags {
   bool insecure = false;  // -k
   std::string cacert;     // --cacert FILE
   std::size_t jobs = 32;
+  std::size_t loops = 0;  // --loops: 0 = one per core
   std::size_t queue = 1024;
   std::uint64_t max_body = std::uint64_t{64} << 20;
   std::uint64_t body_memory = std::uint64_t{256} << 20;
@@ -115,6 +116,7 @@ int run_proxy(const ProxyFlags& o) {
   opts.port = static_cast<std::uint16_t>(o.port);
   opts.default_budget = seconds_option(o.max_wait_s);
   opts.jobs = o.jobs;
+  opts.loops = o.loops;
   opts.queue = o.queue;
   opts.max_body = o.max_body;
   opts.body_memory = o.body_memory;
@@ -302,6 +304,9 @@ const Registration proxy_cmd{
       app.add_option("--jobs", o->jobs, "Most concurrent upstream transfers")
           ->capture_default_str()
           ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
+      app.add_option("--loops", o->loops, "Event loops (threads) serving callers; 0: one per core (at most --jobs)")
+          ->capture_default_str()
+          ->check(CLI::Range(std::size_t{0}, std::size_t{64}));
       app.add_option("--queue", o->queue, "Most callers held beyond --jobs (beyond: 503 with Retry-After)")
           ->capture_default_str()
           ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20));

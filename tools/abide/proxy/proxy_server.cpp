@@ -1,6 +1,6 @@
 // `abide proxy`'s server: the listener, the shared state, the event hook and
-// the drain (see proxy_server.h). One connection's loop is in
-// proxy_connection.cpp.
+// the loops' start and drain (see proxy_server.h). A loop is proxy_worker.cpp,
+// one caller connection caller_connection.cpp.
 #include "proxy/proxy_server.h"
 
 #include <arpa/inet.h>
@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "abide/headers.h"
@@ -21,6 +22,7 @@
 #include "common.h"
 #include "proxy/answer_writer.h"
 #include "proxy/proxy_core.h"
+#include "proxy/proxy_worker.h"
 
 namespace abide::proxy {
 namespace proxy_server {  // private to this file (the CLI is compiled in batches)
@@ -30,6 +32,8 @@ namespace proxy_server {  // private to this file (the CLI is compiled in batche
 // accepts any hint up to a month, so that a long one is answered with its
 // permitted time rather than cut down.
 constexpr Duration kPlannerMaxWait = std::chrono::hours{24 * 31};
+// Event loops at most (--loops, or one per core).
+constexpr std::size_t kMaxLoops = 64;
 
 std::string_view wait_name(ClientEvent::WaitKind k) {
   switch (k) {
@@ -48,29 +52,23 @@ std::string seconds_text(Duration d) {
 
 }  // namespace proxy_server
 
-InFlight*& current_flight() noexcept {
-  thread_local InFlight* current = nullptr;
-  return current;
-}
-
 ProxyServer::Core::Core(ProxyOptions o)
     : opts(std::move(o)),
       mono(opts.client.mono != nullptr ? *opts.client.mono : system_monotonic_clock()),
-      wall(opts.client.wall != nullptr ? *opts.client.wall : system_wall_clock()) {
-  wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  ClientConfig config = opts.client;
-  config.max_transfers = opts.jobs;
+      wall(opts.client.wall != nullptr ? *opts.client.wall : system_wall_clock()),
+      client_config(opts.client) {
+  ClientConfig& config = client_config;
   // What goes upstream is what the caller sent: no User-Agent, Accept or
   // Content-Type of the transport's own.
   config.user_agent.clear();
   config.default_fields = false;
   config.planner.max_wait = proxy_server::kPlannerMaxWait;
-  EventHook user = std::move(config.on_event);
-  config.on_event = [this, user](const ClientEvent& e) {
-    on_event(e);
-    if (user) user(e);
-  };
-  client = std::make_unique<Client>(std::move(config));
+  // One pacer for every loop (each LoopClient would make its own).
+  if (!config.pacer) {
+    PacerConfig p = config.pacer_config;
+    p.use_low_confidence_quota = p.use_low_confidence_quota || config.planner.use_low_confidence_quota;
+    config.pacer = std::make_shared<Pacer>(p, nullptr, mono, wall);
+  }
   named.resize(opts.routes.size());
   named_dialect.resize(opts.routes.size());
   said = std::make_unique<std::atomic<bool>[]>(opts.routes.size());
@@ -113,29 +111,8 @@ void ProxyServer::Core::notice_fields(const Route& route, const engine::Response
 }
 
 ProxyServer::Core::~Core() {
+  workers.clear();  // their threads are joined
   if (listen_fd >= 0) ::close(listen_fd);
-  if (wake_fd >= 0) ::close(wake_fd);
-}
-
-void ProxyServer::Core::enter(InFlight& f) {
-  std::lock_guard lock(flights_mu);
-  f.prev = nullptr;
-  f.next = flights;
-  if (flights != nullptr) flights->prev = &f;
-  flights = &f;
-  ++flight_count;
-}
-
-void ProxyServer::Core::leave(InFlight& f) {
-  {
-    std::lock_guard lock(flights_mu);
-    if (f.prev != nullptr) f.prev->next = f.next;
-    else flights = f.next;
-    if (f.next != nullptr) f.next->prev = f.prev;
-    f.prev = f.next = nullptr;
-    --flight_count;
-  }
-  flights_cv.notify_all();
 }
 
 void ProxyServer::Core::keep_limited(const std::string& key, LimitedAnswer answer) {
@@ -168,9 +145,9 @@ void ProxyServer::Core::note_cooldown(const std::string& key, WallTime until) {
   key_cooldowns.emplace(key, until);
 }
 
-WallTime ProxyServer::Core::drain_time(const InFlight& f, WallTime now, MonoTime mono_now) {
+WallTime ProxyServer::Core::drain_time(const Flight& f, WallTime now, MonoTime mono_now) {
   if (f.wait_until) return now + (*f.wait_until > mono_now ? *f.wait_until - mono_now : Duration::zero());
-  return not_before(f.request.pacer_key, now);
+  return not_before(f.pacer_key, now);
 }
 
 WallTime ProxyServer::Core::not_before(const std::string& key, WallTime now) {
@@ -181,11 +158,6 @@ WallTime ProxyServer::Core::not_before(const std::string& key, WallTime now) {
   return now + std::chrono::seconds{1};  // a wait whose end nobody told: come back in a second
 }
 
-void ProxyServer::Core::drain_locked(InFlight& f, WallTime not_before) {
-  f.drained = true;
-  f.drain_not_before = not_before;
-}
-
 void ProxyServer::Core::log(std::string_view line) {
   std::lock_guard lock(log_mu);
   std::string s(line);
@@ -193,66 +165,63 @@ void ProxyServer::Core::log(std::string_view line) {
   static_cast<void>(::write(STDERR_FILENO, s.data(), s.size()));
 }
 
-void ProxyServer::Core::on_event(const ClientEvent& e) {
+bool ProxyServer::Core::on_event(Flight* f, const ClientEvent& e) {
   using K = ClientEvent::Kind;
-  InFlight* f = current_flight();
-  if (f != nullptr && e.request != &f->request) f = nullptr;
-  if (f != nullptr) {
-    bool cancel = false;
-    int transfer_change = 0;
-    {
-      std::lock_guard lock(f->mu);
-      switch (e.kind) {
-        case K::kWaitStarted:
-          f->phase = InFlight::Phase::kWaiting;
-          f->wait_until.reset();
-          if (e.wait > Duration::zero()) f->wait_until = saturating_add(e.at, e.wait);
-          // A wait that starts during the drain ends at once, answered with its end.
-          if (stopping.load() && !f->drained) {
-            drain_locked(*f, drain_time(*f, wall.now(), mono.now()));
-            cancel = true;
-          }
-          break;
-        case K::kWaitEnded:
-          if (f->phase == InFlight::Phase::kWaiting) f->phase = InFlight::Phase::kPreparing;
-          f->wait_until.reset();
-          break;
-        case K::kAttemptStarted:
-          f->phase = InFlight::Phase::kSending;
-          if (!f->transferring) {
-            f->transferring = true;
-            transfer_change = 1;
-          }
-          break;
-        case K::kDecision:
-          if (e.plan != nullptr && e.plan->not_before_wall)
-            note_cooldown(f->request.pacer_key, *e.plan->not_before_wall);
-          // An answer that will be retried ends its transfer here (its body is dropped).
-          if (e.plan != nullptr && e.plan->decision == Decision::kRetry && f->transferring) {
-            f->transferring = false;
-            transfer_change = -1;
-          }
-          break;
-        case K::kFinished:
-          if (f->transferring) {
-            f->transferring = false;
-            transfer_change = -1;
-          }
-          break;
-        case K::kResponseObserved:
-        case K::kTransportError: break;
+  if (f == nullptr) return false;
+  bool cancel = false;
+  int transfer_change = 0;
+  switch (e.kind) {
+    case K::kWaitStarted:
+      f->phase = Flight::Phase::kWaiting;
+      f->wait_until.reset();
+      if (e.wait > Duration::zero()) f->wait_until = saturating_add(e.at, e.wait);
+      // A wait that starts during the drain ends at once, answered with its end.
+      if (stopping.load() && !f->drained) {
+        drain(*f, drain_time(*f, wall.now(), mono.now()));
+        cancel = true;
       }
-    }
-    if (e.kind == K::kResponseObserved && e.response != nullptr && f->route != nullptr &&
-        (e.signals == nullptr || e.signals->profile.empty())) {
-      notice_fields(*f->route, *e.response);
-    }
-    if (transfer_change != 0) {
-      transfers.fetch_add(transfer_change);
-      publish_in_flight();
-    }
-    if (cancel) f->stop.request_stop();  // outside the lock: the stop callbacks run here
+      break;
+    case K::kWaitEnded:
+      if (f->phase == Flight::Phase::kWaiting) f->phase = Flight::Phase::kPreparing;
+      f->wait_until.reset();
+      break;
+    case K::kAttemptStarted:
+      f->phase = Flight::Phase::kSending;
+      if (!f->transferring) {
+        f->transferring = true;
+        transfer_change = 1;
+      }
+      break;
+    case K::kDecision:
+      if (e.plan != nullptr && e.plan->not_before_wall) note_cooldown(f->pacer_key, *e.plan->not_before_wall);
+      // An answer that will be retried ends its transfer here (its body is dropped).
+      if (e.plan != nullptr && e.plan->decision == Decision::kRetry && f->transferring) {
+        f->transferring = false;
+        transfer_change = -1;
+      }
+      break;
+    case K::kFinished:
+      if (f->transferring) {
+        f->transferring = false;
+        transfer_change = -1;
+      }
+      break;
+    case K::kResponseObserved:
+    case K::kTransportError: break;
   }
+  if (e.kind == K::kResponseObserved && e.response != nullptr && f->route != nullptr &&
+      (e.signals == nullptr || e.signals->profile.empty())) {
+    notice_fields(*f->route, *e.response);
+  }
+  if (transfer_change != 0) {
+    transfers.fetch_add(transfer_change);
+    publish_in_flight();
+  }
+  return cancel;
+}
+
+void ProxyServer::Core::log_event(const Flight* f, const ClientEvent& e) {
+  using K = ClientEvent::Kind;
   if (!opts.verbose) return;
   const std::uint64_t id = f != nullptr ? f->id : 0;
   switch (e.kind) {
@@ -294,76 +263,6 @@ void ProxyServer::Core::on_event(const ClientEvent& e) {
   }
 }
 
-void ProxyServer::Core::reap(bool all) {
-  std::list<Connection> finished;
-  {
-    std::lock_guard lock(conns_mu);
-    for (auto it = conns.begin(); it != conns.end();) {
-      auto next = std::next(it);
-      if (all || it->done.load()) {
-        finished.splice(finished.end(), conns, it);
-        --live_connections;
-      }
-      it = next;
-    }
-  }
-  for (Connection& c : finished) c.thread.join();
-}
-
-bool ProxyServer::Core::reclaim_idle_locked() {
-  for (Connection& c : conns) {
-    int idle = Connection::kIdle;
-    if (c.done.load() || !c.state.compare_exchange_strong(idle, Connection::kReclaimed)) continue;
-    std::lock_guard lock(c.mu);
-    if (c.fd >= 0) ::shutdown(c.fd, SHUT_RDWR);  // its thread sees the end and closes it
-    return true;
-  }
-  return false;
-}
-
-void ProxyServer::Core::accept_loop() {
-  while (!stopping.load()) {
-    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
-    const int n = ::poll(fds, 2, 1000);
-    reap(false);
-    if (n <= 0) continue;
-    if ((fds[1].revents & POLLIN) != 0) break;
-    if ((fds[0].revents & POLLIN) == 0) continue;
-    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      // Out of descriptors: let connections end instead of spinning.
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) ::poll(nullptr, 0, 50);
-      continue;
-    }
-    const int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    // A caller that stops reading its answer: its sends fail after this, and the transfer stops.
-    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(opts.send_timeout).count();
-    const timeval send_timeout{static_cast<time_t>(us / 1'000'000), static_cast<suseconds_t>(us % 1'000'000)};
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
-    std::unique_lock lock(conns_mu);
-    if (live_connections >= opts.max_connections && !reclaim_idle_locked()) {
-      lock.unlock();
-      const WallTime now = wall.now();
-      MadeAnswer a = error_answer(503, "too many connections", std::chrono::seconds{1}, now + std::chrono::seconds{1},
-                                  now);
-      if (!a.head.headers.first("Abide-Outcome")) a.head.headers.add("Abide-Outcome", "deferred");
-      std::string scratch;
-      AnswerWriter w(fd, 1, false, false, scratch);
-      static_cast<void>(w.made(a));
-      ::close(fd);
-      continue;
-    }
-    Connection& c = conns.emplace_back();
-    c.fd = fd;
-    ++live_connections;
-    c.thread = std::thread([this, &c] {
-      serve_connection(*this, c);
-      c.done.store(true);
-    });
-  }
-}
-
 ProxyServer::ProxyServer(ProxyOptions options) : core_(std::make_unique<Core>(std::move(options))) {}
 
 ProxyServer::~ProxyServer() { stop(); }
@@ -390,8 +289,7 @@ Result<std::uint16_t, ErrorMessage> ProxyServer::start() {
   const auto failed = [&](const std::string& why) {
     return fail(ErrorMessage("cannot listen on " + where + ": " + why));
   };
-  if (c.wake_fd < 0) return failed(std::strerror(errno));
-  if (!c.watcher.ok()) return failed("cannot watch connections (epoll)");
+  if (!c.workers.empty() || c.stopped.load()) return failed("the server was started already");
   fit_connections_to_descriptors(c.opts);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -403,7 +301,7 @@ Result<std::uint16_t, ErrorMessage> ProxyServer::start() {
     return failed(::gai_strerror(rc));
   std::string error = "no address";
   for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
-    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
     if (fd < 0) {
       error = std::strerror(errno);
       continue;
@@ -437,71 +335,39 @@ Result<std::uint16_t, ErrorMessage> ProxyServer::start() {
     bound = ntohs(a4->sin_port);
     c.address = std::string(host) + ":" + std::to_string(bound);
   }
-  c.acceptor = std::thread([&c] { c.accept_loop(); });
+  // The loops: one per core unless told, never more than transfers may run
+  // (each needs at least one), the transfers split between them.
+  std::size_t loops = c.opts.loops != 0 ? c.opts.loops : std::max(1u, std::thread::hardware_concurrency());
+  loops = std::clamp<std::size_t>(loops, 1, std::max<std::size_t>(1, std::min<std::size_t>(c.opts.jobs, proxy_server::kMaxLoops)));
+  for (std::size_t i = 0; i < loops; ++i) {
+    const std::size_t share = c.opts.jobs / loops + (i < c.opts.jobs % loops ? 1 : 0);
+    auto w = std::make_unique<Worker>(c, std::max<std::size_t>(share, 1));
+    if (!w->ok()) {
+      c.workers.clear();
+      ::close(c.listen_fd);
+      c.listen_fd = -1;
+      return failed("cannot make an event loop (epoll): " + std::string(std::strerror(errno)));
+    }
+    c.workers.push_back(std::move(w));
+  }
+  for (auto& w : c.workers) w->start();
   return bound;
 }
 
 void ProxyServer::stop() {
   Core& c = *core_;
   if (c.stopped.exchange(true)) return;
+  // Each loop drains its own callers (see Worker::begin_drain): it stops
+  // accepting, answers callers held in a wait, gives transfers the grace
+  // period, cancels what is left, and ends once every answer is out.
   c.stopping.store(true);
-  const std::uint64_t one = 1;
-  if (c.wake_fd >= 0) static_cast<void>(::write(c.wake_fd, &one, sizeof one));  // stays readable: every poller wakes
-  if (c.acceptor.joinable()) c.acceptor.join();
+  for (auto& w : c.workers) w->wake();
+  for (auto& w : c.workers) w->join();
+  c.workers.clear();
   if (c.listen_fd >= 0) {
     ::close(c.listen_fd);
     c.listen_fd = -1;
   }
-
-  // Callers held in a wait are answered now, with the end of that wait;
-  // `pick` chooses which requests, and marks them.
-  const auto cancel_where = [&c](auto pick) {
-    std::vector<std::stop_source> stops;
-    {
-      std::lock_guard lock(c.flights_mu);
-      const WallTime now = c.wall.now();
-      const MonoTime mono_now = c.mono.now();
-      for (InFlight* f = c.flights; f != nullptr; f = f->next) {
-        std::lock_guard flock(f->mu);
-        if (pick(*f, now, mono_now)) stops.push_back(f->stop);
-      }
-    }
-    for (auto& s : stops) s.request_stop();  // outside the locks: the stop callbacks run here
-  };
-  cancel_where([&c](InFlight& f, WallTime now, MonoTime mono_now) {
-    if (f.phase != InFlight::Phase::kWaiting || f.drained) return false;
-    c.drain_locked(f, c.drain_time(f, now, mono_now));
-    return true;
-  });
-
-  // Transfers in flight get the grace period (checked on the injected clock).
-  const MonoTime grace_end = saturating_add(c.mono.now(), c.opts.grace);
-  {
-    std::unique_lock lock(c.flights_mu);
-    while (c.flight_count > 0 && c.mono.now() < grace_end) c.flights_cv.wait_for(lock, std::chrono::milliseconds{50});
-  }
-  // Then what is left is cancelled: answered 503 unless its answer already began.
-  cancel_where([&c](InFlight& f, WallTime now, MonoTime mono_now) {
-    if (f.phase != InFlight::Phase::kStreaming && !f.drained) {
-      c.drain_locked(f, f.phase == InFlight::Phase::kWaiting ? c.drain_time(f, now, mono_now)
-                                                             : now + std::chrono::seconds{1});
-    }
-    return true;
-  });
-  {
-    std::unique_lock lock(c.flights_mu);
-    c.flights_cv.wait_for(lock, std::chrono::seconds{5}, [&c] { return c.flight_count == 0; });
-  }
-  // Every connection still open (a body still arriving, an answer still
-  // being read) is cut, so that every thread ends.
-  {
-    std::lock_guard lock(c.conns_mu);
-    for (Connection& conn : c.conns) {
-      std::lock_guard clock(conn.mu);
-      if (conn.fd >= 0) ::shutdown(conn.fd, SHUT_RDWR);
-    }
-  }
-  c.reap(true);
 }
 
 bool is_loopback(const std::string& address) noexcept {

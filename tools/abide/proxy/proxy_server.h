@@ -1,6 +1,7 @@
-// `abide proxy`'s server: the listening socket, one thread per caller
-// connection running its keep-alive loop, the hang-up watcher, the admission
-// bound (jobs + queue), and the drain at shutdown. What is forwarded and what
+// `abide proxy`'s server: the listening socket, event loops (one per core by
+// default) that each serve their share of the caller connections and run
+// their share of the upstream transfers, the admission bound (jobs + queue),
+// and the drain at shutdown. What is forwarded and what
 // callers are answered are proxy_rules.h's rules; this file owns the sockets
 // and the lifecycle.
 #pragma once
@@ -25,6 +26,7 @@ struct ProxyOptions {
   std::uint16_t port = 8080;                           // 0 picks a free one
   Duration default_budget = std::chrono::seconds{60};  // a caller's wait without Abide-Max-Wait
   std::size_t jobs = 32;                               // concurrent upstream transfers
+  std::size_t loops = 0;                               // event loops (threads); 0: one per core (at most jobs)
   std::size_t queue = 1024;                            // callers held beyond them
   std::uint64_t max_body = std::uint64_t{64} << 20;    // of a caller's request
   // Request bodies held in memory at once, over every caller: a body that
@@ -35,7 +37,7 @@ struct ProxyOptions {
   // allow (the soft limit raised to the hard one first). Past it an idle
   // keep-alive connection is closed for the new caller, or when none is
   // idle the new caller is answered 503.
-  std::size_t max_connections = 4096;
+  std::size_t max_connections = 65536;
   Duration head_timeout = std::chrono::seconds{30};  // to receive a whole head (and each body read)
   Duration idle_timeout = std::chrono::seconds{60};  // a keep-alive connection without a request
   Duration send_timeout = std::chrono::seconds{60};  // for a caller to take each piece of its answer, in all
@@ -65,7 +67,7 @@ class ProxyServer {
   ProxyServer(const ProxyServer&) = delete;
   ProxyServer& operator=(const ProxyServer&) = delete;
 
-  // Binds, listens and starts serving on background threads. The error says
+  // Binds, listens and starts serving on the loops' threads. The error says
   // "cannot listen on ADDRESS:PORT: why".
   [[nodiscard]] Result<std::uint16_t, ErrorMessage> start();
   // "ADDRESS:PORT" as bound (IPv6 in brackets).
@@ -73,13 +75,13 @@ class ProxyServer {
 
   // The drain: stops accepting, answers callers held in a wait with 503 and
   // their permitted time, gives transfers in flight the grace period, then
-  // cancels what is left, closes every connection and joins every thread.
+  // cancels what is left, closes every connection and joins every loop.
   // Idempotent.
   void stop();
 
   const Stats& stats() const noexcept;
 
-  struct Core;  // the state the connection threads share (proxy_server.cpp)
+  struct Core;  // the state the loops share (proxy_core.h)
 
  private:
   std::unique_ptr<Core> core_;
