@@ -110,6 +110,10 @@ Caller::~Caller() {
 
 void Caller::begin() {
   progress_ = w_.core().mono.now();
+  // Registered once, edge-triggered: what the socket can do is remembered
+  // here (readable_, writable_, peer_closed_), so a request costs no
+  // epoll_ctl however its states change.
+  w_.watch(*this);
   arm();
 }
 
@@ -132,18 +136,6 @@ std::optional<MonoTime> Caller::due() const {
 
 void Caller::arm() {
   if (closed_ || gone_) return;
-  std::uint32_t events = 0;
-  switch (state_) {
-    case State::kIdle:
-    case State::kHead:
-    case State::kBody:
-    case State::kLinger: events = EPOLLIN | EPOLLRDHUP; break;
-    // Pipelined bytes wait; only a hang-up is heard.
-    case State::kForward: events = EPOLLRDHUP; break;
-    case State::kFlush: break;
-  }
-  if (pending() != 0) events |= EPOLLOUT;
-  w_.watch(*this, events);
   // Deadlines move lazily: one registered too early is checked and moved
   // when it fires (on_deadline), so a read does not touch the timer set.
   const std::optional<MonoTime> at = due();
@@ -178,27 +170,45 @@ void Caller::on_deadline() {
 
 // ---- reading ---------------------------------------------------------------
 
+bool Caller::reading() const noexcept {
+  return state_ == State::kIdle || state_ == State::kHead || state_ == State::kBody || state_ == State::kLinger;
+}
+
 void Caller::on_ready(std::uint32_t events) {
   if (closed_ || gone_) return;
-  if ((events & EPOLLOUT) != 0) {
-    flush();
-    w_.mark(*this);
-    if (closed_ || gone_) return;
-  }
-  if (state_ == State::kForward) {
-    if ((events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) hang_up();
+  if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) readable_ = true;  // an end is read too
+  if ((events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) peer_closed_ = true;
+  if ((events & (EPOLLHUP | EPOLLERR)) != 0) {  // nothing more can be sent either
+    hang_up();
     return;
   }
-  if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) read_ready();
+  if ((events & EPOLLOUT) != 0) {
+    writable_ = true;
+    if (pending() != 0) {
+      flush();
+      w_.mark(*this);
+      if (closed_ || gone_) return;
+    }
+  }
+  // While a request is forwarded its pipelined successors wait unread; a
+  // caller that closed its side is taken as gone (its request is cancelled).
+  if (state_ == State::kForward) {
+    if (peer_closed_) hang_up();
+    return;
+  }
+  if (readable_ && reading()) read_ready();
 }
 
 void Caller::read_ready() {
   const std::span<char> buf = w_.scratch();
   for (int reads = 0; reads < kReadsPerEvent; ++reads) {
-    if (state_ != State::kIdle && state_ != State::kHead && state_ != State::kBody && state_ != State::kLinger) return;
+    if (!reading() || !readable_) return;
     const ssize_t n = ::recv(fd_, buf.data(), buf.size(), 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      readable_ = false;  // until the next edge
+      return;
+    }
     if (n <= 0) {  // the caller closed (a head or body cut short is simply dropped)
       end();
       return;
@@ -216,6 +226,7 @@ void Caller::read_ready() {
     parse();
     if (closed_ || gone_) return;
   }
+  if (readable_ && reading()) w_.mark(*this);  // more at the next turn: the others go first
 }
 
 void Caller::parse() {
@@ -482,6 +493,7 @@ void Caller::forward(const Route& route, Duration budget, std::vector<UnitCost> 
         w_.mark(*this);
       },
       std::move(sink), static_cast<std::size_t>(f.flight.id));
+  if (peer_closed_) hang_up();  // it sent its request and closed its side: taken as gone
 }
 
 bool Caller::on_answer_head(const FinalHead& fh) {
@@ -603,8 +615,8 @@ void Caller::hang_up() {
 
 void Caller::flush() {
   if (closed_ || gone_) return;
-  if ((watched_ & EPOLLOUT) == 0) sent_at_ = w_.core().mono.now();  // the send timeout counts from here
-  while (pending() != 0) {
+  if (!sending_) sent_at_ = w_.core().mono.now();  // the send timeout counts from here
+  while (pending() != 0 && writable_) {
     const ssize_t n = ::send(fd_, out_.data() + sent_, pending(), MSG_NOSIGNAL);
     if (n > 0) {
       sent_ += static_cast<std::size_t>(n);
@@ -612,10 +624,14 @@ void Caller::flush() {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      writable_ = false;  // until the next edge
+      break;
+    }
     hang_up();  // the caller is gone
     return;
   }
+  sending_ = pending() != 0;
   if (pending() == 0) {
     out_.clear();
     sent_ = 0;
@@ -641,7 +657,7 @@ void Caller::service() {
     if (closed_ || gone_) return;
     flush();
     if (closed_ || gone_) return;
-    if (state_ != State::kFlush || pending() != 0) return;
+    if (state_ != State::kFlush || pending() != 0) break;
     if (close_after_) {
       if (linger_after_) linger();
       else end();
@@ -649,7 +665,9 @@ void Caller::service() {
     }
     next_request();
   }
-  if (!closed_ && state_ == State::kFlush) w_.mark(*this);
+  if (closed_ || gone_) return;
+  if (state_ == State::kFlush && pending() == 0) w_.mark(*this);  // the rounds ran out
+  else if (readable_ && reading()) read_ready();
 }
 
 void Caller::next_request() {
@@ -667,6 +685,7 @@ void Caller::next_request() {
   free_if_large(in_);
   arm();
   parse();  // a pipelined request
+  if (!closed_ && !gone_ && readable_ && reading()) read_ready();  // bytes that came meanwhile
 }
 
 void Caller::on_drain() {

@@ -82,6 +82,7 @@ class Caller {
   struct Forward;
 
   std::size_t pending() const noexcept { return out_.size() - sent_; }
+  bool reading() const noexcept;  // a state that reads the caller's bytes
   void read_ready();
   void parse();  // what in_ holds, in the current state
   bool take_head();
@@ -116,7 +117,10 @@ class Caller {
   std::size_t sent_ = 0;
   MonoTime progress_{};  // the last read (kHead/kBody), send (output pending) or state change
   MonoTime head_started_{};
-  std::uint32_t watched_ = 0;
+  bool readable_ = false;     // bytes (or the end) may be waiting
+  bool writable_ = true;      // the socket took the last send whole
+  bool peer_closed_ = false;  // the caller closed its side (or the socket failed)
+  bool sending_ = false;      // output was left pending (the send timeout runs)
   // The request being read.
   std::size_t searched_ = 0;
   std::optional<RequestHead> head_;

@@ -119,22 +119,18 @@ void Worker::join() {
 
 // ---- the callers' bookkeeping ----------------------------------------------
 
-void Worker::watch(Caller& c, std::uint32_t events) {
-  if (c.in_epoll_ && c.watched_ == events) return;
+void Worker::watch(Caller& c) {
+  if (c.in_epoll_) return;
   epoll_event ev{};
-  ev.events = events;
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
   ev.data.u64 = reinterpret_cast<std::uintptr_t>(&c);
-  if (::epoll_ctl(epoll_fd_, c.in_epoll_ ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c.fd(), &ev) == 0) {
-    c.in_epoll_ = true;
-    c.watched_ = events;
-  }
+  c.in_epoll_ = ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, c.fd(), &ev) == 0;
 }
 
 void Worker::unwatch(Caller& c) {
   if (!c.in_epoll_) return;
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd(), nullptr);
   c.in_epoll_ = false;
-  c.watched_ = 0;
 }
 
 void Worker::set_deadline(Caller& c, std::optional<MonoTime> at) {

@@ -47,8 +47,8 @@ class Worker {
   LoopClient& client() noexcept { return *client_; }
   // A buffer to receive into, shared by the loop's callers (an idle caller holds none).
   std::span<char> scratch() noexcept { return {scratch_.get(), kScratch}; }
-  // Watches the caller's socket for `events` (EPOLLIN, EPOLLOUT, EPOLLRDHUP; 0: nothing).
-  void watch(Caller& c, std::uint32_t events);
+  // Watches the caller's socket, edge-triggered, for everything (once).
+  void watch(Caller& c);
   // Stops watching the caller's socket at all (before it closes, or after a hang-up).
   void unwatch(Caller& c);
   // The caller's next deadline on Core::mono (nullopt: none).
