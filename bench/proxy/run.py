@@ -368,10 +368,19 @@ def http_get(port, path, headers=None, timeout=10):
         return e.code, dict(e.headers), e.read()
 
 
-def raise_fd_limit():
+def raise_fd_limit(want=0):
     """The soft RLIMIT_NOFILE up to the hard one (the children inherit it): the
-    cooldown's callers are sockets of this process. Returns (soft, hard)."""
+    cooldown's callers are sockets of this process. With privilege (root), the
+    hard limit is raised first to `want` when it is lower: the streams
+    scenario's proxy holds N callers and up to N upstream sockets. Returns
+    (soft, hard)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if want and hard != resource.RLIM_INFINITY and hard < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, want))
+            soft, hard = want, want
+        except (ValueError, OSError):
+            pass  # unprivileged: the hard limit stays (check_fd_limit says what it costs)
     if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
         try:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -539,7 +548,7 @@ def streams_phase(args, run_dir):
     the proxy from an HTTP/2 upstream: the proxy's memory and threads, whole
     streams, and a fresh caller's wait."""
     n = args.streams
-    check_fd_limit(n + 128, f"{n} stream callers")
+    check_fd_limit(2 * n + 256, f"{n} stream callers and the proxy's upstream sockets")
     folder = tempfile.mkdtemp(prefix="abide-proxy-streams-")
     upstream = proxy = load = None
     result = {"streams": n, "events": args.events, "interval_ms": args.interval_ms}
@@ -898,7 +907,7 @@ def main():
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
     run_dir = os.path.join(BUILD, "proxy-run", stamp)
     os.makedirs(run_dir, exist_ok=True)
-    soft, hard = raise_fd_limit()
+    soft, hard = raise_fd_limit(max(args.callers, args.streams) * 2 + 1024)
     state_dir = tempfile.mkdtemp(prefix="abide-proxy-bench-state-")
     ABIDE_ENV = abide_env(state_dir)
     meta = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

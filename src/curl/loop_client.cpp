@@ -94,7 +94,8 @@ struct LoopClient::Impl {
     std::string body;  // the final answer's body, kept (no sink)
     curl_detail::BodyTarget target;
     std::optional<engine::Machine> machine;
-    curl_detail::EasyAttempt attempt;
+    // While in a transfer (pooled between them: a waiting job holds none).
+    std::unique_ptr<curl_detail::EasyAttempt> attempt;
     CURL* easy = nullptr;  // while in a transfer
     Where where = Where::kReady;
     std::optional<MonoTime> send_deadline;  // kSlot: the permitted attempt's (engine::Step::deadline)
@@ -102,7 +103,7 @@ struct LoopClient::Impl {
     bool timed = false;
     bool cancelled = false;                // cancel() asked
     bool paused = false;                   // pause(): the body's delivery waits
-    std::optional<RequestOutcome> result;  // kDone
+    std::unique_ptr<RequestOutcome> result;  // kDone (a held job holds none)
   };
 
   Impl(ClientConfig c, Hooks h)
@@ -171,6 +172,7 @@ struct LoopClient::Impl {
   std::set<std::pair<MonoTime, Id>> timers;  // on the injected clock
   std::size_t transfers = 0;              // easy handles in the multi handle
   std::vector<CURL*> idle;
+  std::vector<std::unique_ptr<curl_detail::EasyAttempt>> idle_attempts;
   std::vector<Id> to_cancel;  // asked from inside libcurl's callbacks
   bool in_curl = false;       // inside a libcurl call (its callbacks may run)
   bool pumping = false;
@@ -255,7 +257,7 @@ struct LoopClient::Impl {
   }
 
   void finish(Job& j, RequestOutcome out) {
-    j.result = std::move(out);
+    j.result = std::make_unique<RequestOutcome>(std::move(out));
     j.where = Where::kDone;
     finished.push_back(j.id);
     want_turn();
@@ -343,15 +345,26 @@ struct LoopClient::Impl {
     else curl_easy_cleanup(e);
   }
 
+  std::unique_ptr<curl_detail::EasyAttempt> take_attempt() {
+    if (idle_attempts.empty()) return std::make_unique<curl_detail::EasyAttempt>();
+    auto a = std::move(idle_attempts.back());
+    idle_attempts.pop_back();
+    return a;
+  }
+  void give_attempt(std::unique_ptr<curl_detail::EasyAttempt> a) {
+    if (a && idle_attempts.size() < kMaxIdleHandles) idle_attempts.push_back(std::move(a));
+  }
+
   void begin_transfer(Job& j, const engine::Step& step) {
     CURL* e = take_handle();
     const curl_detail::TransferLimits limits = curl_detail::limits_for(config, step, mono);
     if (e == nullptr) {
       j.machine->refuse("libcurl could not create a handle");
-    } else if (j.attempt.start(e, j.request, limits, j.target, *j.machine, mono, wall, &j.url)) {
+    } else if (j.attempt = take_attempt();
+               j.attempt->start(e, j.request, limits, j.target, *j.machine, mono, wall, &j.url)) {
       // libcurl may send it later than now (waiting for a connection): an
       // answer heard meanwhile that says wait holds it back.
-      j.attempt.hold_back_if_held(engine.pacer(), j.machine->pacer_key());
+      j.attempt->hold_back_if_held(engine.pacer(), j.machine->pacer_key());
       curl_easy_setopt(e, CURLOPT_PRIVATE, static_cast<void*>(&j));
       in_curl = true;
       const CURLMcode rc = curl_multi_add_handle(multi, e);
@@ -364,6 +377,7 @@ struct LoopClient::Impl {
       }
       j.machine->refuse("libcurl could not start the transfer");
     }
+    give_attempt(std::move(j.attempt));
     if (e != nullptr) give_handle(e);
     j.where = Where::kReady;
     ready.push_back(j.id);
@@ -380,10 +394,11 @@ struct LoopClient::Impl {
     curl_multi_remove_handle(multi, e);  // aborts the transfer if it still runs
     in_curl = false;
     --transfers;
-    if (j.attempt.end(end, j.cancelled) == curl_detail::Transport::End::kComplete) {
+    if (j.attempt->end(end, j.cancelled) == curl_detail::Transport::End::kComplete) {
       // An empty body: the head reaches the sink now, before the outcome is final.
       if (!j.final || j.final->given_head() || j.machine->body({})) j.machine->complete();
     }
+    give_attempt(std::move(j.attempt));
     give_handle(e);
     j.where = Where::kReady;
     ready.push_back(j.id);

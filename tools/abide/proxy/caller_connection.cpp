@@ -91,8 +91,8 @@ struct Caller::Forward {
   Dialect dialect;  // the callers of its route are answered in
   AnswerWriter writer;
   OutcomeKind head_kind = OutcomeKind::kDone;  // the final answer's, once its head came
-  std::optional<LimitedAnswer> limited;        // a limited final answer, kept whole for the key's later callers
-  std::optional<RequestOutcome> outcome;       // once done
+  std::unique_ptr<LimitedAnswer> limited;      // a limited final answer, kept whole for the key's later callers
+  std::unique_ptr<RequestOutcome> outcome;     // once done (a held request holds none)
   bool paused = false;                         // the answer's delivery waits for the caller to read
 };
 
@@ -284,7 +284,7 @@ bool Caller::take_head() {
     too_much_body();
     return false;
   }
-  if (framing_.kind == BodyFraming::Kind::kChunked) chunked_.emplace(core.opts.max_body);
+  if (framing_.kind == BodyFraming::Kind::kChunked) chunked_ = std::make_unique<ChunkedDecoder>(core.opts.max_body);
   if (framing_.kind == BodyFraming::Kind::kLength)
     body_.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(framing_.length, std::uint64_t{1} << 20)));
   // The caller waits for "100 Continue" before it sends the body.
@@ -489,7 +489,7 @@ void Caller::forward(const Route& route, Duration budget, std::vector<UnitCost> 
   f.flight.job = w_.client().start(
       std::move(request),
       [this](RequestOutcome&& outcome) {
-        fwd_->outcome = std::move(outcome);
+        fwd_->outcome = std::make_unique<RequestOutcome>(std::move(outcome));
         w_.mark(*this);
       },
       std::move(sink), static_cast<std::size_t>(f.flight.id));
@@ -503,7 +503,9 @@ bool Caller::on_answer_head(const FinalHead& fh) {
   if (gone_) return false;
   f.head_kind = fh.kind;
   const bool head_request = head_->method == "HEAD";
-  if (!head_request) f.limited = limited_answer(fh, f.dialect);
+  if (!head_request) {
+    if (auto limited = limited_answer(fh, f.dialect)) f.limited = std::make_unique<LimitedAnswer>(std::move(*limited));
+  }
   AnswerHead h = answer_head(fh, core.wall.now(), head_request, f.dialect);
   proxy_locations(h.headers, core.opts.routes, *f.flight.route, head_->headers, core.address);
   f.writer.head(h);

@@ -125,7 +125,7 @@ class Caller {
   std::size_t searched_ = 0;
   std::optional<RequestHead> head_;
   BodyFraming framing_{};
-  std::optional<ChunkedDecoder> chunked_;
+  std::unique_ptr<ChunkedDecoder> chunked_;  // a chunked body's (a held caller holds none)
   std::string body_;
   BodyShare share_;
   bool keep_alive_ = false;

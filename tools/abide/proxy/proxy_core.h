@@ -65,11 +65,10 @@ struct ProxyServer::Core {
 
   // Bytes of request bodies in memory now (within opts.body_memory).
   std::atomic<std::uint64_t> body_bytes{0};
-  // Admitted requests (held until answered), transfers running upstream and
-  // caller connections open, over every loop.
+  // Admitted requests (held until answered) and transfers running upstream,
+  // over every loop.
   std::atomic<std::int64_t> admitted{0};
   std::atomic<std::int64_t> transfers{0};
-  std::atomic<std::size_t> connections{0};
   void publish_in_flight() { stats.set_in_flight(admitted.load(), transfers.load()); }
 
   // The latest permitted time each pacer key was given (a pacer wait's end

@@ -275,9 +275,10 @@ void fit_connections_to_descriptors(ProxyOptions& opts) {
   // Past the limit accept() fails and a fresh caller is never answered.
   const std::optional<std::size_t> limit = cli::raise_descriptor_limit();
   if (!limit) return;
-  // Room beside the callers for the upstream sockets (two per transfer:
-  // one in use, one pooled), the store, the listener, pipes and the rest.
-  const std::size_t reserve = 2 * opts.jobs + 64;
+  // Room beside the callers for the upstream sockets (each loop's
+  // connection cache holds at most its share of the transfers, in use or
+  // idle), the store, the listener, each loop's descriptors and the rest.
+  const std::size_t reserve = opts.jobs + 128;
   const std::size_t room = *limit > reserve + 16 ? *limit - reserve : 16;
   opts.max_connections = std::min(opts.max_connections, room);
 }
@@ -340,8 +341,9 @@ Result<std::uint16_t, ErrorMessage> ProxyServer::start() {
   std::size_t loops = c.opts.loops != 0 ? c.opts.loops : std::max(1u, std::thread::hardware_concurrency());
   loops = std::clamp<std::size_t>(loops, 1, std::max<std::size_t>(1, std::min<std::size_t>(c.opts.jobs, proxy_server::kMaxLoops)));
   for (std::size_t i = 0; i < loops; ++i) {
-    const std::size_t share = c.opts.jobs / loops + (i < c.opts.jobs % loops ? 1 : 0);
-    auto w = std::make_unique<Worker>(c, std::max<std::size_t>(share, 1));
+    const auto share_of = [&](std::size_t total) { return total / loops + (i < total % loops ? 1 : 0); };
+    auto w = std::make_unique<Worker>(c, std::max<std::size_t>(share_of(c.opts.jobs), 1),
+                                      share_of(c.opts.max_connections));
     if (!w->ok()) {
       c.workers.clear();
       ::close(c.listen_fd);

@@ -34,9 +34,10 @@ struct ProxyOptions {
   std::uint64_t body_memory = std::uint64_t{256} << 20;
   Duration grace = std::chrono::seconds{10};           // for transfers in flight at shutdown
   // Callers connected at once; start() lowers it to what the descriptors
-  // allow (the soft limit raised to the hard one first). Past it an idle
-  // keep-alive connection is closed for the new caller, or when none is
-  // idle the new caller is answered 503.
+  // allow (the soft limit raised to the hard one first). Each loop takes its
+  // share; past it an idle keep-alive connection of that loop is closed for
+  // the new caller (as an nginx worker does with worker_connections), or
+  // when none is idle the new caller is answered 503.
   std::size_t max_connections = 65536;
   Duration head_timeout = std::chrono::seconds{30};  // to receive a whole head (and each body read)
   Duration idle_timeout = std::chrono::seconds{60};  // a keep-alive connection without a request
@@ -89,7 +90,7 @@ class ProxyServer {
 
 // Raises RLIMIT_NOFILE's soft limit to the hard one, and lowers
 // opts.max_connections to what the descriptors then leave beside the
-// upstream sockets (2 per job) and 64 for the rest.
+// upstream sockets (one per job: in use or pooled) and the rest.
 void fit_connections_to_descriptors(ProxyOptions& opts);
 
 // Whether `address` (numeric IPv4 or IPv6) is a loopback address.

@@ -53,8 +53,9 @@ LoopClient::Interest interest_of(std::uint32_t events) {
 
 using namespace proxy_worker;
 
-Worker::Worker(ProxyServer::Core& core, std::size_t transfers)
+Worker::Worker(ProxyServer::Core& core, std::size_t transfers, std::size_t max_connections)
     : core_(core),
+      max_connections_(std::max<std::size_t>(max_connections, 1)),
       epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       scratch_(std::make_unique_for_overwrite<char[]>(kScratch)) {
@@ -151,7 +152,7 @@ void Worker::close(Caller& c) {
   unwatch(c);
   set_deadline(c, std::nullopt);
   c.closed_ = true;
-  core_.connections.fetch_sub(1);
+  --connections_;
   const auto it = callers_.find(&c);
   if (it == callers_.end()) return;
   closed_.push_back(std::move(it->second));  // freed at the end of the turn: events for it may still be in hand
@@ -216,7 +217,7 @@ void Worker::run() {
   for (auto& kv : callers_) left.push_back(kv.first);
   for (Caller* c : left) {
     unwatch(*c);
-    core_.connections.fetch_sub(1);
+    --connections_;
   }
   client_.reset();
   callers_.clear();
@@ -284,11 +285,10 @@ bool Worker::reclaim_idle() {
 void Worker::admit(int fd) {
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  // Past max_connections an idle keep-alive connection of this loop is
-  // closed for the new caller (as nginx reuses them); when none is idle, the
-  // new caller is told to come back.
-  if (core_.connections.fetch_add(1) >= core_.opts.max_connections && !reclaim_idle()) {
-    core_.connections.fetch_sub(1);
+  // Past its share of max_connections an idle keep-alive connection of
+  // this loop is closed for the new caller (as an nginx worker reuses its
+  // own); when none is idle, the new caller is told to come back.
+  if (connections_ >= max_connections_ && !reclaim_idle()) {
     const WallTime now = core_.wall.now();
     MadeAnswer a = error_answer(503, "too many connections", std::chrono::seconds{1}, now + std::chrono::seconds{1}, now);
     if (!a.head.headers.first("Abide-Outcome")) a.head.headers.add("Abide-Outcome", "deferred");
@@ -299,6 +299,7 @@ void Worker::admit(int fd) {
     ::close(fd);
     return;
   }
+  ++connections_;
   auto c = std::make_unique<Caller>(*this, fd);
   Caller& ref = *c;
   callers_.emplace(&ref, std::move(c));

@@ -27,8 +27,9 @@ class Caller;
 
 class Worker {
  public:
-  // `transfers`: this loop's share of ProxyOptions::jobs.
-  Worker(ProxyServer::Core& core, std::size_t transfers);
+  // `transfers` and `max_connections`: this loop's shares of
+  // ProxyOptions::jobs and max_connections.
+  Worker(ProxyServer::Core& core, std::size_t transfers, std::size_t max_connections);
   ~Worker();  // joins the thread
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -78,6 +79,8 @@ class Worker {
   int wait_ms() const;
 
   ProxyServer::Core& core_;
+  std::size_t max_connections_;
+  std::size_t connections_ = 0;  // callers open (closed_ ones no longer count)
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   std::thread thread_;
