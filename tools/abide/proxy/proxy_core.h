@@ -69,6 +69,7 @@ struct ProxyServer::Core {
   // over every loop.
   std::atomic<std::int64_t> admitted{0};
   std::atomic<std::int64_t> transfers{0};
+  std::atomic<std::size_t> open_connections{0};  // callers connected, over every loop
   void publish_in_flight() { stats.set_in_flight(admitted.load(), transfers.load()); }
 
   // The latest permitted time each pacer key was given (a pacer wait's end

@@ -100,13 +100,36 @@ Worker::~Worker() {
 }
 
 void Worker::start() {
+  listen(true);
+  thread_ = std::thread([this] { run(); });
+}
+
+void Worker::listen(bool on) {
+  if (on == listening_) return;
+  if (!on) {
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, core_.listen_fd, nullptr);
+    listening_ = false;
+    return;
+  }
   epoll_event ev{};
   // Every loop watches the one listening socket; EPOLLEXCLUSIVE wakes one
   // (or a few) of them per new connection, not all.
   ev.events = EPOLLIN | EPOLLEXCLUSIVE;
   ev.data.u64 = kListenTag;
   listening_ = ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, core_.listen_fd, &ev) == 0;
-  thread_ = std::thread([this] { run(); });
+}
+
+void Worker::balance_accepting() {
+  if (draining_) return;
+  if (accept_resume_ && core_.mono.now() < *accept_resume_) return;  // out of descriptors a moment ago
+  accept_resume_.reset();
+  // A loop at its share of the connections leaves new callers to the loops
+  // with room (as an nginx worker does when its connections run short); when
+  // every loop is full, each goes on accepting, to reclaim an idle
+  // connection of its own or answer 503.
+  const bool full_here = connections_ >= max_connections_;
+  const bool room_elsewhere = core_.open_connections.load() < core_.opts.max_connections;
+  listen(!full_here || !room_elsewhere);
 }
 
 void Worker::wake() {
@@ -153,6 +176,7 @@ void Worker::close(Caller& c) {
   set_deadline(c, std::nullopt);
   c.closed_ = true;
   --connections_;
+  core_.open_connections.fetch_sub(1);
   const auto it = callers_.find(&c);
   if (it == callers_.end()) return;
   closed_.push_back(std::move(it->second));  // freed at the end of the turn: events for it may still be in hand
@@ -170,7 +194,7 @@ int Worker::wait_ms() const {
     if (!wait || left < *wait) wait = left;
   }
   if (draining_ && (!wait || *wait > kDrainTick)) wait = kDrainTick;
-  if (!listening_ && !draining_ && (!wait || *wait > kAcceptPause)) wait = kAcceptPause;
+  if (!listening_ && !draining_ && (!wait || *wait > kAcceptPause)) wait = kAcceptPause;  // to look again
   // At most a second: a loop never sleeps on a state it forgot to wake for.
   if (!wait) return 1000;
   return static_cast<int>(std::min<std::int64_t>(std::chrono::ceil<std::chrono::milliseconds>(*wait).count(), 1000));
@@ -202,12 +226,7 @@ void Worker::run() {
     }
     fire_deadlines();
     service_marked();
-    if (!listening_ && !draining_) {  // accepting paused (out of descriptors): try again
-      epoll_event ev{};
-      ev.events = EPOLLIN | EPOLLEXCLUSIVE;
-      ev.data.u64 = kListenTag;
-      listening_ = ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, core_.listen_fd, &ev) == 0;
-    }
+    balance_accepting();
     if (draining_) drain_step();
     closed_.clear();
     if (draining_ && drained_out()) break;
@@ -218,6 +237,7 @@ void Worker::run() {
   for (Caller* c : left) {
     unwatch(*c);
     --connections_;
+    core_.open_connections.fetch_sub(1);
   }
   client_.reset();
   callers_.clear();
@@ -265,8 +285,8 @@ void Worker::accept_some() {
     if (errno == EINTR || errno == ECONNABORTED) continue;
     if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
       // Out of descriptors: stop listening for a moment instead of spinning.
-      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, core_.listen_fd, nullptr);
-      listening_ = false;
+      listen(false);
+      accept_resume_ = saturating_add(core_.mono.now(), kAcceptPause);
     }
     return;  // EAGAIN: another loop took it, or nothing is left
   }
@@ -300,6 +320,7 @@ void Worker::admit(int fd) {
     return;
   }
   ++connections_;
+  core_.open_connections.fetch_add(1);
   auto c = std::make_unique<Caller>(*this, fd);
   Caller& ref = *c;
   callers_.emplace(&ref, std::move(c));
@@ -310,10 +331,7 @@ void Worker::admit(int fd) {
 
 void Worker::begin_drain() {
   draining_ = true;
-  if (listening_) {
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, core_.listen_fd, nullptr);
-    listening_ = false;
-  }
+  listen(false);
   // Idle connections close now.
   std::vector<Caller*> all;
   all.reserve(callers_.size());

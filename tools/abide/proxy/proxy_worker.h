@@ -68,6 +68,8 @@ class Worker {
   static constexpr std::size_t kScratch = std::size_t{64} << 10;
   void run();
   void on_client_event(const ClientEvent& e);
+  void listen(bool on);
+  void balance_accepting();
   void accept_some();
   void admit(int fd);
   bool reclaim_idle();
@@ -92,7 +94,8 @@ class Worker {
   std::set<std::pair<MonoTime, Caller*>> deadlines_;
   std::vector<Caller*> marked_;
   std::unordered_map<std::uint64_t, std::pair<Flight*, Caller*>> flights_;
-  bool listening_ = false;
+  bool listening_ = false;                // the listening socket is in this loop's epoll set
+  std::optional<MonoTime> accept_resume_;  // out of descriptors: accepting waits until then
   bool draining_ = false;
   bool cut_ = false;  // the grace period ended: what is left was cancelled
   MonoTime grace_end_{};
