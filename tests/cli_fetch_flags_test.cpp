@@ -179,6 +179,20 @@ TEST_F(FetchFlags, DataFileThatCannotBeReadIsSaidOnceAndNothingSent) {
   EXPECT_EQ(m.stats()["totals"]["requests"], 0);
 }
 
+// A folder given as a body file is refused with the reason, not an
+// exception's text, and nothing is sent.
+TEST_F(FetchFlags, DataFromAFolderIsRefusedAndNothingSent) {
+  Mock m({});
+  TempDir dir;
+  const std::string folder = dir / "folder";
+  ASSERT_TRUE(std::filesystem::create_directory(folder));
+  const RunResult r = run(fetch_argv({"-s", "-d", "@" + folder, m.url("/items/1")}));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("cannot read " + folder + ": Is a directory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("underflow"), std::string::npos) << r.err;
+  EXPECT_EQ(m.stats()["totals"]["requests"], 0);
+}
+
 TEST_F(FetchFlags, ContentTypeFromHeaderWinsAsCurl) {
   compare_with_curl({"-H", "Content-Type: text/plain", "-d", "hello"}, echo());
 }

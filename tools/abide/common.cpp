@@ -1,13 +1,14 @@
 #include "common.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <sstream>
 
 #include "abide/headers.h"
@@ -34,14 +35,29 @@ Result<std::string, ErrorMessage> read_text(const std::string& path) {
     if (std::cin.bad()) return fail(ErrorMessage("cannot read standard input"));
     return ss.str();
   }
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  const int open_error = errno;
-  if (!in) return fail(ErrorMessage("cannot read " + path + ": " + std::strerror(open_error != 0 ? open_error : EIO)));
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  // A folder opens but cannot be read.
-  if (in.bad()) return fail(ErrorMessage("cannot read " + path + ": " + std::strerror(errno != 0 ? errno : EIO)));
-  return text;
+  // POSIX reads, not a stream: libstdc++'s file stream throws on a folder.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const auto failed = [&path](int error) { return fail(ErrorMessage("cannot read " + path + ": " + std::strerror(error))); };
+  if (fd < 0) return failed(errno);
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return failed(EISDIR);
+  }
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      text.append(buf, static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    const int error = n < 0 ? errno : 0;
+    ::close(fd);
+    if (error != 0) return failed(error);
+    return text;
+  }
 }
 
 std::optional<std::string> read_input(const std::string& path) {
