@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "curl/transfer.h"
+#include "support/client_config.h"
 #include "support/http_test_server.h"
 
 #include <algorithm>
@@ -38,14 +39,7 @@ using namespace std::chrono_literals;
 using test::TestServer;
 
 // A quick planner for tests: small backoff, no jitter.
-ClientConfig fast_config() {
-  ClientConfig c;
-  c.planner.backoff = BackoffPolicy(20ms, 100ms, Jitter::kNone);
-  c.max_attempts = 3;
-  c.connect_timeout = 2s;
-  c.pacer_config.rules.probe_timeout = 2s;
-  return c;
-}
+using test::fast_config;
 
 TEST(Client, GetDoneWithHeadersBodyAndOneAttempt) {
   TestServer server;

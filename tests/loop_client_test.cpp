@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/client_config.h"
 #include "support/http_test_server.h"
 
 namespace abide {
@@ -27,14 +28,7 @@ using namespace std::chrono_literals;
 using test::TestServer;
 using Interest = LoopClient::Interest;
 
-ClientConfig fast_config() {
-  ClientConfig c;
-  c.planner.backoff = BackoffPolicy(20ms, 100ms, Jitter::kNone);
-  c.max_attempts = 3;
-  c.connect_timeout = 2s;
-  c.pacer_config.rules.probe_timeout = 2s;
-  return c;
-}
+using test::fast_config;
 
 // Turns the loop (through its descriptor) until `until` holds or 10 s of
 // real time pass. Polls at most 5 ms at a time: with a manual clock, the
