@@ -129,6 +129,57 @@ TEST(LoopClient, MaxTransfersBoundsTheTransfersAtOnce) {
   EXPECT_LE(most_in.load(), 2);
 }
 
+// max_host_connections bounds the connections to one origin: over
+// HTTP/1.1, transfers beyond it wait for one (nothing fails), while another
+// origin is not held back.
+TEST(LoopClient, MaxHostConnectionsBoundsTheConnectionsToAnOrigin) {
+  TestServer server;
+  TestServer other;
+  std::atomic<int> now_in{0};
+  std::atomic<int> most_in{0};
+  server.svr().Get("/s", [&](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    const int in = ++now_in;
+    int seen = most_in.load();
+    while (in > seen && !most_in.compare_exchange_weak(seen, in)) {
+    }
+    std::this_thread::sleep_for(30ms);
+    --now_in;
+    res.set_content("ok", "text/plain");
+  });
+  other.svr().Get("/o", [&](const httplib::Request& req, httplib::Response& res) {
+    other.log(req);
+    res.set_content("other", "text/plain");
+  });
+  ClientConfig c = fast_config();
+  c.max_host_connections = 1;
+  LoopClient client(c);
+  int done = 0;
+  std::optional<MonoTime> other_done;
+  MonoTime last_done{};
+  for (int i = 0; i < 4; ++i) {
+    Request r;
+    r.url = server.url("/s");
+    client.start(r, [&](RequestOutcome&& out) {
+      EXPECT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
+      ++done;
+      last_done = system_monotonic_clock().now();
+    });
+  }
+  Request o;
+  o.url = other.url("/o");
+  client.start(o, [&](RequestOutcome&& out) {
+    EXPECT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
+    other_done = system_monotonic_clock().now();
+  });
+  client.run();
+  EXPECT_EQ(done, 4);
+  EXPECT_EQ(server.seen().size(), 4u);
+  EXPECT_EQ(most_in.load(), 1) << "two connections to one origin at once";
+  ASSERT_TRUE(other_done.has_value());
+  EXPECT_LT(*other_done, last_done) << "the other origin waited for this one's queue";
+}
+
 // A Retry-After of 60 s is a timer on the injected clock: nothing is sent a
 // second early, and the retry goes out once the time has come.
 TEST(LoopClient, ARetryWaitIsATimerAndNothingIsSentEarly) {

@@ -1046,6 +1046,49 @@ TEST(ProxyConnections, IdleCallersAreReclaimedSoAFreshOneIsAnswered) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+// --max-upstream-connections bounds the proxy's connections to an upstream
+// (nginx's max_conns): callers beyond it wait for one, and every one is
+// answered.
+TEST(ProxyConnections, UpstreamConnectionsAreBoundedAndEveryCallerAnswered) {
+  httplib::Server upstream_server;
+  const int port = upstream_server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::atomic<int> now_in{0};
+  std::atomic<int> most_in{0};
+  upstream_server.Get(R"(/items/(\d+))", [&](const httplib::Request& req, httplib::Response& res) {
+    const int in = ++now_in;
+    int seen = most_in.load();
+    while (in > seen && !most_in.compare_exchange_weak(seen, in)) {
+    }
+    std::this_thread::sleep_for(50ms);
+    --now_in;
+    res.set_content("item " + req.matches[1].str(), "text/plain");
+  });
+  std::thread serving([&] { upstream_server.listen_after_bind(); });
+  for (int i = 0; i < 2000 && !upstream_server.is_running(); ++i) std::this_thread::sleep_for(1ms);
+  {
+    Proxy proxy({"--upstream", "http://127.0.0.1:" + std::to_string(port), "--max-upstream-connections", "1"});
+    ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+    std::vector<RawAnswer> answers(4);
+    std::vector<std::thread> callers;
+    for (std::size_t i = 0; i < answers.size(); ++i)
+      callers.emplace_back([&, i] {
+        answers[i] = parse_answer(raw_exchange(
+            proxy.port(), "GET /items/" + std::to_string(i) + " HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n",
+            10s));
+      });
+    for (auto& c : callers) c.join();
+    for (std::size_t i = 0; i < answers.size(); ++i) {
+      EXPECT_EQ(answers[i].status, 200) << i;
+      EXPECT_EQ(answers[i].body, "item " + std::to_string(i));
+    }
+    EXPECT_EQ(most_in.load(), 1) << "more than one connection to the upstream at once";
+    proxy.stop_cleanly();
+  }
+  upstream_server.stop();
+  serving.join();
+}
+
 // Bodies in memory are bounded over every caller (--body-memory): a body a
 // trickling caller holds leaves the rest for others, a body that would pass
 // the bound is answered 503 with Retry-After unread, and the memory comes

@@ -571,6 +571,10 @@ def streams_phase(args, run_dir):
         # it would queue behind the streams for a free transfer.
         jobs = args.streams_jobs or n + 16
         extra = ["--jobs", str(jobs), *trust, *args.streams_proxy_args]
+        if args.streams_upstream_connections > 0:
+            # As a user of an HTTP/2 upstream configures it: the streams share
+            # a few connections instead of one TLS handshake each.
+            extra += ["--max-upstream-connections", str(args.streams_upstream_connections)]
         proxy, port, cmd = start_abide_proxy(args, f"https://127.0.0.1:{up_port}", extra,
                                              os.path.join(run_dir, "abide-streams.stderr"))
         result["command"] = cmd
@@ -892,6 +896,8 @@ def main():
                     help="seconds the streams may run past their last event before they count as unfinished")
     ap.add_argument("--streams-jobs", type=int, help="the streams proxy's --jobs (default: --streams + 16)")
     ap.add_argument("--streams-proxy-args", nargs="*", default=[])
+    ap.add_argument("--streams-upstream-connections", type=int, default=128,
+                    help="the streams proxy's --max-upstream-connections (0: not given)")
     ap.add_argument("--markdown", help="add this run's tables to this file (below what it holds)")
     ap.add_argument("--json", help="write every figure to this file")
     args = ap.parse_args()

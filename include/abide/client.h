@@ -192,6 +192,13 @@ struct ClientConfig {
   // request ends cancelled, deferred past send_by, or deadline_exceeded). A
   // streamed answer holds its transfer until its body is all at the sink.
   std::size_t max_transfers = 0;
+  // A LoopClient's connections to one origin at once (0: no limit; nginx's
+  // max_conns): a transfer beyond waits in libcurl's queue for one to free.
+  // To an HTTP/2 origin the transfers share the connections' streams: without
+  // a bound, transfers that start together while the first connections are
+  // still in their TLS handshake each open their own. (A Client's workers
+  // each hold one connection already.)
+  std::size_t max_host_connections = 0;
   // Injected time and randomness (nullptr: the system clocks; a SeededRandom
   // from std::random_device). The random source must be thread-safe.
   const MonotonicClock* mono = nullptr;

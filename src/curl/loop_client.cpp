@@ -134,6 +134,9 @@ struct LoopClient::Impl {
       // grows with the handles ever added, each a descriptor).
       if (config.max_transfers != 0)
         curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, static_cast<long>(std::min<std::size_t>(config.max_transfers, 1 << 20)));
+      if (config.max_host_connections != 0)
+        curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS,
+                          static_cast<long>(std::min<std::size_t>(config.max_host_connections, 1 << 20)));
     }
     if (hooked && wake_fd >= 0) hooks.watch(wake_fd, Interest::kRead);
   }

@@ -46,6 +46,7 @@ struct ProxyFlags {
   std::string cacert;     // --cacert FILE
   std::size_t jobs = 32;
   std::size_t loops = 0;  // --loops: 0 = one per core
+  std::size_t max_upstream_connections = 0;  // --max-upstream-connections: 0 = no limit
   std::size_t queue = 1024;
   std::uint64_t max_body = std::uint64_t{64} << 20;
   std::uint64_t body_memory = std::uint64_t{256} << 20;
@@ -117,6 +118,7 @@ int run_proxy(const ProxyFlags& o) {
   opts.default_budget = seconds_option(o.max_wait_s);
   opts.jobs = o.jobs;
   opts.loops = o.loops;
+  opts.max_upstream_connections = o.max_upstream_connections;
   opts.queue = o.queue;
   opts.max_body = o.max_body;
   opts.body_memory = o.body_memory;
@@ -307,6 +309,11 @@ const Registration proxy_cmd{
       app.add_option("--loops", o->loops, "Event loops (threads) serving callers; 0: one per core (at most --jobs)")
           ->capture_default_str()
           ->check(CLI::Range(std::size_t{0}, std::size_t{64}));
+      app.add_option("--max-upstream-connections", o->max_upstream_connections,
+                     "Most connections to each upstream at once (0: no limit); to an HTTP/2 upstream the "
+                     "transfers share their streams")
+          ->capture_default_str()
+          ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20));
       app.add_option("--queue", o->queue, "Most callers held beyond --jobs (beyond: 503 with Retry-After)")
           ->capture_default_str()
           ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20));

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -278,7 +279,14 @@ void fit_connections_to_descriptors(ProxyOptions& opts) {
   // Room beside the callers for the upstream sockets (each loop's
   // connection cache holds at most its share of the transfers, in use or
   // idle), the store, the listener, each loop's descriptors and the rest.
-  const std::size_t reserve = opts.jobs + 128;
+  std::size_t upstream_sockets = opts.jobs;
+  if (opts.max_upstream_connections != 0) {
+    std::vector<std::string_view> origins;  // distinct upstreams: each has its own bound
+    for (const Route& r : opts.routes)
+      if (std::find(origins.begin(), origins.end(), r.origin.origin) == origins.end()) origins.push_back(r.origin.origin);
+    upstream_sockets = std::min(upstream_sockets, opts.max_upstream_connections * std::max<std::size_t>(origins.size(), 1));
+  }
+  const std::size_t reserve = upstream_sockets + 128;
   const std::size_t room = *limit > reserve + 16 ? *limit - reserve : 16;
   opts.max_connections = std::min(opts.max_connections, room);
 }
@@ -340,10 +348,16 @@ Result<std::uint16_t, ErrorMessage> ProxyServer::start() {
   // (each needs at least one), the transfers split between them.
   std::size_t loops = c.opts.loops != 0 ? c.opts.loops : std::max(1u, std::thread::hardware_concurrency());
   loops = std::clamp<std::size_t>(loops, 1, std::max<std::size_t>(1, std::min<std::size_t>(c.opts.jobs, proxy_server::kMaxLoops)));
+  // Each loop has connections of its own: a bound on them below the loops
+  // takes loops away, so that the bound holds over all of them.
+  if (c.opts.max_upstream_connections != 0) loops = std::min(loops, c.opts.max_upstream_connections);
   for (std::size_t i = 0; i < loops; ++i) {
     const auto share_of = [&](std::size_t total) { return total / loops + (i < total % loops ? 1 : 0); };
     auto w = std::make_unique<Worker>(c, std::max<std::size_t>(share_of(c.opts.jobs), 1),
-                                      share_of(c.opts.max_connections));
+                                      share_of(c.opts.max_connections),
+                                      c.opts.max_upstream_connections == 0
+                                          ? 0
+                                          : std::max<std::size_t>(share_of(c.opts.max_upstream_connections), 1));
     if (!w->ok()) {
       c.workers.clear();
       ::close(c.listen_fd);

@@ -26,7 +26,13 @@ struct ProxyOptions {
   std::uint16_t port = 8080;                           // 0 picks a free one
   Duration default_budget = std::chrono::seconds{60};  // a caller's wait without Abide-Max-Wait
   std::size_t jobs = 32;                               // concurrent upstream transfers
-  std::size_t loops = 0;                               // event loops (threads); 0: one per core (at most jobs)
+  // Event loops (threads); 0: one per core. At most jobs, and at most
+  // max_upstream_connections when that is set.
+  std::size_t loops = 0;
+  // Connections to each upstream at once, over every loop (0: no limit;
+  // nginx's max_conns): transfers beyond wait for one. To an HTTP/2 upstream
+  // they share its connections' streams (ClientConfig::max_host_connections).
+  std::size_t max_upstream_connections = 0;
   std::size_t queue = 1024;                            // callers held beyond them
   std::uint64_t max_body = std::uint64_t{64} << 20;    // of a caller's request
   // Request bodies held in memory at once, over every caller: a body that
@@ -90,7 +96,8 @@ class ProxyServer {
 
 // Raises RLIMIT_NOFILE's soft limit to the hard one, and lowers
 // opts.max_connections to what the descriptors then leave beside the
-// upstream sockets (one per job: in use or pooled) and the rest.
+// upstream sockets (one per job, in use or pooled, or max_upstream_connections
+// for each upstream when that is fewer) and 128 for the rest.
 void fit_connections_to_descriptors(ProxyOptions& opts);
 
 // Whether `address` (numeric IPv4 or IPv6) is a loopback address.

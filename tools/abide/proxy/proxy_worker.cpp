@@ -53,7 +53,8 @@ LoopClient::Interest interest_of(std::uint32_t events) {
 
 using namespace proxy_worker;
 
-Worker::Worker(ProxyServer::Core& core, std::size_t transfers, std::size_t max_connections)
+Worker::Worker(ProxyServer::Core& core, std::size_t transfers, std::size_t max_connections,
+               std::size_t upstream_connections)
     : core_(core),
       max_connections_(std::max<std::size_t>(max_connections, 1)),
       epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)),
@@ -67,6 +68,7 @@ Worker::Worker(ProxyServer::Core& core, std::size_t transfers, std::size_t max_c
   }
   ClientConfig config = core.client_config;
   config.max_transfers = transfers;
+  config.max_host_connections = upstream_connections;
   EventHook user = std::move(config.on_event);
   config.on_event = [this, user](const ClientEvent& e) {
     on_client_event(e);

@@ -27,9 +27,11 @@ class Caller;
 
 class Worker {
  public:
-  // `transfers` and `max_connections`: this loop's shares of
-  // ProxyOptions::jobs and max_connections.
-  Worker(ProxyServer::Core& core, std::size_t transfers, std::size_t max_connections);
+  // `transfers`, `max_connections` and `upstream_connections` (0: no
+  // bound): this loop's shares of ProxyOptions::jobs, max_connections and
+  // max_upstream_connections.
+  Worker(ProxyServer::Core& core, std::size_t transfers, std::size_t max_connections,
+         std::size_t upstream_connections);
   ~Worker();  // joins the thread
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
