@@ -577,6 +577,10 @@ void Caller::finish_forward() {
     w.made(a);
     keep = keep && !w.must_close();
   }
+  // No longer held before it is counted answered: a reader of the pages
+  // (on another loop) never sees the outcome with the request still held.
+  core.admitted.fetch_sub(1);
+  core.publish_in_flight();
   if (out.not_before_wall) core.stats.cooldown(route.origin.origin, *out.not_before_wall);
   // A caller that hung up was answered nothing: counted under 499, the
   // status proxies log for "client closed request", with its outcome.
@@ -587,8 +591,6 @@ void Caller::finish_forward() {
   }
   fwd_.reset();
   share_.release();
-  core.admitted.fetch_sub(1);
-  core.publish_in_flight();
   if (gone_) {
     end();
     return;
