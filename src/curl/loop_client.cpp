@@ -33,6 +33,7 @@
 #include "abide/engine.h"
 #include "client_parts.h"
 #include "easy_attempt.h"
+#include "epoll_interest.h"
 #include "transfer.h"
 #include "transport.h"
 
@@ -41,6 +42,7 @@ namespace {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 using curl_detail::TransferEnd;
+using curl_detail::epoll_events;
 
 constexpr std::size_t kMaxIdleHandles = 64;
 // Rounds of libcurl's zero timeouts run at once in one pump (each starts
@@ -64,16 +66,6 @@ LoopClient::Interest interest_of(int curl_what) {
     case CURL_POLL_INOUT: return LoopClient::Interest::kReadWrite;
     default: return LoopClient::Interest::kNone;
   }
-}
-
-std::uint32_t epoll_events(LoopClient::Interest what) {
-  switch (what) {
-    case LoopClient::Interest::kRead: return EPOLLIN;
-    case LoopClient::Interest::kWrite: return EPOLLOUT;
-    case LoopClient::Interest::kReadWrite: return EPOLLIN | EPOLLOUT;
-    case LoopClient::Interest::kNone: break;
-  }
-  return 0;
 }
 
 }  // namespace

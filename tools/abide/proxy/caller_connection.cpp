@@ -346,6 +346,12 @@ void Caller::fail(int status, std::string_view reason) {
   answer(error_answer(status, reason, std::nullopt, std::nullopt, core.wall.now()), false, false);
 }
 
+void Caller::refuse(int status, std::string_view reason, std::string_view logged) {
+  w_.core().stats.request_answered("", status, nullptr);
+  log_caller(status, logged.empty() ? reason : logged);
+  answer(error_answer(status, reason), head_->method == "HEAD", keep_alive_);
+}
+
 void Caller::too_much_body() {
   ProxyServer::Core& core = w_.core();
   const std::string_view reason = "the request bodies in memory are at --body-memory";
@@ -359,13 +365,10 @@ void Caller::too_much_body() {
 void Caller::handle() {
   ProxyServer::Core& core = w_.core();
   RequestHead& head = *head_;
-  const bool head_request = head.method == "HEAD";
   // Matched and sent in one form: no dot segment reaches an upstream.
   auto normalized = normalize_target(core.opts.routes, head.target);
   if (!normalized) {
-    core.stats.request_answered("", 400, nullptr);
-    log_caller(400, normalized.error().text);
-    answer(error_answer(400, normalized.error().text), head_request, keep_alive_);
+    refuse(400, normalized.error().text);
     return;
   }
   head.target = std::move(*normalized);
@@ -376,25 +379,17 @@ void Caller::handle() {
   }
   const Route* route = match_route(core.opts.routes, target);
   if (route == nullptr) {
-    core.stats.request_answered("", 404, nullptr);
-    log_caller(404, "no route for the target");
-    answer(error_answer(404, "no route for this path"), head_request, keep_alive_);
+    refuse(404, "no route for this path", "no route for the target");
     return;
   }
   auto budget = caller_max_wait(head.headers, core.opts.default_budget);
   if (!budget) {
-    core.stats.request_answered("", 400, nullptr);
-    const std::string reason = cli::safe_text(budget.error().text, 200);
-    log_caller(400, reason);
-    answer(error_answer(400, reason), head_request, keep_alive_);
+    refuse(400, cli::safe_text(budget.error().text, 200));
     return;
   }
   auto costs = caller_costs(head.headers);
   if (!costs) {
-    core.stats.request_answered("", 400, nullptr);
-    const std::string reason = cli::safe_text(costs.error().text, 200);
-    log_caller(400, reason);
-    answer(error_answer(400, reason), head_request, keep_alive_);
+    refuse(400, cli::safe_text(costs.error().text, 200));
     return;
   }
   forward(*route, *budget, std::move(*costs));
@@ -481,7 +476,7 @@ void Caller::forward(const Route& route, Duration budget, std::vector<UnitCost> 
   f.flight.pacer_key = request.pacer_key;
   state_ = State::kForward;
   arm();
-  w_.track(f.flight, *this);
+  w_.track(f.flight);
 
   ResponseSink sink;
   sink.head = [this](const FinalHead& fh) { return on_answer_head(fh); };

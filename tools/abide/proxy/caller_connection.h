@@ -61,8 +61,6 @@ class Caller {
   int fd() const noexcept { return fd_; }
   // Between requests, with nothing read: may be closed for a new caller.
   bool idle() const noexcept { return state_ == State::kIdle && in_.empty() && pending() == 0; }
-  // A flight runs: the caller cannot be freed before its outcome.
-  bool forwarding() const noexcept { return fwd_ != nullptr; }
   bool has_output() const noexcept { return pending() != 0; }
 
   // Starts serving (watches for the first request).
@@ -90,6 +88,9 @@ class Caller {
   void handle();  // a whole request
   void answer(const MadeAnswer& a, bool head_request, bool keep_alive);
   void fail(int status, std::string_view reason);  // an error answer, then linger and close
+  // An error answer to a request read whole (the connection stays as the
+  // caller asked); `logged` for --verbose when it says more than `reason`.
+  void refuse(int status, std::string_view reason, std::string_view logged = {});
   void log_caller(int status, std::string_view reason);
   void too_much_body();
   void own_page();

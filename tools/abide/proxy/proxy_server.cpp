@@ -6,9 +6,6 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,7 +18,6 @@
 #include "abide/headers.h"
 #include "abide/redact.h"
 #include "common.h"
-#include "proxy/answer_writer.h"
 #include "proxy/proxy_core.h"
 #include "proxy/proxy_worker.h"
 

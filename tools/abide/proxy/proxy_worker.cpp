@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "curl/epoll_interest.h"
 #include "proxy/answer_writer.h"
 #include "proxy/caller_connection.h"
 
@@ -30,24 +31,6 @@ constexpr Duration kAcceptPause = std::chrono::milliseconds{50};
 constexpr Duration kDrainTick = std::chrono::milliseconds{50};
 // After the grace period, what was cancelled has this long to be answered.
 constexpr Duration kLastWords = std::chrono::seconds{5};
-
-std::uint32_t epoll_events(LoopClient::Interest what) {
-  switch (what) {
-    case LoopClient::Interest::kRead: return EPOLLIN;
-    case LoopClient::Interest::kWrite: return EPOLLOUT;
-    case LoopClient::Interest::kReadWrite: return EPOLLIN | EPOLLOUT;
-    case LoopClient::Interest::kNone: break;
-  }
-  return 0;
-}
-
-LoopClient::Interest interest_of(std::uint32_t events) {
-  bool in = (events & EPOLLIN) != 0;
-  bool out = (events & EPOLLOUT) != 0;
-  if ((events & (EPOLLERR | EPOLLHUP)) != 0) in = out = true;  // libcurl finds out which
-  if (in && out) return LoopClient::Interest::kReadWrite;
-  return out ? LoopClient::Interest::kWrite : LoopClient::Interest::kRead;
-}
 
 }  // namespace proxy_worker
 
@@ -77,7 +60,7 @@ Worker::Worker(ProxyServer::Core& core, std::size_t transfers, std::size_t max_c
   LoopClient::Hooks hooks;
   hooks.watch = [this](int fd, LoopClient::Interest what) {
     epoll_event ev{};
-    ev.events = epoll_events(what);
+    ev.events = curl_detail::epoll_events(what);
     ev.data.u64 = (static_cast<std::uint64_t>(fd) << 3) | kCurlTag;
     if (what == LoopClient::Interest::kNone) {
       ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, &ev);  // (libcurl may have closed it: that is fine)
@@ -216,7 +199,7 @@ void Worker::run() {
       } else if (tag == kListenTag) {
         accept_some();
       } else if ((tag & 7) == kCurlTag) {
-        client_->on_socket(static_cast<int>(tag >> 3), interest_of(what));
+        client_->on_socket(static_cast<int>(tag >> 3), curl_detail::interest_of_epoll(what));
       } else {
         auto* c = reinterpret_cast<Caller*>(static_cast<std::uintptr_t>(tag));
         if (!c->closed_) c->on_ready(what);
@@ -247,7 +230,7 @@ void Worker::run() {
 
 void Worker::on_client_event(const ClientEvent& e) {
   Flight* f = nullptr;
-  if (const auto it = flights_.find(e.index); it != flights_.end()) f = it->second.first;
+  if (const auto it = flights_.find(e.index); it != flights_.end()) f = it->second;
   // A cancel asked from inside the event is taken at the loop's next turn.
   if (f != nullptr && core_.on_event(f, e)) client_->cancel(f->job);
   core_.log_event(f, e);
@@ -345,7 +328,7 @@ void Worker::begin_drain() {
   const MonoTime mono_now = core_.mono.now();
   std::vector<std::uint64_t> cancels;
   for (auto& kv : flights_) {
-    Flight& f = *kv.second.first;
+    Flight& f = *kv.second;
     if (f.phase != Flight::Phase::kWaiting || f.drained) continue;
     ProxyServer::Core::drain(f, core_.drain_time(f, now, mono_now));
     cancels.push_back(f.job);
@@ -366,7 +349,7 @@ void Worker::drain_step() {
   const WallTime now = core_.wall.now();
   std::vector<std::uint64_t> cancels;
   for (auto& kv : flights_) {
-    Flight& f = *kv.second.first;
+    Flight& f = *kv.second;
     if (f.phase != Flight::Phase::kStreaming && !f.drained) {
       ProxyServer::Core::drain(f, f.phase == Flight::Phase::kWaiting ? core_.drain_time(f, now, mono_now)
                                                                      : now + std::chrono::seconds{1});
@@ -379,9 +362,9 @@ void Worker::drain_step() {
 bool Worker::drained_out() const {
   if (!cut_) return false;
   if (core_.mono.now() >= last_end_) return true;
-  if (!flights_.empty()) return false;
+  if (!flights_.empty()) return false;  // a caller forwarding has its flight tracked until answered
   for (const auto& kv : callers_)
-    if (kv.first->has_output() || kv.first->forwarding()) return false;
+    if (kv.first->has_output()) return false;
   return true;
 }
 

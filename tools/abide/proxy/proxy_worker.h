@@ -60,7 +60,7 @@ class Worker {
   // outcome arrived, or its output grew.
   void mark(Caller& c);
   // The flight's events reach it (by Flight::id) until forget().
-  void track(Flight& f, Caller& c) { flights_[f.id] = {&f, &c}; }
+  void track(Flight& f) { flights_[f.id] = &f; }
   void forget(const Flight& f) { flights_.erase(f.id); }
   // The caller is finished: its socket closes and it is freed after this turn.
   void close(Caller& c);
@@ -95,7 +95,7 @@ class Worker {
   std::vector<std::unique_ptr<Caller>> closed_;  // freed at the end of the turn
   std::set<std::pair<MonoTime, Caller*>> deadlines_;
   std::vector<Caller*> marked_;
-  std::unordered_map<std::uint64_t, std::pair<Flight*, Caller*>> flights_;
+  std::unordered_map<std::uint64_t, Flight*> flights_;
   bool listening_ = false;                // the listening socket is in this loop's epoll set
   std::optional<MonoTime> accept_resume_;  // out of descriptors: accepting waits until then
   bool draining_ = false;
