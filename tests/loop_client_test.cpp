@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "support/client_config.h"
+#include "support/concurrency.h"
 #include "support/http_test_server.h"
 
 namespace abide {
@@ -61,17 +62,14 @@ struct Outcomes {
 };
 
 TEST(LoopClient, ManyRequestsRunAtOnceOnTheCallingThread) {
+  test::Concurrency concurrency;  // before the server: its handlers use it until the server stops
   TestServer server;
-  std::atomic<int> now_in{0};
-  std::atomic<int> most_in{0};
   server.svr().Get(R"(/slow/(\d+))", [&](const httplib::Request& req, httplib::Response& res) {
     server.log(req);
-    const int in = ++now_in;
-    int seen = most_in.load();
-    while (in > seen && !most_in.compare_exchange_weak(seen, in)) {
+    {
+      const auto inside = concurrency.enter();
+      std::this_thread::sleep_for(50ms);
     }
-    std::this_thread::sleep_for(50ms);
-    --now_in;
     res.set_content("answer " + req.matches[1].str(), "text/plain");
   });
   LoopClient client(fast_config());
@@ -93,22 +91,19 @@ TEST(LoopClient, ManyRequestsRunAtOnceOnTheCallingThread) {
     EXPECT_EQ(out.response->body, "answer " + std::to_string(i));
   }
   for (const auto& t : outcomes.threads) EXPECT_EQ(t, std::this_thread::get_id());
-  EXPECT_GT(most_in.load(), 1) << "the requests ran one after another";
+  EXPECT_GT(concurrency.most(), 1) << "the requests ran one after another";
   EXPECT_EQ(client.running(), 0u);
 }
 
 TEST(LoopClient, MaxTransfersBoundsTheTransfersAtOnce) {
+  test::Concurrency concurrency;
   TestServer server;
-  std::atomic<int> now_in{0};
-  std::atomic<int> most_in{0};
   server.svr().Get("/s", [&](const httplib::Request& req, httplib::Response& res) {
     server.log(req);
-    const int in = ++now_in;
-    int seen = most_in.load();
-    while (in > seen && !most_in.compare_exchange_weak(seen, in)) {
+    {
+      const auto inside = concurrency.enter();
+      std::this_thread::sleep_for(30ms);
     }
-    std::this_thread::sleep_for(30ms);
-    --now_in;
     res.set_content("ok", "text/plain");
   });
   ClientConfig c = fast_config();
@@ -126,25 +121,22 @@ TEST(LoopClient, MaxTransfersBoundsTheTransfersAtOnce) {
   client.run();
   EXPECT_EQ(done, 6);
   EXPECT_EQ(server.seen().size(), 6u);
-  EXPECT_LE(most_in.load(), 2);
+  EXPECT_LE(concurrency.most(), 2);
 }
 
 // max_host_connections bounds the connections to one origin: over
 // HTTP/1.1, transfers beyond it wait for one (nothing fails), while another
 // origin is not held back.
 TEST(LoopClient, MaxHostConnectionsBoundsTheConnectionsToAnOrigin) {
+  test::Concurrency concurrency;
   TestServer server;
   TestServer other;
-  std::atomic<int> now_in{0};
-  std::atomic<int> most_in{0};
   server.svr().Get("/s", [&](const httplib::Request& req, httplib::Response& res) {
     server.log(req);
-    const int in = ++now_in;
-    int seen = most_in.load();
-    while (in > seen && !most_in.compare_exchange_weak(seen, in)) {
+    {
+      const auto inside = concurrency.enter();
+      std::this_thread::sleep_for(30ms);
     }
-    std::this_thread::sleep_for(30ms);
-    --now_in;
     res.set_content("ok", "text/plain");
   });
   other.svr().Get("/o", [&](const httplib::Request& req, httplib::Response& res) {
@@ -175,7 +167,7 @@ TEST(LoopClient, MaxHostConnectionsBoundsTheConnectionsToAnOrigin) {
   client.run();
   EXPECT_EQ(done, 4);
   EXPECT_EQ(server.seen().size(), 4u);
-  EXPECT_EQ(most_in.load(), 1) << "two connections to one origin at once";
+  EXPECT_EQ(concurrency.most(), 1) << "two connections to one origin at once";
   ASSERT_TRUE(other_done.has_value());
   EXPECT_LT(*other_done, last_done) << "the other origin waited for this one's queue";
 }

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/concurrency.h"
 #include "support/process.h"
 #include "support/proxy_processes.h"
 #include "support/redis_store_server.h"
@@ -1050,18 +1051,15 @@ TEST(ProxyConnections, IdleCallersAreReclaimedSoAFreshOneIsAnswered) {
 // (nginx's max_conns): callers beyond it wait for one, and every one is
 // answered.
 TEST(ProxyConnections, UpstreamConnectionsAreBoundedAndEveryCallerAnswered) {
+  test::Concurrency concurrency;  // before the server: its handlers use it until the server stops
   httplib::Server upstream_server;
   const int port = upstream_server.bind_to_any_port("127.0.0.1");
   ASSERT_GT(port, 0);
-  std::atomic<int> now_in{0};
-  std::atomic<int> most_in{0};
   upstream_server.Get(R"(/items/(\d+))", [&](const httplib::Request& req, httplib::Response& res) {
-    const int in = ++now_in;
-    int seen = most_in.load();
-    while (in > seen && !most_in.compare_exchange_weak(seen, in)) {
+    {
+      const auto inside = concurrency.enter();
+      std::this_thread::sleep_for(50ms);
     }
-    std::this_thread::sleep_for(50ms);
-    --now_in;
     res.set_content("item " + req.matches[1].str(), "text/plain");
   });
   std::thread serving([&] { upstream_server.listen_after_bind(); });
@@ -1082,7 +1080,7 @@ TEST(ProxyConnections, UpstreamConnectionsAreBoundedAndEveryCallerAnswered) {
       EXPECT_EQ(answers[i].status, 200) << i;
       EXPECT_EQ(answers[i].body, "item " + std::to_string(i));
     }
-    EXPECT_EQ(most_in.load(), 1) << "more than one connection to the upstream at once";
+    EXPECT_EQ(concurrency.most(), 1) << "more than one connection to the upstream at once";
     proxy.stop_cleanly();
   }
   upstream_server.stop();
