@@ -24,11 +24,15 @@ PacerConfig own_pacer_config(const ClientConfig& c) {
 
 }  // namespace
 
+std::shared_ptr<Pacer> pacer_for(const ClientConfig& c, const MonotonicClock& mono, const WallClock& wall) {
+  return c.pacer ? c.pacer : std::make_shared<Pacer>(own_pacer_config(c), nullptr, mono, wall);
+}
+
 engine::Config engine_config(const ClientConfig& c, const MonotonicClock& mono, const WallClock& wall) {
   engine::Config e;
   e.planner = c.planner;
   e.max_attempts = c.max_attempts;
-  e.pacer = c.pacer ? c.pacer : std::make_shared<Pacer>(own_pacer_config(c), nullptr, mono, wall);
+  e.pacer = pacer_for(c, mono, wall);
   e.profile = c.profile;
   e.registry = c.registry;
   e.robust = c.robust;

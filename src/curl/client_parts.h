@@ -19,6 +19,10 @@ namespace abide::curl_detail {
 // one, and its random source, seeded from std::random_device unless given.
 engine::Config engine_config(const ClientConfig& config, const MonotonicClock& mono, const WallClock& wall);
 
+// The config's shared pacer, or a new one as engine_config makes it: for a
+// program that runs several clients (LoopClients on several loops) on one.
+std::shared_ptr<Pacer> pacer_for(const ClientConfig& config, const MonotonicClock& mono, const WallClock& wall);
+
 // What one attempt's transfer may do: the config's limits, its timeout cut
 // to the step's deadline (the engine sends nothing at or after it).
 TransferLimits limits_for(const ClientConfig& config, const engine::Step& step, const MonotonicClock& mono);

@@ -18,6 +18,7 @@
 #include "abide/headers.h"
 #include "abide/redact.h"
 #include "common.h"
+#include "curl/client_parts.h"
 #include "proxy/proxy_core.h"
 #include "proxy/proxy_worker.h"
 
@@ -61,11 +62,7 @@ ProxyServer::Core::Core(ProxyOptions o)
   config.default_fields = false;
   config.planner.max_wait = proxy_server::kPlannerMaxWait;
   // One pacer for every loop (each LoopClient would make its own).
-  if (!config.pacer) {
-    PacerConfig p = config.pacer_config;
-    p.use_low_confidence_quota = p.use_low_confidence_quota || config.planner.use_low_confidence_quota;
-    config.pacer = std::make_shared<Pacer>(p, nullptr, mono, wall);
-  }
+  config.pacer = curl_detail::pacer_for(config, mono, wall);
   named.resize(opts.routes.size());
   named_dialect.resize(opts.routes.size());
   said = std::make_unique<std::atomic<bool>[]>(opts.routes.size());
