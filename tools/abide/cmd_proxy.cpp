@@ -306,7 +306,9 @@ const Registration proxy_cmd{
       app.add_option("--jobs", o->jobs, "Most concurrent upstream transfers")
           ->capture_default_str()
           ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
-      app.add_option("--loops", o->loops, "Event loops (threads) serving callers; 0: one per core (at most --jobs)")
+      app.add_option("--loops", o->loops,
+                     "Event loops (threads) serving callers; 0: one per core (at most --jobs and "
+                     "--max-upstream-connections)")
           ->capture_default_str()
           ->check(CLI::Range(std::size_t{0}, std::size_t{64}));
       app.add_option("--max-upstream-connections", o->max_upstream_connections,
