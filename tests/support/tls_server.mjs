@@ -11,7 +11,10 @@
 //   GET /files/NAME          the bytes of DIR/NAME (NAME: letters, digits, . _ -)
 //   GET /once/CODE/KEY?ra=S  the first request for KEY is answered CODE with
 //                            `Retry-After: S` and a body that names it; every
-//                            later one 200 "final body for KEY"
+//                            later one 200 "final body for KEY". With &with=hold
+//                            that first answer waits (at most 2 s) until
+//                            /hold/KEY has arrived: both are then in flight at
+//                            once however slowly the client connects
 //   GET /hold/KEY?ms=M       200, once M ms have passed since /once/.../KEY was
 //                            refused (or after 10 s)
 // Control port:
@@ -39,6 +42,8 @@ const nowMs = () => Number(process.hrtime.bigint()) / 1e6;
 const log = { connections: 0, tls_errors: [], requests: [] };
 // KEY of /once/CODE/KEY to when its refusal was answered (monotonic ms).
 const answeredOnce = new Map();
+// KEYs of /hold/KEY requests that have arrived.
+const holdArrived = new Set();
 
 function answer(req, res) {
   const entry = {
@@ -73,9 +78,16 @@ function answer(req, res) {
   if (parts.length === 3 && parts[0] === 'once' && /^[0-9]{3}$/.test(parts[1])) {
     const key = parts[2];
     if (!answeredOnce.has(key)) {
-      answeredOnce.set(key, nowMs());
       const ra = url.searchParams.get('ra') || '1';
-      return send(Number(parts[1]), Buffer.from(`refused body ${parts[1]} for ${key}\n`), { 'retry-after': ra });
+      const waitForHold = url.searchParams.get('with') === 'hold';
+      const giveUp = nowMs() + 2000;
+      answeredOnce.set(key, undefined);  // taken: a later request is the final one
+      const refuse = () => {
+        if (waitForHold && !holdArrived.has(key) && nowMs() < giveUp) return setTimeout(refuse, 2);
+        answeredOnce.set(key, nowMs());
+        return send(Number(parts[1]), Buffer.from(`refused body ${parts[1]} for ${key}\n`), { 'retry-after': ra });
+      };
+      return refuse();
     }
     return send(200, Buffer.from(`final body for ${key}\n`));
   }
@@ -83,6 +95,7 @@ function answer(req, res) {
     // Answered `ms` after /once/.../KEY was refused (at most 10 s from now):
     // keeps a client's other worker busy until well after that refusal reached it.
     const key = parts[1];
+    holdArrived.add(key);
     const ms = Number(url.searchParams.get('ms') || '0');
     const giveUp = nowMs() + 10000;
     const check = () => {
