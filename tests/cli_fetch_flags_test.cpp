@@ -13,10 +13,10 @@
 #include <thread>
 #include <vector>
 
-#include "fetch_form.h"
-#include "fetch_jobs.h"
-#include "fetch_options.h"
-#include "fetch_request.h"
+#include "fetch/fetch_form.h"
+#include "fetch/fetch_jobs.h"
+#include "fetch/fetch_options.h"
+#include "fetch/fetch_request.h"
 #include "support/fetch_cli.h"
 #include "support/run.h"
 

@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include "body_output.h"
-#include "fetch_redirect.h"
-#include "fetch_write_out.h"
+#include "fetch/body_output.h"
+#include "fetch/fetch_redirect.h"
+#include "fetch/fetch_write_out.h"
 #include "support/fetch_cli.h"
 #include "support/run.h"
 

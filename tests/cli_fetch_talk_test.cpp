@@ -12,8 +12,8 @@
 #include "abide/planner.h"
 #include "abide/signals.h"
 #include "abide/testing/manual_clock.h"
-#include "fetch_progress.h"
-#include "fetch_verbose.h"
+#include "fetch/fetch_progress.h"
+#include "fetch/fetch_verbose.h"
 #include "support/fetch_cli.h"
 #include "support/run.h"
 

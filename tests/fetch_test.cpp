@@ -25,9 +25,9 @@
 
 #include "abide/clock.h"
 #include "abide/http_date.h"
-#include "fetch_jobs.h"
-#include "fetch_progress.h"
-#include "shown_url.h"
+#include "fetch/fetch_jobs.h"
+#include "fetch/fetch_progress.h"
+#include "fetch/shown_url.h"
 #include "support/fetch_cli.h"
 #include "support/process.h"
 #include "support/redis_store_server.h"

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "abide/client.h"
-#include "fetch_jobs.h"
-#include "fetch_options.h"
+#include "fetch/fetch_jobs.h"
+#include "fetch/fetch_options.h"
 
 namespace abide::cli {
 

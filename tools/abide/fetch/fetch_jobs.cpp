@@ -1,4 +1,4 @@
-#include "fetch_jobs.h"
+#include "fetch/fetch_jobs.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -19,8 +19,8 @@
 #include "abide/engine.h"
 #include "abide/http_date.h"
 #include "common.h"
+#include "fetch/shown_url.h"
 #include "proxy/proxy_rules.h"
-#include "shown_url.h"
 
 namespace abide::cli {
 namespace {

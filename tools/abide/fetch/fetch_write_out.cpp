@@ -1,4 +1,4 @@
-#include "fetch_write_out.h"
+#include "fetch/fetch_write_out.h"
 
 #include <algorithm>
 #include <array>

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "abide/client.h"
-#include "fetch_jobs.h"
-#include "fetch_progress.h"
+#include "fetch/fetch_jobs.h"
+#include "fetch/fetch_progress.h"
 #include "learned_text.h"
 
 namespace abide::cli {

@@ -1,14 +1,14 @@
-#include "fetch_request.h"
+#include "fetch/fetch_request.h"
 
 #include <cctype>
 #include <optional>
 #include <string_view>
 #include <utility>
 
-#include "body_output.h"
 #include "command.h"
 #include "common.h"
-#include "shown_url.h"
+#include "fetch/body_output.h"
+#include "fetch/shown_url.h"
 
 namespace abide::cli {
 namespace fetch_request {  // private to this file (the CLI is compiled in unity batches)

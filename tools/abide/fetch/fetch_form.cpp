@@ -1,4 +1,4 @@
-#include "fetch_form.h"
+#include "fetch/fetch_form.h"
 
 #include <array>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "fetch_verbose.h"
+#include "fetch/fetch_verbose.h"
 
 #include <cstdio>
 

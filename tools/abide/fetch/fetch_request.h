@@ -11,9 +11,9 @@
 
 #include "abide/headers.h"
 #include "abide/result.h"
-#include "fetch_form.h"
-#include "fetch_jobs.h"
-#include "fetch_options.h"
+#include "fetch/fetch_form.h"
+#include "fetch/fetch_jobs.h"
+#include "fetch/fetch_options.h"
 
 namespace abide::cli {
 

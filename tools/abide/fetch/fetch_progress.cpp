@@ -1,4 +1,4 @@
-#include "fetch_progress.h"
+#include "fetch/fetch_progress.h"
 
 #include <algorithm>
 #include <cstdio>

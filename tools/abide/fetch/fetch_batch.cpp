@@ -1,5 +1,5 @@
 // `abide fetch`: the requests of a run on one event loop (see fetch_batch.h).
-#include "fetch_batch.h"
+#include "fetch/fetch_batch.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -15,7 +15,7 @@
 
 #include "abide/headers.h"
 #include "common.h"
-#include "fetch_redirect.h"
+#include "fetch/fetch_redirect.h"
 
 namespace abide::cli {
 namespace fetch_batch {  // private to this file (the CLI is compiled in batches)

@@ -12,7 +12,7 @@
 
 #include "abide/headers.h"
 #include "command.h"
-#include "fetch_options.h"
+#include "fetch/fetch_options.h"
 #include "fetch_store.h"
 
 namespace abide::cli {
@@ -201,137 +201,182 @@ std::string unsupported_message(std::string_view arg) {
   return printable(flag, 64) + ": " + std::string(kNotAnOption);
 }
 
-const Registration fetch_cmd{
-    {"fetch"},
-    "Fetch URLs like curl, obeying Retry-After, RateLimit and vendor quotas",
-    [](CLI::App& app) -> Run {
-      auto o = std::make_shared<FetchOptions>();
-      // Unknown flags are kept (not an error of CLI11's, which would blame the
-      // URL after them) and refused by name when the command runs.
-      app.allow_extras();
-      app.add_option("url", o->urls, "The URLs (http or https; without a scheme, http://), fetched in order");
-      app.add_option("-X,--request", o->method, "Method (default GET, or POST with -d)");
-      app.add_option("-H,--header", o->headers, "A request header 'Name: value' (repeatable)")->allow_extra_args(false);
-      auto* data = app.add_option("-d,--data", o->data, "Request body (@FILE reads a file, @- standard input)")
-                       ->allow_extra_args(false);
-      auto* data_binary =
-          app.add_option("--data-binary", o->data_binary, "Request body, @FILE sent as it is")->allow_extra_args(false);
-      auto* data_raw = app.add_option("--data-raw", o->data_raw, "Request body, with no special meaning for @")
-                           ->allow_extra_args(false);
-      auto* data_urlencode = app.add_option("--data-urlencode", o->data_urlencode,
-                                            "Request body part, URL-encoded (content, name=content, name@FILE)")
-                                 ->allow_extra_args(false);
-      auto* json = app.add_option("--json", o->json, "JSON request body (@FILE), with JSON Content-Type and Accept")
-                       ->allow_extra_args(false);
-      auto* form = app.add_option("-F,--form", o->form, "A multipart form part name=value or name=@FILE")
-                       ->allow_extra_args(false);
-      app.add_flag("-G,--get", o->get, "Send the -d data in the URL's query of a GET");
-      app.add_flag("-I,--head", o->head, "Send HEAD and write the response head");
-      app.add_option("-u,--user", o->user, "USER[:PASSWORD] for Basic authentication");
-      app.add_option("-A,--user-agent", o->user_agent, "User-Agent to send");
-      app.add_option("-e,--referer", o->referer, "Referer to send");
-      app.add_option("--idempotency-key", o->idempotency_key,
-                     "Send Idempotency-Key: KEY (KEY-N in a batch), so POST/PATCH may be retried");
-      app.add_option("--urls", o->urls_file, "A batch: one URL per line (- for standard input)");
-      app.add_option("-j,--jobs", o->jobs, "Concurrent requests in a batch (all on one thread)")
-          ->capture_default_str()
-          ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
-      app.add_option("-x,--proxy", o->proxy,
-                     "Use this HTTP proxy (http_proxy and https_proxy are honoured without it)");
-      app.add_flag("-k,--insecure", o->insecure, "Do not verify the server's TLS certificate");
-      app.add_flag("--compressed", o->compressed, "Ask for a compressed answer and decompress it");
-      auto* http11 = app.add_flag("--http1.1")->description("Use HTTP/1.1");
-      auto* http2 = app.add_flag("--http2")->description("Use HTTP/2 when the server offers it");
-      app.add_flag("-L,--location", o->location, "Follow redirects (a 3xx Retry-After is obeyed)");
-      app.add_option("--max-redirs", o->max_redirs, "Most redirects followed with -L")
-          ->capture_default_str()
-          ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000}));
-      auto* deadline = app.add_option("--deadline", o->deadline_s,
-                                      "Seconds from the start by which every request must be done")
-                           ->check(CLI::Range(0.0, 1e9));
-      auto* max_attempts = app.add_option("--max-attempts", o->max_attempts, "Attempts per request, the first included")
-                               ->capture_default_str()
-                               ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000}));
-      auto* retry = app.add_option("--retry", "Retries per request: the same as --max-attempts N+1")
-                        ->check(CLI::Range(std::int64_t{0}, std::int64_t{999}));
-      auto* max_wait = app.add_option("--max-wait", o->max_wait_s,
-                                      "Longest acceptable wait in seconds (default 900); a longer server hint ends "
-                                      "the request deferred, recorded for --resume")
-                           ->check(CLI::Range(0.0, 1e9));
-      app.add_option("-m,--max-time", o->max_time_s, "Longest time for one attempt's transfer, in seconds (0: none)")
-          ->check(CLI::Range(0.0, 1e9));
-      app.add_option("--connect-timeout", o->connect_timeout_s, "Connect timeout in seconds")
-          ->capture_default_str()
-          ->check(CLI::Range(0.001, 1e6));
-      app.add_option("--profile", o->profile, "Vendor profile for quota headers (default: by host; none: off)");
-      app.add_option("--profile-file", o->profile_files, "Load a profile from this JSON file first (repeatable)")
-          ->allow_extra_args(false);
-      app.add_option("--pacer-key", o->pacer_key,
-                     "Pace every request under this one key (default: per origin and credential)");
-      app.add_option("--max-filesize", o->max_filesize,
-                     "Refuse a body larger than BYTES (the request fails, and no partial file is kept)")
-          ->check(CLI::Range(std::uint64_t{1}, std::numeric_limits<std::uint64_t>::max()));
-      app.add_option("--store", o->store,
-                     std::string("Quota state: file (the default, shared by this machine's processes), file:PATH, "
-                                 "memory") +
-                         (redis_built_in() ? ", or redis://[:PASSWORD@]HOST:PORT[/PREFIX] (or unix:/PATH) to share it "
-                                             "across machines (password also from $ABIDE_REDIS_PASSWORD)"
-                                           : "") +
-                         "; ABIDE_STORE sets the default");
-      app.add_flag("--store-fallback", o->store_fallback,
-                   "Start even when the store cannot be used: go on in memory (a Redis store: as during an outage)");
-      if (redis_built_in()) {
-        app.add_flag("--fail-closed", o->fail_closed, "While Redis is down, wait for it instead of going on without");
-      }
-      app.add_option("--pacing", o->pacing, "Spend known quota smoothly, or in a burst")
-          ->capture_default_str()
-          ->check(CLI::IsMember({"smooth", "burst"}));
-      app.add_option("-o,--output", o->output, "Write bodies to FILE (/dev/null discards them)");
-      app.add_flag("-O,--remote-name", o->remote_name, "Write the body to a file named like the URL's last segment");
-      app.add_option("--output-dir", o->output_dir, "Write one file per request into DIR");
-      app.add_flag("-i,--include", o->include, "Write the response head before the body");
-      app.add_option("-D,--dump-header", o->dump_header, "Write the response heads to FILE");
-      app.add_flag("-f,--fail", o->fail, "Write no body for an HTTP error (400 and up); the request fails");
-      app.add_flag("--fail-with-body", o->fail_with_body, "As --fail, but write the body");
-      app.add_flag("-S,--show-error", o->show_error, "Say errors even with -s");
-      app.add_option("-w,--write-out", o->write_out, "After each request, write FORMAT (%{http_code}, ...) to stdout");
-      app.add_option("--stats", o->stats, "Write a JSON summary to FILE (- for standard output)");
-      app.add_option("--resume", o->resume, "Run the unfinished requests recorded in FILE");
-      auto* resume_file = app.add_option("--resume-file", o->resume_file,
-                                         "Where unfinished requests are recorded (with --resume FILE: FILE)")
-                              ->capture_default_str();
-      auto* seed = app.add_option("--seed", o->seed, "Seed for the jitter (reproducible runs)");
-      app.add_flag("-v,--verbose", o->verbose, "Print every attempt and decision (credentials redacted)");
-      app.add_flag("-s,--silent", o->silent, "No progress line, no summary");
-      app.footer(std::string(kFooterStart) + (file_store_built_in() ? kFooterStore : "") +
-                 (redis_built_in() ? kFooterRedis : "") + kFooterKeys + kFooterEnd);
-      return [&app, o, data, data_binary, data_raw, data_urlencode, json, form, deadline, max_attempts, retry, max_wait,
-              http11, http2, seed, resume_file] {
-        o->has_resume_file = resume_file->count() > 0;
-        for (const std::string& arg : app.remaining()) {
-          std::cerr << "abide fetch: "
-                    << (arg.starts_with('-') && arg.size() > 1 ? unsupported_message(arg)
-                                                               : "unexpected argument " + printable(arg, 64))
-                    << "\n";
-          return kExitUsage;
-        }
-        if (retry->count() > 0 && max_attempts->count() > 0) {
-          std::cerr << "abide fetch: give --retry N or --max-attempts N+1, not both\n";
-          return kExitUsage;
-        }
-        o->has_data = data->count() + data_binary->count() + data_raw->count() + data_urlencode->count() +
-                          json->count() + form->count() >
-                      0;
-        o->has_deadline = deadline->count() > 0;
-        if (max_wait->count() == 0) o->max_wait_s = kDefaultMaxWaitS;
-        o->has_max_wait = true;  // given, or fetch's default
-        o->has_seed = seed->count() > 0;
-        if (http2->count() > 0) o->http_version = "2";
-        if (http11->count() > 0) o->http_version = "1.1";
-        if (retry->count() > 0) o->max_attempts = retry->as<std::int64_t>() + 1;
-        return run_fetch(*o);
-      };
-    }};
+// The flags whose presence, not only their value, the run needs: read when
+// the command runs, after CLI11 has parsed the line.
+struct GivenFlags {
+  CLI::Option* data = nullptr;
+  CLI::Option* data_binary = nullptr;
+  CLI::Option* data_raw = nullptr;
+  CLI::Option* data_urlencode = nullptr;
+  CLI::Option* json = nullptr;
+  CLI::Option* form = nullptr;
+  CLI::Option* http11 = nullptr;
+  CLI::Option* http2 = nullptr;
+  CLI::Option* deadline = nullptr;
+  CLI::Option* max_attempts = nullptr;
+  CLI::Option* retry = nullptr;
+  CLI::Option* max_wait = nullptr;
+  CLI::Option* resume_file = nullptr;
+  CLI::Option* seed = nullptr;
+};
+
+// The flags in the order --help lists them, a group at a time: the request,
+// how it is sent, its limits, its quota, and the outputs.
+void add_request_flags(CLI::App& app, FetchOptions& o, GivenFlags& given) {
+  app.add_option("url", o.urls, "The URLs (http or https; without a scheme, http://), fetched in order");
+  app.add_option("-X,--request", o.method, "Method (default GET, or POST with -d)");
+  app.add_option("-H,--header", o.headers, "A request header 'Name: value' (repeatable)")->allow_extra_args(false);
+  given.data = app.add_option("-d,--data", o.data, "Request body (@FILE reads a file, @- standard input)")
+                   ->allow_extra_args(false);
+  given.data_binary =
+      app.add_option("--data-binary", o.data_binary, "Request body, @FILE sent as it is")->allow_extra_args(false);
+  given.data_raw =
+      app.add_option("--data-raw", o.data_raw, "Request body, with no special meaning for @")->allow_extra_args(false);
+  given.data_urlencode = app.add_option("--data-urlencode", o.data_urlencode,
+                                        "Request body part, URL-encoded (content, name=content, name@FILE)")
+                             ->allow_extra_args(false);
+  given.json = app.add_option("--json", o.json, "JSON request body (@FILE), with JSON Content-Type and Accept")
+                   ->allow_extra_args(false);
+  given.form =
+      app.add_option("-F,--form", o.form, "A multipart form part name=value or name=@FILE")->allow_extra_args(false);
+  app.add_flag("-G,--get", o.get, "Send the -d data in the URL's query of a GET");
+  app.add_flag("-I,--head", o.head, "Send HEAD and write the response head");
+  app.add_option("-u,--user", o.user, "USER[:PASSWORD] for Basic authentication");
+  app.add_option("-A,--user-agent", o.user_agent, "User-Agent to send");
+  app.add_option("-e,--referer", o.referer, "Referer to send");
+  app.add_option("--idempotency-key", o.idempotency_key,
+                 "Send Idempotency-Key: KEY (KEY-N in a batch), so POST/PATCH may be retried");
+}
+
+void add_transfer_flags(CLI::App& app, FetchOptions& o, GivenFlags& given) {
+  app.add_option("--urls", o.urls_file, "A batch: one URL per line (- for standard input)");
+  app.add_option("-j,--jobs", o.jobs, "Concurrent requests in a batch (all on one thread)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
+  app.add_option("-x,--proxy", o.proxy, "Use this HTTP proxy (http_proxy and https_proxy are honoured without it)");
+  app.add_flag("-k,--insecure", o.insecure, "Do not verify the server's TLS certificate");
+  app.add_flag("--compressed", o.compressed, "Ask for a compressed answer and decompress it");
+  given.http11 = app.add_flag("--http1.1")->description("Use HTTP/1.1");
+  given.http2 = app.add_flag("--http2")->description("Use HTTP/2 when the server offers it");
+  app.add_flag("-L,--location", o.location, "Follow redirects (a 3xx Retry-After is obeyed)");
+  app.add_option("--max-redirs", o.max_redirs, "Most redirects followed with -L")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1000}));
+}
+
+void add_limit_flags(CLI::App& app, FetchOptions& o, GivenFlags& given) {
+  given.deadline = app.add_option("--deadline", o.deadline_s,
+                                  "Seconds from the start by which every request must be done")
+                       ->check(CLI::Range(0.0, 1e9));
+  given.max_attempts = app.add_option("--max-attempts", o.max_attempts, "Attempts per request, the first included")
+                           ->capture_default_str()
+                           ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000}));
+  given.retry = app.add_option("--retry", "Retries per request: the same as --max-attempts N+1")
+                    ->check(CLI::Range(std::int64_t{0}, std::int64_t{999}));
+  given.max_wait = app.add_option("--max-wait", o.max_wait_s,
+                                  "Longest acceptable wait in seconds (default 900); a longer server hint ends "
+                                  "the request deferred, recorded for --resume")
+                       ->check(CLI::Range(0.0, 1e9));
+  app.add_option("-m,--max-time", o.max_time_s, "Longest time for one attempt's transfer, in seconds (0: none)")
+      ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--connect-timeout", o.connect_timeout_s, "Connect timeout in seconds")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1e6));
+}
+
+// (--max-filesize among them: --help has always listed it here.)
+void add_quota_flags(CLI::App& app, FetchOptions& o) {
+  app.add_option("--profile", o.profile, "Vendor profile for quota headers (default: by host; none: off)");
+  app.add_option("--profile-file", o.profile_files, "Load a profile from this JSON file first (repeatable)")
+      ->allow_extra_args(false);
+  app.add_option("--pacer-key", o.pacer_key,
+                 "Pace every request under this one key (default: per origin and credential)");
+  app.add_option("--max-filesize", o.max_filesize,
+                 "Refuse a body larger than BYTES (the request fails, and no partial file is kept)")
+      ->check(CLI::Range(std::uint64_t{1}, std::numeric_limits<std::uint64_t>::max()));
+  app.add_option("--store", o.store,
+                 std::string("Quota state: file (the default, shared by this machine's processes), file:PATH, "
+                             "memory") +
+                     (redis_built_in() ? ", or redis://[:PASSWORD@]HOST:PORT[/PREFIX] (or unix:/PATH) to share it "
+                                         "across machines (password also from $ABIDE_REDIS_PASSWORD)"
+                                       : "") +
+                     "; ABIDE_STORE sets the default");
+  app.add_flag("--store-fallback", o.store_fallback,
+               "Start even when the store cannot be used: go on in memory (a Redis store: as during an outage)");
+  if (redis_built_in()) {
+    app.add_flag("--fail-closed", o.fail_closed, "While Redis is down, wait for it instead of going on without");
+  }
+  app.add_option("--pacing", o.pacing, "Spend known quota smoothly, or in a burst")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"smooth", "burst"}));
+}
+
+void add_output_flags(CLI::App& app, FetchOptions& o, GivenFlags& given) {
+  app.add_option("-o,--output", o.output, "Write bodies to FILE (/dev/null discards them)");
+  app.add_flag("-O,--remote-name", o.remote_name, "Write the body to a file named like the URL's last segment");
+  app.add_option("--output-dir", o.output_dir, "Write one file per request into DIR");
+  app.add_flag("-i,--include", o.include, "Write the response head before the body");
+  app.add_option("-D,--dump-header", o.dump_header, "Write the response heads to FILE");
+  app.add_flag("-f,--fail", o.fail, "Write no body for an HTTP error (400 and up); the request fails");
+  app.add_flag("--fail-with-body", o.fail_with_body, "As --fail, but write the body");
+  app.add_flag("-S,--show-error", o.show_error, "Say errors even with -s");
+  app.add_option("-w,--write-out", o.write_out, "After each request, write FORMAT (%{http_code}, ...) to stdout");
+  app.add_option("--stats", o.stats, "Write a JSON summary to FILE (- for standard output)");
+  app.add_option("--resume", o.resume, "Run the unfinished requests recorded in FILE");
+  given.resume_file = app.add_option("--resume-file", o.resume_file,
+                                     "Where unfinished requests are recorded (with --resume FILE: FILE)")
+                          ->capture_default_str();
+  given.seed = app.add_option("--seed", o.seed, "Seed for the jitter (reproducible runs)");
+  app.add_flag("-v,--verbose", o.verbose, "Print every attempt and decision (credentials redacted)");
+  app.add_flag("-s,--silent", o.silent, "No progress line, no summary");
+}
+
+// What the parsed line means beyond each flag's value (FetchOptions' has_*
+// fields, --retry, the HTTP version), then the run; arguments CLI11 kept
+// unknown are refused here, by name.
+int run(const CLI::App& app, FetchOptions& o, const GivenFlags& given) {
+  o.has_resume_file = given.resume_file->count() > 0;
+  for (const std::string& arg : app.remaining()) {
+    std::cerr << "abide fetch: "
+              << (arg.starts_with('-') && arg.size() > 1 ? unsupported_message(arg)
+                                                         : "unexpected argument " + printable(arg, 64))
+              << "\n";
+    return kExitUsage;
+  }
+  if (given.retry->count() > 0 && given.max_attempts->count() > 0) {
+    std::cerr << "abide fetch: give --retry N or --max-attempts N+1, not both\n";
+    return kExitUsage;
+  }
+  o.has_data = given.data->count() + given.data_binary->count() + given.data_raw->count() +
+                   given.data_urlencode->count() + given.json->count() + given.form->count() >
+               0;
+  o.has_deadline = given.deadline->count() > 0;
+  if (given.max_wait->count() == 0) o.max_wait_s = kDefaultMaxWaitS;
+  o.has_max_wait = true;  // given, or fetch's default
+  o.has_seed = given.seed->count() > 0;
+  if (given.http2->count() > 0) o.http_version = "2";
+  if (given.http11->count() > 0) o.http_version = "1.1";
+  if (given.retry->count() > 0) o.max_attempts = given.retry->as<std::int64_t>() + 1;
+  return run_fetch(o);
+}
+
+const Registration fetch_cmd{{"fetch"},
+                             "Fetch URLs like curl, obeying Retry-After, RateLimit and vendor quotas",
+                             [](CLI::App& app) -> Run {
+                               auto o = std::make_shared<FetchOptions>();
+                               GivenFlags given;
+                               // Unknown flags are kept (not an error of CLI11's, which would blame the
+                               // URL after them) and refused by name when the command runs.
+                               app.allow_extras();
+                               add_request_flags(app, *o, given);
+                               add_transfer_flags(app, *o, given);
+                               add_limit_flags(app, *o, given);
+                               add_quota_flags(app, *o);
+                               add_output_flags(app, *o, given);
+                               app.footer(std::string(kFooterStart) + (file_store_built_in() ? kFooterStore : "") +
+                                          (redis_built_in() ? kFooterRedis : "") + kFooterKeys + kFooterEnd);
+                               return [&app, o, given] { return run(app, *o, given); };
+                             }};
 
 }  // namespace fetch_flags
 }  // namespace abide::cli

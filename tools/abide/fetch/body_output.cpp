@@ -1,4 +1,4 @@
-#include "body_output.h"
+#include "fetch/body_output.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,8 +13,8 @@
 #include <memory>
 #include <vector>
 
+#include "fetch/shown_url.h"
 #include "proxy/proxy_rules.h"
-#include "shown_url.h"
 
 namespace abide::cli {
 namespace body_output {  // private to this file (the CLI is compiled in unity batches)

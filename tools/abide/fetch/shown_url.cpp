@@ -1,4 +1,4 @@
-#include "shown_url.h"
+#include "fetch/shown_url.h"
 
 #include <curl/curl.h>
 

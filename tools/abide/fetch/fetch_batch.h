@@ -17,12 +17,12 @@
 #include <unordered_map>
 
 #include "abide/loop_client.h"
-#include "body_output.h"
-#include "fetch_jobs.h"
-#include "fetch_options.h"
-#include "fetch_progress.h"
-#include "fetch_request.h"
-#include "fetch_write_out.h"
+#include "fetch/body_output.h"
+#include "fetch/fetch_jobs.h"
+#include "fetch/fetch_options.h"
+#include "fetch/fetch_progress.h"
+#include "fetch/fetch_request.h"
+#include "fetch/fetch_write_out.h"
 
 namespace abide::cli {
 

@@ -1,4 +1,4 @@
-#include "fetch_redirect.h"
+#include "fetch/fetch_redirect.h"
 
 #include <curl/curl.h>
 
