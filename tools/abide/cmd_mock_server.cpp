@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -11,7 +12,9 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "abide/result.h"
 #include "command.h"
 #include "mock_server.h"
 
@@ -164,151 +167,187 @@ std::string token_options_error(bool token_limit, bool output_token_limit, mock:
   return {};
 }
 
-const Registration mock_server_cmd{
-    {"mock-server"},
-    "Serve a simulated rate-limited API on loopback and count premature retries",
-    [](CLI::App& app) -> Run {
-      auto o = std::make_shared<MockOptions>();
-      std::vector<std::string> styles;
-      for (const auto& [s, name] : mock::kStyleNames) styles.emplace_back(name);
-      app.add_option("--bind", o->bind, "Address to listen on: IPv4 loopback only (127.0.0.0/8)")
-          ->capture_default_str();
-      app.add_option("--port", o->port, "Port; 0 picks a free one (printed on the first line)")
-          ->capture_default_str()
-          ->check(CLI::Range(0, 65535));
-      app.add_option("--style", o->style, "Header style")->capture_default_str()->check(CLI::IsMember(styles));
-      app.add_option("--limit", o->limit, "Accepted requests per window")
-          ->capture_default_str()
-          ->check(CLI::Range(1u, 1'000'000'000u));
-      app.add_option("--window", o->window_s, "Window length in seconds")
-          ->capture_default_str()
-          ->check(CLI::Range(0.001, 86400.0));
-      CLI::Option* token_opt =
-          app.add_option("--token-limit", o->token_limit,
-                         "Tokens per window: openai-tokens' tokens, anthropic-tokens' input tokens")
-              ->capture_default_str()
-              ->check(CLI::Range(std::uint64_t{1}, mock::kMaxTokenLimit));
-      CLI::Option* output_opt = app.add_option("--output-token-limit", o->output_token_limit,
-                                               "Output tokens per window (anthropic-tokens)")
-                                    ->capture_default_str()
-                                    ->check(CLI::Range(std::uint64_t{1}, mock::kMaxTokenLimit));
-      app.add_option("--align", o->align, "Where windows start: first (request) or epoch")
-          ->capture_default_str()
-          ->check(CLI::IsMember({"first", "epoch"}));
-      app.add_option("--limited-status", o->limited_status, "Status of a limited answer")
-          ->capture_default_str()
-          ->check(CLI::IsMember({429, 503, 403}));
-      app.add_option("--latency", o->latency_ms, "Added to every API answer, in ms")
-          ->capture_default_str()
-          ->check(CLI::Range(0.0, 60000.0));
-      app.add_option("--fail-rate", o->fail_rate, "Probability of a random 503")
-          ->capture_default_str()
-          ->check(CLI::Range(0.0, 1.0));
-      app.add_option("--seed", o->seed, "Seed for --fail-rate and the token styles' output tokens")
-          ->capture_default_str();
-      app.add_option("--grace", o->grace_ms, "In-flight allowance for premature counting, in ms")
-          ->capture_default_str()
-          ->check(CLI::Range(0.0, 3600000.0));
-      app.add_option("--threads", o->threads, "Worker threads (each open connection holds one)")
-          ->capture_default_str()
-          ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
-      app.add_option("--record", o->record, "Write one JSON line per API request to FILE");
-      app.add_option("--stats-file", o->stats_file, "Write the /__stats JSON to FILE on exit");
-      app.add_option("--duration", o->duration_s, "Stop by itself after this many seconds (0: run until a signal)")
-          ->capture_default_str()
-          ->check(CLI::Range(0.0, 86400.0 * 365));
-      app.add_flag("--quiet,-q", o->quiet, "Print nothing on stderr");
-      app.footer(kFooter);
-      return [o, token_opt, output_opt] {
-        if (!mock::is_loopback_address(o->bind)) {
-          std::cerr << "abide: refusing to bind " << o->bind
-                    << ": the mock server binds IPv4 loopback (127.0.0.0/8) only\n";
-          return kExitUsage;
-        }
-        mock::ServerOptions so;
-        so.bind = o->bind;
-        so.port = o->port;
-        so.threads = o->threads;
-        so.record_path = o->record;
-        auto& lo = so.limiter;
-        lo.style = *mock::parse_style(o->style);
-        lo.limit = o->limit;
-        lo.window = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o->window_s));
-        lo.align = o->align == "epoch" ? mock::Align::kEpoch : mock::Align::kFirstRequest;
-        lo.limited_status = o->limited_status;
-        lo.latency = std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::milli>(o->latency_ms));
-        lo.fail_rate = o->fail_rate;
-        lo.seed = o->seed;
-        lo.grace = std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::milli>(o->grace_ms));
-        lo.token_limit = o->token_limit;
-        lo.output_token_limit = o->output_token_limit;
-        if (auto err = token_options_error(token_opt->count() > 0, output_opt->count() > 0, lo.style); !err.empty()) {
-          std::cerr << "abide: " << err << "\n";
-          return kExitUsage;
-        }
-        if (auto err = mock::validate(lo); !err.empty()) {
-          std::cerr << "abide: " << err << "\n";
-          return kExitUsage;
-        }
+// The two token flags, whose presence (not only their value) is checked
+// against the style.
+struct TokenFlags {
+  CLI::Option* token_limit = nullptr;
+  CLI::Option* output_token_limit = nullptr;
+};
 
-        // Signals are taken by sigtimedwait below; block them before any
-        // server thread exists so that every thread inherits the mask.
-        sigset_t stop_signals;
-        sigemptyset(&stop_signals);
-        sigaddset(&stop_signals, SIGINT);
-        sigaddset(&stop_signals, SIGTERM);
-        pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+// The flags in the order --help lists them: the quota served, then how the
+// server behaves around it.
+TokenFlags add_quota_flags(CLI::App& app, MockOptions& o) {
+  std::vector<std::string> styles;
+  for (const auto& [s, name] : mock::kStyleNames) styles.emplace_back(name);
+  app.add_option("--bind", o.bind, "Address to listen on: IPv4 loopback only (127.0.0.0/8)")->capture_default_str();
+  app.add_option("--port", o.port, "Port; 0 picks a free one (printed on the first line)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--style", o.style, "Header style")->capture_default_str()->check(CLI::IsMember(styles));
+  app.add_option("--limit", o.limit, "Accepted requests per window")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1'000'000'000u));
+  app.add_option("--window", o.window_s, "Window length in seconds")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0));
+  TokenFlags given;
+  given.token_limit = app.add_option("--token-limit", o.token_limit,
+                                     "Tokens per window: openai-tokens' tokens, anthropic-tokens' input tokens")
+                          ->capture_default_str()
+                          ->check(CLI::Range(std::uint64_t{1}, mock::kMaxTokenLimit));
+  given.output_token_limit = app.add_option("--output-token-limit", o.output_token_limit,
+                                            "Output tokens per window (anthropic-tokens)")
+                                 ->capture_default_str()
+                                 ->check(CLI::Range(std::uint64_t{1}, mock::kMaxTokenLimit));
+  app.add_option("--align", o.align, "Where windows start: first (request) or epoch")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"first", "epoch"}));
+  app.add_option("--limited-status", o.limited_status, "Status of a limited answer")
+      ->capture_default_str()
+      ->check(CLI::IsMember({429, 503, 403}));
+  return given;
+}
 
-        mock::MockServer server(so);
-        if (auto err = server.start(); !err.empty()) {
-          std::cerr << "abide: " << err << "\n";
-          return kExitRejected;
-        }
-        const std::string host = o->bind == "localhost" ? "127.0.0.1" : o->bind;
-        std::cout << "listening on " << host << ":" << server.port() << std::endl;
-        if (!o->quiet)
-          std::cerr << "abide mock-server: style " << o->style << ", " << o->limit << " requests per " << o->window_s
-                    << " s window, " << o->limited_status << " when limited; GET /__stats, POST /__reset\n";
+void add_server_flags(CLI::App& app, MockOptions& o) {
+  app.add_option("--latency", o.latency_ms, "Added to every API answer, in ms")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 60000.0));
+  app.add_option("--fail-rate", o.fail_rate, "Probability of a random 503")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--seed", o.seed, "Seed for --fail-rate and the token styles' output tokens")->capture_default_str();
+  app.add_option("--grace", o.grace_ms, "In-flight allowance for premature counting, in ms")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600000.0));
+  app.add_option("--threads", o.threads, "Worker threads (each open connection holds one)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
+  app.add_option("--record", o.record, "Write one JSON line per API request to FILE");
+  app.add_option("--stats-file", o.stats_file, "Write the /__stats JSON to FILE on exit");
+  app.add_option("--duration", o.duration_s, "Stop by itself after this many seconds (0: run until a signal)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0 * 365));
+  app.add_flag("--quiet,-q", o.quiet, "Print nothing on stderr");
+}
 
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o->duration_s);
-        int got = 0;
-        while (got == 0) {
-          auto wait = std::chrono::duration<double>(1.0);
-          if (o->duration_s > 0) {
-            const auto left = deadline - std::chrono::steady_clock::now();
-            if (left <= std::chrono::steady_clock::duration::zero()) break;
-            wait = std::min<std::chrono::duration<double>>(wait, left);
-          }
-          const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
-          timespec ts{};
-          ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
-          ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-          const int s = sigtimedwait(&stop_signals, nullptr, &ts);
-          if (s > 0) got = s;
-        }
-        server.stop();
+// The server's options from the command line's, or the usage error that
+// says why not (without "abide: ").
+Result<mock::ServerOptions, std::string> server_options(const MockOptions& o, const TokenFlags& given) {
+  if (!mock::is_loopback_address(o.bind)) {
+    return fail("refusing to bind " + o.bind + ": the mock server binds IPv4 loopback (127.0.0.0/8) only");
+  }
+  mock::ServerOptions so;
+  so.bind = o.bind;
+  so.port = o.port;
+  so.threads = o.threads;
+  so.record_path = o.record;
+  auto& lo = so.limiter;
+  lo.style = *mock::parse_style(o.style);
+  lo.limit = o.limit;
+  lo.window = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o.window_s));
+  lo.align = o.align == "epoch" ? mock::Align::kEpoch : mock::Align::kFirstRequest;
+  lo.limited_status = o.limited_status;
+  lo.latency = std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::milli>(o.latency_ms));
+  lo.fail_rate = o.fail_rate;
+  lo.seed = o.seed;
+  lo.grace = std::chrono::duration_cast<Duration>(std::chrono::duration<double, std::milli>(o.grace_ms));
+  lo.token_limit = o.token_limit;
+  lo.output_token_limit = o.output_token_limit;
+  const bool token_given = given.token_limit->count() > 0, output_given = given.output_token_limit->count() > 0;
+  if (auto err = token_options_error(token_given, output_given, lo.style); !err.empty()) return fail(std::move(err));
+  if (auto err = mock::validate(lo); !err.empty()) return fail(std::move(err));
+  return so;
+}
 
-        const auto stats = server.stats();
-        if (!o->stats_file.empty()) {
-          std::ofstream f(o->stats_file, std::ios::out | std::ios::trunc);
-          f << stats.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
-          if (!f) {
-            std::cerr << "abide: cannot write " << o->stats_file << "\n";
-            return kExitRejected;
-          }
-        }
-        if (!o->quiet) {
-          const auto t = server.totals();
-          std::cerr << "abide mock-server: stopped"
-                    << (got == SIGINT    ? " (SIGINT)"
-                        : got == SIGTERM ? " (SIGTERM)"
-                                         : "")
-                    << "; " << t.requests << " requests: " << t.accepted << " accepted, " << t.limited << " limited, "
-                    << t.failed << " failed, " << t.premature << " premature\n";
-        }
-        return kExitOk;
-      };
-    }};
+// SIGINT and SIGTERM, blocked in this thread: they are taken by sigtimedwait
+// (wait_for_stop). Blocked before any server thread exists, so that every
+// thread inherits the mask.
+sigset_t block_stop_signals() {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  return stop_signals;
+}
+
+// Waits for one of `stop_signals`, or for duration_s when above 0; the
+// signal taken, or 0 when the time ran out.
+int wait_for_stop(const sigset_t& stop_signals, double duration_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(duration_s);
+  int got = 0;
+  while (got == 0) {
+    auto wait = std::chrono::duration<double>(1.0);
+    if (duration_s > 0) {
+      const auto left = deadline - std::chrono::steady_clock::now();
+      if (left <= std::chrono::steady_clock::duration::zero()) break;
+      wait = std::min<std::chrono::duration<double>>(wait, left);
+    }
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+    ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+    const int s = sigtimedwait(&stop_signals, nullptr, &ts);
+    if (s > 0) got = s;
+  }
+  return got;
+}
+
+// --stats-file: what GET /__stats would answer at the end; false when it
+// could not be written.
+bool write_stats_file(const std::string& path, const nlohmann::ordered_json& stats) {
+  std::ofstream f(path, std::ios::out | std::ios::trunc);
+  f << stats.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+  return static_cast<bool>(f);
+}
+
+void say_stopped(const mock::MockServer& server, int got) {
+  const auto t = server.totals();
+  std::cerr << "abide mock-server: stopped"
+            << (got == SIGINT    ? " (SIGINT)"
+                : got == SIGTERM ? " (SIGTERM)"
+                                 : "")
+            << "; " << t.requests << " requests: " << t.accepted << " accepted, " << t.limited << " limited, "
+            << t.failed << " failed, " << t.premature << " premature\n";
+}
+
+int serve(const MockOptions& o, const TokenFlags& given) {
+  auto so = server_options(o, given);
+  if (!so) {
+    std::cerr << "abide: " << so.error() << "\n";
+    return kExitUsage;
+  }
+  const sigset_t stop_signals = block_stop_signals();
+  mock::MockServer server(*so);
+  if (auto err = server.start(); !err.empty()) {
+    std::cerr << "abide: " << err << "\n";
+    return kExitRejected;
+  }
+  const std::string host = o.bind == "localhost" ? "127.0.0.1" : o.bind;
+  std::cout << "listening on " << host << ":" << server.port() << std::endl;
+  if (!o.quiet)
+    std::cerr << "abide mock-server: style " << o.style << ", " << o.limit << " requests per " << o.window_s
+              << " s window, " << o.limited_status << " when limited; GET /__stats, POST /__reset\n";
+
+  const int got = wait_for_stop(stop_signals, o.duration_s);
+  server.stop();
+  if (!o.stats_file.empty() && !write_stats_file(o.stats_file, server.stats())) {
+    std::cerr << "abide: cannot write " << o.stats_file << "\n";
+    return kExitRejected;
+  }
+  if (!o.quiet) say_stopped(server, got);
+  return kExitOk;
+}
+
+const Registration mock_server_cmd{{"mock-server"},
+                                   "Serve a simulated rate-limited API on loopback and count premature retries",
+                                   [](CLI::App& app) -> Run {
+                                     auto o = std::make_shared<MockOptions>();
+                                     const TokenFlags given = add_quota_flags(app, *o);
+                                     add_server_flags(app, *o);
+                                     app.footer(kFooter);
+                                     return [o, given] { return serve(*o, given); };
+                                   }};
 
 }  // namespace cmd_mock_server
 }  // namespace abide::cli

@@ -43,13 +43,9 @@ std::string host_of(std::string h) {
 }
 
 int run(const Options& o) {
-  auto profiles = load_profiles(o.profile_files);
-  if (!profiles) return reject("profile rejected: " + profiles.error().error.what());
+  auto profiles = load_chosen_profiles(o.profile_files, o.profile);
+  if (!profiles) return profiles.error();
   ProfileRegistry& registry = *profiles;
-  if (const auto unknown = unknown_profile(registry, o.profile)) {
-    std::cerr << "abide: " << *unknown << "\n";
-    return kExitUsage;
-  }
   const auto text = read_input(o.file);
   if (!text) return kExitRejected;
   const auto head = parse_response_head(*text);

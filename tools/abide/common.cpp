@@ -110,4 +110,14 @@ std::optional<std::string> unknown_profile(const ProfileRegistry& registry, std:
          ", or none)";
 }
 
+Result<ProfileRegistry, int> load_chosen_profiles(const std::vector<std::string>& files, std::string_view chosen) {
+  auto profiles = load_profiles(files);
+  if (!profiles) return fail(reject("profile rejected: " + profiles.error().error.what()));
+  if (const auto unknown = unknown_profile(*profiles, chosen)) {
+    std::cerr << "abide: " << *unknown << "\n";
+    return fail(kExitUsage);
+  }
+  return std::move(*profiles);
+}
+
 }  // namespace abide::cli

@@ -57,4 +57,11 @@ struct RejectedProfileFile {
 [[nodiscard]] std::optional<std::string> unknown_profile(const ProfileRegistry& registry, std::string_view chosen,
                                                          bool auto_allowed = false);
 
+// The profiles of a command that reads one answer (explain, parse ratelimit):
+// load_profiles, and `chosen` (its --profile) checked among them. A failure
+// is said on stderr ("abide: profile rejected: ...", or an unknown profile)
+// and its exit status is the error (kExitRejected, or kExitUsage).
+[[nodiscard]] Result<ProfileRegistry, int> load_chosen_profiles(const std::vector<std::string>& files,
+                                                               std::string_view chosen);
+
 }  // namespace abide::cli
