@@ -369,6 +369,40 @@ TEST(LoopClient, AFinalAnswerStreamsToItsSinkAndARetriedOneDoesNot) {
   EXPECT_EQ(result->body_bytes, 100000u);
 }
 
+// receive_buffer_bytes is what libcurl reads at a time: no piece of the
+// answer handed to the sink is larger (libcurl's default hands on 16 KiB).
+TEST(LoopClient, ReceiveBufferBytesBoundsEachPieceOfTheAnswer) {
+  const std::string whole(200000, 'r');  // outlives the server's threads
+  TestServer server;
+  server.svr().Get("/big", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(whole, "application/octet-stream");
+  });
+  const auto largest_piece = [&](std::size_t buffer) {
+    ClientConfig config = fast_config();
+    config.receive_buffer_bytes = buffer;
+    LoopClient client(config);
+    std::size_t largest = 0;
+    std::string body;
+    ResponseSink sink;
+    sink.body = [&](std::string_view chunk) {
+      largest = std::max(largest, chunk.size());
+      body.append(chunk);
+      return true;
+    };
+    std::optional<RequestOutcome> result;
+    Request r;
+    r.url = server.url("/big");
+    client.start(r, [&](RequestOutcome&& out) { result = std::move(out); }, sink);
+    client.run();
+    EXPECT_TRUE(result && result->kind == OutcomeKind::kDone) << (result ? result->reason : "no outcome");
+    EXPECT_EQ(body.size(), whole.size());
+    return largest;
+  };
+  EXPECT_LE(largest_piece(2048), 2048u);
+  EXPECT_LE(largest_piece(100), 1024u) << "libcurl's least, 1 KiB, is the least asked";
+  EXPECT_GT(largest_piece(0), 2048u) << "0 leaves libcurl's default";
+}
+
 // A sink that cannot take more pauses the answer; nothing more comes until
 // it resumes, then all of it, whole.
 TEST(LoopClient, APausedAnswerWaitsForItsSinkAndResumesWhole) {

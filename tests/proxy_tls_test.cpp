@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/proxy_processes.h"
@@ -76,6 +77,40 @@ TEST_F(ProxyTls, WithCacertTheHttpsUpstreamAnswersOverHttp2) {
   EXPECT_EQ(blob->body.size(), bytes.size());
   EXPECT_TRUE(blob->body == bytes) << "the body differs from what the server sent";
   EXPECT_TRUE(server_.log()["tls_errors"].empty()) << server_.log().dump();
+  proxy.stop_cleanly();
+}
+
+// --upstream-buffer-size: transfers that end while others share their
+// HTTP/2 connection keep libcurl's buffer past their end; each one's next
+// request still goes out (on a handle whose buffer is the size asked) and
+// every answer comes back whole.
+TEST_F(ProxyTls, ASmallUpstreamBufferServesStreamsSharingAConnection) {
+  const std::string bytes = awkward_bytes(64 * 1024);
+  server_.put_file("blob.bin", bytes);
+  Proxy proxy(to_server({"--cacert", server_.ca_file(), "--upstream-buffer-size", "1024", "--max-upstream-connections",
+                         "1", "--loops", "1"}));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  constexpr std::size_t kCallers = 6;
+  constexpr int kRounds = 3;
+  std::vector<std::vector<std::string>> failures(kCallers);
+  std::vector<std::thread> callers;
+  for (std::size_t i = 0; i < kCallers; ++i) {
+    callers.emplace_back([&, i] {
+      auto c = proxy.client();
+      for (int round = 0; round < kRounds; ++round) {
+        const auto r = c.Get("/files/blob.bin");
+        if (!r) failures[i].push_back(httplib::to_string(r.error()));
+        else if (r->status != 200) failures[i].push_back(std::to_string(r->status) + " " + r->body);
+        else if (r->body != bytes) failures[i].push_back("a body that differs from the server's");
+      }
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  for (std::size_t i = 0; i < kCallers; ++i) {
+    EXPECT_TRUE(failures[i].empty()) << "caller " << i << ": " << failures[i][0];
+  }
+  EXPECT_EQ(server_.requests("/files/blob.bin").size(), kCallers * kRounds);
+  EXPECT_EQ(server_.log()["connections"], 1) << server_.log().dump();
   proxy.stop_cleanly();
 }
 

@@ -39,7 +39,8 @@ Then the streams (--streams N, 10,000): bench/proxy/stream_upstream.js, an
 HTTP/2 server over TLS with a certificate made for the run, answers GET
 /stream with K events a second apart (text/event-stream) and GET /fresh at
 once; abide proxy reaches it with --upstream https://... --cacert CERT
---jobs N+16. bench/proxy_streams.cpp opens N connections to the proxy and
+--jobs N+16 --max-upstream-connections 128 --upstream-buffer-size 1024 (as
+its user would for many streams to one HTTP/2 upstream). bench/proxy_streams.cpp opens N connections to the proxy and
 leaves them idle (the proxy's VmRSS and threads: "idle"), then every one
 sends GET /stream and reads its whole answer, all at once (VmRSS sampled
 throughout: its peak is "streaming"); a fresh caller times GET /fresh on a
@@ -524,6 +525,12 @@ def make_certificate(folder):
     return cert, key
 
 
+def proxy_supports(args, flag):
+    """Whether this abide proxy takes `flag` (a build from before it does not)."""
+    text = subprocess.run([args.abide, "proxy", "--help"], capture_output=True, text=True, env=ABIDE_ENV).stdout
+    return flag in text
+
+
 def tls_trust_flags(args, cert):
     """How this abide proxy trusts the run's certificate: --cacert, else -k (a
     build from before --cacert), else None (it cannot reach an https upstream
@@ -575,6 +582,9 @@ def streams_phase(args, run_dir):
             # As a user of an HTTP/2 upstream configures it: the streams share
             # a few connections instead of one TLS handshake each.
             extra += ["--max-upstream-connections", str(args.streams_upstream_connections)]
+        if args.streams_upstream_buffer > 0 and proxy_supports(args, "--upstream-buffer-size"):
+            # Events are small: a small read buffer for each of thousands of streams.
+            extra += ["--upstream-buffer-size", str(args.streams_upstream_buffer)]
         proxy, port, cmd = start_abide_proxy(args, f"https://127.0.0.1:{up_port}", extra,
                                              os.path.join(run_dir, "abide-streams.stderr"))
         result["command"] = cmd
@@ -898,6 +908,8 @@ def main():
     ap.add_argument("--streams-proxy-args", nargs="*", default=[])
     ap.add_argument("--streams-upstream-connections", type=int, default=128,
                     help="the streams proxy's --max-upstream-connections (0: not given)")
+    ap.add_argument("--streams-upstream-buffer", type=int, default=1024,
+                    help="the streams proxy's --upstream-buffer-size (0: not given)")
     ap.add_argument("--markdown", help="add this run's tables to this file (below what it holds)")
     ap.add_argument("--json", help="write every figure to this file")
     args = ap.parse_args()

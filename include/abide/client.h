@@ -199,6 +199,11 @@ struct ClientConfig {
   // still in their TLS handshake each open their own. (A Client's workers
   // each hold one connection already.)
   std::size_t max_host_connections = 0;
+  // The bytes libcurl reads from a connection at a time for each transfer
+  // (CURLOPT_BUFFERSIZE; clamped to [1 KiB, 512 KiB]; 0: libcurl's 16 KiB).
+  // Each running transfer holds one: thousands of trickled streams at once
+  // want it small; a large body costs more CPU in smaller reads.
+  std::size_t receive_buffer_bytes = 0;
   // Injected time and randomness (nullptr: the system clocks; a SeededRandom
   // from std::random_device). The random source must be thread-safe.
   const MonotonicClock* mono = nullptr;

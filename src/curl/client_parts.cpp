@@ -57,6 +57,7 @@ TransferLimits limits_for(const ClientConfig& config, const engine::Step& step, 
   limits.proxy = config.proxy;
   limits.decompress = config.decompress;
   limits.http_version = config.http_version;
+  limits.receive_buffer_bytes = config.receive_buffer_bytes;
   if (step.deadline) {
     const Duration left = *step.deadline - mono.now();
     if (limits.timeout == Duration::zero() || left < limits.timeout) limits.timeout = std::max(left, Duration{1});

@@ -20,6 +20,29 @@ long to_ms(Duration d) {
 // connection: reconnecting costs less than reading on.
 constexpr std::size_t kMaxDroppedBytes = std::size_t{64} << 10;
 
+// libcurl's own bounds for CURLOPT_BUFFERSIZE (READBUFFER_MIN and
+// CURL_MAX_READ_SIZE), so the size asked is the size used.
+constexpr std::size_t kMinReceiveBuffer = 1024;
+constexpr std::size_t kMaxReceiveBuffer = std::size_t{512} << 10;
+
+// Sets the receive buffer of `e`, just reset, to `bytes`. libcurl 7.88 frees
+// a transfer's buffer when it is done, except when the transfer ends while
+// others share its HTTP/2 connection: then the buffer outlives the transfer
+// and curl_easy_reset, which puts the size back to the default, and libcurl
+// refuses a new size while a buffer is there. That handle would read its
+// default size into a buffer of `bytes`: it is replaced by a new one (the
+// connections are the multi handle's, not the easy handle's).
+bool sized_receive_buffer(CURL*& e, std::size_t bytes) {
+  const long size = static_cast<long>(std::clamp(bytes, kMinReceiveBuffer, kMaxReceiveBuffer));
+  if (size == CURL_MAX_WRITE_SIZE) return true;  // libcurl's default, which the reset set
+  if (curl_easy_setopt(e, CURLOPT_BUFFERSIZE, size) == CURLE_OK) return true;
+  CURL* fresh = curl_easy_init();
+  if (fresh == nullptr) return false;
+  curl_easy_cleanup(e);
+  e = fresh;
+  return curl_easy_setopt(e, CURLOPT_BUFFERSIZE, size) == CURLE_OK;
+}
+
 template <class List>
 bool append(List& list, const std::string& line) {
   curl_slist* next = curl_slist_append(list.get(), line.c_str());
@@ -109,9 +132,10 @@ int EasyAttempt::on_prereq(void* self, char*, char*, int, int) {
   return CURL_PREREQFUNC_OK;
 }
 
-bool EasyAttempt::start(CURL* e, const engine::Request& request, const TransferLimits& limits,
+bool EasyAttempt::start(CURL*& easy, const engine::Request& request, const TransferLimits& limits,
                         const BodyTarget& body, engine::Machine& machine, const MonotonicClock& mono,
                         const WallClock& wall, const ParsedUrl* url) {
+  CURL* e = easy;
   easy_ = e;
   machine_ = &machine;
   body_ = &body;
@@ -153,6 +177,11 @@ bool EasyAttempt::start(CURL* e, const engine::Request& request, const TransferL
   if (!ok_list) return refuse("out of memory");
 
   curl_easy_reset(e);  // keeps the connection and DNS caches
+  if (limits.receive_buffer_bytes != 0 && !sized_receive_buffer(easy, limits.receive_buffer_bytes)) {
+    return refuse("libcurl could not create a handle");
+  }
+  e = easy;
+  easy_ = e;
   user_agent_.assign(limits.user_agent);
   proxy_.assign(limits.proxy);
   ca_file_.assign(limits.ca_file);

@@ -26,9 +26,11 @@ class EasyAttempt {
   EasyAttempt& operator=(const EasyAttempt&) = delete;
 
   // Resets `easy` (its connection and DNS caches stay) and sets it up to send
-  // `request` once. False: the request cannot be sent as it is, and the
-  // machine was told (refuse). Everything given must outlive the transfer.
-  [[nodiscard]] bool start(CURL* easy, const engine::Request& request, const TransferLimits& limits,
+  // `request` once; `easy` may be replaced by a new handle (a receive buffer
+  // libcurl cannot resize), the old one cleaned up. False: the request cannot
+  // be sent as it is, and the machine was told (refuse). Everything given must
+  // outlive the transfer.
+  [[nodiscard]] bool start(CURL*& easy, const engine::Request& request, const TransferLimits& limits,
                            const BodyTarget& body, engine::Machine& machine, const MonotonicClock& mono,
                            const WallClock& wall, const ParsedUrl* url);
 

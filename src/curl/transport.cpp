@@ -91,7 +91,9 @@ Transport::End Transport::perform(const Request& request, const TransferLimits& 
   EasyAttempt attempt;
   CURL* e = easy_of(easy_);
   CURLM* m = multi_of(multi_);
-  if (!attempt.start(e, request, limits, body, machine, mono, wall, url)) return End::kReported;
+  const bool started = attempt.start(e, request, limits, body, machine, mono, wall, url);
+  easy_ = e;  // start may have replaced it
+  if (!started) return End::kReported;
   if (stop.stop_requested()) {
     machine.failed("cancelled", false);
     return End::kReported;

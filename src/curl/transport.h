@@ -68,6 +68,7 @@ struct TransferLimits {
   std::string_view proxy;  // empty: libcurl's default (the *_proxy environment variables)
   bool decompress = false;
   HttpVersion http_version = HttpVersion::kDefault;
+  std::size_t receive_buffer_bytes = 0;  // ClientConfig::receive_buffer_bytes
 };
 
 // Where the final answer's body goes.

@@ -47,6 +47,7 @@ struct ProxyFlags {
   std::size_t jobs = 32;
   std::size_t loops = 0;  // --loops: 0 = one per core
   std::size_t max_upstream_connections = 0;  // --max-upstream-connections: 0 = no limit
+  std::size_t upstream_buffer = 16384;        // --upstream-buffer-size: libcurl's default
   std::size_t queue = 1024;
   std::uint64_t max_body = std::uint64_t{64} << 20;
   std::uint64_t body_memory = std::uint64_t{256} << 20;
@@ -164,6 +165,7 @@ int run_proxy(const ProxyFlags& o) {
   config.read_timeout = seconds_option(o.read_timeout_s);
   config.verify_tls = !o.insecure;  // as abide fetch -k
   config.ca_file = o.cacert;
+  config.receive_buffer_bytes = o.upstream_buffer;
   PacerConfig pacer_config;
   pacer_config.rules.pacing = o.pacing == "burst" ? Pacing::kBurst : Pacing::kSmooth;
   config.pacer = std::make_shared<Pacer>(pacer_config, std::move(store->store));
@@ -316,6 +318,11 @@ const Registration proxy_cmd{
                      "transfers share their streams")
           ->capture_default_str()
           ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20));
+      app.add_option("--upstream-buffer-size", o->upstream_buffer,
+                     "Bytes read from an upstream at a time, a buffer each transfer holds: smaller saves "
+                     "memory with many long streams, costs CPU on large bodies")
+          ->capture_default_str()
+          ->check(CLI::Range(std::size_t{1024}, std::size_t{512} << 10));
       app.add_option("--queue", o->queue, "Most callers held beyond --jobs (beyond: 503 with Retry-After)")
           ->capture_default_str()
           ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20));
