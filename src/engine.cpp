@@ -13,6 +13,7 @@
 
 #include "ascii.h"
 #include "concat.h"
+#include "decimal.h"
 #include "field_kind.h"
 #include "body_hint.h"
 #include "llm/cost_estimate.h"
@@ -177,13 +178,9 @@ std::optional<UrlOrigin> parse_origin(std::string_view url) {
   out.port = default_port;
   if (!port_text.empty()) {
     if (port_text.size() > 5) return std::nullopt;
-    unsigned value = 0;
-    for (char c : port_text) {
-      if (!ascii::is_digit(c)) return std::nullopt;
-      value = value * 10 + static_cast<unsigned>(c - '0');
-    }
-    if (value == 0 || value > 65535) return std::nullopt;
-    out.port = static_cast<std::uint16_t>(value);
+    const auto value = detail::parse_decimal<unsigned, 65535>(port_text);
+    if (!value || *value == 0) return std::nullopt;
+    out.port = static_cast<std::uint16_t>(*value);
   }
   out.origin.reserve(out.scheme.size() + out.host.size() + 11);
   out.origin.append(out.scheme).append("://");

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ascii.h"
+#include "decimal.h"
 #include "field_kind.h"
 
 namespace abide {
@@ -78,9 +79,9 @@ bool parse_status_line(std::string_view line, int& status, std::string& reason) 
   if (i == version_start || !is_digit(line[version_start])) return false;
   if (i >= line.size() || line[i] != ' ') return false;
   ++i;
-  if (i + 3 > line.size()) return false;
-  if (!is_digit(line[i]) || !is_digit(line[i + 1]) || !is_digit(line[i + 2]) || line[i] == '0') return false;
-  status = (line[i] - '0') * 100 + (line[i + 1] - '0') * 10 + (line[i + 2] - '0');
+  const auto code = detail::read_decimal<int, 999, 3>(line.substr(i));
+  if (code.digits != 3 || line[i] == '0') return false;
+  status = code.value;
   i += 3;
   if (i < line.size() && line[i] != ' ') return false;
   reason = clean_value(trim_ows(i < line.size() ? line.substr(i + 1) : std::string_view{}));

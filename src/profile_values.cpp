@@ -7,6 +7,7 @@
 
 #include "abide/http_date.h"
 #include "ascii.h"
+#include "decimal.h"
 #include "profiles_internal.h"
 
 namespace abide {
@@ -126,34 +127,23 @@ namespace {
 std::optional<Duration> decimal_parts(std::string_view whole, std::string_view frac, Duration unit) noexcept {
   const auto unit_ns = static_cast<std::uint64_t>(unit.count());
   const auto max = static_cast<u128>(Duration::max().count());
-  u128 total = 0;
-  bool saturated = false;
-  for (char c : whole) {
-    if (!ascii::is_digit(c)) return std::nullopt;
-    if (!saturated) {
-      total = total * 10 + static_cast<u128>(c - '0');
-      if (total > max) saturated = true;
-    }
-  }
+  const auto units = detail::read_decimal<std::uint64_t, static_cast<std::uint64_t>(Duration::max().count())>(whole);
+  if (units.digits != whole.size()) return std::nullopt;
+  u128 total = units.value;
+  bool saturated = units.over;
   if (!saturated) {
     total *= unit_ns;
     if (total > max) saturated = true;
   }
   // The fraction: up to 18 digits exactly, any further non-zero digit rounds up.
-  u128 num = 0;
+  const auto head = detail::read_decimal<std::uint64_t, std::numeric_limits<std::uint64_t>::max(), 18>(frac);
+  // With max 0, `over` says whether any digit of the rest is not zero.
+  const auto tail = detail::read_decimal<std::uint64_t, 0>(frac.substr(head.digits));
+  if (head.digits + tail.digits != frac.size()) return std::nullopt;
+  const u128 num = head.value;
   u128 den = 1;
-  bool beyond = false;
-  std::size_t digits = 0;
-  for (char c : frac) {
-    if (!ascii::is_digit(c)) return std::nullopt;
-    if (digits < 18) {
-      num = num * 10 + static_cast<u128>(c - '0');
-      den *= 10;
-    } else if (c != '0') {
-      beyond = true;
-    }
-    ++digits;
-  }
+  for (std::size_t k = 0; k < head.digits; ++k) den *= 10;
+  const bool beyond = tail.over;
   if (saturated) return kMaxDuration;
   if (num != 0 || beyond) {
     const u128 scaled = num * unit_ns;

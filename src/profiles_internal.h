@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,21 +15,19 @@
 #include "abide/profiles.h"
 #include "always_inline.h"
 #include "ascii.h"
+#include "decimal.h"
 #include "line_index.h"
 
 namespace abide::detail {
 
 // ---- small helpers the profile sources share ----
 
-// Digits only, into a non-negative int64; nullopt when empty, not digits, or too large.
+// Digits only, at most 18 of them (so never too large for an int64); nullopt
+// when empty, longer or not digits.
 ABIDE_ALWAYS_INLINE inline std::optional<std::int64_t> parse_digits(std::string_view s) noexcept {
-  if (s.empty() || s.size() > 18) return std::nullopt;
-  std::int64_t v = 0;
-  for (char c : s) {
-    if (!ascii::is_digit(c)) return std::nullopt;
-    v = v * 10 + (c - '0');
-  }
-  return v;
+  const auto r = read_decimal<std::int64_t, std::numeric_limits<std::int64_t>::max(), 18>(s);
+  if (r.digits == 0 || r.digits != s.size()) return std::nullopt;
+  return r.value;
 }
 
 // s in lower case (ASCII letters only).

@@ -6,6 +6,7 @@
 #include "abide/headers.h"
 #include "ascii.h"
 #include "concat.h"
+#include "decimal.h"
 
 namespace abide {
 namespace {
@@ -75,13 +76,9 @@ Result<RetryAfter, RetryAfterError> parse_retry_after(std::string_view value, Wa
   if (digit(first) <= 9) {
     // delay-seconds = 1*DIGIT. Leading zeros are fine; the value is capped at
     // kSaturatingSeconds while reading, so any length is safe.
-    std::uint64_t secs = 0;
-    std::size_t i = b;
-    for (; i < e; ++i) {
-      const unsigned d = digit(value[i]);
-      if (d > 9) break;
-      if (secs < kSaturatingSeconds) secs = secs * 10 + d;
-    }
+    const auto delay = detail::read_decimal<std::uint64_t, kSaturatingSeconds>(trimmed);
+    std::uint64_t secs = delay.value;
+    std::size_t i = b + delay.digits;
     RetryAfter out;
     out.kind = RetryAfter::Kind::kDelay;
     if (i < e) {

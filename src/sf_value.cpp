@@ -6,9 +6,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "ascii.h"
 #include "base64.h"
+#include "decimal.h"
 #include "utf8.h"
 
 namespace abide::sf {
@@ -249,10 +251,10 @@ std::optional<Decimal> Decimal::from_double(double d) noexcept {
   }
   // value * 1000 = 0.digits * 10^(exponent + 4): the first k digits are whole thousandths.
   const int k = exponent + 4;
-  std::int64_t whole = 0;
-  for (int i = 0; i < k; ++i) {
-    whole = whole * 10 + (static_cast<std::size_t>(i) < n ? digits[i] - '0' : 0);
-  }
+  const std::size_t taken = k <= 0 ? 0 : std::min(n, static_cast<std::size_t>(k));
+  std::int64_t whole =
+      abide::detail::read_decimal<std::int64_t, std::numeric_limits<std::int64_t>::max()>({digits, taken}).value;
+  for (int i = static_cast<int>(taken); i < k; ++i) whole *= 10;  // the zeros the shortest form left off
   // Round the remaining digits half to even.
   if (k >= 0 && static_cast<std::size_t>(k) < n) {
     const std::size_t first = static_cast<std::size_t>(k);

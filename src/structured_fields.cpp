@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "ascii.h"
+#include "decimal.h"
 #include "utf8.h"
 
 namespace abide::sf {
@@ -63,6 +64,7 @@ constexpr std::array<std::uint8_t, 256> make_base64_values() {
 constexpr std::array<std::uint8_t, 256> kBase64Value = make_base64_values();
 
 constexpr std::int64_t kPow10[] = {1, 10, 100, 1000};
+constexpr std::int64_t kMax15Digits = 999'999'999'999'999;
 
 }  // namespace
 
@@ -124,6 +126,7 @@ using Status = std::uint8_t;
 constexpr Status kOk = 0xFF;
 constexpr Status bad(ErrorCode code) noexcept { return static_cast<Status>(code); }
 
+using abide::detail::read_decimal;
 using ascii::is_digit;
 
 inline std::uint64_t load8(const char* p) noexcept {
@@ -152,35 +155,27 @@ inline Status scan_number(const char* s, std::size_t n, std::size_t& p, BareView
     p = q;
     return bad(ErrorCode::invalid_number);
   }
-  const std::size_t digits_start = q;
-  std::int64_t value = 0;
-  const std::size_t digits_end = n - q > 15 ? q + 15 : n;
-  do {
-    value = value * 10 + (s[q] - '0');
-    ++q;
-  } while (q < digits_end && is_digit(s[q]));
+  // An integer has at most 15 digits, a decimal 12 and 3 (RFC 9651 3.3.1, 3.3.2).
+  const auto whole = read_decimal<std::int64_t, kMax15Digits, 15>({s + q, n - q});
+  std::int64_t value = whole.value;
+  q += whole.digits;
   if (q < n && is_digit(s[q])) {
     p = q;
     return bad(ErrorCode::number_too_long);
   }
   if (q < n && s[q] == '.') [[unlikely]] {
-    if (q - digits_start > 12) {
+    if (whole.digits > 12) {
       p = q;
       return bad(ErrorCode::number_too_long);
     }
     ++q;
-    const std::size_t frac_start = q;
-    const std::size_t frac_end = n - q > 3 ? q + 3 : n;
-    std::int64_t frac = 0;
-    while (q < frac_end && is_digit(s[q])) {
-      frac = frac * 10 + (s[q] - '0');
-      ++q;
-    }
-    if (q == frac_start || (q < n && is_digit(s[q]))) {
+    const auto frac = read_decimal<std::int64_t, 999, 3>({s + q, n - q});
+    q += frac.digits;
+    if (frac.digits == 0 || (q < n && is_digit(s[q]))) {
       p = q;
-      return bad(q == frac_start ? ErrorCode::invalid_number : ErrorCode::number_too_long);
+      return bad(frac.digits == 0 ? ErrorCode::invalid_number : ErrorCode::number_too_long);
     }
-    value = value * 1000 + frac * kPow10[3 - (q - frac_start)];
+    value = value * 1000 + frac.value * kPow10[3 - frac.digits];
     out.type = Type::decimal;
   } else {
     out.type = Type::integer;

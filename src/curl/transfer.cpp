@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "ascii.h"
+#include "decimal.h"
 #include "transport.h"
 
 namespace abide::curl_detail {
@@ -17,12 +18,8 @@ using ascii::trim_ows;
 int status_of(std::string_view line) {
   const auto sp = line.find(' ');
   if (sp == std::string_view::npos || line.size() < sp + 4) return 0;
-  int code = 0;
-  for (std::size_t i = sp + 1; i < sp + 4; ++i) {
-    if (!ascii::is_digit(line[i])) return 0;
-    code = code * 10 + (line[i] - '0');
-  }
-  return code;
+  const auto code = detail::read_decimal<int, 999, 3>(line.substr(sp + 1));
+  return code.digits == 3 ? code.value : 0;
 }
 
 // The version of "HTTP/x yyy ...": 10, 11, 20 or 30, as curl's

@@ -10,6 +10,7 @@
 
 #include "abide/headers.h"
 #include "ascii.h"
+#include "decimal.h"
 #include "llm/json_fields.h"
 
 namespace abide::detail {
@@ -181,13 +182,11 @@ Result<UnitCost, std::string> cost_member(std::string_view m) {
     if (!unit_char(c)) return fail(std::string("the unit may hold only a-z, 0-9 and '-'"));
   }
   if (amount.empty()) return fail(std::string("the amount is empty"));
-  std::int64_t v = 0;
-  for (const char c : amount) {
-    if (!ascii::is_digit(c)) return fail(std::string("the amount is not a whole number"));
-    v = v * 10 + (c - '0');
-    if (v > kMaxUnitAmount) return fail("the amount is above " + std::to_string(kMaxUnitAmount));
-  }
-  return UnitCost{std::string(unit), v};
+  // Too large is named first when the digits before any other byte already are.
+  const auto v = read_decimal<std::int64_t, kMaxUnitAmount>(amount);
+  if (v.over) return fail("the amount is above " + std::to_string(kMaxUnitAmount));
+  if (v.digits != amount.size()) return fail(std::string("the amount is not a whole number"));
+  return UnitCost{std::string(unit), v.value};
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ascii.h"
+#include "decimal.h"
 
 namespace abide::proxy {
 namespace http1_request_detail {  // private to this file (the tool is compiled in batches)
@@ -316,21 +317,15 @@ Result<BodyFraming, HttpError> body_framing(const RequestHead& head) {
     while (!problem) {
       const std::size_t comma = list.find(',');
       const std::string_view element = ascii::trim_ows(list.substr(0, comma));
-      std::uint64_t v = 0;
-      if (element.empty()) problem = HttpError{400, "Content-Length is not a number"};
-      for (char c : element) {
-        if (!ascii::is_digit(c)) {
-          problem = HttpError{400, "Content-Length is not a number"};
-          break;
-        }
-        const auto d = static_cast<std::uint64_t>(c - '0');
-        if (v > (kMaxContentLength - d) / 10) {
-          problem = HttpError{413, "Content-Length is too large"};
-          break;
-        }
-        v = v * 10 + d;
+      // Too large is named first when the digits before any other byte already are.
+      const auto number = abide::detail::read_decimal<std::uint64_t, kMaxContentLength>(element);
+      if (number.over) {
+        problem = HttpError{413, "Content-Length is too large"};
+      } else if (number.digits == 0 || number.digits != element.size()) {
+        problem = HttpError{400, "Content-Length is not a number"};
       }
       if (problem) break;
+      const std::uint64_t v = number.value;
       if (length && *length != v) {
         problem = HttpError{400, "Content-Length values differ"};
         break;

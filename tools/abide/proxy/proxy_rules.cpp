@@ -5,6 +5,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ascii.h"
+#include "decimal.h"
 #include "llm/cost_estimate.h"
 
 namespace abide::proxy {
@@ -100,13 +102,9 @@ std::optional<std::uint64_t> content_length_of(const HeaderList& headers) {
     while (true) {
       const std::size_t comma = rest.find(',');
       const std::string_view item = ascii::trim_ows(rest.substr(0, comma));
-      if (item.empty() || item.size() > 19) return std::nullopt;  // 19 digits always fit 64 bits
-      std::uint64_t v = 0;
-      for (const char c : item) {
-        if (!ascii::is_digit(c)) return std::nullopt;
-        v = v * 10 + static_cast<std::uint64_t>(c - '0');
-      }
-      if (out && *out != v) return std::nullopt;
+      if (item.size() > 19) return std::nullopt;  // 19 digits always fit 64 bits
+      const auto v = abide::detail::parse_decimal<std::uint64_t, std::numeric_limits<std::uint64_t>::max()>(item);
+      if (!v || (out && *out != *v)) return std::nullopt;
       out = v;
       if (comma == std::string_view::npos) break;
       rest.remove_prefix(comma + 1);
@@ -214,12 +212,10 @@ Result<Duration, ErrorMessage> parse_max_wait(std::string_view v) {
   if (!v.empty() && (v.front() == '-' || v.front() == '+')) {
     return fail(quoted() + " has a sign: it wants seconds from 0 to 2678400 (31 days)");
   }
-  std::size_t i = 0;
-  std::int64_t whole = 0;
-  while (i < v.size() && ascii::is_digit(v[i])) {
-    whole = std::min<std::int64_t>(whole * 10 + (v[i] - '0'), kMaxWaitSeconds + 1);  // no overflow
-    ++i;
-  }
+  // Saturated just past the largest wait: too long is told below, whatever its length.
+  const auto whole_read = abide::detail::read_decimal<std::int64_t, kMaxWaitSeconds + 1>(v);
+  std::size_t i = whole_read.digits;
+  const std::int64_t whole = whole_read.value;
   if (i == 0) return fail(quoted() + " is not decimal seconds (such as 2 or 0.5)");
   std::int64_t fraction_ns = 0;
   if (i < v.size() && v[i] == '.') {
