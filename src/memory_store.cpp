@@ -10,12 +10,12 @@
 // the map, that its holder alone paces by.
 #include <algorithm>
 #include <atomic>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
 
 #include "abide/quota_store.h"
+#include "mutex.h"
 #include "pacing/kernel.h"
 #include "string_hash.h"
 
@@ -42,41 +42,41 @@ class Entry final : public QuotaStore::Handle {
 
   StoreGrant acquire(const StoreAcquire& request, const PacingRules& rules) override {
     latest_->saw(request.now);
-    std::lock_guard lock(mu_);
+    detail::MutexLock lock(mu_);
     return pacing::acquire(state_, request.now, request.max_wait, rules, request.costs);
   }
   RecordOutcome record(const StoreRecord& record, const PacingRules& rules) override {
     latest_->saw(record.now);
-    std::lock_guard lock(mu_);
+    detail::MutexLock lock(mu_);
     return pacing::record(state_, record, rules);
   }
   bool still_valid(std::uint64_t epoch, MonoTime /*now*/) override {
-    std::lock_guard lock(mu_);
+    detail::MutexLock lock(mu_);
     return pacing::still_valid(state_, epoch);
   }
   void abandon_probe(MonoTime now) override {
-    std::lock_guard lock(mu_);
+    detail::MutexLock lock(mu_);
     pacing::abandon_probe(state_, now);
   }
   void settle(const StoreSettle& settle, const PacingRules& /*rules*/) override {
     latest_->saw(settle.now);
-    std::lock_guard lock(mu_);
+    detail::MutexLock lock(mu_);
     pacing::settle(state_, settle);
   }
   std::optional<LearnedPolicy> learned(MonoTime now) override {
-    std::lock_guard lock(mu_);
+    detail::MutexLock lock(mu_);
     return pacing::learned(state_, now);
   }
   // True when the state no longer matters at `now`.
   bool expired(pacing::Instant now) {
-    std::lock_guard lock(mu_);
+    detail::MutexLock lock(mu_);
     return pacing::expiry(state_) < now;
   }
 
  private:
   std::shared_ptr<Latest> latest_;
-  std::mutex mu_;
-  pacing::KeyState state_;
+  detail::Mutex mu_;
+  pacing::KeyState state_ ABIDE_GUARDED_BY(mu_);
 };
 
 using detail::StringHash;
@@ -85,20 +85,20 @@ using detail::StringHash;
 
 struct MemoryStore::Impl {
   MemoryStoreOptions options;
-  mutable std::mutex mu;
-  std::unordered_map<std::string, std::shared_ptr<Entry>, StringHash, std::equal_to<>> keys;
+  mutable detail::Mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<Entry>, StringHash, std::equal_to<>> keys ABIDE_GUARDED_BY(mu);
 
-  std::size_t skip = 0;  // new keys that go unmapped before the next pass
+  std::size_t skip ABIDE_GUARDED_BY(mu) = 0;  // new keys that go unmapped before the next pass
   std::shared_ptr<Latest> latest = std::make_shared<Latest>();
 
   // Drops every unheld key whose state no longer matters.
-  void sweep() {
+  void sweep() ABIDE_REQUIRES(mu) {
     const pacing::Instant now = pacing::instant_of(MonoTime{Duration{latest->ns.load(std::memory_order_relaxed)}});
     std::erase_if(keys, [&](const auto& kv) { return kv.second.use_count() == 1 && kv.second->expired(now); });
   }
 
   // True when the map has room for one more key, after a pass if due.
-  bool room() {
+  bool room() ABIDE_REQUIRES(mu) {
     if (keys.size() < options.max_keys) return true;
     if (skip > 0) {
       --skip;
@@ -119,7 +119,7 @@ MemoryStore::MemoryStore(MemoryStoreOptions options) : impl_(std::make_unique<Im
 MemoryStore::~MemoryStore() = default;
 
 std::shared_ptr<QuotaStore::Handle> MemoryStore::open(std::string_view key) {
-  std::lock_guard lock(impl_->mu);
+  detail::MutexLock lock(impl_->mu);
   if (auto it = impl_->keys.find(key); it != impl_->keys.end()) return it->second;
   auto s = std::make_shared<Entry>(impl_->latest);
   if (impl_->room()) impl_->keys.emplace(std::string(key), s);
@@ -127,7 +127,7 @@ std::shared_ptr<QuotaStore::Handle> MemoryStore::open(std::string_view key) {
 }
 
 std::size_t MemoryStore::size() const {
-  std::lock_guard lock(impl_->mu);
+  detail::MutexLock lock(impl_->mu);
   return impl_->keys.size();
 }
 

@@ -8,13 +8,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "ascii.h"
+#include "mutex.h"
 #include "pacing/kernel.h"
 #include "string_hash.h"
 
@@ -98,7 +98,11 @@ Duration full_refill_window(const QuotaObservation& o, Duration reset, std::opti
   return Duration{static_cast<Duration::rep>(std::ceil(ns))};
 }
 
+using detail::Mutex;
+using detail::MutexLock;
+using detail::RecursiveMutex;
 using detail::StringHash;
+using detail::UniqueLock;
 
 }  // namespace
 
@@ -147,11 +151,13 @@ struct Pacer::Ticket::State {
   std::optional<QuotaHeld> held;       // the announced quota that set it, when the store said
   // Guarded by Local::mu.
   bool queued = false;
-  // Guarded by notify_mu (recursive: a callback may ask again at once).
-  std::recursive_mutex notify_mu;
-  bool notified = false;
-  std::stop_source wake{std::nostopstate};  // acquire's sleep, replaced before each step
-  std::shared_ptr<const std::function<void()>> notify;
+  // Recursive: a callback may ask again at once.
+  RecursiveMutex notify_mu;
+  bool notified ABIDE_GUARDED_BY(notify_mu) = false;
+  std::stop_source wake ABIDE_GUARDED_BY(notify_mu){std::nostopstate};  // acquire's sleep, replaced before each step
+  std::shared_ptr<const std::function<void()>> notify ABIDE_GUARDED_BY(notify_mu);
+
+  explicit State(std::shared_ptr<const std::function<void()>> n) : notify(std::move(n)) {}
 };
 
 // A slot given back before its time, with what it reserved of quotas other
@@ -192,29 +198,34 @@ struct Pacer::Local {
   std::atomic<std::uint64_t> generation{0};
   std::atomic<std::uint32_t> queued{0};
   std::atomic<std::uint32_t> returned_count{0};
-  std::mutex mu;
+  Mutex mu;
   // By ticket number; the front is the head, the only one asking the store.
-  std::vector<std::shared_ptr<Ticket::State>> queue;
-  std::vector<Returned> returned;               // by slot, at most kMaxReturned
-  MonoTime blocked_until{};                     // the head's latest estimate, for those behind it
-  bool blocked_by_store = false;                // ... and whether the store was unavailable (fail-closed)
-  WaitCause blocked_cause = WaitCause::kProbe;  // ... and what holds the head
+  std::vector<std::shared_ptr<Ticket::State>> queue ABIDE_GUARDED_BY(mu);
+  std::vector<Returned> returned ABIDE_GUARDED_BY(mu);  // by slot, at most kMaxReturned
+  // The head's latest estimate, for those behind it, whether the store was
+  // unavailable (fail-closed), and what holds the head.
+  MonoTime blocked_until ABIDE_GUARDED_BY(mu){};
+  bool blocked_by_store ABIDE_GUARDED_BY(mu) = false;
+  WaitCause blocked_cause ABIDE_GUARDED_BY(mu) = WaitCause::kProbe;
   // The floor (docs/RULES.md rule 10): the latest instant before which this
   // process was told nothing may be sent (cooldowns, spent windows' ends),
   // kept here because a shared store may forget it (a flush, a restart, a
   // failover). Nanoseconds of MonoTime; read without a lock on every acquire.
   std::atomic<Duration::rep> floor_end{0};
   std::atomic<WaitCause> floor_cause{WaitCause::kCooldown};
-  std::mutex floor_mu;                  // raising the floor, and window_ends
-  std::vector<WindowEnd> window_ends;   // at most kMaxWindowEnds, dropped once passed
+  // Raising the floor, and window_ends (at most kMaxWindowEnds, dropped once passed).
+  Mutex floor_mu;
+  std::vector<WindowEnd> window_ends ABIDE_GUARDED_BY(floor_mu);
 };
 
 struct Pacer::Keys {
-  std::mutex mu;
-  std::unordered_map<std::string, std::shared_ptr<Local>, StringHash, std::equal_to<>> map;
+  Mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<Local>, StringHash, std::equal_to<>> map ABIDE_GUARDED_BY(mu);
   // The map is swept when it reaches this size; set after each sweep so that
   // sweeps cost O(1) per new key, amortized.
-  std::size_t sweep_at = 0;
+  std::size_t sweep_at ABIDE_GUARDED_BY(mu);
+
+  explicit Keys(std::size_t sweep) : sweep_at(sweep) {}
 };
 
 namespace {
@@ -224,7 +235,7 @@ MonoTime floor_of(const Pacer::Local& l) {
 }
 
 // Raises the key's floor to `end` (it never goes down). Caller holds l.floor_mu.
-void raise_floor_locked(Pacer::Local& l, MonoTime end, WaitCause cause) {
+void raise_floor_locked(Pacer::Local& l, MonoTime end, WaitCause cause) ABIDE_REQUIRES(l.floor_mu) {
   if (end <= floor_of(l)) return;
   l.floor_cause.store(cause, std::memory_order_relaxed);
   l.floor_end.store(end.time_since_epoch().count(), std::memory_order_release);
@@ -234,8 +245,8 @@ void raise_floor_locked(Pacer::Local& l, MonoTime end, WaitCause cause) {
 // earliest reset of a window, a new window once it is over or a whole window
 // later), and returns the instant its reset proves the window lasts until.
 // Caller holds l.floor_mu.
-std::optional<MonoTime> follow_window_locked(Pacer::Local& l, const PolicyUpdate& u, MonoTime now,
-                                             MonoTime received) {
+std::optional<MonoTime> follow_window_locked(Pacer::Local& l, const PolicyUpdate& u, MonoTime now, MonoTime received)
+    ABIDE_REQUIRES(l.floor_mu) {
   if (!u.remaining || !u.reset) return std::nullopt;
   const MonoTime end = saturating_add(now, std::max(*u.reset, Duration::zero()));
   if (end <= now) return std::nullopt;  // about a window already over
@@ -269,7 +280,7 @@ std::optional<MonoTime> follow_window_locked(Pacer::Local& l, const PolicyUpdate
 void note_floor(Pacer::Local& l, const StoreRecord& rec, MonoTime received) {
   if (!rec.cooldown && rec.policies.empty()) return;
   const bool quota = rec.cooldown_cause == WaitCause::kQuota;
-  std::lock_guard lock(l.floor_mu);
+  MutexLock lock(l.floor_mu);
   if (rec.cooldown && *rec.cooldown > Duration::zero()) {
     const Duration whole = quota ? std::min(std::max(rec.cooldown_floor, Duration::zero()), *rec.cooldown)
                                  : *rec.cooldown;
@@ -311,10 +322,9 @@ Pacer::Pacer(PacerConfig config, std::shared_ptr<QuotaStore> store)
       mono_(mono_of(config_)),
       wall_(wall_of(config_)),
       random_state_(config_.seed),
-      keys_(std::make_unique<Keys>()) {
+      keys_(std::make_unique<Keys>(std::max<std::size_t>(config_.max_keys, 1))) {
   if (config_.max_wait < Duration::zero()) config_.max_wait = Duration::zero();
   if (config_.max_keys == 0) config_.max_keys = 1;
-  keys_->sweep_at = config_.max_keys;
 }
 
 Pacer::Pacer(PacerConfig config, std::shared_ptr<QuotaStore> store, const MonotonicClock& mono, const WallClock& wall)
@@ -324,7 +334,7 @@ Pacer::~Pacer() = default;
 
 Pacer::Key Pacer::key(std::string_view name) {
   std::string n = bounded(std::string(name), kMaxKeyLength);
-  std::lock_guard lock(keys_->mu);
+  MutexLock lock(keys_->mu);
   if (auto it = keys_->map.find(n); it != keys_->map.end()) return Key(it->second);
   if (keys_->map.size() >= keys_->sweep_at) sweep_keys_locked();
   // Every key handed out is in the map, so two callers of one name share one
@@ -337,7 +347,7 @@ Pacer::Key Pacer::key(std::string_view name) {
   return Key(std::move(local));
 }
 
-void Pacer::sweep_keys_locked() {
+void Pacer::sweep_keys_locked() ABIDE_REQUIRES(keys_->mu) {
   auto& map = keys_->map;
   const MonoTime now = mono_.now();
   // Nobody holds it (only the map does: a Key is copied from the map under
@@ -427,7 +437,7 @@ struct Pacer::Ops {
   };
 
   static void notify(State& s) {
-    std::lock_guard lock(s.notify_mu);
+    MutexLock lock(s.notify_mu);
     s.notified = true;
     s.wake.request_stop();
     if (const auto f = s.notify) (*f)();
@@ -438,7 +448,7 @@ struct Pacer::Ops {
     if (l.queued.load(std::memory_order_acquire) == 0) return;
     std::shared_ptr<State> head;
     {
-      std::lock_guard lock(l.mu);
+      MutexLock lock(l.mu);
       if (!l.queue.empty()) head = l.queue.front();
     }
     if (head) notify(*head);
@@ -451,7 +461,7 @@ struct Pacer::Ops {
 
   // Joins the line in ticket order, never ahead of the current head (it may be
   // talking to the store). Caller holds l.mu.
-  static void enqueue_locked(Pacer& p, Local& l, const std::shared_ptr<State>& s) {
+  static void enqueue_locked(Pacer& p, Local& l, const std::shared_ptr<State>& s) ABIDE_REQUIRES(l.mu) {
     if (s->number == 0) s->number = p.next_ticket_.fetch_add(1, std::memory_order_relaxed);
     auto from = l.queue.begin() + (l.queue.empty() ? 0 : 1);
     auto at = std::upper_bound(from, l.queue.end(), s->number,
@@ -465,7 +475,7 @@ struct Pacer::Ops {
   static void leave(Local& l, State& s) {
     std::shared_ptr<State> next;
     {
-      std::lock_guard lock(l.mu);
+      MutexLock lock(l.mu);
       if (!s.queued) return;
       const bool was_head = !l.queue.empty() && l.queue.front().get() == &s;
       l.queue.erase(
@@ -479,7 +489,8 @@ struct Pacer::Ops {
 
   // The earliest slot given back that is still good and has room for what
   // the send needs. Caller holds l.mu.
-  static std::optional<Returned> take_returned_locked(Local& l, MonoTime now, std::span<const UnitCost> costs) {
+  static std::optional<Returned> take_returned_locked(Local& l, MonoTime now, std::span<const UnitCost> costs)
+      ABIDE_REQUIRES(l.mu) {
     const std::uint64_t epoch = l.epoch.load(std::memory_order_acquire);
     std::erase_if(l.returned, [&](const Returned& r) { return r.slot < now || r.epoch != epoch; });
     std::optional<Returned> out;
@@ -507,7 +518,7 @@ struct Pacer::Ops {
   static void return_slot(Pacer& p, Local& l, Returned r) {
     if (r.slot < p.mono_.now() || l.epoch.load(std::memory_order_acquire) != r.epoch) return;
     {
-      std::lock_guard lock(l.mu);
+      MutexLock lock(l.mu);
       if (l.returned.size() >= kMaxReturned) return;
       const auto at = std::upper_bound(l.returned.begin(), l.returned.end(), r.slot,
                                        [](MonoTime t, const Returned& x) { return t < x.slot; });
@@ -620,7 +631,7 @@ struct Pacer::Ops {
       }
       const std::uint64_t generation = local.generation.load(std::memory_order_acquire);
       if (!pending) {
-        std::unique_lock lock(local.mu);
+        UniqueLock lock(local.mu);
         if (!s.queued && !local.queue.empty()) enqueue_locked(p, local, sp);
         if (s.queued && local.queue.front() != sp) {
           // Not our turn: the head leaving notifies us.
@@ -708,7 +719,7 @@ struct Pacer::Ops {
         case StoreGrant::Kind::kAwaitProbe:
         case StoreGrant::Kind::kUnavailable: {
           const bool unavailable = g.kind == StoreGrant::Kind::kUnavailable;
-          std::unique_lock lock(local.mu);
+          UniqueLock lock(local.mu);
           if (!s.queued) enqueue_locked(p, local, sp);
           if (local.queue.front() != sp) continue;  // someone came first: wait for our turn
           local.blocked_until = at;
@@ -753,8 +764,7 @@ struct Pacer::Ops {
 
   static void start(Ticket& t, MonoTime now, std::span<const UnitCost> costs) {
     if (!t.state_) {
-      t.state_ = std::make_shared<State>();
-      t.state_->notify = t.notify_;
+      t.state_ = std::make_shared<State>(t.notify_);
     }
     t.state_->started = true;
     t.state_->start = now;
@@ -801,7 +811,7 @@ struct Pacer::Ops {
       // A fresh wake before looking, so a notification after the look is not lost.
       std::stop_source wake;
       {
-        std::lock_guard lock(s.notify_mu);
+        MutexLock lock(s.notify_mu);
         s.wake = wake;
         s.notified = false;
       }
@@ -836,7 +846,7 @@ Pacer::Ticket::~Ticket() {
   release();
   if (state_) {
     // After this no notification runs (one running now has ended).
-    std::lock_guard lock(state_->notify_mu);
+    MutexLock lock(state_->notify_mu);
     state_->notify.reset();
   }
 }
@@ -851,7 +861,7 @@ Pacer::Ticket& Pacer::Ticket::operator=(Ticket&& other) noexcept {
   if (this != &other) {
     release();
     if (state_) {
-      std::lock_guard lock(state_->notify_mu);
+      MutexLock lock(state_->notify_mu);
       state_->notify.reset();
     }
     pacer_ = std::exchange(other.pacer_, nullptr);
@@ -865,7 +875,7 @@ Pacer::Ticket& Pacer::Ticket::operator=(Ticket&& other) noexcept {
 void Pacer::Ticket::set_notify(std::function<void()> notify) {
   notify_ = notify ? std::make_shared<const std::function<void()>>(std::move(notify)) : nullptr;
   if (!state_) return;
-  std::lock_guard lock(state_->notify_mu);
+  MutexLock lock(state_->notify_mu);
   state_->notify = notify_;
   if (state_->notified && notify_) (*notify_)();
 }
@@ -888,7 +898,7 @@ void Pacer::Ticket::release() {
 bool Pacer::Ticket::held() const {
   if (!state_ || !local_) return false;
   if (state_->reserved) return true;
-  std::lock_guard lock(local_->mu);
+  MutexLock lock(local_->mu);
   return state_->queued;
 }
 
@@ -916,7 +926,7 @@ TryAcquireResult Pacer::try_acquire(Ticket& t, const Key& key, std::optional<Mon
     Ops::start(t, now, costs);
   }
   {
-    std::lock_guard lock(t.state_->notify_mu);
+    MutexLock lock(t.state_->notify_mu);
     t.state_->notified = false;
   }
   const TryAcquireResult r = Ops::step(*this, t, deadline, std::move(first));

@@ -7,12 +7,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <thread>
 #include <utility>
 
 #include "abide/engine.h"
 #include "client_parts.h"
+#include "mutex.h"
 #include "own_handle.h"
 #include "transfer.h"
 #include "transport.h"
@@ -101,12 +101,12 @@ struct Client::Impl {
   engine::Engine engine;
   curl_detail::TransferSlots slots;  // max_transfers, over fetch, fetch_all and perform
 
-  std::mutex pool_mu;
-  std::vector<std::unique_ptr<Transport>> idle;
+  detail::Mutex pool_mu;
+  std::vector<std::unique_ptr<Transport>> idle ABIDE_GUARDED_BY(pool_mu);
 
   std::unique_ptr<Transport> checkout() {
     {
-      std::lock_guard lock(pool_mu);
+      detail::MutexLock lock(pool_mu);
       if (!idle.empty()) {
         auto t = std::move(idle.back());
         idle.pop_back();
@@ -116,7 +116,7 @@ struct Client::Impl {
     return std::make_unique<Transport>();
   }
   void checkin(std::unique_ptr<Transport> t) {
-    std::lock_guard lock(pool_mu);
+    detail::MutexLock lock(pool_mu);
     if (idle.size() < kMaxIdleTransports) idle.push_back(std::move(t));
   }
 

@@ -24,7 +24,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <deque>
-#include <mutex>
 #include <set>
 #include <unordered_map>
 #include <utility>
@@ -34,6 +33,7 @@
 #include "client_parts.h"
 #include "easy_attempt.h"
 #include "epoll_interest.h"
+#include "mutex.h"
 #include "transfer.h"
 #include "transport.h"
 
@@ -184,8 +184,8 @@ struct LoopClient::Impl {
   bool told_any = false;
 
   // Pacer notifications, from any thread.
-  std::mutex notify_mu;
-  std::vector<Id> notified;
+  detail::Mutex notify_mu;
+  std::vector<Id> notified ABIDE_GUARDED_BY(notify_mu);
 
   // ---- libcurl's callbacks ----
   static int on_curl_socket(CURL*, curl_socket_t fd, int what, void* self, void*) {
@@ -266,7 +266,7 @@ struct LoopClient::Impl {
 
   void notify(Id id) {
     {
-      std::lock_guard lock(notify_mu);
+      detail::MutexLock lock(notify_mu);
       notified.push_back(id);
     }
     const std::uint64_t one = 1;
@@ -278,7 +278,7 @@ struct LoopClient::Impl {
     static_cast<void>(::read(wake_fd, &count, sizeof count));
     std::vector<Id> ids;
     {
-      std::lock_guard lock(notify_mu);
+      detail::MutexLock lock(notify_mu);
       ids.swap(notified);
     }
     // A pacer wait may end early: ask the machine again.

@@ -150,7 +150,7 @@ redisContext* ConnectionPool::connect(std::string& why, bool& login_refused) con
 
 ConnectionPool::Taken ConnectionPool::take() {
   Taken out;
-  std::unique_lock lock(mu_);
+  detail::UniqueLock lock(mu_);
   for (;;) {
     if (!idle_.empty()) {
       redisContext* c = idle_.back();
@@ -173,7 +173,8 @@ ConnectionPool::Taken ConnectionPool::take() {
     }
     const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options_.command_timeout) +
                          std::chrono::milliseconds{1};
-    if (!cv_.wait_for(lock, timeout, [&] { return !idle_.empty() || open_ < options_.size; })) {
+    if (!cv_.wait_for(lock.native(), timeout,
+                      [&]() ABIDE_REQUIRES(mu_) { return !idle_.empty() || open_ < options_.size; })) {
       out.busy = true;
       return out;
     }
@@ -181,20 +182,20 @@ ConnectionPool::Taken ConnectionPool::take() {
 }
 
 void ConnectionPool::give_back(redisContext* c) {
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   idle_.push_back(c);
   cv_.notify_one();
 }
 
 void ConnectionPool::close(redisContext* c) {
   redisFree(c);
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   --open_;
   cv_.notify_one();
 }
 
 void ConnectionPool::drop_idle() {
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   for (redisContext* c : idle_) redisFree(c);
   open_ -= idle_.size();
   idle_.clear();

@@ -7,7 +7,6 @@
 #include <condition_variable>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -16,6 +15,7 @@
 
 #include "abide/clock.h"
 #include "abide/redis_store.h"
+#include "mutex.h"
 
 struct redisContext;
 struct redisReply;
@@ -95,10 +95,10 @@ class ConnectionPool {
   void close(redisContext* c);
 
   PoolOptions options_;
-  std::mutex mu_;
+  detail::Mutex mu_;
   std::condition_variable cv_;
-  std::vector<redisContext*> idle_;
-  std::size_t open_ = 0;  // idle and lent
+  std::vector<redisContext*> idle_ ABIDE_GUARDED_BY(mu_);
+  std::size_t open_ ABIDE_GUARDED_BY(mu_) = 0;  // idle and lent
 };
 
 }  // namespace abide::redis_detail

@@ -36,7 +36,7 @@ bool is_digest(std::string_view s) {
 }  // namespace
 
 std::string PacerScript::digest() const {
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   return digest_;
 }
 
@@ -50,7 +50,7 @@ ScriptReply PacerScript::load(Connection& connection, std::string& digest, std::
     return error_reply("SCRIPT LOAD answered without a digest");
   }
   digest.assign(r->str, r->len);
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   digest_ = digest;
   return ScriptReply{ScriptReply::Kind::kOk, {}, {}};
 }

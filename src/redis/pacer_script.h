@@ -16,7 +16,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <ratio>
 #include <span>
 #include <string>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "abide/quota_store.h"
+#include "mutex.h"
 
 namespace abide::redis_detail {
 
@@ -172,8 +172,8 @@ class PacerScript {
  private:
   ScriptReply load(Connection& connection, std::string& digest, std::atomic<std::uint64_t>& round_trips);
 
-  mutable std::mutex mu_;
-  std::string digest_;
+  mutable detail::Mutex mu_;
+  std::string digest_ ABIDE_GUARDED_BY(mu_);
 };
 
 }  // namespace abide::redis_detail

@@ -10,13 +10,13 @@
 #include <array>
 #include <atomic>
 #include <charconv>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "abide/headers.h"
 #include "connection_pool.h"
 #include "learned_fields.h"
+#include "mutex.h"
 #include "pacer_script.h"
 #include "pacing/kernel.h"
 #include "pacing/units.h"
@@ -164,10 +164,10 @@ struct RedisStore::Impl {
   // Health: while down, callers go to the fallback (or wait) until next_attempt,
   // when one of them tries Redis again.
   std::atomic<bool> down{false};
-  std::mutex health_mu;
-  MonoTime next_attempt{};
-  Duration backoff{};
-  bool reconnecting = false;
+  detail::Mutex health_mu;
+  MonoTime next_attempt ABIDE_GUARDED_BY(health_mu){};
+  Duration backoff ABIDE_GUARDED_BY(health_mu){};
+  bool reconnecting ABIDE_GUARDED_BY(health_mu) = false;
   std::atomic<bool> script_error_reported{false};
 
   std::atomic<std::uint64_t> round_trips{0};
@@ -197,7 +197,7 @@ struct RedisStore::Impl {
   // While down, only one caller at a time tries Redis again, once the backoff passed.
   bool may_try(MonoTime now, bool& retrying) {
     if (!down.load(std::memory_order_acquire)) return true;
-    std::lock_guard lock(health_mu);
+    detail::MutexLock lock(health_mu);
     if (!down.load(std::memory_order_relaxed)) return true;
     if (reconnecting || now < next_attempt) return false;
     reconnecting = true;
@@ -209,7 +209,7 @@ struct RedisStore::Impl {
   void mark_down(MonoTime now, const std::string& why, bool report = true) {
     bool first = false;
     {
-      std::lock_guard lock(health_mu);
+      detail::MutexLock lock(health_mu);
       if (!down.load(std::memory_order_relaxed)) {
         down.store(true, std::memory_order_release);
         backoff = options.reconnect_min;
@@ -235,7 +235,7 @@ struct RedisStore::Impl {
     if (!down.load(std::memory_order_acquire)) return;
     bool recovered = false;
     {
-      std::lock_guard lock(health_mu);
+      detail::MutexLock lock(health_mu);
       if (down.load(std::memory_order_relaxed)) {
         down.store(false, std::memory_order_release);
         recovered = true;
@@ -249,7 +249,7 @@ struct RedisStore::Impl {
   }
 
   void end_retry() {
-    std::lock_guard lock(health_mu);
+    detail::MutexLock lock(health_mu);
     reconnecting = false;
   }
 
@@ -386,7 +386,7 @@ struct RedisStore::Impl {
 
   // How long until Redis is tried again (for fail-closed waits).
   Duration retry_in(MonoTime now) {
-    std::lock_guard lock(health_mu);
+    detail::MutexLock lock(health_mu);
     const Duration d = next_attempt > now ? next_attempt - now : Duration::zero();
     return std::max(d, Duration{std::chrono::milliseconds{1}});
   }

@@ -11,9 +11,10 @@
 #pragma once
 
 #include <condition_variable>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "mutex.h"
 
 namespace abide::sqlite_detail {
 
@@ -31,10 +32,10 @@ class GroupCommit {
   // batch, in the thread of the caller that leads it.
   template <class Run>
   void submit(Op& op, Run&& run) {
-    std::unique_lock lock(mu_);
+    detail::UniqueLock lock(mu_);
     queue_.push_back(&op);
     if (leading_) {
-      op.wake.wait(lock, [&] { return op.finished || op.lead; });
+      op.wake.wait(lock.native(), [&] { return op.finished || op.lead; });
       if (op.finished) return;
     }
     leading_ = true;
@@ -54,30 +55,37 @@ class GroupCommit {
     // life) before its wake is done.
     struct End {
       GroupCommit& q;
-      std::unique_lock<std::mutex>& lock;
+      detail::UniqueLock& lock;
       std::vector<Op*>& batch;
-      ~End() {
+      // The checks do not follow the caller's lock into this destructor;
+      // end_locked() states what it needs.
+      ~End() ABIDE_NO_THREAD_SAFETY_ANALYSIS {
         lock.lock();
-        for (Op* o : batch) {
-          o->finished = true;
-          o->wake.notify_one();
-        }
-        if (q.queue_.empty()) {
-          q.leading_ = false;
-        } else {
-          q.queue_.front()->lead = true;
-          q.queue_.front()->wake.notify_one();
-        }
+        q.end_locked(batch);
       }
     } end{*this, lock, batch};
     run(batch);
   }
 
  private:
-  std::mutex mu_;
-  std::vector<Op*> queue_;
-  bool leading_ = false;
-  bool contended_ = false;  // the last batch held more than one operation
+  // Wakes the batch's callers, and the next leader if any.
+  void end_locked(std::vector<Op*>& batch) ABIDE_REQUIRES(mu_) {
+    for (Op* o : batch) {
+      o->finished = true;
+      o->wake.notify_one();
+    }
+    if (queue_.empty()) {
+      leading_ = false;
+    } else {
+      queue_.front()->lead = true;
+      queue_.front()->wake.notify_one();
+    }
+  }
+
+  detail::Mutex mu_;
+  std::vector<Op*> queue_ ABIDE_GUARDED_BY(mu_);
+  bool leading_ ABIDE_GUARDED_BY(mu_) = false;
+  bool contended_ ABIDE_GUARDED_BY(mu_) = false;  // the last batch held more than one operation
 };
 
 }  // namespace abide::sqlite_detail

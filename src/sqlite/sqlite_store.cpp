@@ -14,13 +14,13 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <mutex>
 #include <random>
 #include <thread>
 
 #include "abide/headers.h"
 #include "database.h"
 #include "group_commit.h"
+#include "mutex.h"
 #include "pacing/kernel.h"
 #include "pacing/state_codec.h"
 
@@ -181,13 +181,23 @@ struct SqliteStore::Impl {
   std::int64_t self = 0;  // this store's id in told_by
   MemoryStore fallback;
 
-  std::mutex mu;  // one connection, one transaction at a time
+  detail::Mutex mu;  // one connection, one transaction at a time
   sqlite_detail::GroupCommit<WriteOp> writers;
-  Database db;
-  Statement begin_write, begin_read, commit, rollback, select, insert, update, update_told, remove, prune_rows, all_rows;
-  std::uint64_t writes = 0;
-  bool down = false;
-  MonoTime retry_at{};
+  Database db ABIDE_GUARDED_BY(mu);
+  Statement begin_write ABIDE_GUARDED_BY(mu);
+  Statement begin_read ABIDE_GUARDED_BY(mu);
+  Statement commit ABIDE_GUARDED_BY(mu);
+  Statement rollback ABIDE_GUARDED_BY(mu);
+  Statement select ABIDE_GUARDED_BY(mu);
+  Statement insert ABIDE_GUARDED_BY(mu);
+  Statement update ABIDE_GUARDED_BY(mu);
+  Statement update_told ABIDE_GUARDED_BY(mu);
+  Statement remove ABIDE_GUARDED_BY(mu);
+  Statement prune_rows ABIDE_GUARDED_BY(mu);
+  Statement all_rows ABIDE_GUARDED_BY(mu);
+  std::uint64_t writes ABIDE_GUARDED_BY(mu) = 0;
+  bool down ABIDE_GUARDED_BY(mu) = false;
+  MonoTime retry_at ABIDE_GUARDED_BY(mu){};
 
   Impl(SqliteStoreOptions o, Database d)
       : options(std::move(o)),
@@ -199,7 +209,7 @@ struct SqliteStore::Impl {
     self = static_cast<std::int64_t>((static_cast<std::uint64_t>(rd()) << 32 | rd()) >> 1) | 1;
   }
 
-  bool prepare() {
+  bool prepare() ABIDE_REQUIRES(mu) {
     sqlite3* h = db.get();
     begin_write = Statement(h, "BEGIN IMMEDIATE");
     begin_read = Statement(h, "BEGIN");
@@ -248,7 +258,7 @@ struct SqliteStore::Impl {
     return std::move(*s);
   }
 
-  void finish_failed() {
+  void finish_failed() ABIDE_REQUIRES(mu) {
     auto u = rollback.use();
     (void)u.step();
   }
@@ -279,7 +289,7 @@ struct SqliteStore::Impl {
   // changes is not kept).
   template <class F>
   auto read_row(std::string_view key, MonoTime now, F& change) -> std::optional<decltype(change(std::declval<Row&>()))> {
-    std::lock_guard lock(mu);
+    detail::MutexLock lock(mu);
     if (down && now < retry_at) return std::nullopt;
     {
       auto b = begin_read.use();
@@ -299,7 +309,7 @@ struct SqliteStore::Impl {
 
   // Ends the open transaction; when that fails, rolls it back and marks the
   // file down.
-  bool commit_or_mark_down(MonoTime now) {
+  bool commit_or_mark_down(MonoTime now) ABIDE_REQUIRES(mu) {
     auto c = commit.use();
     if (c.step() == SQLITE_DONE) return true;
     const std::string e = db.error();
@@ -310,7 +320,8 @@ struct SqliteStore::Impl {
 
   // Reads `key`'s row into `row` inside the open transaction; on an error the
   // transaction is rolled back and the file marked down.
-  bool select_row(std::string_view key, MonoTime now, WallTime wall_now, Row& row, bool& stored) {
+  bool select_row(std::string_view key, MonoTime now, WallTime wall_now, Row& row, bool& stored)
+      ABIDE_REQUIRES(mu) {
     std::string error;
     {
       auto u = select.use();
@@ -340,7 +351,7 @@ struct SqliteStore::Impl {
   // it, and each row is written once. When any step fails, none is kept and
   // every operation goes to the fallback.
   void run_writes(std::vector<WriteOp*>& batch) {
-    std::lock_guard lock(mu);
+    detail::MutexLock lock(mu);
     MonoTime latest = batch.front()->now;
     for (const WriteOp* op : batch) latest = std::max(latest, op->now);
     if (down && latest < retry_at) return;
@@ -393,14 +404,14 @@ struct SqliteStore::Impl {
     mark_up();
   }
 
-  Result<std::size_t, std::string> prune_locked(MonoTime now, WallTime wall_now) {
+  Result<std::size_t, std::string> prune_locked(MonoTime now, WallTime wall_now) ABIDE_REQUIRES(mu) {
     auto u = prune_rows.use();
     u.bind(1, boot).bind(2, ns(now)).bind(3, ns(wall_now));
     if (u.step() != SQLITE_DONE) return fail(db.error());
     return static_cast<std::size_t>(sqlite3_changes(db.get()));
   }
 
-  void mark_down(MonoTime now, const std::string& why) {
+  void mark_down(MonoTime now, const std::string& why) ABIDE_REQUIRES(mu) {
     retry_at = saturating_add(now, kRetryAfterFailure);
     if (down) return;
     down = true;
@@ -409,7 +420,7 @@ struct SqliteStore::Impl {
     }
   }
 
-  void mark_up() {
+  void mark_up() ABIDE_REQUIRES(mu) {
     if (!down) return;
     down = false;
     if (options.on_event) options.on_event(SqliteEvent::kRecovered, options.path + " can be used again");
@@ -468,7 +479,11 @@ Result<std::shared_ptr<SqliteStore>, SqliteOpenError> SqliteStore::open_file(Sql
     }
   }
   auto impl = std::make_shared<Impl>(std::move(options), std::move(*db));
-  if (!impl->prepare()) return open_error(SqliteProblem::kCorrupt, path, impl->db.error());
+  {
+    // Nobody else has it yet: the lock is for the checks of what it guards.
+    detail::MutexLock lock(impl->mu);
+    if (!impl->prepare()) return open_error(SqliteProblem::kCorrupt, path, impl->db.error());
+  }
   std::shared_ptr<SqliteStore> store(new SqliteStore(std::move(impl)));
   return store;
 }
@@ -548,7 +563,7 @@ std::optional<WallTime> SqliteStore::remembered(std::string_view key, MonoTime n
 
 Result<std::vector<StoredKey>, std::string> SqliteStore::list(MonoTime now) {
   Impl& m = *impl_;
-  std::lock_guard lock(m.mu);
+  detail::MutexLock lock(m.mu);
   const WallTime wall_now = m.wall.now();
   const auto at = [&](pacing::Instant t) { return saturating_add(wall_now, pacing::mono_of(t) - now); };
   std::vector<StoredKey> out;
@@ -595,7 +610,7 @@ Result<std::vector<StoredKey>, std::string> SqliteStore::list(MonoTime now) {
 
 Result<bool, std::string> SqliteStore::forget(std::string_view key) {
   Impl& m = *impl_;
-  std::lock_guard lock(m.mu);
+  detail::MutexLock lock(m.mu);
   auto u = m.remove.use();
   u.bind(1, key);
   if (u.step() != SQLITE_DONE) return fail(m.options.path + ": " + m.db.error());
@@ -604,7 +619,7 @@ Result<bool, std::string> SqliteStore::forget(std::string_view key) {
 
 Result<std::size_t, std::string> SqliteStore::prune(MonoTime now) {
   Impl& m = *impl_;
-  std::lock_guard lock(m.mu);
+  detail::MutexLock lock(m.mu);
   auto r = m.prune_locked(now, m.wall.now());
   if (!r) return fail(m.options.path + ": " + r.error());
   return *r;
