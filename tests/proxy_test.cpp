@@ -808,7 +808,9 @@ TEST(ProxyFleet, TwoProxiesShareACooldownThroughRedis) {
   RedisServer redis(RedisServer::Options{true, false, {}});
   if (!redis.start()) GTEST_SKIP() << "redis-server did not start";
   const std::string store = "redis://127.0.0.1:" + std::to_string(redis.port());
-  Mock mock({"--style", "retry-after-seconds", "--limit", "1", "--window", "2", "--align", "first"});
+  // A window of 5 s: the second request must reach the mock inside it (two
+  // Python clients started in turn), on a loaded machine too.
+  Mock mock({"--style", "retry-after-seconds", "--limit", "1", "--window", "5", "--align", "first"});
   ASSERT_GT(mock.port(), 0);
   Proxy one(with(upstream(mock), {"--store", store, "--max-wait", "30"}));
   Proxy two(with(upstream(mock), {"--store", store, "--max-wait", "30"}));
