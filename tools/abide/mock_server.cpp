@@ -12,12 +12,12 @@
 #include <condition_variable>
 #include <csignal>
 #include <fstream>
-#include <mutex>
 #include <optional>
 #include <string_view>
 #include <thread>
 
 #include "mock_request_body.h"
+#include "mutex.h"
 
 namespace abide::mock {
 namespace {
@@ -171,7 +171,7 @@ class MockServer::Impl {
     if (!started_ || stopped_) return;
     stopped_ = true;
     {
-      std::lock_guard lock(stop_mu_);
+      detail::MutexLock lock(stop_mu_);
       stopping_ = true;
     }
     stop_cv_.notify_all();
@@ -278,8 +278,8 @@ class MockServer::Impl {
 
   // Waits `d` unless stop() comes first; true when stopped.
   bool held_until_stop(Duration d) {
-    std::unique_lock lock(stop_mu_);
-    return stop_cv_.wait_for(lock, d, [this] { return stopping_; });
+    detail::UniqueLock lock(stop_mu_);
+    return stop_cv_.wait_for(lock.native(), d, [this]() ABIDE_REQUIRES(stop_mu_) { return stopping_; });
   }
 
   ServerOptions opts_;
@@ -290,9 +290,9 @@ class MockServer::Impl {
   int port_ = -1;
   bool started_ = false;
   bool stopped_ = false;
-  std::mutex stop_mu_;
+  detail::Mutex stop_mu_;
   std::condition_variable stop_cv_;
-  bool stopping_ = false;
+  bool stopping_ ABIDE_GUARDED_BY(stop_mu_) = false;
 };
 
 MockServer::MockServer(ServerOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {}

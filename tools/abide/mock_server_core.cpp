@@ -131,17 +131,17 @@ Limiter::Limiter(LimiterOptions opts, const WallClock& clock)
 Limiter::~Limiter() = default;
 
 void Limiter::set_record(std::ostream* out) {
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   record_ = out;
 }
 
 void Limiter::flush_record() {
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   if (record_ != nullptr) record_->flush();
 }
 
 Answer Limiter::handle(const RequestInfo& req) {
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   const WallTime now = advance_time();
   const std::int64_t k = enter_window(now);
   std::optional<TokenRequest> tr;
@@ -239,7 +239,7 @@ void Limiter::account(std::int64_t k, Client& client, const Answer& a, const Tok
 }
 
 void Limiter::reset() {
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   const WallTime now = advance_time();
   anchor_.reset();
   window_ = -1;
@@ -261,12 +261,12 @@ void Limiter::reset() {
 }
 
 Counts Limiter::totals() const {
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   return totals_;
 }
 
 TokenCounts Limiter::token_totals() const {
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   return token_totals_;
 }
 
@@ -291,7 +291,7 @@ nlohmann::ordered_json Limiter::server_json(WallTime now) const {
 }
 
 nlohmann::ordered_json Limiter::stats() const {
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   const WallTime now = std::max(clock_.now(), last_now_);
   const bool tokens = tokens_ != nullptr;
   nlohmann::ordered_json j;

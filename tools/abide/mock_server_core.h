@@ -71,7 +71,6 @@
 #include <iosfwd>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -82,6 +81,7 @@
 
 #include "abide/clock.h"
 #include "mock_bucket.h"
+#include "mutex.h"
 
 namespace abide::mock {
 
@@ -366,19 +366,19 @@ class Limiter {
     Duration until_next{};  // until one whole request is in it (0 when one is)
   };
 
-  WallTime advance_time();
+  WallTime advance_time() ABIDE_REQUIRES(mu_);
 
   WallTime floor_to_window(WallTime t) const;
 
   // Anchors the windows if need be, moves to the window `now` is in, and
   // returns its index.
-  std::int64_t enter_window(WallTime now);
+  std::int64_t enter_window(WallTime now) ABIDE_REQUIRES(mu_);
 
   // A uniform draw in [0, 1), from the seeded generator: the same seed and the
   // same order of requests give the same failures on every platform.
-  double draw() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
+  double draw() ABIDE_REQUIRES(mu_) { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 
-  std::string client_key(std::string_view client);
+  std::string client_key(std::string_view client) ABIDE_REQUIRES(mu_);
 
   // See the rule at the top of this file.
   bool is_premature(Client& c, std::string_view connection, WallTime arrival);
@@ -386,14 +386,15 @@ class Limiter {
   void remember_limited(Client& c, std::string_view connection, WallTime now, WallTime permitted);
 
   // The answer to a body that a token style could not read.
-  Answer refuse_body(WallTime now, std::int64_t k, const RequestInfo& req, int status, const std::string& message);
+  Answer refuse_body(WallTime now, std::int64_t k, const RequestInfo& req, int status, const std::string& message)
+      ABIDE_REQUIRES(mu_);
 
   // Decides a request of a style without tokens: the window's count, or the
   // openai style's requests bucket. a.outcome is kFailed when already failed.
-  void decide_requests(WallTime now, const RequestInfo& req, const std::string& id, Answer& a);
+  void decide_requests(WallTime now, const RequestInfo& req, const std::string& id, Answer& a) ABIDE_REQUIRES(mu_);
 
   // Adds the answer to every count.
-  void account(std::int64_t k, Client& client, const Answer& a, const TokenCounts& tokens);
+  void account(std::int64_t k, Client& client, const Answer& a, const TokenCounts& tokens) ABIDE_REQUIRES(mu_);
 
   std::int64_t whole_window_seconds() const;
 
@@ -410,39 +411,40 @@ class Limiter {
 
   // Adds the limited answer's wait signal; returns the earliest permitted time
   // it states (none for the none style).
-  std::optional<WallTime> wait_signal(const Context& ctx, HeaderList& h);
+  std::optional<WallTime> wait_signal(const Context& ctx, HeaderList& h) ABIDE_REQUIRES(mu_);
 
   static std::string dump(const nlohmann::ordered_json& j);
 
   std::string body(const Answer& a, const Context& ctx, const RequestInfo& req, const std::string& id) const;
 
-  void record(WallTime now, const RequestInfo& req, const std::string& id, const Answer& a);
+  void record(WallTime now, const RequestInfo& req, const std::string& id, const Answer& a) ABIDE_REQUIRES(mu_);
 
   // A window's or the totals' counts as JSON; with `tokens` (the token
   // styles), also "invalid" and "tokens".
   nlohmann::ordered_json counts_json(const Counts& c, const TokenCounts* tokens) const;
 
-  nlohmann::ordered_json windows_json(const WindowHistory& w, const WindowSeries<TokenCounts>* tokens) const;
+  nlohmann::ordered_json windows_json(const WindowHistory& w, const WindowSeries<TokenCounts>* tokens) const
+      ABIDE_REQUIRES(mu_);
 
-  nlohmann::ordered_json server_json(WallTime now) const;
+  nlohmann::ordered_json server_json(WallTime now) const ABIDE_REQUIRES(mu_);
 
   const LimiterOptions opts_;
   const WallClock& clock_;
-  mutable std::mutex mu_;
-  WallTime last_now_{};
-  std::optional<WallTime> anchor_;
-  std::int64_t window_ = -1;
-  std::uint32_t used_ = 0;
-  Bucket requests_;                     // the openai style's bucket; starts full
-  std::unique_ptr<TokenQuota> tokens_;  // the token styles' buckets, else null
-  Counts totals_;
-  WindowHistory windows_{kMaxWindows};
-  TokenCounts token_totals_;
-  WindowSeries<TokenCounts> token_windows_{kMaxWindows};
-  std::map<std::string, Client, std::less<>> clients_;
-  std::mt19937_64 rng_;
-  std::size_t malformed_next_ = 0;
-  std::ostream* record_ = nullptr;
+  mutable detail::Mutex mu_;
+  WallTime last_now_ ABIDE_GUARDED_BY(mu_){};
+  std::optional<WallTime> anchor_ ABIDE_GUARDED_BY(mu_);
+  std::int64_t window_ ABIDE_GUARDED_BY(mu_) = -1;
+  std::uint32_t used_ ABIDE_GUARDED_BY(mu_) = 0;
+  Bucket requests_ ABIDE_GUARDED_BY(mu_);                     // the openai style's bucket; starts full
+  std::unique_ptr<TokenQuota> tokens_ ABIDE_GUARDED_BY(mu_);  // the token styles' buckets, else null
+  Counts totals_ ABIDE_GUARDED_BY(mu_);
+  WindowHistory windows_ ABIDE_GUARDED_BY(mu_){kMaxWindows};
+  TokenCounts token_totals_ ABIDE_GUARDED_BY(mu_);
+  WindowSeries<TokenCounts> token_windows_ ABIDE_GUARDED_BY(mu_){kMaxWindows};
+  std::map<std::string, Client, std::less<>> clients_ ABIDE_GUARDED_BY(mu_);
+  std::mt19937_64 rng_ ABIDE_GUARDED_BY(mu_);
+  std::size_t malformed_next_ ABIDE_GUARDED_BY(mu_) = 0;
+  std::ostream* record_ ABIDE_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace abide::mock

@@ -190,12 +190,12 @@ void BodyOutput::note_failure(Body* b, std::string_view where) {
   const int error = errno != 0 ? errno : EIO;
   std::string text = "cannot write " + std::string(where) + ": " + std::strerror(error);
   if (b != nullptr && b->error.empty()) b->error = text;
-  std::lock_guard lock(error_mu_);
+  detail::MutexLock lock(error_mu_);
   if (first_error_.empty()) first_error_ = std::move(text);
 }
 
 std::string BodyOutput::first_error() const {
-  std::lock_guard lock(error_mu_);
+  detail::MutexLock lock(error_mu_);
   return first_error_;
 }
 
@@ -259,7 +259,7 @@ bool BodyOutput::write_unit(Body& b, std::string_view text) {
 bool BodyOutput::write_stdout(Body& b, const FetchJob& job, std::string_view text) {
   if (text.empty()) return true;
   if (file_ == stdout) return open_unit(b, job) && write_unit(b, text);
-  std::lock_guard lock(stdout_);
+  detail::MutexLock lock(stdout_);
   const bool ok = std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0;
   if (!ok) {
     b.failed = true;
@@ -310,7 +310,7 @@ bool BodyOutput::head(Body& b, const FetchJob& job, const FinalHead& head, bool 
     // What goes to a terminal is escaped; files and pipes get the bytes as received.
     const std::string shown = stdout_terminal_ ? head_text(head.response, true) : text;
     if (dump_file_ != nullptr) {
-      std::lock_guard lock(dump_);
+      detail::MutexLock lock(dump_);
       if (std::fwrite(text.data(), 1, text.size(), dump_file_) != text.size() || std::fflush(dump_file_) != 0) {
         dump_failed_ = true;
         note_failure(&b, "-D file " + dump_path_);

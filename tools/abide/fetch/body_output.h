@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <deque>
-#include <mutex>
+#include <mutex>  // std::once_flag
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +15,7 @@
 #include "abide/client.h"
 #include "fetch/fetch_jobs.h"
 #include "fetch/fetch_options.h"
+#include "mutex.h"
 
 namespace abide::cli {
 
@@ -131,9 +132,9 @@ class BodyOutput {
   bool shared_busy_ = false;
   std::deque<Waiting> waiting_;
   bool waiting_failed_ = false;
-  std::mutex stdout_;  // stdout when it is not the shared output
-  std::mutex dump_;    // the -D file
-  std::string dir_;    // --output-dir
+  detail::Mutex stdout_;  // stdout when it is not the shared output
+  detail::Mutex dump_;    // the -D file
+  std::string dir_;       // --output-dir
   bool remote_name_ = false;
   std::string path_;  // -o FILE ("" for stdout)
   std::FILE* file_ = nullptr;
@@ -159,8 +160,8 @@ class BodyOutput {
   bool stdout_terminal_ = false;    // stdout is a terminal: heads written there are escaped
   bool dump_failed_ = false;
   std::string dump_path_;
-  mutable std::mutex error_mu_;
-  std::string first_error_;
+  mutable detail::Mutex error_mu_;
+  std::string first_error_ ABIDE_GUARDED_BY(error_mu_);
 };
 
 }  // namespace abide::cli

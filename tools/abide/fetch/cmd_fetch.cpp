@@ -17,7 +17,6 @@
 #include <iostream>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -43,6 +42,7 @@
 #include "fetch/shown_url.h"
 #include "fetch_store.h"
 #include "key_secret.h"
+#include "mutex.h"
 #include "proxy/proxy_rules.h"
 
 namespace abide::cli {
@@ -203,8 +203,8 @@ class FetchRun {
   std::optional<Progress> progress_;
   // -v: the requests being made, by their position in the run (Client::fetch's
   // index, which every event carries).
-  std::mutex flight_mu_;
-  std::unordered_map<std::size_t, const FetchJob*> in_flight_;
+  detail::Mutex flight_mu_;
+  std::unordered_map<std::size_t, const FetchJob*> in_flight_ ABIDE_GUARDED_BY(flight_mu_);
   std::optional<LoopClient> client_;
   MonoTime start_{};
   std::atomic<bool> write_failed_{false};
@@ -216,8 +216,8 @@ class FetchRun {
   // announces no quota: said with -v as it changes, listed in --stats (at
   // most kLearnedKeys keys are watched).
   static constexpr std::size_t kLearnedKeys = 1000;
-  std::mutex learned_mu_;
-  std::map<std::string, std::optional<LearnedPolicy>> learned_keys_;
+  detail::Mutex learned_mu_;
+  std::map<std::string, std::optional<LearnedPolicy>> learned_keys_ ABIDE_GUARDED_BY(learned_mu_);
 };
 
 std::optional<int> FetchRun::prepare() {
@@ -419,7 +419,7 @@ Request FetchRun::make_request(const FetchJob& job) const {
 void FetchRun::on_event(const ClientEvent& e) {
   progress_->on_event(e);
   if (!o_.verbose) return;
-  std::lock_guard lock(flight_mu_);
+  detail::MutexLock lock(flight_mu_);
   if (const auto it = in_flight_.find(e.index); it != in_flight_.end()) verbose_event(*progress_, *it->second, e);
 }
 
@@ -427,12 +427,12 @@ void FetchRun::watch_learned(const std::string& name) {
   if (name.empty() || (!o_.verbose && o_.stats.empty())) return;
   if (!o_.verbose) {
     // --stats asks each key once, at the end (a shared store's answer costs a round trip).
-    std::lock_guard lock(learned_mu_);
+    detail::MutexLock lock(learned_mu_);
     if (learned_keys_.size() < kLearnedKeys) learned_keys_.try_emplace(name);
     return;
   }
   const std::optional<LearnedPolicy> now = client_->pacer().learned(client_->pacer().key(name));
-  std::lock_guard lock(learned_mu_);
+  detail::MutexLock lock(learned_mu_);
   auto it = learned_keys_.find(name);
   if (it == learned_keys_.end()) {
     if (learned_keys_.size() >= kLearnedKeys) return;
@@ -525,6 +525,7 @@ bool FetchRun::outputs_whole() const {
 // --stats' "learned": each watched key's quota as the pacer holds it now.
 nlohmann::ordered_json FetchRun::learned_json() {
   nlohmann::ordered_json learned = nlohmann::ordered_json::array();
+  detail::MutexLock lock(learned_mu_);  // the requests have ended: for the checks
   for (const auto& entry : learned_keys_) {
     const std::string& name = entry.first;
     const std::optional<LearnedPolicy> l = client_->pacer().learned(client_->pacer().key(name));

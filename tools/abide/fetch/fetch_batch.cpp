@@ -116,7 +116,7 @@ class Batch {
         continue;
       }
       if (c_.options.verbose) {
-        std::lock_guard lock(c_.flight_mu);
+        detail::MutexLock lock(c_.flight_mu);
         c_.in_flight[f->index] = &f->job;
       }
       Flight& flight = *f;
@@ -184,7 +184,7 @@ class Batch {
   void ended(Flight& f) {
     c_.ended_on_key(f.request.pacer_key);
     if (c_.options.verbose) {
-      std::lock_guard lock(c_.flight_mu);
+      detail::MutexLock lock(c_.flight_mu);
       c_.in_flight.erase(f.index);
     }
     const std::size_t index = f.index;

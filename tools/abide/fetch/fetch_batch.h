@@ -10,7 +10,6 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -23,6 +22,7 @@
 #include "fetch/fetch_progress.h"
 #include "fetch/fetch_request.h"
 #include "fetch/fetch_write_out.h"
+#include "mutex.h"
 
 namespace abide::cli {
 
@@ -42,8 +42,8 @@ struct BatchContext {
   // Called when a request ended, with its pacer key (what it learned is said).
   std::function<void(const std::string&)> ended_on_key;
   // -v: the requests out, by their index (the events' index).
-  std::mutex& flight_mu;
-  std::unordered_map<std::size_t, const FetchJob*>& in_flight;
+  detail::Mutex& flight_mu;
+  std::unordered_map<std::size_t, const FetchJob*>& in_flight ABIDE_GUARDED_BY(flight_mu);
   // Outputs that failed: one a request's message says, or one none does.
   std::atomic<bool>& write_failed;
   std::atomic<bool>& said_failure;

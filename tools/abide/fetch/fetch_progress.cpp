@@ -136,10 +136,10 @@ Progress::~Progress() { stop(); }
 void Progress::start() {
   if (!enabled_ || thread_.joinable()) return;
   thread_ = std::thread([this] {
-    std::unique_lock lock(mu_);
+    detail::UniqueLock lock(mu_);
     while (!stopping_) {
       draw_locked();
-      cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stopping_; });
+      cv_.wait_for(lock.native(), std::chrono::milliseconds(250), [this]() ABIDE_REQUIRES(mu_) { return stopping_; });
     }
     erase_locked();
   });
@@ -147,7 +147,7 @@ void Progress::start() {
 
 void Progress::stop() {
   {
-    std::lock_guard lock(mu_);
+    detail::MutexLock lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
@@ -168,7 +168,7 @@ void Progress::on_event(const ClientEvent& e) {
   // Nothing to say and nothing to draw: no bookkeeping either.
   if (options_.silent && !enabled_) return;
   if (e.kind == K::kAttemptStarted) return;
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   if (e.kind == K::kFinished) {
     active_.erase(e.index);
     return;
@@ -393,12 +393,12 @@ void Progress::report_vendor_locked(const Active& a, const Signals& s) {
 }
 
 void Progress::decision_said(std::size_t index, std::string_view reason) {
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   decision_said_[index] = std::string(reason);
 }
 
 bool Progress::outcome_said(std::size_t index, std::string_view reason) {
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   const auto it = decision_said_.find(index);
   if (it == decision_said_.end()) return false;
   const bool same = it->second == reason;
@@ -411,7 +411,7 @@ void Progress::on_done() { done_.fetch_add(1); }
 std::string Progress::line() const { return line(mono_.now()); }
 
 std::string Progress::line(MonoTime now) const {
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   return line_locked(now);
 }
 
@@ -462,7 +462,7 @@ std::string Progress::line_locked(MonoTime now) const {
 }
 
 void Progress::print_line(const std::string& line) {
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   emit_locked(line);
 }
 

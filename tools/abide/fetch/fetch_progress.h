@@ -17,7 +17,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -26,6 +25,7 @@
 #include <unordered_map>
 
 #include "abide/client.h"
+#include "mutex.h"
 
 namespace abide {
 class ProfileRegistry;
@@ -138,20 +138,20 @@ class Progress {
     bool spacing_announced = false;
   };
 
-  Active& active_locked(const ClientEvent& e);
-  KeyState* key_locked(const std::string& key, MonoTime now);
-  void observe_locked(Active& a, const ClientEvent& e);
-  void decision_locked(Active& a, const ClientEvent& e);
-  void wait_started_locked(Active& a, const ClientEvent& e);
-  void announce_locked(const Active& a, MonoTime now, MonoTime until, const WaitReason& cause);
-  void spacing_locked(KeyState& k, const Signals& s, MonoTime now);
-  void announce_spacing_locked(const Active& a, KeyState& k, MonoTime now);
+  Active& active_locked(const ClientEvent& e) ABIDE_REQUIRES(mu_);
+  KeyState* key_locked(const std::string& key, MonoTime now) ABIDE_REQUIRES(mu_);
+  void observe_locked(Active& a, const ClientEvent& e) ABIDE_REQUIRES(mu_);
+  void decision_locked(Active& a, const ClientEvent& e) ABIDE_REQUIRES(mu_);
+  void wait_started_locked(Active& a, const ClientEvent& e) ABIDE_REQUIRES(mu_);
+  void announce_locked(const Active& a, MonoTime now, MonoTime until, const WaitReason& cause) ABIDE_REQUIRES(mu_);
+  void spacing_locked(KeyState& k, const Signals& s, MonoTime now) ABIDE_REQUIRES(mu_);
+  void announce_spacing_locked(const Active& a, KeyState& k, MonoTime now) ABIDE_REQUIRES(mu_);
   std::string resume_hint() const;
-  void report_vendor_locked(const Active& a, const Signals& s);
-  void emit_locked(const std::string& line);
-  std::string line_locked(MonoTime now) const;
-  void draw_locked();
-  void erase_locked();
+  void report_vendor_locked(const Active& a, const Signals& s) ABIDE_REQUIRES(mu_);
+  void emit_locked(const std::string& line) ABIDE_REQUIRES(mu_);
+  std::string line_locked(MonoTime now) const ABIDE_REQUIRES(mu_);
+  void draw_locked() ABIDE_REQUIRES(mu_);
+  void erase_locked() ABIDE_REQUIRES(mu_);
 
   const std::size_t total_;
   const ProgressOptions options_;
@@ -163,21 +163,22 @@ class Progress {
   std::atomic<std::size_t> done_{0};
   std::atomic<long> in_flight_{0};
   std::atomic<long> waiting_{0};
-  mutable std::mutex mu_;  // stderr, the drawn state and the bookkeeping below
+  mutable detail::Mutex mu_;  // stderr, the drawn state and the bookkeeping below
   std::condition_variable cv_;
-  bool stopping_ = false;
-  bool drawn_ = false;
+  bool stopping_ ABIDE_GUARDED_BY(mu_) = false;
+  bool drawn_ ABIDE_GUARDED_BY(mu_) = false;
   std::thread thread_;
   // Bounded: a request leaves at its outcome; keys and origins stop growing at
   // their caps (a batch of a million origins must not grow this without end).
   static constexpr std::size_t kMaxActive = 65536;
   static constexpr std::size_t kMaxKeys = 4096;
   static constexpr std::size_t kMaxReportedOrigins = 1024;
-  std::unordered_map<std::size_t, Active> active_;
-  Active overflow_;  // a request beyond kMaxActive, for the event at hand
-  std::map<std::string, KeyState, std::less<>> keys_;
-  std::set<std::string, std::less<>> vendor_reported_;
-  std::unordered_map<std::size_t, std::string> decision_said_;  // -v, until the request's outcome
+  std::unordered_map<std::size_t, Active> active_ ABIDE_GUARDED_BY(mu_);
+  Active overflow_ ABIDE_GUARDED_BY(mu_);  // a request beyond kMaxActive, for the event at hand
+  std::map<std::string, KeyState, std::less<>> keys_ ABIDE_GUARDED_BY(mu_);
+  std::set<std::string, std::less<>> vendor_reported_ ABIDE_GUARDED_BY(mu_);
+  // -v, until the request's outcome.
+  std::unordered_map<std::size_t, std::string> decision_said_ ABIDE_GUARDED_BY(mu_);
 };
 
 }  // namespace abide::cli

@@ -240,12 +240,13 @@ std::optional<std::string> JobFeed::open() {
   if (plan_.urls_file.empty()) return std::nullopt;
   auto reader = UrlListReader::open(plan_.urls_file);
   if (!reader) return std::move(reader.error());
+  detail::MutexLock lock(mu_);  // taken before any worker asks: for the checks
   reader_.emplace(std::move(*reader));
   return std::nullopt;
 }
 
 std::optional<std::pair<std::size_t, FetchJob>> JobFeed::next() {
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   if (!reader_) {
     if (next_ >= plan_.jobs.size()) return std::nullopt;
     const std::size_t seq = next_++;
@@ -266,7 +267,7 @@ std::optional<std::pair<std::size_t, FetchJob>> JobFeed::next() {
 }
 
 std::string JobFeed::error() const {
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   return error_;
 }
 

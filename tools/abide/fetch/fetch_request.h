@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstddef>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "fetch/fetch_form.h"
 #include "fetch/fetch_jobs.h"
 #include "fetch/fetch_options.h"
+#include "mutex.h"
 
 namespace abide::cli {
 
@@ -56,10 +56,10 @@ class JobFeed {
 
  private:
   RequestPlan& plan_;
-  mutable std::mutex mu_;
-  std::size_t next_ = 0;
-  std::optional<UrlListReader> reader_;
-  std::string error_;
+  mutable detail::Mutex mu_;
+  std::size_t next_ ABIDE_GUARDED_BY(mu_) = 0;
+  std::optional<UrlListReader> reader_ ABIDE_GUARDED_BY(mu_);
+  std::string error_ ABIDE_GUARDED_BY(mu_);
 };
 
 // The requests of a run, or why they cannot be made (FetchError, fetch_form.h):

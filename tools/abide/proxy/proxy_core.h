@@ -8,7 +8,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "abide/client.h"
+#include "mutex.h"
 #include "proxy/proxy_rules.h"
 #include "proxy/proxy_server.h"
 #include "proxy/proxy_stats.h"
@@ -74,8 +74,8 @@ struct ProxyServer::Core {
 
   // The latest permitted time each pacer key was given (a pacer wait's end
   // is not told: a caller drained from one is answered with this).
-  std::mutex cooldown_mu;
-  std::unordered_map<std::string, WallTime> key_cooldowns;  // bounded by kMaxCooldownKeys
+  detail::Mutex cooldown_mu;
+  std::unordered_map<std::string, WallTime> key_cooldowns ABIDE_GUARDED_BY(cooldown_mu);  // bounded by kMaxCooldownKeys
   static constexpr std::size_t kMaxCooldownKeys = 4096;
   void note_cooldown(const std::string& key, WallTime until);
   // When a caller turned away on `key` may come back: the key's latest
@@ -88,8 +88,8 @@ struct ProxyServer::Core {
   // The last limited answer of each quota key, given again to the callers
   // the proxy answers in the upstream's place (outcome_answer). Bounded: at
   // most kMaxLimitedKeys answers of at most kMaxLimitedBody bytes each.
-  std::mutex limited_mu;
-  std::unordered_map<std::string, std::shared_ptr<const LimitedAnswer>> limited;
+  detail::Mutex limited_mu;
+  std::unordered_map<std::string, std::shared_ptr<const LimitedAnswer>> limited ABIDE_GUARDED_BY(limited_mu);
   static constexpr std::size_t kMaxLimitedKeys = 1024;
   void keep_limited(const std::string& key, LimitedAnswer answer);
   std::shared_ptr<const LimitedAnswer> limited_of(const std::string& key);
@@ -98,9 +98,9 @@ struct ProxyServer::Core {
   // answers named by their fields (ProfileRegistry::by_fields), for the
   // notice and --profile auto; "" until seen, and for routes with a profile.
   // `said[i]` is set once named[i] is: the hot path reads it without the lock.
-  std::mutex named_mu;
-  std::vector<std::string> named;
-  std::vector<Dialect> named_dialect;
+  detail::Mutex named_mu;
+  std::vector<std::string> named ABIDE_GUARDED_BY(named_mu);
+  std::vector<Dialect> named_dialect ABIDE_GUARDED_BY(named_mu);
   std::unique_ptr<std::atomic<bool>[]> said;
   void notice_fields(const Route& route, const engine::Response& response);
   // The profile and dialect a route's requests use now.
@@ -119,7 +119,7 @@ struct ProxyServer::Core {
   }
 
   // --verbose: one line on stderr, whole.
-  std::mutex log_mu;
+  detail::Mutex log_mu;
   void log(std::string_view line);
 
   int listen_fd = -1;

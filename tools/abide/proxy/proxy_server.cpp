@@ -72,7 +72,7 @@ std::pair<std::string, Dialect> ProxyServer::Core::profile_for(const Route& rout
   if (!route.profile.empty() || !opts.adopt_profiles) return {route.profile, route.dialect};
   const auto i = static_cast<std::size_t>(&route - opts.routes.data());
   if (!said[i].load(std::memory_order_acquire)) return {std::string(), route.dialect};
-  std::lock_guard lock(named_mu);
+  detail::MutexLock lock(named_mu);
   return {named[i], named_dialect[i]};
 }
 
@@ -87,7 +87,7 @@ void ProxyServer::Core::notice_fields(const Route& route, const engine::Response
   const Profile* p = registry.by_fields(response.headers, &field);
   if (p == nullptr) return;
   {
-    std::lock_guard lock(named_mu);
+    detail::MutexLock lock(named_mu);
     if (!named[i].empty()) return;
     named[i] = p->name;
     named_dialect[i] = dialect_of(p);
@@ -111,19 +111,19 @@ ProxyServer::Core::~Core() {
 
 void ProxyServer::Core::keep_limited(const std::string& key, LimitedAnswer answer) {
   auto kept = std::make_shared<const LimitedAnswer>(std::move(answer));
-  std::lock_guard lock(limited_mu);
+  detail::MutexLock lock(limited_mu);
   if (limited.size() >= kMaxLimitedKeys && !limited.contains(key)) limited.erase(limited.begin());
   limited[key] = std::move(kept);
 }
 
 std::shared_ptr<const LimitedAnswer> ProxyServer::Core::limited_of(const std::string& key) {
-  std::lock_guard lock(limited_mu);
+  detail::MutexLock lock(limited_mu);
   const auto it = limited.find(key);
   return it == limited.end() ? nullptr : it->second;
 }
 
 void ProxyServer::Core::note_cooldown(const std::string& key, WallTime until) {
-  std::lock_guard lock(cooldown_mu);
+  detail::MutexLock lock(cooldown_mu);
   auto it = key_cooldowns.find(key);
   if (it != key_cooldowns.end()) {
     if (until > it->second) it->second = until;
@@ -146,14 +146,14 @@ WallTime ProxyServer::Core::drain_time(const Flight& f, WallTime now, MonoTime m
 
 WallTime ProxyServer::Core::not_before(const std::string& key, WallTime now) {
   {
-    std::lock_guard lock(cooldown_mu);
+    detail::MutexLock lock(cooldown_mu);
     if (auto it = key_cooldowns.find(key); it != key_cooldowns.end() && it->second > now) return it->second;
   }
   return now + std::chrono::seconds{1};  // a wait whose end nobody told: come back in a second
 }
 
 void ProxyServer::Core::log(std::string_view line) {
-  std::lock_guard lock(log_mu);
+  detail::MutexLock lock(log_mu);
   std::string s(line);
   s += '\n';
   static_cast<void>(::write(STDERR_FILENO, s.data(), s.size()));

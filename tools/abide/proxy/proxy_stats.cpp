@@ -63,14 +63,14 @@ void labelled(std::string& out, std::string_view name, std::string_view label, s
 Stats::Stats(const WallClock* wall) noexcept : wall_(wall != nullptr ? wall : &system_wall_clock()) {}
 
 void Stats::request_received() {
-  const std::lock_guard lock(mu_);
+  const detail::MutexLock lock(mu_);
   ++requests_;
 }
 
 void Stats::request_answered(std::string_view origin, int status, const RequestOutcome* outcome) {
   using namespace proxy_stats_cpp;
   const WallTime now = wall_->now();
-  const std::lock_guard lock(mu_);
+  const detail::MutexLock lock(mu_);
   ++answered_[status];
   if (outcome == nullptr) return;
   const std::uint64_t n = outcome->attempts.size();
@@ -88,7 +88,7 @@ void Stats::request_answered(std::string_view origin, int status, const RequestO
     h.waited_s += to_seconds(a.paced);
   }
   if (outcome->held && deferral(outcome->kind)) ++holds_locked(*outcome->held).deferred;
-  auto count = [&](std::string_view name) {
+  auto count = [&](std::string_view name) ABIDE_REQUIRES(mu_) {
     auto it = outcomes_.find(name);
     if (it == outcomes_.end()) it = outcomes_.emplace(std::string(name), 0).first;
     ++it->second;
@@ -112,7 +112,7 @@ Stats::QuotaHolds& Stats::holds_locked(const QuotaHeld& held) {
 
 void Stats::cooldown(std::string_view origin, WallTime until) {
   const WallTime now = wall_->now();
-  const std::lock_guard lock(mu_);
+  const detail::MutexLock lock(mu_);
   cooldown_locked(origin, until, now);
 }
 
@@ -142,14 +142,14 @@ void Stats::cooldown_locked(std::string_view origin, WallTime until, WallTime no
 }
 
 void Stats::set_in_flight(std::int64_t held, std::int64_t transfers) {
-  const std::lock_guard lock(mu_);
+  const detail::MutexLock lock(mu_);
   held_ = held;
   transfers_ = transfers;
 }
 
 nlohmann::ordered_json Stats::json(WallTime now) const {
   using namespace proxy_stats_cpp;
-  const std::lock_guard lock(mu_);
+  const detail::MutexLock lock(mu_);
   nlohmann::ordered_json j;
   j["requests"] = requests_;
   nlohmann::ordered_json answered = nlohmann::ordered_json::object();
@@ -181,7 +181,7 @@ nlohmann::ordered_json Stats::json(WallTime now) const {
 
 std::string Stats::prometheus(WallTime now) const {
   using namespace proxy_stats_cpp;
-  const std::lock_guard lock(mu_);
+  const detail::MutexLock lock(mu_);
   std::string out;
   family(out, "abide_proxy_requests_total", "counter", "Requests read from callers.");
   sample(out, "abide_proxy_requests_total", std::to_string(requests_));

@@ -5,13 +5,13 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
 #include "abide/client.h"
 #include "abide/clock.h"
+#include "mutex.h"
 
 namespace abide::proxy {
 
@@ -58,7 +58,7 @@ class Stats {
   static constexpr std::size_t kMaxCooldowns = 4096;
   // Quota units are a server's words: a few are kept, further ones counted as "other".
   static constexpr std::size_t kMaxQuotaUnits = 32;
-  void cooldown_locked(std::string_view origin, WallTime until, WallTime now);
+  void cooldown_locked(std::string_view origin, WallTime until, WallTime now) ABIDE_REQUIRES(mu_);
   // What one announced quota held back: attempts it paced, requests it
   // deferred, the time attempts waited for it, and the last one's counts.
   struct QuotaHolds {
@@ -67,22 +67,24 @@ class Stats {
     double waited_s = 0;
     std::string last;
   };
-  QuotaHolds& holds_locked(const QuotaHeld& held);
+  QuotaHolds& holds_locked(const QuotaHeld& held) ABIDE_REQUIRES(mu_);
 
   const WallClock* wall_;
-  mutable std::mutex mu_;
-  std::uint64_t requests_ = 0;
-  std::uint64_t attempts_ = 0;
-  std::uint64_t retries_ = 0;
-  std::uint64_t waits_ = 0;
-  double waited_s_ = 0;
-  std::uint64_t deferrals_ = 0;
-  std::int64_t held_ = 0;
-  std::int64_t transfers_ = 0;
-  std::map<int, std::uint64_t> answered_;
-  std::map<std::string, std::uint64_t, std::less<>> outcomes_;
-  std::map<std::string, WallTime, std::less<>> cooldowns_;  // origin (printable) to its end; at most kMaxCooldowns
-  std::map<std::string, QuotaHolds, std::less<>> quota_held_;  // by unit (printable); at most kMaxQuotaUnits + 1
+  mutable detail::Mutex mu_;
+  std::uint64_t requests_ ABIDE_GUARDED_BY(mu_) = 0;
+  std::uint64_t attempts_ ABIDE_GUARDED_BY(mu_) = 0;
+  std::uint64_t retries_ ABIDE_GUARDED_BY(mu_) = 0;
+  std::uint64_t waits_ ABIDE_GUARDED_BY(mu_) = 0;
+  double waited_s_ ABIDE_GUARDED_BY(mu_) = 0;
+  std::uint64_t deferrals_ ABIDE_GUARDED_BY(mu_) = 0;
+  std::int64_t held_ ABIDE_GUARDED_BY(mu_) = 0;
+  std::int64_t transfers_ ABIDE_GUARDED_BY(mu_) = 0;
+  std::map<int, std::uint64_t> answered_ ABIDE_GUARDED_BY(mu_);
+  std::map<std::string, std::uint64_t, std::less<>> outcomes_ ABIDE_GUARDED_BY(mu_);
+  // Origin (printable) to its end; at most kMaxCooldowns.
+  std::map<std::string, WallTime, std::less<>> cooldowns_ ABIDE_GUARDED_BY(mu_);
+  // By unit (printable); at most kMaxQuotaUnits + 1.
+  std::map<std::string, QuotaHolds, std::less<>> quota_held_ ABIDE_GUARDED_BY(mu_);
 };
 
 }  // namespace abide::proxy
