@@ -372,37 +372,39 @@ void settle_policy(PolicyState& p, std::int64_t mine, std::span<const UnitCost> 
   p.remaining = left;
 }
 
-}  // namespace
-
-RecordOutcome record(KeyState& s, const StoreRecord& record, const PacingRules& caller_rules) {
-  const Answer r = answer_of(record);
-  const Rules rules = rules_of(caller_rules);
-  RecordOutcome out;
-  const Instant now = r.now;
-  s.seen = later(s.seen, now);
-  Micros age = r.age;
+// When an answer was received: `age` before `now`, but never before the
+// clock's start.
+Instant received_at(Instant now, Micros age) {
   if (age > now.time_since_epoch()) age = now.time_since_epoch();
-  const Instant received = now - age;
-  double seed = record.spread_seed;
-  if (!(seed >= 0.0 && seed < 1.0)) seed = 0.0;
+  return now - age;
+}
 
-  // A response received after a window ended is fresh information about it:
-  // the window's count no longer applies.
+// A response received after a window ended is fresh information about it:
+// the window's count no longer applies.
+void forget_ended_windows(KeyState& s, Instant received) {
   for (auto& p : s.policies) {
     if (p.remaining >= 0 && received >= p.reset_at) p.remaining = -1;
   }
-  // The probe's answer, or any response received after the cooldown ended,
-  // is the fresh information the waiters wait for.
+}
+
+// The probe's answer, or any response received after the cooldown ended,
+// is the fresh information the waiters wait for: true when this one is.
+bool answers_waiters(KeyState& s, Instant received) {
   if ((s.probe_out && received >= s.probe_start) || (s.probe_need && received >= s.cool_end)) {
     s.probe_out = false;
     s.probe_need = false;
-    out.released = true;
+    return true;
   }
+  return false;
+}
 
-  // This answer's request was one grant; the others granted blind and not yet
-  // answered may have reached the server after it, so the count it reports
-  // does not have them in yet. A window starting now spends them first (a
-  // few too many when they were counted before it: never too few).
+// This answer's request was one grant; the others granted blind and not yet
+// answered may have reached the server after it, so the count it reports
+// does not have them in yet. A window starting now spends them first (a
+// few too many when they were counted before it: never too few). Returns
+// those others; grants a probe timeout past the last blind one are
+// forgotten first (they were never answered).
+std::int64_t answer_blind(KeyState& s, const StoreRecord& record, Instant now, const Rules& rules) {
   if (now > add(s.blind_at, rules.probe_timeout)) {
     s.blind = 0;
     s.blind_units.clear();
@@ -411,144 +413,232 @@ RecordOutcome record(KeyState& s, const StoreRecord& record, const PacingRules& 
   if (s.blind > 0) --s.blind;
   // The other units alike: what this answer's request reserved is answered.
   for (UnitCost& b : s.blind_units) b.amount = std::max<std::int64_t>(b.amount - amount_of(record.reserved, b.unit), 0);
+  return others;
+}
+
+// One answer, as the steps that read its policies need it.
+struct Reading {
+  const StoreRecord& record;
+  Instant now;
+  Instant received;
+  std::int64_t others;  // blind grants still out besides this answer's (answer_blind)
+  const Rules& rules;
+};
+
+// What an answer's policies told the steps after them.
+struct Told {
   bool started = false;             // a request quota's window
   std::uint32_t started_units = 0;  // bit i: a window of blind_units[i]'s unit
-  Instant pinned = kNone;  // the latest end of a window this answer says is spent
-  bool untracked_spent = false;
-  for (const auto& u : record.policies) {
-    // Its spans rounded as units.h says: a window up, a reset's end up, a resolution down.
-    const Micros window = u.window ? micros_up(*u.window) : Micros::zero();
-    const bool has_policy = u.limit && *u.limit > 0 && window > Micros::zero();
-    const bool has_window = u.remaining.has_value() && u.reset.has_value();
-    if (!has_policy && !u.remaining) continue;
-    const std::string_view id = std::string_view(u.id).substr(0, 256);
-    auto it = std::find_if(s.policies.begin(), s.policies.end(), [&](const PolicyState& p) { return p.id == id; });
-    if (it == s.policies.end()) {
-      if (s.policies.size() >= QuotaStore::kMaxPolicies || (!has_policy && !has_window)) {
-        if (u.remaining && *u.remaining <= 0) untracked_spent = true;  // its end is not known here
-        continue;
-      }
-      s.policies.push_back(PolicyState{std::string(id), unit_of(u.unit)});
-      it = std::prev(s.policies.end());
-    }
-    PolicyState& p = *it;
-    if (u.limit && *u.limit > 0) p.limit = *u.limit;
-    if (window > Micros::zero()) p.window = window;
-    if (!u.remaining) continue;
-    const std::int64_t remaining = std::max<std::int64_t>(*u.remaining, 0);
-    if (u.reset) {
-      const Instant reset_at = add(now, span_up(record.now, *u.reset));
-      if (reset_at <= now) continue;  // a stale response about a window already over
-      // A reset stated in steps (whole seconds) is at most a step after the
-      // true end, so reset_at - step is a lower bound of it (servers round up).
-      const Micros step = micros_down(u.reset_resolution);
-      // A reset a whole window later than the window we count in is the next
-      // one. (Two answers about one window differ by less than the server's rounding.)
-      const bool next_window = p.window > Micros::zero() && reset_at >= add(p.reset_at, p.window);
-      if (p.remaining >= 0 && !next_window) {
-        // The same window: counts only go down (a late response reports too
-        // much), and the earliest reset is the closest: servers round times up,
-        // so every answer's reset is at or after the true one (but see a spent
-        // count below). Later answers only tighten the aim; a bound at or past
-        // the tracked end is about a later window.
-        // This answer's reservation is answered. What it says was used
-        // settles it first: the unused part comes back, an overrun is taken.
-        const std::int64_t mine = p.unit.empty() ? 1 : amount_of(record.reserved, p.unit);
-        if (!p.unit.empty()) settle_policy(p, mine, record.used);
-        p.remaining = std::min(p.remaining, remaining);
-        p.seen = std::min(p.seen, remaining);
-        p.out = std::max<std::int64_t>(p.out - mine, 0);
-        // The least count reported, less what may still be out, is what is
-        // left: an answer that came back out of order (its count was already
-        // in the least) gives back the unit the first answer took for it, and
-        // once all are back the count is the server's. Never more than the
-        // first answer took.
-        const std::int64_t left = p.seen - p.out;
-        if (p.owed > 0 && left > p.remaining) {
-          const std::int64_t back = std::min(left - p.remaining, p.owed);
-          p.owed -= back;
-          p.remaining += back;
-        }
-        if (remaining == 0 && reset_at > add(p.reset_at, std::max(step, kStatedStep))) {
-          // A spent count whose reset is later than the window's end by more
-          // than rounding explains (a step, at least a second) moves that end:
-          // the server holds the key until then, and an earlier answer's reset
-          // never lets a send go before it.
-          p.reset_at = reset_at;
-        } else {
-          p.reset_at = std::min(p.reset_at, reset_at);
-        }
-        const Instant bound = reset_at - std::min(step, reset_at - now);
-        if (bound < p.reset_at) p.aim = std::max(p.aim, bound);
-        p.aim = std::min(p.aim, p.reset_at);
-      } else {
-        // A window starts. Its first answer is aimed at most half way, so a
-        // window shorter than the step is still spread.
-        std::int64_t before = p.unit.empty() ? others : blind_amount(s, p.unit);
-        // Tokens are mostly a bucket, whose windows here are only spans over
-        // which a count is spent: what the last window granted and is still
-        // out may reach the server after this answer, so the new window
-        // spends it first too (and gives it back as answers show it was in).
-        if (!p.unit.empty() && p.out > 0 && now <= add(p.reset_at, rules.probe_timeout)) {
-          before = std::min(before + std::max<std::int64_t>(p.out - amount_of(record.reserved, p.unit), 0), kMaxLearned);
-        }
-        p.remaining = std::max<std::int64_t>(remaining - before, 0);
-        p.seen = remaining;
-        p.out = before;
-        p.owed = before;
-        p.reset_at = reset_at;
-        p.aim = reset_at - std::min(step, (reset_at - now) / 2);
-        p.begun = received;
-        if (p.unit.empty()) {
-          started = true;
-        } else {
-          for (std::size_t i = 0; i < s.blind_units.size(); ++i) {
-            if (s.blind_units[i].unit == p.unit) started_units |= 1U << i;
-          }
-        }
-      }
-      if (remaining == 0) pinned = later(pinned, p.reset_at);
-    } else if (p.remaining >= 0) {
-      p.remaining = std::min(p.remaining, remaining);
-      p.seen = std::min(p.seen, remaining);  // what is given back stays below it
+  Instant pinned = kNone;           // the latest end of a window this answer says is spent
+  bool untracked_spent = false;     // a spent policy the key does not keep: its end is not known here
+};
+
+// The key's policy an update is about, added when there is room and the
+// update says enough to count with; nullptr when it is not kept.
+PolicyState* policy_of(KeyState& s, const PolicyUpdate& u, bool has_policy, Told& told) {
+  const std::string_view id = std::string_view(u.id).substr(0, 256);
+  const auto it = std::find_if(s.policies.begin(), s.policies.end(), [&](const PolicyState& p) { return p.id == id; });
+  if (it != s.policies.end()) return &*it;
+  const bool has_window = u.remaining.has_value() && u.reset.has_value();
+  if (s.policies.size() >= QuotaStore::kMaxPolicies || (!has_policy && !has_window)) {
+    if (u.remaining && *u.remaining <= 0) told.untracked_spent = true;  // its end is not known here
+    return nullptr;
+  }
+  s.policies.push_back(PolicyState{std::string(id), unit_of(u.unit)});
+  return &s.policies.back();
+}
+
+// The least count reported, less what may still be out, is what is left: an
+// answer that came back out of order (its count was already in the least)
+// gives back the unit the first answer took for it, and once all are back
+// the count is the server's. Never more than the first answer took.
+void give_back_in_flight(PolicyState& p) {
+  const std::int64_t left = p.seen - p.out;
+  if (p.owed > 0 && left > p.remaining) {
+    const std::int64_t back = std::min(left - p.remaining, p.owed);
+    p.owed -= back;
+    p.remaining += back;
+  }
+}
+
+// The window's end, and the instant smooth pacing aims at, from one more
+// answer's reset: the earliest reset is the closest, since servers round
+// times up and every answer's reset is at or after the true one.
+void place_window_end(PolicyState& p, std::int64_t remaining, Instant reset_at, Micros step, Instant now) {
+  if (remaining == 0 && reset_at > add(p.reset_at, std::max(step, kStatedStep))) {
+    // A spent count whose reset is later than the window's end by more
+    // than rounding explains (a step, at least a second) moves that end:
+    // the server holds the key until then, and an earlier answer's reset
+    // never lets a send go before it.
+    p.reset_at = reset_at;
+  } else {
+    p.reset_at = std::min(p.reset_at, reset_at);
+  }
+  const Instant bound = reset_at - std::min(step, reset_at - now);
+  if (bound < p.reset_at) p.aim = std::max(p.aim, bound);
+  p.aim = std::min(p.aim, p.reset_at);
+}
+
+// The same window: counts only go down (a late response reports too much),
+// and the earliest reset is the closest: servers round times up, so every
+// answer's reset is at or after the true one (but see a spent count in
+// place_window_end). Later answers only tighten the aim; a bound at or past
+// the tracked end is about a later window.
+void count_same_window(PolicyState& p, std::int64_t remaining, Instant reset_at, Micros step, const Reading& a) {
+  // This answer's reservation is answered. What it says was used
+  // settles it first: the unused part comes back, an overrun is taken.
+  const std::int64_t mine = p.unit.empty() ? 1 : amount_of(a.record.reserved, p.unit);
+  if (!p.unit.empty()) settle_policy(p, mine, a.record.used);
+  p.remaining = std::min(p.remaining, remaining);
+  p.seen = std::min(p.seen, remaining);
+  p.out = std::max<std::int64_t>(p.out - mine, 0);
+  give_back_in_flight(p);
+  place_window_end(p, remaining, reset_at, step, a.now);
+}
+
+// A window starts. Its first answer is aimed at most half way, so a window
+// shorter than the step is still spread.
+void start_window(KeyState& s, PolicyState& p, std::int64_t remaining, Instant reset_at, Micros step,
+                  const Reading& a, Told& told) {
+  std::int64_t before = p.unit.empty() ? a.others : blind_amount(s, p.unit);
+  // Tokens are mostly a bucket, whose windows here are only spans over
+  // which a count is spent: what the last window granted and is still
+  // out may reach the server after this answer, so the new window
+  // spends it first too (and gives it back as answers show it was in).
+  if (!p.unit.empty() && p.out > 0 && a.now <= add(p.reset_at, a.rules.probe_timeout)) {
+    before = std::min(before + std::max<std::int64_t>(p.out - amount_of(a.record.reserved, p.unit), 0), kMaxLearned);
+  }
+  p.remaining = std::max<std::int64_t>(remaining - before, 0);
+  p.seen = remaining;
+  p.out = before;
+  p.owed = before;
+  p.reset_at = reset_at;
+  p.aim = reset_at - std::min(step, (reset_at - a.now) / 2);
+  p.begun = a.received;
+  if (p.unit.empty()) {
+    told.started = true;
+  } else {
+    for (std::size_t i = 0; i < s.blind_units.size(); ++i) {
+      if (s.blind_units[i].unit == p.unit) told.started_units |= 1U << i;
     }
   }
-  if (started) s.blind = 0;
+}
+
+// A count with its reset: about the window the key counts in, or about one
+// that starts.
+void count_window(KeyState& s, PolicyState& p, const PolicyUpdate& u, std::int64_t remaining, const Reading& a,
+                  Told& told) {
+  const Instant reset_at = add(a.now, span_up(a.record.now, *u.reset));
+  if (reset_at <= a.now) return;  // a stale response about a window already over
+  // A reset stated in steps (whole seconds) is at most a step after the
+  // true end, so reset_at - step is a lower bound of it (servers round up).
+  const Micros step = micros_down(u.reset_resolution);
+  // A reset a whole window later than the window we count in is the next
+  // one. (Two answers about one window differ by less than the server's rounding.)
+  const bool next_window = p.window > Micros::zero() && reset_at >= add(p.reset_at, p.window);
+  if (p.remaining >= 0 && !next_window) {
+    count_same_window(p, remaining, reset_at, step, a);
+  } else {
+    start_window(s, p, remaining, reset_at, step, a, told);
+  }
+  if (remaining == 0) told.pinned = later(told.pinned, p.reset_at);
+}
+
+// One policy the answer states: its limit and window, then its count.
+void apply_policy(KeyState& s, const PolicyUpdate& u, const Reading& a, Told& told) {
+  // Its spans rounded as units.h says: a window up, a reset's end up, a resolution down.
+  const Micros window = u.window ? micros_up(*u.window) : Micros::zero();
+  const bool has_policy = u.limit && *u.limit > 0 && window > Micros::zero();
+  if (!has_policy && !u.remaining) return;
+  PolicyState* const kept = policy_of(s, u, has_policy, told);
+  if (kept == nullptr) return;
+  PolicyState& p = *kept;
+  if (u.limit && *u.limit > 0) p.limit = *u.limit;
+  if (window > Micros::zero()) p.window = window;
+  if (!u.remaining) return;
+  const std::int64_t remaining = std::max<std::int64_t>(*u.remaining, 0);
+  if (u.reset) {
+    count_window(s, p, u, remaining, a, told);
+  } else if (p.remaining >= 0) {
+    p.remaining = std::min(p.remaining, remaining);
+    p.seen = std::min(p.seen, remaining);  // what is given back stays below it
+  }
+}
+
+// The blind grants a window that started counts as spent are blind no more;
+// a unit with nothing blind left is dropped.
+void clear_counted_blind(KeyState& s, const Told& told) {
+  if (told.started) s.blind = 0;
   for (std::size_t i = 0; i < s.blind_units.size(); ++i) {
-    if ((started_units >> i) & 1U) s.blind_units[i].amount = 0;
+    if ((told.started_units >> i) & 1U) s.blind_units[i].amount = 0;
   }
   std::erase_if(s.blind_units, [](const UnitCost& b) { return b.amount == 0; });
-  if (r.cooldown && *r.cooldown > Micros::zero()) {
-    Instant end = add(now, *r.cooldown);
-    if (r.cooldown_cause == WaitCause::kQuota && pinned != kNone && !untracked_spent && pinned < end) {
-      // A spent window's cooldown ends where the window does: at the earliest
-      // reset any answer gave it (each is at or after the true end), not at
-      // this answer's own, which may be rounded up most of a second later.
-      // What a Retry-After states stays whole.
-      end = later(pinned, add(now, r.cooldown_floor));
-    }
-    if (end > s.cool_end) {
-      s.cool_end = end;
-      s.cool_cause = r.cooldown_cause == WaitCause::kQuota ? WaitCause::kQuota : WaitCause::kCooldown;
-      ++s.epoch;
-      out.blocked = true;
-      // Like every reservation, a probe handed out before the cooldown is void.
-      s.probe_out = false;
-      // Every slot after now was a reservation, void now: the queue starts
-      // again from here, and a learned window that has not begun has spent
-      // nothing yet (its slots would otherwise count twice when asked again).
-      s.tat = std::min(s.tat, now);
-      if (s.learned.mode != Learned::kNothing && now < s.learned.start) {
-        s.learned.used = 0;
-        s.learned.next = s.learned.start;
-      }
-      if (rules.probe_after_cooldown) {
-        s.probe_need = true;
-      } else {
-        release(s, end, seed, rules);
-      }
-    }
+}
+
+// Where the cooldown an answer states ends.
+Instant cooldown_end(const Answer& r, const Told& told) {
+  const Instant now = r.now;
+  const Instant end = add(now, *r.cooldown);
+  if (r.cooldown_cause == WaitCause::kQuota && told.pinned != kNone && !told.untracked_spent && told.pinned < end) {
+    // A spent window's cooldown ends where the window does: at the earliest
+    // reset any answer gave it (each is at or after the true end), not at
+    // this answer's own, which may be rounded up most of a second later.
+    // What a Retry-After states stays whole.
+    return later(told.pinned, add(now, r.cooldown_floor));
   }
+  return end;
+}
+
+// A cooldown that ends later than the key's blocks it (true): a new epoch,
+// and every reservation void.
+bool start_cooldown(KeyState& s, const Answer& r, const Told& told, double seed, const Rules& rules) {
+  if (!r.cooldown || *r.cooldown <= Micros::zero()) return false;
+  const Instant now = r.now;
+  const Instant end = cooldown_end(r, told);
+  if (end <= s.cool_end) return false;
+  s.cool_end = end;
+  s.cool_cause = r.cooldown_cause == WaitCause::kQuota ? WaitCause::kQuota : WaitCause::kCooldown;
+  ++s.epoch;
+  // Like every reservation, a probe handed out before the cooldown is void.
+  s.probe_out = false;
+  // Every slot after now was a reservation, void now: the queue starts
+  // again from here, and a learned window that has not begun has spent
+  // nothing yet (its slots would otherwise count twice when asked again).
+  s.tat = std::min(s.tat, now);
+  if (s.learned.mode != Learned::kNothing && now < s.learned.start) {
+    s.learned.used = 0;
+    s.learned.next = s.learned.start;
+  }
+  if (rules.probe_after_cooldown) {
+    s.probe_need = true;
+  } else {
+    release(s, end, seed, rules);
+  }
+  return true;
+}
+
+}  // namespace
+
+// An answer, step by step: what it says of the windows counted, whether it
+// is what waiters wait for, the blind grants it answers, each policy it
+// states, the cooldown it sets; then what it teaches the learner.
+RecordOutcome record(KeyState& s, const StoreRecord& record, const PacingRules& caller_rules) {
+  const Answer r = answer_of(record);
+  const Rules rules = rules_of(caller_rules);
+  RecordOutcome out;
+  const Instant now = r.now;
+  s.seen = later(s.seen, now);
+  const Instant received = received_at(now, r.age);
+  double seed = record.spread_seed;
+  if (!(seed >= 0.0 && seed < 1.0)) seed = 0.0;
+
+  forget_ended_windows(s, received);
+  out.released = answers_waiters(s, received);
+  const Reading a{record, now, received, answer_blind(s, record, now, rules), rules};
+  Told told;
+  for (const auto& u : record.policies) apply_policy(s, u, a, told);
+  clear_counted_blind(s, told);
+  out.blocked = start_cooldown(s, r, told, seed, rules);
   if (out.released && !out.blocked) release(s, now, seed, rules);
 
   learn_from(s, r, received, out.released);
@@ -575,9 +665,7 @@ Micros Learned::length() const { return std::max(len > Micros::zero() ? len : gu
 void settle(KeyState& s, const StoreSettle& x) {
   const Instant now = instant_of(x.now);
   s.seen = later(s.seen, now);
-  Micros age = micros_up(x.age);
-  if (age > now.time_since_epoch()) age = now.time_since_epoch();
-  const Instant received = now - age;
+  const Instant received = received_at(now, micros_up(x.age));
   for (PolicyState& p : s.policies) {
     // Only the window the answer was counted in, while it still counts.
     if (p.unit.empty() || p.remaining < 0 || received < p.begun || received >= p.reset_at) continue;

@@ -154,109 +154,124 @@ void count_accepted(Learned& l, Instant received) {
   if (received >= add(l.start, l.rtt)) l.accepted = std::min(l.accepted + 1, kMaxLearned);
 }
 
-void learn(Learned& l, const Lesson& r) {
+namespace {
+
+// An accepted answer that teaches (teaches()): one of the first window's,
+// the end of a bare 429's search, or a guessed length confirmed.
+void learn_accepted(Learned& l, const Lesson& r) {
+  const Instant received = r.received;
+  if (l.first && l.mode == Learned::kBare && l.hold > Micros::zero() && received < l.hold_end) {
+    // The first search: nothing was granted since the first limited answer
+    // but its probe, so this request went out before, with the first
+    // window's others, and was accepted in it.
+    l.n = std::min(l.n + 1, kMaxLearned);
+    return;
+  }
+  if (l.first && l.mode == Learned::kRetryAfter && received < l.start) {
+    // The first window: the workers' requests went out together, and the
+    // answers come back in any order. One accepted after the first limited
+    // answer was in that window too, which held one more.
+    l.n = std::min(l.n + 1, kMaxLearned);
+    return;
+  }
+  count_accepted(l, received);
+  if (l.mode == Learned::kBare && l.hold > Micros::zero() && received >= l.hold_end) {
+    // The probe after the hold was accepted: a window began by the time its
+    // answer came back. The search's length is the guess until two are known.
+    const Micros late = add(l.hold, l.rtt);
+    if (l.anchor != kNone && received > l.anchor) {
+      fit_length(l, received - l.anchor, late);
+    } else if (l.len == Micros::zero()) {
+      l.guess = clamp_learned(std::max(received - l.search_began, kStatedStep));
+    }
+    l.first = false;
+    begin_window(l, received, 1);
+    l.found = late;
+  } else if (l.len == Micros::zero() && l.since > 0 && received >= l.start) {
+    // A window's first send at the guessed length was accepted: the guess holds.
+    l.len = l.guess;
+  }
+}
+
+// The first Retry-After the key learns from: a policy of `held` per window,
+// the cooldown the guess of its length.
+void begin_retry_after(Learned& l, Micros cooldown, std::int64_t held) {
+  l = Learned{};
+  l.mode = Learned::kRetryAfter;
+  // A short cooldown (the first answer came late in its window) is a poor
+  // guess of a window; windows are rarely shorter than the step they are told in.
+  l.guess = clamp_learned(std::max(cooldown, kStatedStep));
+  l.n = held;
+  // Only with a boundary more than a step away: no request in flight
+  // then can have crossed into the next window.
+  l.first = cooldown > kStatedStep;
+}
+
+// The boundary was stated in whole seconds, up to one late. A boundary of
+// the measured windows' grid within that second before it is the same one,
+// pinned closer: a window placed at the stated one would straddle two of
+// the server's, and earn a limited answer in each. (A probe at the grid's
+// boundary that is limited, nothing accepted in its window, moves the grid
+// instead.) Before a length is measured, the guessed one's next boundary
+// counts the same way: learned from the late one, the length would be long
+// by up to a second, and no later answer shortens it.
+Instant on_grid(const Learned& l, Instant boundary) {
+  const Micros unit = l.length();
+  const double k =
+      std::round(static_cast<double>((boundary - l.anchor).count()) / static_cast<double>(unit.count()));
+  if (k >= 1.0 && k < 1e9 && (l.len > Micros::zero() || k == 1.0)) {
+    const Instant grid = add(l.anchor, unit * static_cast<std::int64_t>(k));
+    if (grid <= boundary && boundary - grid < kStatedStep) return grid;
+  }
+  return boundary;
+}
+
+// A later boundary of a learned Retry-After policy: where the next window
+// begins, the length measured to it, and n when the window was placed right.
+Instant next_boundary(Learned& l, Instant boundary, std::int64_t held, bool rolled) {
+  l.first = false;
+  // Nothing accepted in the window yet, or a boundary well before its
+  // expected end: the window was placed wrong (the server's had not
+  // ended, or ended early), not that fewer sends fit: n stays.
+  const bool misplaced = l.accepted == 0 ||
+                         add(boundary, kStatedStep) < add(l.start, l.length());
+  const Instant at = l.accepted > 0 || rolled ? on_grid(l, boundary) : boundary;
+  learn_length(l, at - l.anchor);
+  if (!misplaced) l.n = held;
+  return at;
+}
+
+// A limited answer with a Retry-After: the window is full, and ends at the
+// cooldown's end, where the next one begins.
+void learn_retry_after(Learned& l, const Lesson& r) {
+  // Received before the current window began: it was in flight when the
+  // answer that began it came back, and says nothing new.
+  bool rolled = false;
+  if (l.mode == Learned::kRetryAfter && r.received < l.start) {
+    if (r.received < l.anchor) return;
+    rolled = true;
+    // Limited in a window that has rolled on since (a later slot was
+    // granted): that window held one fewer than n, and its count is gone.
+    // Each send over the limit earns one such answer, so n follows a
+    // lowered limit (or a raise that went past it) one by one.
+    l.n = std::max<std::int64_t>(l.n - 1, 1);
+    l.quiet = 0;
+  }
+  const Instant boundary = add(r.now, r.cooldown);
+  Instant at = boundary;
+  const std::int64_t held = std::clamp<std::int64_t>(l.accepted, 1, kMaxLearned);
+  if (l.mode != Learned::kRetryAfter) {
+    begin_retry_after(l, r.cooldown, held);
+  } else if (boundary > l.anchor) {
+    at = next_boundary(l, boundary, held, rolled);
+  }
+  begin_window(l, at, 0);
+}
+
+// A bare 429: the window is full and its end unknown.
+void learn_bare(Learned& l, const Lesson& r) {
   const Instant received = r.received;
   const Instant now = r.now;
-  if (!r.limited) {
-    if (l.first && l.mode == Learned::kBare && l.hold > Micros::zero() && received < l.hold_end) {
-      // The first search: nothing was granted since the first limited answer
-      // but its probe, so this request went out before, with the first
-      // window's others, and was accepted in it.
-      l.n = std::min(l.n + 1, kMaxLearned);
-      return;
-    }
-    if (l.first && l.mode == Learned::kRetryAfter && received < l.start) {
-      // The first window: the workers' requests went out together, and the
-      // answers come back in any order. One accepted after the first limited
-      // answer was in that window too, which held one more.
-      l.n = std::min(l.n + 1, kMaxLearned);
-      return;
-    }
-    count_accepted(l, received);
-    if (l.mode == Learned::kBare && l.hold > Micros::zero() && received >= l.hold_end) {
-      // The probe after the hold was accepted: a window began by the time its
-      // answer came back. The search's length is the guess until two are known.
-      const Micros late = add(l.hold, l.rtt);
-      if (l.anchor != kNone && received > l.anchor) {
-        fit_length(l, received - l.anchor, late);
-      } else if (l.len == Micros::zero()) {
-        l.guess = clamp_learned(std::max(received - l.search_began, kStatedStep));
-      }
-      l.first = false;
-      begin_window(l, received, 1);
-      l.found = late;
-    } else if (l.len == Micros::zero() && l.since > 0 && received >= l.start) {
-      // A window's first send at the guessed length was accepted: the guess holds.
-      l.len = l.guess;
-    }
-    return;
-  }
-  // A first limited answer with nothing accepted before it tells no count:
-  // the window was spent by others (another process, an earlier run), not
-  // that one fits. Learning "one per window" from it would throttle a client
-  // that joins a busy quota; the next limited answer counts from here.
-  if (l.mode == Learned::kNothing && l.accepted == 0) return;
-  // (A cooldown an exhausted quota set comes with its policy, so the key is not learning.)
-  const bool stated = r.cooldown > Micros::zero();
-  if (stated) {
-    // Received before the current window began: it was in flight when the
-    // answer that began it came back, and says nothing new.
-    bool rolled = false;
-    if (l.mode == Learned::kRetryAfter && received < l.start) {
-      if (received < l.anchor) return;
-      rolled = true;
-      // Limited in a window that has rolled on since (a later slot was
-      // granted): that window held one fewer than n, and its count is gone.
-      // Each send over the limit earns one such answer, so n follows a
-      // lowered limit (or a raise that went past it) one by one.
-      l.n = std::max<std::int64_t>(l.n - 1, 1);
-      l.quiet = 0;
-    }
-    const Instant boundary = add(now, r.cooldown);
-    Instant at = boundary;
-    const std::int64_t held = std::clamp<std::int64_t>(l.accepted, 1, kMaxLearned);
-    if (l.mode != Learned::kRetryAfter) {
-      l = Learned{};
-      l.mode = Learned::kRetryAfter;
-      // A short cooldown (the first answer came late in its window) is a poor
-      // guess of a window; windows are rarely shorter than the step they are told in.
-      l.guess = clamp_learned(std::max(r.cooldown, kStatedStep));
-      l.n = held;
-      // Only with a boundary more than a step away: no request in flight
-      // then can have crossed into the next window.
-      l.first = r.cooldown > kStatedStep;
-    } else if (boundary > l.anchor) {
-      l.first = false;
-      // Nothing accepted in the window yet, or a boundary well before its
-      // expected end: the window was placed wrong (the server's had not
-      // ended, or ended early), not that fewer sends fit: n stays.
-      const bool misplaced = l.accepted == 0 ||
-                             add(boundary, kStatedStep) < add(l.start, l.length());
-      const Micros unit = l.length();
-      if (l.accepted > 0 || rolled) {
-        // The boundary was stated in whole seconds, up to one late. A
-        // boundary of the measured windows' grid within that second before
-        // it is the same one, pinned closer: a window placed at the stated
-        // one would straddle two of the server's, and earn a limited answer
-        // in each. (A probe at the grid's boundary that is limited, nothing
-        // accepted in its window, moves the grid instead.) Before a length
-        // is measured, the guessed one's next boundary counts the same way:
-        // learned from the late one, the length would be long by up to a
-        // second, and no later answer shortens it.
-        const double k = std::round(static_cast<double>((boundary - l.anchor).count()) /
-                                    static_cast<double>(unit.count()));
-        if (k >= 1.0 && k < 1e9 && (l.len > Micros::zero() || k == 1.0)) {
-          const Instant grid = add(l.anchor, unit * static_cast<std::int64_t>(k));
-          if (grid <= boundary && boundary - grid < kStatedStep) at = grid;
-        }
-      }
-      learn_length(l, at - l.anchor);
-      if (!misplaced) l.n = held;
-    }
-    begin_window(l, at, 0);
-    return;
-  }
-  // A bare 429: the window is full and its end unknown.
   if (l.hold > Micros::zero()) {
     // A probe after the hold was limited too: look again later.
     if (received >= l.hold_end) {
@@ -292,6 +307,26 @@ void learn(Learned& l, const Lesson& r) {
   l.accepted = 0;
   l.used = 0;
   l.quiet = 0;
+}
+
+}  // namespace
+
+void learn(Learned& l, const Lesson& r) {
+  if (!r.limited) {
+    learn_accepted(l, r);
+    return;
+  }
+  // A first limited answer with nothing accepted before it tells no count:
+  // the window was spent by others (another process, an earlier run), not
+  // that one fits. Learning "one per window" from it would throttle a client
+  // that joins a busy quota; the next limited answer counts from here.
+  if (l.mode == Learned::kNothing && l.accepted == 0) return;
+  // (A cooldown an exhausted quota set comes with its policy, so the key is not learning.)
+  if (r.cooldown > Micros::zero()) {
+    learn_retry_after(l, r);
+  } else {
+    learn_bare(l, r);
+  }
 }
 
 
