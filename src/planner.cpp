@@ -140,99 +140,94 @@ bool Planner::idempotent(std::string_view method) const noexcept {
   return true;
 }
 
-Plan Planner::decide(const PlanInput& in, RandomSource& rng) const noexcept {
-  Plan p;
-  const Signals* s = in.outcome.signals;
-  const WallTime wall = s ? s->received_wall : in.outcome.transport.at_wall;
-  const MonoTime mono = s ? s->received_mono : in.outcome.transport.at_mono;
-  if (in.deadline) p.time_left = saturating_sub(in.deadline->time_since_epoch(), mono.time_since_epoch());
+namespace {
 
-  if (s != nullptr) {
-    p.status = s->status;
-    p.clock_skew = s->clock_skew;
-    read_hints(*s, config_.use_low_confidence_quota, p);
-    if (s->should_retry == true) p.notes.add(PlanNote::kServerSaysRetry);
-    const bool retryable = config_.retryable_statuses.contains(s->status) || s->limited;
-    if (!retryable) {
-      // A final answer: 2xx is done, 1xx/3xx are not failures, the rest are
-      // not retryable. Any server hint still tells when the next request may go.
-      if (s->status >= 200 && s->status < 300) {
-        p.decision = Decision::kDone;
-        p.reason = Reason::kSucceeded;
-      } else if (s->status >= 100 && s->status < 400) {
-        p.decision = Decision::kDone;
-        p.reason = Reason::kNotAFailure;
-      } else {
-        p.decision = Decision::kNotRetryable;
-        p.reason = Reason::kStatusNotRetryable;
-      }
-      if (p.server_hint) {
-        set_wait(p, *p.server_hint, wall, mono);
-        if (p.decision == Decision::kDone) p.wait = kZero;  // nothing to wait for: the request is done
-      }
-      if (config_.budget) config_.budget->on_success();
-      return p;
-    }
+// The answer's part of the plan: its status, skew and hints.
+void read_answer(const Signals& s, bool use_low_confidence, Plan& p) noexcept {
+  p.status = s.status;
+  p.clock_skew = s.clock_skew;
+  read_hints(s, use_low_confidence, p);
+  if (s.should_retry == true) p.notes.add(PlanNote::kServerSaysRetry);
+}
+
+// A final answer: 2xx is done, 1xx/3xx are not failures, the rest are
+// not retryable. Any server hint still tells when the next request may go.
+void decide_final(const Signals& s, WallTime wall, MonoTime mono, Plan& p) noexcept {
+  if (s.status >= 200 && s.status < 300) {
+    p.decision = Decision::kDone;
+    p.reason = Reason::kSucceeded;
+  } else if (s.status >= 100 && s.status < 400) {
+    p.decision = Decision::kDone;
+    p.reason = Reason::kNotAFailure;
+  } else {
+    p.decision = Decision::kNotRetryable;
+    p.reason = Reason::kStatusNotRetryable;
   }
-  // Whether the request may be repeated matters only from here on: a final
-  // answer above needs no method lookup.
-  const bool idempotent_request = !in.declared_non_idempotent && idempotent(in.method);
-  bool may_repeat = idempotent_request || in.idempotency_key;
-  if (s != nullptr && s->unprocessed && !may_repeat) {
-    may_repeat = true;  // refused unprocessed, as the vendor documents (rule 7)
+  if (p.server_hint) {
+    set_wait(p, *p.server_hint, wall, mono);
+    if (p.decision == Decision::kDone) p.wait = kZero;  // nothing to wait for: the request is done
+  }
+}
+
+// Whether the request may be sent again: an idempotent one, one with an
+// idempotency key, one refused unprocessed, or one that never left.
+bool may_repeat(const PlanInput& in, bool idempotent_request, Plan& p) noexcept {
+  const Signals* s = in.outcome.signals;
+  bool may = idempotent_request || in.idempotency_key;
+  if (s != nullptr && s->unprocessed && !may) {
+    may = true;  // refused unprocessed, as the vendor documents (rule 7)
     p.notes.add(PlanNote::kRefusedUnprocessed);
   }
   if (s == nullptr) {
     // A connection that failed before sending can be repeated whatever the
     // method; after sending, a non-idempotent request may have been applied.
-    if (!in.outcome.transport.sent) may_repeat = true;
+    if (!in.outcome.transport.sent) may = true;
     p.ambiguous = in.outcome.transport.sent && !idempotent_request;
   }
+  return may;
+}
 
-  // Timing, for every outcome worth repeating (also reported when we stop).
-  const std::int64_t attempt = std::max<std::int64_t>(in.attempt, 1);
-  const BackoffDraw draw = config_.backoff.draw(attempt, in.previous_backoff, rng);
+// Timing, for every outcome worth repeating (also reported when we stop):
+// the later of the server's hint and the backoff's floor. Returns that wait.
+Duration time_backoff(const BackoffDraw& draw, WallTime wall, MonoTime mono, Plan& p) noexcept {
   p.backoff = draw.floor;
   p.nominal_backoff = draw.nominal;
   const Duration hint = p.server_hint.value_or(kZero);
   const Duration base_wait = std::max(hint, draw.floor);
   if (!(p.server_hint && hint > kZero && hint >= draw.floor)) p.basis = Basis::kBackoff;
   set_wait(p, base_wait, wall, mono);
+  return base_wait;
+}
 
+bool stop(Plan& p, Decision d, Reason r) noexcept {
+  p.decision = d;
+  p.reason = r;
+  return true;
+}
+
+// Why the request is not retried, the first reason in this order; false
+// when it is. The retry budget is asked last: asking spends from it.
+bool stopped(const PlanInput& in, const PlannerConfig& config, std::int64_t attempt, bool may_repeat,
+             Plan& p) noexcept {
   // The server's own "do not retry" ends it whatever the method or the hint.
-  if (s != nullptr && s->should_retry == false) {
-    p.decision = Decision::kNotRetryable;
-    p.reason = Reason::kServerSaysNoRetry;
-    return p;
+  if (const Signals* s = in.outcome.signals; s != nullptr && s->should_retry == false) {
+    return stop(p, Decision::kNotRetryable, Reason::kServerSaysNoRetry);
   }
-  if (!may_repeat) {
-    p.decision = Decision::kNotRetryable;
-    p.reason = p.ambiguous ? Reason::kAmbiguous : Reason::kNotIdempotent;
-    return p;
-  }
+  if (!may_repeat) return stop(p, Decision::kNotRetryable, p.ambiguous ? Reason::kAmbiguous : Reason::kNotIdempotent);
   if (attempt >= std::max<std::int64_t>(in.max_attempts, 1)) {
-    p.decision = Decision::kExhausted;
-    p.reason = Reason::kAttemptsExhausted;
-    return p;
+    return stop(p, Decision::kExhausted, Reason::kAttemptsExhausted);
   }
   if (in.deadline && *p.not_before_mono > *in.deadline) {
-    p.decision = in.deadline_is_wait_budget ? Decision::kDeferred : Decision::kDeadlineExceeded;
-    p.reason = Reason::kDeadline;
-    return p;
+    return stop(p, in.deadline_is_wait_budget ? Decision::kDeferred : Decision::kDeadlineExceeded, Reason::kDeadline);
   }
-  if (p.server_hint && *p.server_hint > config_.max_wait) {
-    p.decision = Decision::kDeferred;
-    p.reason = Reason::kHintTooLong;
-    return p;
-  }
-  if (config_.budget && !config_.budget->try_spend()) {
-    p.decision = Decision::kExhausted;
-    p.reason = Reason::kBudgetExhausted;
-    return p;
-  }
+  if (p.server_hint && *p.server_hint > config.max_wait) return stop(p, Decision::kDeferred, Reason::kHintTooLong);
+  if (config.budget && !config.budget->try_spend()) return stop(p, Decision::kExhausted, Reason::kBudgetExhausted);
+  return false;
+}
 
-  // Retry: jitter on top, cut (never below zero) so the retry ends by the deadline.
-  Duration jitter = draw.jitter;
+// Retry: jitter on top, cut (never below zero) so the retry ends by the deadline.
+void retry_with_jitter(const PlanInput& in, Duration base_wait, Duration jitter, WallTime wall, MonoTime mono,
+                       Plan& p) noexcept {
   if (in.deadline) {
     const Duration room = saturating_sub(in.deadline->time_since_epoch(), p.not_before_mono->time_since_epoch());
     if (jitter > room) {
@@ -244,6 +239,36 @@ Plan Planner::decide(const PlanInput& in, RandomSource& rng) const noexcept {
   set_wait(p, saturating_add(base_wait, jitter), wall, mono);
   p.decision = Decision::kRetry;
   p.reason = Reason::kRetry;
+}
+
+}  // namespace
+
+Plan Planner::decide(const PlanInput& in, RandomSource& rng) const noexcept {
+  Plan p;
+  const Signals* s = in.outcome.signals;
+  const WallTime wall = s ? s->received_wall : in.outcome.transport.at_wall;
+  const MonoTime mono = s ? s->received_mono : in.outcome.transport.at_mono;
+  if (in.deadline) p.time_left = saturating_sub(in.deadline->time_since_epoch(), mono.time_since_epoch());
+
+  if (s != nullptr) {
+    read_answer(*s, config_.use_low_confidence_quota, p);
+    const bool retryable = config_.retryable_statuses.contains(s->status) || s->limited;
+    if (!retryable) {
+      decide_final(*s, wall, mono, p);
+      if (config_.budget) config_.budget->on_success();
+      return p;
+    }
+  }
+  // Whether the request may be repeated matters only from here on: a final
+  // answer above needs no method lookup.
+  const bool idempotent_request = !in.declared_non_idempotent && idempotent(in.method);
+  const bool repeatable = may_repeat(in, idempotent_request, p);
+
+  const std::int64_t attempt = std::max<std::int64_t>(in.attempt, 1);
+  const BackoffDraw draw = config_.backoff.draw(attempt, in.previous_backoff, rng);
+  const Duration base_wait = time_backoff(draw, wall, mono, p);
+  if (stopped(in, config_, attempt, repeatable, p)) return p;
+  retry_with_jitter(in, base_wait, draw.jitter, wall, mono, p);
   return p;
 }
 
@@ -355,6 +380,132 @@ struct SucceededSentences {
 };
 constexpr SucceededSentences kSucceededSentences{};
 
+// describe()'s sentence, appended to one string: a function per reason.
+struct Sentence {
+  std::string& s;
+  const Plan& p;
+  const PlanInput& in;
+  Jitter jitter;
+
+  // "in 30 s" whenever a permitted time is known.
+  void when() {
+    if (p.not_before_wall) add_seconds(s.append("in "sv), p.wait);
+  }
+  void status() { add_int(s.append("status "sv), p.status); }
+  void basis() { add_basis(s, p, in, jitter); }
+
+  void succeeded() {
+    add_int(s.append("The request succeeded (status "sv), p.status);
+    s.append("); nothing to retry"sv);
+    if (p.server_hint) {
+      add_seconds(s.append(", but the server permits the next request only in "sv), *p.server_hint);
+      s.append(" ("sv);
+      basis();
+      s.append(")"sv);
+    }
+  }
+  void not_a_failure() {
+    s.append("The response ("sv);
+    status();
+    s.append(") is not a failure; nothing to retry"sv);
+    if (p.server_hint) {
+      add_seconds(s.append(", and the server asks for "sv), *p.server_hint);
+      s.append(" before the next request"sv);
+    }
+  }
+  void status_not_retryable() {
+    s.append("The "sv);
+    status();
+    s.append(" is not retryable"sv);
+    if (p.server_hint) {
+      s.append("; the server would permit a new request "sv);
+      when();
+    }
+  }
+  void not_idempotent() {
+    s.append(in.method).append(
+        " is not idempotent and the request carried no idempotency key, so it is not repeated automatically; "
+        "a retry would be permitted "sv);
+    when();
+    if (const Signals* sig = in.outcome.signals; sig && sig->should_retry == true) {
+      add_verdict_source(s.append(" (the server's "sv), *sig);
+      s.append(" says it may be retried, which grants no such permission)"sv);
+    }
+  }
+  void server_says_no_retry() {
+    s.append("The server says not to retry ("sv);
+    if (const Signals* sig = in.outcome.signals) {
+      add_verdict_source(s, *sig);
+    } else {
+      s.append("its verdict"sv);
+    }
+    s.append(": false), so the "sv);
+    status();
+    s.append(" is not repeated"sv);
+    if (p.not_before_wall) {
+      s.append("; a new request would be permitted "sv);
+      when();
+    }
+  }
+  void ambiguous() {
+    s.append("The connection failed after the "sv)
+        .append(in.method)
+        .append(" request was sent, so it may have been applied: reconcile before repeating (a retry would be "
+                "permitted "sv);
+    when();
+    s.append(")"sv);
+  }
+  void attempts_exhausted() {
+    add_int(s.append("Attempt "sv), std::max<std::int64_t>(in.attempt, 1));
+    add_int(s.append(" of "sv), std::max<std::int64_t>(in.max_attempts, 1));
+    s.append(" was the last; a retry would be permitted "sv);
+    when();
+    s.append(" ("sv);
+    basis();
+    s.append(")"sv);
+  }
+  void budget_exhausted() {
+    s.append("The client's retry budget is empty (too many recent retries), so this one is not retried; a retry "
+             "would be permitted "sv);
+    when();
+  }
+  void hint_too_long(Duration max_wait) {
+    s.append("Deferred: "sv);
+    basis();
+    add_seconds(s.append(", longer than the acceptable "sv), max_wait);
+    s.append("; come back "sv);
+    when();
+  }
+  void deadline() {
+    s.append("The earliest permitted retry is "sv);
+    when();
+    s.append(" ("sv);
+    basis();
+    s.append(in.deadline_is_wait_budget ? "), after the longest acceptable wait "sv : "), after the deadline "sv);
+    if (p.time_left && *p.time_left < kZero) {
+      s.append("that had already passed"sv);
+    } else {
+      add_seconds(s.append("("sv), p.time_left.value_or(kZero));
+      s.append(" left)"sv);
+    }
+    s.append("; it is not cut short"sv);
+  }
+  void retry() {
+    s.append("Retry "sv);
+    when();
+    s.append(": "sv);
+    basis();
+    if (p.basis != Basis::kBackoff && p.backoff > kZero) {
+      add_seconds(s.append(" (local backoff "sv), p.backoff);
+      s.append(")"sv);
+    }
+    if (p.basis != Basis::kBackoff && p.jitter > kZero) {
+      add_seconds(s.append(", plus "sv), p.jitter);
+      s.append(" of jitter"sv);
+    }
+  }
+};
+
 }  // namespace
 
 std::string_view Planner::constant_sentence(const Plan& p) noexcept {
@@ -366,118 +517,19 @@ std::string Planner::describe(const Plan& p, const PlanInput& in) const {
   if (const std::string_view fixed = constant_sentence(p); !fixed.empty()) return std::string(fixed);
   std::string s;
   s.reserve(kSentenceReserve);
-  const Jitter jitter = config_.backoff.jitter();
-  // "in 30 s" whenever a permitted time is known.
-  const auto when = [&] {
-    if (p.not_before_wall) add_seconds(s.append("in "sv), p.wait);
-  };
-  const auto status = [&] { add_int(s.append("status "sv), p.status); };
+  Sentence say{s, p, in, config_.backoff.jitter()};
   switch (p.reason) {
-    case Reason::kSucceeded:
-      add_int(s.append("The request succeeded (status "sv), p.status);
-      s.append("); nothing to retry"sv);
-      if (p.server_hint) {
-        add_seconds(s.append(", but the server permits the next request only in "sv), *p.server_hint);
-        add_basis(s.append(" ("sv), p, in, jitter);
-        s.append(")"sv);
-      }
-      break;
-    case Reason::kNotAFailure:
-      s.append("The response ("sv);
-      status();
-      s.append(") is not a failure; nothing to retry"sv);
-      if (p.server_hint) {
-        add_seconds(s.append(", and the server asks for "sv), *p.server_hint);
-        s.append(" before the next request"sv);
-      }
-      break;
-    case Reason::kStatusNotRetryable:
-      s.append("The "sv);
-      status();
-      s.append(" is not retryable"sv);
-      if (p.server_hint) {
-        s.append("; the server would permit a new request "sv);
-        when();
-      }
-      break;
-    case Reason::kNotIdempotent:
-      s.append(in.method).append(
-          " is not idempotent and the request carried no idempotency key, so it is not repeated automatically; "
-          "a retry would be permitted "sv);
-      when();
-      if (const Signals* sig = in.outcome.signals; sig && sig->should_retry == true) {
-        add_verdict_source(s.append(" (the server's "sv), *sig);
-        s.append(" says it may be retried, which grants no such permission)"sv);
-      }
-      break;
-    case Reason::kServerSaysNoRetry:
-      s.append("The server says not to retry ("sv);
-      if (const Signals* sig = in.outcome.signals) {
-        add_verdict_source(s, *sig);
-      } else {
-        s.append("its verdict"sv);
-      }
-      s.append(": false), so the "sv);
-      status();
-      s.append(" is not repeated"sv);
-      if (p.not_before_wall) {
-        s.append("; a new request would be permitted "sv);
-        when();
-      }
-      break;
-    case Reason::kAmbiguous:
-      s.append("The connection failed after the "sv)
-          .append(in.method)
-          .append(" request was sent, so it may have been applied: reconcile before repeating (a retry would be "
-                  "permitted "sv);
-      when();
-      s.append(")"sv);
-      break;
-    case Reason::kAttemptsExhausted:
-      add_int(s.append("Attempt "sv), std::max<std::int64_t>(in.attempt, 1));
-      add_int(s.append(" of "sv), std::max<std::int64_t>(in.max_attempts, 1));
-      s.append(" was the last; a retry would be permitted "sv);
-      when();
-      add_basis(s.append(" ("sv), p, in, jitter);
-      s.append(")"sv);
-      break;
-    case Reason::kBudgetExhausted:
-      s.append("The client's retry budget is empty (too many recent retries), so this one is not retried; a retry "
-               "would be permitted "sv);
-      when();
-      break;
-    case Reason::kHintTooLong:
-      add_basis(s.append("Deferred: "sv), p, in, jitter);
-      add_seconds(s.append(", longer than the acceptable "sv), config_.max_wait);
-      s.append("; come back "sv);
-      when();
-      break;
-    case Reason::kDeadline:
-      s.append("The earliest permitted retry is "sv);
-      when();
-      add_basis(s.append(" ("sv), p, in, jitter);
-      s.append(in.deadline_is_wait_budget ? "), after the longest acceptable wait "sv : "), after the deadline "sv);
-      if (p.time_left && *p.time_left < kZero) {
-        s.append("that had already passed"sv);
-      } else {
-        add_seconds(s.append("("sv), p.time_left.value_or(kZero));
-        s.append(" left)"sv);
-      }
-      s.append("; it is not cut short"sv);
-      break;
-    case Reason::kRetry:
-      s.append("Retry "sv);
-      when();
-      add_basis(s.append(": "sv), p, in, jitter);
-      if (p.basis != Basis::kBackoff && p.backoff > kZero) {
-        add_seconds(s.append(" (local backoff "sv), p.backoff);
-        s.append(")"sv);
-      }
-      if (p.basis != Basis::kBackoff && p.jitter > kZero) {
-        add_seconds(s.append(", plus "sv), p.jitter);
-        s.append(" of jitter"sv);
-      }
-      break;
+    case Reason::kSucceeded: say.succeeded(); break;
+    case Reason::kNotAFailure: say.not_a_failure(); break;
+    case Reason::kStatusNotRetryable: say.status_not_retryable(); break;
+    case Reason::kNotIdempotent: say.not_idempotent(); break;
+    case Reason::kServerSaysNoRetry: say.server_says_no_retry(); break;
+    case Reason::kAmbiguous: say.ambiguous(); break;
+    case Reason::kAttemptsExhausted: say.attempts_exhausted(); break;
+    case Reason::kBudgetExhausted: say.budget_exhausted(); break;
+    case Reason::kHintTooLong: say.hint_too_long(config_.max_wait); break;
+    case Reason::kDeadline: say.deadline(); break;
+    case Reason::kRetry: say.retry(); break;
   }
   s.push_back('.');
   return s;
