@@ -197,17 +197,6 @@ Duration seconds_duration(double s) {
   return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
 }
 
-// "https://api.github.com/x" -> "api.github.com"; a bare host is kept.
-std::string host_of(std::string h) {
-  const auto scheme = h.find("://");
-  if (scheme != std::string::npos) h = h.substr(scheme + 3);
-  const auto slash = h.find_first_of("/?#");
-  if (slash != std::string::npos) h = h.substr(0, slash);
-  const auto at = h.rfind('@');
-  if (at != std::string::npos) h = h.substr(at + 1);
-  return h;
-}
-
 nlohmann::ordered_json duration_or_null(const std::optional<Duration>& d) {
   return d ? seconds_json(*d) : nlohmann::ordered_json(nullptr);
 }
@@ -246,6 +235,120 @@ nlohmann::ordered_json learned_json(const History& h) {
   return j;
 }
 
+// What the next request needs (--cost); a value that cannot be read is a
+// usage error, said on stderr.
+Result<std::vector<UnitCost>, int> costs_of(const std::string& cost) {
+  if (cost.empty()) return std::vector<UnitCost>{};
+  auto parsed = detail::parse_cost_header(cost);
+  if (!parsed) {
+    std::cerr << "abide: --cost: " << parsed.error() << "\n";
+    return fail(kExitUsage);
+  }
+  return std::move(*parsed);
+}
+
+// The answers go through a pacer of their own, at the times they were
+// received: what they taught, and what the next request would meet.
+struct Replay {
+  ReplayMono mono;
+  ReplayWall wall;
+  Pacer pacer;
+  Pacer::Key key;
+  Replay() : pacer(config(mono, wall)), key(pacer.key("explain")) {}
+  static PacerConfig config(ReplayMono& mono, ReplayWall& wall) {
+    PacerConfig pc;
+    pc.mono = &mono;
+    pc.wall = &wall;
+    return pc;
+  }
+};
+
+// --history: every head of `text`, in order, through the replay, each
+// received at its Date; the last one, the answer explained, at its Date
+// unless --now says otherwise, and it is left to the caller to record. The
+// replay's clocks are left at the last one's time. A head that cannot be
+// read, or has no Date, is rejected (said on stderr) with its line.
+Result<History, int> replay_history(const Options& o, std::string_view text, const std::string& where,
+                                    const ObserveOptions& options, WallTime now, Replay& replay) {
+  const auto heads = split_heads(text);
+  std::optional<WallTime> first_date;
+  std::size_t line = 1;
+  History history;
+  for (std::size_t i = 0; i < heads.size(); ++i) {
+    const auto h = parse_response_head(heads[i]);
+    if (!h) return fail(reject(where + ":" + std::to_string(line + h.error().line - 1) + ": " + h.error().message));
+    const std::size_t at_line = line;
+    line += static_cast<std::size_t>(std::count(heads[i].begin(), heads[i].end(), '\n'));
+    if (h->status < 200) continue;  // 100 Continue and the like answer nothing
+    const auto date = h->headers.first("Date");
+    // Two-digit years resolve against `now` (--now, or the clock), not yet replayed.
+    const auto when = parse_http_date(date.value_or(""), now, ParseMode::kRobust);
+    if (!date || !when) {
+      return fail(reject(where + ":" + std::to_string(at_line) +
+                         ": --history needs every answer's Date (when it was received), and this one has " +
+                         (date ? "one that is not an HTTP-date" : "none")));
+    }
+    const WallTime at = when->time;
+    if (!first_date) first_date = at;
+    if (at < *first_date) return fail(reject(where + ":" + std::to_string(at_line) + ": a Date before the first answer's"));
+    const bool last = i + 1 == heads.size();
+    replay.wall.t = last && o.now ? *o.now : at;
+    replay.mono.t = MonoTime{std::chrono::hours{1000}} + (replay.wall.t - *first_date);
+    if (!last) replay.pacer.record(replay.key, observe(h->status, h->headers, replay.wall.t, replay.mono.t, options));
+    ++history.answers;
+  }
+  return history;
+}
+
+// A limited answer whose vendor states the wait in the body (Gemini's
+// retryDelay): read as the engine reads it, so the source is named.
+void read_body_hint(std::string_view text, const ObserveOptions& options, Signals& s) {
+  if (!s.limited) return;
+  if (const Profile* profile = detail::selected_profile(options); profile != nullptr && !profile->body_hints.empty()) {
+    const std::string_view body = body_after_last_head(text);
+    (void)detail::apply_body_hint(profile->body_hints, body.substr(0, detail::kMaxBodyHintBytes), s);
+  }
+}
+
+Planner planner_of(const Options& o) {
+  PlannerConfig config;
+  config.backoff = BackoffPolicy(seconds_duration(o.backoff_base_s), seconds_duration(o.backoff_cap_s),
+                                 parse_jitter(o.jitter).value_or(Jitter::kEqual));
+  if (o.max_wait_s) config.max_wait = seconds_duration(*o.max_wait_s);
+  return Planner(std::move(config));
+}
+
+PlanInput plan_input(const Options& o, const Signals& s, MonoTime mono) {
+  PlanInput input(s);
+  input.method = o.method;
+  input.idempotency_key = o.idempotency_key;
+  input.attempt = o.attempt;
+  input.max_attempts = o.max_attempts;
+  if (o.deadline_s) input.deadline = saturating_add(mono, seconds_duration(*o.deadline_s));
+  return input;
+}
+
+void print_explanation(const Options& o, const ExplainContext& c, const std::optional<History>& history,
+                       const std::optional<NextSend>& next) {
+  if (o.json) {
+    nlohmann::ordered_json j = plan_json(c);
+    if (history) j["learned"] = learned_json(*history);
+    if (next) j["next"] = next_send_json(*next);
+    // Every string is printable ASCII by now; the handler is the last guard
+    // against a throw on invalid UTF-8.
+    std::cout << j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+    return;
+  }
+  std::cout << explain_text(c);
+  if (history) {
+    std::cout << "\nLearned from " << history->answers << (history->answers == 1 ? " answer" : " answers") << ": "
+              << (history->learned ? learned_text(*history->learned)
+                                   : std::string("nothing (no limited answer, or the server announces its quota)"))
+              << "\n";
+  }
+  if (next) std::cout << "\n" << next_send_text(*next);
+}
+
 int run(const Options& o) {
   auto profiles = load_chosen_profiles(o.profile_files, o.profile);
   if (!profiles) return profiles.error();
@@ -256,15 +359,8 @@ int run(const Options& o) {
   const std::string where = o.file.empty() || o.file == "-" ? "<stdin>" : o.file;
   const auto head = parse_response_head(*text);
   if (!head) return reject(where + ":" + std::to_string(head.error().line) + ": " + head.error().message);
-  std::vector<UnitCost> costs;
-  if (!o.cost.empty()) {
-    auto parsed = detail::parse_cost_header(o.cost);
-    if (!parsed) {
-      std::cerr << "abide: --cost: " << parsed.error() << "\n";
-      return kExitUsage;
-    }
-    costs = std::move(*parsed);
-  }
+  auto costs = costs_of(o.cost);
+  if (!costs) return costs.error();
 
   const std::string host = host_of(o.host);
   ObserveOptions options;
@@ -276,159 +372,102 @@ int run(const Options& o) {
   WallTime now = time_or_now(o.now);
   MonoTime mono = system_monotonic_clock().now();
 
-  // The answers go through a pacer of their own, at the times they were
-  // received: what they taught, and what the next request would meet.
-  ReplayMono replay_mono;
-  ReplayWall replay_wall;
-  PacerConfig pc;
-  pc.mono = &replay_mono;
-  pc.wall = &replay_wall;
-  Pacer pacer(pc);
-  const Pacer::Key key = pacer.key("explain");
+  Replay replay;
   std::optional<History> history;
   if (o.history) {
-    // Every head, in order: the last one is the answer explained, received
-    // at its Date unless --now says otherwise.
-    const auto heads = split_heads(*text);
-    std::optional<WallTime> first_date;
-    std::size_t line = 1;
-    history.emplace();
-    for (std::size_t i = 0; i < heads.size(); ++i) {
-      const auto h = parse_response_head(heads[i]);
-      if (!h) return reject(where + ":" + std::to_string(line + h.error().line - 1) + ": " + h.error().message);
-      const std::size_t at_line = line;
-      line += static_cast<std::size_t>(std::count(heads[i].begin(), heads[i].end(), '\n'));
-      if (h->status < 200) continue;  // 100 Continue and the like answer nothing
-      const auto date = h->headers.first("Date");
-      // Two-digit years resolve against `now` (--now, or the clock), not yet replayed.
-      const auto when = parse_http_date(date.value_or(""), now, ParseMode::kRobust);
-      if (!date || !when) {
-        return reject(where + ":" + std::to_string(at_line) +
-                      ": --history needs every answer's Date (when it was received), and this one has " +
-                      (date ? "one that is not an HTTP-date" : "none"));
-      }
-      const WallTime at = when->time;
-      if (!first_date) first_date = at;
-      if (at < *first_date) return reject(where + ":" + std::to_string(at_line) + ": a Date before the first answer's");
-      const bool last = i + 1 == heads.size();
-      replay_wall.t = last && o.now ? *o.now : at;
-      replay_mono.t = MonoTime{std::chrono::hours{1000}} + (replay_wall.t - *first_date);
-      if (!last) pacer.record(key, observe(h->status, h->headers, replay_wall.t, replay_mono.t, options));
-      ++history->answers;
-    }
-    now = replay_wall.t;
-    mono = replay_mono.t;
+    auto replayed = replay_history(o, *text, where, options, now, replay);
+    if (!replayed) return replayed.error();
+    history = std::move(*replayed);
+    now = replay.wall.t;
+    mono = replay.mono.t;
   }
   Signals s = observe(head->status, head->headers, now, mono, options);
-  // A limited answer whose vendor states the wait in the body (Gemini's
-  // retryDelay): read as the engine reads it, so the source is named.
-  if (s.limited) {
-    if (const Profile* profile = detail::selected_profile(options); profile != nullptr && !profile->body_hints.empty()) {
-      const std::string_view body = body_after_last_head(*text);
-      (void)detail::apply_body_hint(profile->body_hints, body.substr(0, detail::kMaxBodyHintBytes), s);
-    }
-  }
-  replay_wall.t = now;
-  replay_mono.t = mono;
-  pacer.record(key, s);
-  if (history) history->learned = pacer.learned(key);
+  read_body_hint(*text, options, s);
+  replay.wall.t = now;
+  replay.mono.t = mono;
+  replay.pacer.record(replay.key, s);
+  if (history) history->learned = replay.pacer.learned(replay.key);
   std::optional<NextSend> next;
-  if (!costs.empty()) next = next_send(pacer, key, std::move(costs), mono, now);
+  if (!costs->empty()) next = next_send(replay.pacer, replay.key, std::move(*costs), mono, now);
 
-  PlannerConfig config;
-  config.backoff = BackoffPolicy(seconds_duration(o.backoff_base_s), seconds_duration(o.backoff_cap_s),
-                                 parse_jitter(o.jitter).value_or(Jitter::kEqual));
-  if (o.max_wait_s) config.max_wait = seconds_duration(*o.max_wait_s);
-  const Planner planner(std::move(config));
-
-  PlanInput input(s);
-  input.method = o.method;
-  input.idempotency_key = o.idempotency_key;
-  input.attempt = o.attempt;
-  input.max_attempts = o.max_attempts;
-  if (o.deadline_s) input.deadline = saturating_add(mono, seconds_duration(*o.deadline_s));
-
+  const Planner planner = planner_of(o);
+  const PlanInput input = plan_input(o, s, mono);
   SeededRandom rng(o.seed ? *o.seed : std::random_device{}());
   const Plan plan = planner.decide(input, rng);
-
-  const ExplainContext c{s, plan, input, planner, head->warnings, host, o.profile};
-  if (o.json) {
-    nlohmann::ordered_json j = plan_json(c);
-    if (history) j["learned"] = learned_json(*history);
-    if (next) j["next"] = next_send_json(*next);
-    // Every string is printable ASCII by now; the handler is the last guard
-    // against a throw on invalid UTF-8.
-    std::cout << j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
-  } else {
-    std::cout << explain_text(c);
-    if (history) {
-      std::cout << "\nLearned from " << history->answers << (history->answers == 1 ? " answer" : " answers") << ": "
-                << (history->learned ? learned_text(*history->learned)
-                                     : std::string("nothing (no limited answer, or the server announces its quota)"))
-                << "\n";
-    }
-    if (next) std::cout << "\n" << next_send_text(*next);
-  }
+  print_explanation(o, ExplainContext{s, plan, input, planner, head->warnings, host, o.profile}, history, next);
   return kExitOk;
 }
 
-const Registration explain_cmd{
-    {"explain"},
-    "Read a response head and explain what to do next: retry when, or why not",
-    [](CLI::App& app) -> Run {
-      auto o = std::make_shared<Options>();
-      auto finite = CLI::Validator(
-          [](std::string& v) -> std::string {
-            try {
-              std::size_t used = 0;
-              const double d = std::stod(v, &used);
-              if (used != v.size() || !std::isfinite(d)) return "not a finite number of seconds: " + v;
-            } catch (const std::exception&) {
-              return "not a number of seconds: " + v;
-            }
-            return {};
-          },
-          "SECONDS");
-      add_time_option(app, "--now", o->now, "Receive time of the response, RFC 3339 UTC (default: now)");
-      app.add_option("--attempt", o->attempt, "Attempts made, this one included (default 1)")
-          ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
-      app.add_option("--max-attempts", o->max_attempts, "Attempts allowed in all (default 5)")
-          ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
-      app.add_option("--deadline", o->deadline_s, "Time left for the task, in seconds from receipt (default: none)")
-          ->check(finite);
-      app.add_option("--method", o->method, "Request method (default GET); POST and PATCH need an idempotency key");
-      app.add_flag("--idempotency-key", o->idempotency_key, "The request carried an Idempotency-Key");
-      app.add_option("--host", o->host,
-                     "Host the response came from (or a URL); selects its vendor profile (exact or domain suffix)");
-      app.add_option("--profile", o->profile, "Vendor profile by name (github, gitlab, ...), or none");
-      // One file per flag: a vector option would take every argument that follows,
-      // the head FILE included.
-      app.add_option("--profile-file", o->profile_files,
-                     "Load a profile from this JSON file first (repeat the flag for more)")
-          ->allow_extra_args(false);
-      app.add_flag("--heuristic", o->heuristic,
-                   "Interpret vendor-style headers from a host without a profile (low confidence; reported, not used)");
-      app.add_flag("--strict", o->strict, "Strict Retry-After: reject fractional delays and date deviations");
-      app.add_option("--backoff-base", o->backoff_base_s, "First local backoff, seconds (default 1)")
-          ->check(finite & CLI::NonNegativeNumber);
-      app.add_option("--backoff-cap", o->backoff_cap_s, "Largest local backoff, seconds (default 60)")
-          ->check(finite & CLI::NonNegativeNumber);
-      app.add_option("--jitter", o->jitter, "Jitter: none, full, equal or decorrelated (default equal)")
-          ->check(CLI::IsMember({"none", "full", "equal", "decorrelated"}));
-      app.add_option("--seed", o->seed, "Seed for the jitter (default: random)");
-      app.add_option("--max-wait", o->max_wait_s, "Longest acceptable server hint, seconds (default: no limit)")
-          ->check(finite & CLI::NonNegativeNumber);
-      app.add_flag("--json", o->json, "Print JSON instead of words");
-      app.add_flag("--history", o->history,
-                   "FILE holds a key's answers in the order received (curl -sD - URL URL ...), each with its "
-                   "Date: say what they teach (\"learned\"), and explain the last");
-      app.add_option("--cost", o->cost,
-                     "What the next request needs of the quotas, as Abide-Cost (tokens=4100, input-tokens=900): "
-                     "say whether the answer's quotas hold it back, and which");
-      app.add_option("file", o->file,
-                     "File holding the response head, and the body after it if any (default: standard input)");
-      return [o] { return run(*o); };
-    }};
+// A number of seconds that is finite (CLI11's own checks take inf and nan).
+CLI::Validator finite_seconds() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        try {
+          std::size_t used = 0;
+          const double d = std::stod(v, &used);
+          if (used != v.size() || !std::isfinite(d)) return "not a finite number of seconds: " + v;
+        } catch (const std::exception&) {
+          return "not a number of seconds: " + v;
+        }
+        return {};
+      },
+      "SECONDS");
+}
+
+// The request and its attempt, and how the head is read (--help's first part).
+void add_request_flags(CLI::App& app, Options& o, const CLI::Validator& finite) {
+  add_time_option(app, "--now", o.now, "Receive time of the response, RFC 3339 UTC (default: now)");
+  app.add_option("--attempt", o.attempt, "Attempts made, this one included (default 1)")
+      ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
+  app.add_option("--max-attempts", o.max_attempts, "Attempts allowed in all (default 5)")
+      ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
+  app.add_option("--deadline", o.deadline_s, "Time left for the task, in seconds from receipt (default: none)")
+      ->check(finite);
+  app.add_option("--method", o.method, "Request method (default GET); POST and PATCH need an idempotency key");
+  app.add_flag("--idempotency-key", o.idempotency_key, "The request carried an Idempotency-Key");
+  app.add_option("--host", o.host,
+                 "Host the response came from (or a URL); selects its vendor profile (exact or domain suffix)");
+  app.add_option("--profile", o.profile, "Vendor profile by name (github, gitlab, ...), or none");
+  // One file per flag: a vector option would take every argument that follows,
+  // the head FILE included.
+  app.add_option("--profile-file", o.profile_files, "Load a profile from this JSON file first (repeat the flag for more)")
+      ->allow_extra_args(false);
+  app.add_flag("--heuristic", o.heuristic,
+               "Interpret vendor-style headers from a host without a profile (low confidence; reported, not used)");
+  app.add_flag("--strict", o.strict, "Strict Retry-After: reject fractional delays and date deviations");
+}
+
+// The planner's settings, and what is said (--help's second part).
+void add_planner_flags(CLI::App& app, Options& o, const CLI::Validator& finite) {
+  app.add_option("--backoff-base", o.backoff_base_s, "First local backoff, seconds (default 1)")
+      ->check(finite & CLI::NonNegativeNumber);
+  app.add_option("--backoff-cap", o.backoff_cap_s, "Largest local backoff, seconds (default 60)")
+      ->check(finite & CLI::NonNegativeNumber);
+  app.add_option("--jitter", o.jitter, "Jitter: none, full, equal or decorrelated (default equal)")
+      ->check(CLI::IsMember({"none", "full", "equal", "decorrelated"}));
+  app.add_option("--seed", o.seed, "Seed for the jitter (default: random)");
+  app.add_option("--max-wait", o.max_wait_s, "Longest acceptable server hint, seconds (default: no limit)")
+      ->check(finite & CLI::NonNegativeNumber);
+  app.add_flag("--json", o.json, "Print JSON instead of words");
+  app.add_flag("--history", o.history,
+               "FILE holds a key's answers in the order received (curl -sD - URL URL ...), each with its "
+               "Date: say what they teach (\"learned\"), and explain the last");
+  app.add_option("--cost", o.cost,
+                 "What the next request needs of the quotas, as Abide-Cost (tokens=4100, input-tokens=900): "
+                 "say whether the answer's quotas hold it back, and which");
+  app.add_option("file", o.file,
+                 "File holding the response head, and the body after it if any (default: standard input)");
+}
+
+const Registration explain_cmd{{"explain"},
+                               "Read a response head and explain what to do next: retry when, or why not",
+                               [](CLI::App& app) -> Run {
+                                 auto o = std::make_shared<Options>();
+                                 const CLI::Validator finite = finite_seconds();
+                                 add_request_flags(app, *o, finite);
+                                 add_planner_flags(app, *o, finite);
+                                 return [o] { return run(*o); };
+                               }};
 
 }  // namespace cmd_explain
 }  // namespace abide::cli

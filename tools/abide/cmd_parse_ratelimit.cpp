@@ -31,17 +31,6 @@ struct Options {
   std::string file;
 };
 
-// "https://api.github.com/x" -> "api.github.com"; a bare host is kept.
-std::string host_of(std::string h) {
-  const auto scheme = h.find("://");
-  if (scheme != std::string::npos) h = h.substr(scheme + 3);
-  const auto slash = h.find_first_of("/?#");
-  if (slash != std::string::npos) h = h.substr(0, slash);
-  const auto at = h.rfind('@');
-  if (at != std::string::npos) h = h.substr(at + 1);
-  return h;
-}
-
 int run(const Options& o) {
   auto profiles = load_chosen_profiles(o.profile_files, o.profile);
   if (!profiles) return profiles.error();

@@ -75,29 +75,34 @@ std::optional<std::string> cacert_problem(const std::string& path) {
   return std::nullopt;
 }
 
-int run_proxy(const ProxyFlags& o) {
-  proxy::ProxyOptions opts;
+// --upstream and every --route, in order; a usage problem when one cannot
+// be read or there is none.
+std::optional<std::string> read_routes(const ProxyFlags& o, std::vector<proxy::Route>& routes) {
   if (!o.upstream.empty()) {
     auto r = proxy::parse_upstream(o.upstream);
-    if (!r) return usage("--upstream: " + r.error().text);
-    opts.routes.push_back(std::move(*r));
+    if (!r) return "--upstream: " + r.error().text;
+    routes.push_back(std::move(*r));
   }
   for (const std::string& spec : o.routes) {
     auto r = proxy::parse_route(spec);
-    if (!r) return usage("--route: " + r.error().text);
-    opts.routes.push_back(std::move(*r));
+    if (!r) return "--route: " + r.error().text;
+    routes.push_back(std::move(*r));
   }
-  if (opts.routes.empty()) return usage("give --upstream URL or --route /PREFIX=URL");
+  if (routes.empty()) return std::string("give --upstream URL or --route /PREFIX=URL");
+  return std::nullopt;
+}
 
-  auto profiles = load_profiles(o.profile_files);
-  if (!profiles) return usage("--profile-file: " + profiles.error().error.what());
-  ProfileRegistry& registry = *profiles;
+// Each route answers in its upstream's dialect, as the client reads it:
+// its own profile=NAME, else --profile, else the profile of its host
+// ("auto": also the one its answers' fields point to). A usage problem when
+// a profile named is not known.
+std::optional<std::string> choose_dialects(const ProxyFlags& o, const ProfileRegistry& registry,
+                                           proxy::ProxyOptions& opts) {
   const bool adopt = o.profile == "auto";
-  if (const auto unknown = unknown_profile(registry, o.profile, true)) return usage("--profile: " + *unknown);
-  // Each route answers in its upstream's dialect, as the client reads it.
+  if (const auto unknown = unknown_profile(registry, o.profile, true)) return "--profile: " + *unknown;
   for (proxy::Route& route : opts.routes) {
     if (const auto unknown = unknown_profile(registry, route.profile)) {
-      return usage((route.prefix.empty() ? std::string("--upstream") : "--route " + route.prefix) + ": " + *unknown);
+      return (route.prefix.empty() ? std::string("--upstream") : "--route " + route.prefix) + ": " + *unknown;
     }
     const std::string& chosen = !route.profile.empty() ? route.profile : adopt ? std::string() : o.profile;
     const Profile* profile = chosen == "none" ? nullptr
@@ -106,14 +111,11 @@ int run_proxy(const ProxyFlags& o) {
     route.dialect = proxy::dialect_of(profile);
   }
   opts.adopt_profiles = adopt;
-  if (!o.cacert.empty()) {
-    if (auto problem = cacert_problem(o.cacert)) return usage("--cacert: " + *problem);
-  }
-  auto spec = parse_store_spec(o.store);
-  if (!spec) return usage(spec.error());
-  spec->fallback = o.store_fallback;
-  spec->fail_closed = o.fail_closed;
+  return std::nullopt;
+}
 
+// How the proxy serves its callers: where it listens, its limits and times.
+void set_serving(const ProxyFlags& o, proxy::ProxyOptions& opts) {
   opts.bind = o.bind;
   opts.port = static_cast<std::uint16_t>(o.port);
   opts.default_budget = seconds_option(o.max_wait_s);
@@ -127,6 +129,10 @@ int run_proxy(const ProxyFlags& o) {
   opts.verbose = o.verbose;
   opts.public_pages = o.public_pages;
   opts.send_timeout = seconds_option(o.send_timeout_s);
+}
+
+// The flags that expose callers' credentials, each said once on stderr.
+void warn_exposure(const ProxyFlags& o) {
   if (!proxy::is_loopback(o.bind)) {
     std::cerr << "abide proxy: warning: " << o.bind
               << " is not a loopback address: the proxy forwards its callers' credentials (Authorization, API "
@@ -137,26 +143,30 @@ int run_proxy(const ProxyFlags& o) {
     std::cerr << "abide proxy: warning: -k: upstreams' TLS certificates are not verified, and callers' credentials "
                  "go to whoever answers\n";
   }
+}
 
-  auto store = open_store(*spec, "abide proxy");
-  if (!store) {
-    std::cerr << "abide proxy: " << store.error() << "\n";
-    return kExitRejected;
-  }
-  // Credentials in pacer keys are hashed under a secret (key_secret.h): this
-  // process's own while the keys stay in it, else one that outlives it.
+// Credentials in pacer keys are hashed under a secret (key_secret.h): this
+// process's own while the keys stay in it, else one that outlives it. False
+// (said on stderr) when there is none to be had.
+bool set_key_secret(const StoreSpec& spec, proxy::ProxyOptions& opts) {
   auto key_secret =
-      resolve_key_secret(spec->redis  ? KeyScope::kFleet
-                         : spec->file ? KeyScope::kMachine
-                                      : KeyScope::kProcess,
+      resolve_key_secret(spec.redis  ? KeyScope::kFleet
+                         : spec.file ? KeyScope::kMachine
+                                     : KeyScope::kProcess,
                          SecretEnvironment::of_process());
   if (!key_secret) {
     std::cerr << "abide proxy: " << key_secret.error().text << "\n";
-    return kExitRejected;
+    return false;
   }
   if (!key_secret->warning.empty()) std::cerr << "abide proxy: warning: " << key_secret->warning << "\n";
   opts.key_secret = std::move(key_secret->secret);
-  ClientConfig& config = opts.client;
+  return true;
+}
+
+// The client that makes the upstream transfers, and its pacer over `store`.
+void configure_client(const ProxyFlags& o, const ProfileRegistry& registry, std::shared_ptr<QuotaStore> store,
+                      ClientConfig& config) {
+  const bool adopt = o.profile == "auto";
   config.max_attempts = o.max_attempts;
   config.profile = adopt ? std::string() : o.profile;  // "": chosen by each upstream's host (or route)
   config.registry = &registry;
@@ -168,11 +178,13 @@ int run_proxy(const ProxyFlags& o) {
   config.receive_buffer_bytes = o.upstream_buffer;
   PacerConfig pacer_config;
   pacer_config.rules.pacing = o.pacing == "burst" ? Pacing::kBurst : Pacing::kSmooth;
-  config.pacer = std::make_shared<Pacer>(pacer_config, std::move(store->store));
+  config.pacer = std::make_shared<Pacer>(pacer_config, std::move(store));
+}
 
-  // Signals first: every thread started from here on inherits the mask, and
-  // this thread takes them with sigwait. A caller that hangs up must not
-  // kill the proxy with SIGPIPE.
+// Signals first: every thread started from here on inherits the mask, and
+// this thread takes them with sigwait. A caller that hangs up must not
+// kill the proxy with SIGPIPE. Returns the signals that stop the proxy.
+sigset_t block_signals() {
   ::signal(SIGPIPE, SIG_IGN);
   sigset_t set;
   sigemptyset(&set);
@@ -181,7 +193,12 @@ int run_proxy(const ProxyFlags& o) {
   ::signal(SIGINT, SIG_DFL);  // an inherited "ignore" would discard them before sigwait
   ::signal(SIGTERM, SIG_DFL);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
 
+// Listens, says where on the first stdout line, and serves until one of
+// `stop` arrives.
+int serve(proxy::ProxyOptions opts, const sigset_t& stop) {
   proxy::ProxyServer server(std::move(opts));
   auto started = server.start();
   if (!started) {
@@ -192,10 +209,38 @@ int run_proxy(const ProxyFlags& o) {
   std::fflush(stdout);
 
   int signo = 0;
-  while (sigwait(&set, &signo) != 0) {
+  while (sigwait(&stop, &signo) != 0) {
   }
   server.stop();
   return kExitOk;
+}
+
+int run_proxy(const ProxyFlags& o) {
+  proxy::ProxyOptions opts;
+  if (auto problem = read_routes(o, opts.routes)) return usage(*problem);
+  auto profiles = load_profiles(o.profile_files);
+  if (!profiles) return usage("--profile-file: " + profiles.error().error.what());
+  const ProfileRegistry& registry = *profiles;
+  if (auto problem = choose_dialects(o, registry, opts)) return usage(*problem);
+  if (!o.cacert.empty()) {
+    if (auto problem = cacert_problem(o.cacert)) return usage("--cacert: " + *problem);
+  }
+  auto spec = parse_store_spec(o.store);
+  if (!spec) return usage(spec.error());
+  spec->fallback = o.store_fallback;
+  spec->fail_closed = o.fail_closed;
+
+  set_serving(o, opts);
+  warn_exposure(o);
+  auto store = open_store(*spec, "abide proxy");
+  if (!store) {
+    std::cerr << "abide proxy: " << store.error() << "\n";
+    return kExitRejected;
+  }
+  if (!set_key_secret(*spec, opts)) return kExitRejected;
+  configure_client(o, registry, std::move(store->store), opts.client);
+  const sigset_t stop = block_signals();
+  return serve(std::move(opts), stop);
 }
 
 constexpr const char* kFooterStart =
@@ -249,96 +294,116 @@ quota is shared per machine only (one warning line on stderr says so).
 constexpr const char* kFooterEnd =
     "Exit status: 0 after a signal, 1 when it cannot listen or cannot use its --store or key secret, 2 usage error.";
 
+// Where requests go, and how their answers are read.
+void add_upstream_flags(CLI::App& app, ProxyFlags& o) {
+  app.add_option("--upstream", o.upstream, "URL[,profile=NAME]: the upstream (http or https) every path goes to; NAME reads its answers");
+  app.add_option("--route", o.routes, "/PREFIX=URL[,profile=NAME]: paths under PREFIX go to URL, PREFIX stripped; NAME reads its answers (repeatable)")
+      ->allow_extra_args(false);
+  app.add_option("--bind", o.bind, "Address to listen on (not loopback: a warning, credentials pass through)")
+      ->capture_default_str();
+  app.add_option("--port", o.port, "Port; 0 picks a free one (the first stdout line says which)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--profile", o.profile,
+                 "Vendor profile for quota headers (default: by upstream host; auto: also by the fields an upstream's answers carry; none: off)");
+  app.add_option("--profile-file", o.profile_files, "Load a profile from this JSON file first (repeatable)")
+      ->allow_extra_args(false);
+}
+
+// Where quota state lives (--store), and what happens when it cannot be used.
+void add_store_flags(CLI::App& app, ProxyFlags& o) {
+  app.add_option("--store", o.store,
+                 std::string("Quota state: file (the default: a restarted proxy remembers), file:PATH, memory") +
+                     (redis_built_in() ? ", or redis://[:PASSWORD@]HOST:PORT[/PREFIX] to share it with other "
+                                         "machines (password also from $ABIDE_REDIS_PASSWORD)"
+                                       : "") +
+                     "; ABIDE_STORE sets the default");
+  app.add_flag("--store-fallback", o.store_fallback,
+               "Start even when the store cannot be used: go on in memory (a Redis store: as during an outage)");
+  if (redis_built_in()) {
+    app.add_flag("--fail-closed", o.fail_closed,
+                 "While Redis is down, hold requests until it is back (up to their wait budget)");
+  }
+}
+
+// How each request is paced, retried and timed.
+void add_request_flags(CLI::App& app, ProxyFlags& o) {
+  app.add_option("--pacing", o.pacing, "Spend known quota smoothly, or in a burst")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"smooth", "burst"}));
+  app.add_option("--max-attempts", o.max_attempts, "Attempts per request, the first included")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000}));
+  app.add_option("--max-wait", o.max_wait_s,
+                 "A caller's budget in seconds for pacing and retries (its Abide-Max-Wait overrides)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 31.0 * 86400));
+  app.add_option("--connect-timeout", o.connect_timeout_s, "Connect timeout in seconds")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1e6));
+  app.add_option("--max-time", o.max_time_s, "Longest time for one attempt's transfer, in seconds (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--read-timeout", o.read_timeout_s,
+                 "An upstream silent this long (under a byte a second) is cut: 504, or 502 ambiguous (0: never)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
+  app.add_option("--send-timeout", o.send_timeout_s,
+                 "A caller that does not take a piece of its answer within this many seconds is dropped")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 86400.0));
+  app.add_flag("-k,--insecure", o.insecure, "Do not verify the upstreams' TLS certificates");
+  app.add_option("--cacert", o.cacert,
+                 "PEM file of the CA certificates that verify https upstreams, instead of the system's");
+}
+
+// How much the proxy takes on at once, and how it stops and reports.
+void add_capacity_flags(CLI::App& app, ProxyFlags& o) {
+  app.add_option("--jobs", o.jobs, "Most concurrent upstream transfers")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
+  app.add_option("--loops", o.loops,
+                 "Event loops (threads) serving callers; 0: one per core (at most --jobs and "
+                 "--max-upstream-connections)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{0}, std::size_t{64}));
+  app.add_option("--max-upstream-connections", o.max_upstream_connections,
+                 "Most connections to each upstream at once (0: no limit); to an HTTP/2 upstream the "
+                 "transfers share their streams")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20));
+  app.add_option("--upstream-buffer-size", o.upstream_buffer,
+                 "Bytes read from an upstream at a time, a buffer each transfer holds: smaller saves "
+                 "memory with many long streams, costs CPU on large bodies")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1024}, std::size_t{512} << 10));
+  app.add_option("--queue", o.queue, "Most callers held beyond --jobs (beyond: 503 with Retry-After)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20));
+  app.add_option("--max-body", o.max_body, "Largest request body in bytes (413 beyond)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 40));
+  app.add_option("--body-memory", o.body_memory,
+                 "Request bodies held in memory at once, over every caller, in bytes (503 beyond)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
+  app.add_option("--grace", o.grace_s, "Seconds that transfers in flight get to finish after SIGTERM")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
+  app.add_flag("-v,--verbose", o.verbose, "One line per attempt, decision and outcome on stderr (redacted)");
+  app.add_flag("--public-pages", o.public_pages,
+               "Serve /__abide/stats and /__abide/metrics to any caller, not only to this machine's");
+}
+
 const Registration proxy_cmd{
     {"proxy"},
     "A local reverse proxy that obeys Retry-After, RateLimit and vendor quotas for any client",
     [](CLI::App& app) -> Run {
       auto o = std::make_shared<ProxyFlags>();
-      app.add_option("--upstream", o->upstream, "URL[,profile=NAME]: the upstream (http or https) every path goes to; NAME reads its answers");
-      app.add_option("--route", o->routes, "/PREFIX=URL[,profile=NAME]: paths under PREFIX go to URL, PREFIX stripped; NAME reads its answers (repeatable)")
-          ->allow_extra_args(false);
-      app.add_option("--bind", o->bind, "Address to listen on (not loopback: a warning, credentials pass through)")
-          ->capture_default_str();
-      app.add_option("--port", o->port, "Port; 0 picks a free one (the first stdout line says which)")
-          ->capture_default_str()
-          ->check(CLI::Range(0, 65535));
-      app.add_option("--profile", o->profile,
-                     "Vendor profile for quota headers (default: by upstream host; auto: also by the fields an upstream's answers carry; none: off)");
-      app.add_option("--profile-file", o->profile_files, "Load a profile from this JSON file first (repeatable)")
-          ->allow_extra_args(false);
-      app.add_option("--store", o->store,
-                     std::string("Quota state: file (the default: a restarted proxy remembers), file:PATH, memory") +
-                         (redis_built_in() ? ", or redis://[:PASSWORD@]HOST:PORT[/PREFIX] to share it with other "
-                                             "machines (password also from $ABIDE_REDIS_PASSWORD)"
-                                           : "") +
-                         "; ABIDE_STORE sets the default");
-      app.add_flag("--store-fallback", o->store_fallback,
-                   "Start even when the store cannot be used: go on in memory (a Redis store: as during an outage)");
-      if (redis_built_in()) {
-        app.add_flag("--fail-closed", o->fail_closed,
-                     "While Redis is down, hold requests until it is back (up to their wait budget)");
-      }
-      app.add_option("--pacing", o->pacing, "Spend known quota smoothly, or in a burst")
-          ->capture_default_str()
-          ->check(CLI::IsMember({"smooth", "burst"}));
-      app.add_option("--max-attempts", o->max_attempts, "Attempts per request, the first included")
-          ->capture_default_str()
-          ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000}));
-      app.add_option("--max-wait", o->max_wait_s,
-                     "A caller's budget in seconds for pacing and retries (its Abide-Max-Wait overrides)")
-          ->capture_default_str()
-          ->check(CLI::Range(0.0, 31.0 * 86400));
-      app.add_option("--connect-timeout", o->connect_timeout_s, "Connect timeout in seconds")
-          ->capture_default_str()
-          ->check(CLI::Range(0.001, 1e6));
-      app.add_option("--max-time", o->max_time_s, "Longest time for one attempt's transfer, in seconds (0: none)")
-          ->capture_default_str()
-          ->check(CLI::Range(0.0, 1e9));
-      app.add_option("--read-timeout", o->read_timeout_s,
-                     "An upstream silent this long (under a byte a second) is cut: 504, or 502 ambiguous (0: never)")
-          ->capture_default_str()
-          ->check(CLI::Range(0.0, 86400.0));
-      app.add_option("--send-timeout", o->send_timeout_s,
-                     "A caller that does not take a piece of its answer within this many seconds is dropped")
-          ->capture_default_str()
-          ->check(CLI::Range(0.001, 86400.0));
-      app.add_flag("-k,--insecure", o->insecure, "Do not verify the upstreams' TLS certificates");
-      app.add_option("--cacert", o->cacert,
-                     "PEM file of the CA certificates that verify https upstreams, instead of the system's");
-      app.add_option("--jobs", o->jobs, "Most concurrent upstream transfers")
-          ->capture_default_str()
-          ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
-      app.add_option("--loops", o->loops,
-                     "Event loops (threads) serving callers; 0: one per core (at most --jobs and "
-                     "--max-upstream-connections)")
-          ->capture_default_str()
-          ->check(CLI::Range(std::size_t{0}, std::size_t{64}));
-      app.add_option("--max-upstream-connections", o->max_upstream_connections,
-                     "Most connections to each upstream at once (0: no limit); to an HTTP/2 upstream the "
-                     "transfers share their streams")
-          ->capture_default_str()
-          ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20));
-      app.add_option("--upstream-buffer-size", o->upstream_buffer,
-                     "Bytes read from an upstream at a time, a buffer each transfer holds: smaller saves "
-                     "memory with many long streams, costs CPU on large bodies")
-          ->capture_default_str()
-          ->check(CLI::Range(std::size_t{1024}, std::size_t{512} << 10));
-      app.add_option("--queue", o->queue, "Most callers held beyond --jobs (beyond: 503 with Retry-After)")
-          ->capture_default_str()
-          ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20));
-      app.add_option("--max-body", o->max_body, "Largest request body in bytes (413 beyond)")
-          ->capture_default_str()
-          ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 40));
-      app.add_option("--body-memory", o->body_memory,
-                     "Request bodies held in memory at once, over every caller, in bytes (503 beyond)")
-          ->capture_default_str()
-          ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
-      app.add_option("--grace", o->grace_s, "Seconds that transfers in flight get to finish after SIGTERM")
-          ->capture_default_str()
-          ->check(CLI::Range(0.0, 86400.0));
-      app.add_flag("-v,--verbose", o->verbose, "One line per attempt, decision and outcome on stderr (redacted)");
-      app.add_flag("--public-pages", o->public_pages,
-                    "Serve /__abide/stats and /__abide/metrics to any caller, not only to this machine's");
+      add_upstream_flags(app, *o);
+      add_store_flags(app, *o);
+      add_request_flags(app, *o);
+      add_capacity_flags(app, *o);
       app.footer(std::string(kFooterStart) + (file_store_built_in() ? kFooterStore : "") +
                  (redis_built_in() ? kFooterRedis : "") + kFooterKeys + kFooterEnd);
       return [o] { return run_proxy(*o); };

@@ -16,6 +16,16 @@
 
 namespace abide::cli {
 
+std::string host_of(std::string h) {
+  const auto scheme = h.find("://");
+  if (scheme != std::string::npos) h = h.substr(scheme + 3);
+  const auto slash = h.find_first_of("/?#");
+  if (slash != std::string::npos) h = h.substr(0, slash);
+  const auto at = h.rfind('@');
+  if (at != std::string::npos) h = h.substr(at + 1);
+  return h;
+}
+
 std::optional<std::size_t> raise_descriptor_limit() {
   rlimit lim{};
   if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return std::nullopt;

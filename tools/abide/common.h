@@ -31,6 +31,10 @@ int reject(std::string_view what);
 // JSON. At most max_bytes are shown.
 std::string safe_text(std::string_view text, std::size_t max_bytes = 4096);
 
+// The host a --host value names: "https://user@api.github.com/x" ->
+// "api.github.com"; a bare host is kept.
+std::string host_of(std::string h);
+
 // Raises RLIMIT_NOFILE's soft limit to the hard one (systemd's default soft
 // limit is 1,024) and returns the descriptors a process may then hold;
 // nullopt when unlimited or unknown.
