@@ -738,6 +738,161 @@ void adopt_matching_policy(QuotaObservation& q, std::vector<QuotaObservation>& p
   }
 }
 
+// The label of an observation of `form`: a profile's, when one reads the fields.
+Label label_of(const RateLimitOptions& options, QuotaSource form) {
+  return options.profile.empty() ? Label{form, {}} : Label{QuotaSource::kVendor, options.profile};
+}
+
+// q is the current quota: a policy of the list with its quota gives it its
+// window (and is dropped), and the others are read in q's form.
+void make_current(QuotaObservation& q, std::vector<QuotaObservation>& unnamed) {
+  adopt_matching_policy(q, unnamed);
+  for (auto& u : unnamed) {
+    u.source = q.source;
+    u.profile = q.profile;
+  }
+}
+
+// RateLimit-Policy. Unnamed (draft-04 to -07) policies wait in `unnamed` for
+// the field that says which is current; named ones are left in `items` for
+// the caller (they come before RateLimit's items). The form read.
+PolicyKind read_policy_field(const FieldValue& policy, const RateLimitOptions& options, PolicyItems& items,
+                             std::vector<QuotaObservation>& unnamed, std::vector<std::string>& warnings) {
+  if (!policy.present()) return PolicyKind::kNone;
+  std::string why;
+  const PolicyKind kind = parse_policy(policy.value(), items, why);
+  if (kind == PolicyKind::kNone) warnings.push_back(ignored(policy.name(), why));
+  if (kind == PolicyKind::kInteger) {
+    commit_policies(items, kind, label_of(options, QuotaSource::kDraft06), unnamed, warnings, policy.name());
+    warn_shared_quota(items, policy.name(), warnings);
+  }
+  return kind;
+}
+
+// RateLimit: a List of named items (draft-08+), merged into the policies
+// from quota[from] on, or a Dictionary (draft-07).
+void read_combined_field(const FieldValue& combined, std::size_t from, const RateLimitOptions& options,
+                         std::vector<QuotaObservation>& quota, std::vector<QuotaObservation>& unnamed,
+                         std::vector<std::string>& warnings) {
+  std::string why_list;
+  RateItems rate_items;
+  if (parse_named_ratelimit(combined.value(), rate_items, why_list)) {
+    merge_named_ratelimit(rate_items,
+                          {label_of(options, QuotaSource::kDraft08), label_of(options, QuotaSource::kDraft12Provisional)},
+                          quota, from, combined.name(), options, warnings);
+    return;
+  }
+  Draft07 d;
+  std::string why_dict;
+  if (!read_draft07(combined.value(), d, why_dict)) {
+    warnings.push_back(ignored(combined.name(), "neither a draft-08 list (" + why_list +
+                                                    ") nor a draft-07 dictionary (" + why_dict + ")"));
+    return;
+  }
+  QuotaObservation q;
+  label_of(options, QuotaSource::kDraft07).apply(q);
+  q.limit = d.limit;
+  q.remaining = d.remaining;
+  if (d.reset) q.reset = delta_reset(*d.reset, combined.name(), "reset", {}, options, q.confidence, warnings);
+  make_current(q, unnamed);
+  quota.push_back(std::move(q));
+}
+
+// The quota policies after the expiring limit (draft-03), read like a policy list.
+std::vector<QuotaObservation> draft03_policies(std::string_view rest) {
+  std::vector<QuotaObservation> listed;
+  sf::Parser p(rest);
+  std::size_t member = 0;
+  while (auto m = p.next_list_member()) {
+    if (++member == 1) {
+      while (p.next_param()) {
+      }
+      continue;
+    }
+    QuotaObservation pq;
+    pq.limit = m->item.number;
+    while (auto param = p.next_param()) {
+      if ((key_is(param->key, "w") || key_is(param->key, "window")) && param->value.number > 0) {
+        pq.window = seconds(param->value.number);
+      } else if (key_is(param->key, "name") && param->value.type == sf::Type::string) {
+        pq.policy = decode_name(param->value);
+      }
+    }
+    listed.push_back(std::move(pq));
+  }
+  return listed;
+}
+
+// RateLimit-Limit into q: true when it was read. A list (draft-03) sets the
+// form, and its policies wait in `unnamed`.
+bool read_limit_field(const FieldValue& limit_f, QuotaObservation& q, QuotaSource& form,
+                      std::vector<QuotaObservation>& unnamed, std::vector<std::string>& warnings) {
+  std::string why;
+  LimitList list;
+  if (!validate_limit(limit_f.value(), list, why)) {
+    warnings.push_back(ignored(limit_f.name(), why));
+    return false;
+  }
+  q.limit = list.limit;
+  if (list.window) q.window = seconds(*list.window);
+  if (list.members > 1) {
+    form = QuotaSource::kDraft03;
+    const std::vector<QuotaObservation> listed = draft03_policies(limit_f.value());
+    unnamed.insert(unnamed.begin(), listed.begin(), listed.end());
+  }
+  return true;
+}
+
+// RateLimit-Reset into q: true when it was read. A date sets the form.
+bool read_reset_field(const FieldValue& reset_f, const RateLimitOptions& options, QuotaObservation& q,
+                      QuotaSource& form, std::vector<std::string>& warnings) {
+  std::string why;
+  if (auto r = integer_item(reset_f.value(), why)) {
+    q.reset = delta_reset(*r, reset_f.name(), {}, {}, options, q.confidence, warnings);
+    return true;
+  }
+  // draft-polli-00 allowed an IMF-fixdate here.
+  auto date = parse_http_date(reset_f.value(), options.received, ParseMode::kStrict);
+  if (!date) {
+    warnings.push_back(ignored(reset_f.name(), why));
+    return false;
+  }
+  form = QuotaSource::kDraftPolli00;
+  Duration d = minus(date->time, options.received);
+  if (options.server_date) d = std::max(d, minus(date->time, *options.server_date));
+  q.reset = std::max(d, Duration::zero());
+  return true;
+}
+
+// RateLimit-Limit / -Remaining / -Reset: one quota, when any of them is read.
+void read_separate_fields(const FieldValue& limit_f, const FieldValue& remaining_f, const FieldValue& reset_f,
+                          const RateLimitOptions& options, std::vector<QuotaObservation>& quota,
+                          std::vector<QuotaObservation>& unnamed, std::vector<std::string>& warnings) {
+  if (!limit_f.present() && !remaining_f.present() && !reset_f.present()) return;
+  QuotaObservation q;
+  QuotaSource form = QuotaSource::kDraft06;
+  bool any = false;
+  if (limit_f.present() && read_limit_field(limit_f, q, form, unnamed, warnings)) any = true;
+  if (remaining_f.present()) {
+    std::string why;
+    if (auto r = integer_item(remaining_f.value(), why)) {
+      q.remaining = *r;
+      any = true;
+    } else {
+      warnings.push_back(ignored(remaining_f.name(), why));
+    }
+  }
+  if (reset_f.present() && read_reset_field(reset_f, options, q, form, warnings)) any = true;
+  if (!any) return;
+  label_of(options, form).apply(q);
+  make_current(q, unnamed);
+  if (q.limit && q.remaining && *q.remaining > *q.limit) {
+    warnings.push_back("RateLimit-Remaining " + std::to_string(*q.remaining) + " exceeds RateLimit-Limit " +
+                       std::to_string(*q.limit));
+  }
+  quota.push_back(std::move(q));
+}
+
 }  // namespace
 
 void read_ratelimit(const HeaderList& headers, std::vector<QuotaObservation>& quota, std::vector<std::string>& warnings,
@@ -752,154 +907,29 @@ void read_ratelimit(const HeaderList& headers, std::vector<QuotaObservation>& qu
 
 void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, std::vector<QuotaObservation>& quota,
                             std::vector<std::string>& warnings, const RateLimitOptions& options) {
-  const std::string_view prefix = options.prefix;
-  auto label = [&](QuotaSource form) {
-    return options.profile.empty() ? Label{form, {}} : Label{QuotaSource::kVendor, options.profile};
-  };
   const std::size_t first = quota.size();
 
   FieldValue fields[kSlots];
   Joined joined;
-  collect(headers, index, prefix, fields, joined);
+  collect(headers, index, options.prefix, fields, joined);
 
-  // RateLimit-Policy.
-  const FieldValue& policy = fields[kSlotPolicy];
-  PolicyKind policy_kind = PolicyKind::kNone;
-  PolicyItems policy_items;
-  if (policy.present()) {
-    std::string why;
-    policy_kind = parse_policy(policy.value(), policy_items, why);
-    if (policy_kind == PolicyKind::kNone) warnings.push_back(ignored(policy.name(), why));
-  }
   // Unnamed (draft-04 to -07) policies wait for the field that says which is current.
   std::vector<QuotaObservation> unnamed;
-  if (policy_kind == PolicyKind::kInteger) {
-    commit_policies(policy_items, policy_kind, label(QuotaSource::kDraft06), unnamed, warnings, policy.name());
-    warn_shared_quota(policy_items, policy.name(), warnings);
-  }
+  PolicyItems policy_items;
+  const FieldValue& policy = fields[kSlotPolicy];
+  const PolicyKind policy_kind = read_policy_field(policy, options, policy_items, unnamed, warnings);
 
-  // RateLimit: a List of named items (draft-08+) or a Dictionary (draft-07).
-  const FieldValue& combined = fields[kSlotRateLimit];
   const std::size_t from = quota.size();
   if (policy_kind == PolicyKind::kNamed) {
-    commit_policies(policy_items, policy_kind, label(QuotaSource::kDraft08), quota, warnings, policy.name());
+    commit_policies(policy_items, policy_kind, label_of(options, QuotaSource::kDraft08), quota, warnings,
+                    policy.name());
   }
-  if (combined.present()) {
-    std::string why_list;
-    RateItems rate_items;
-    if (parse_named_ratelimit(combined.value(), rate_items, why_list)) {
-      merge_named_ratelimit(rate_items, {label(QuotaSource::kDraft08), label(QuotaSource::kDraft12Provisional)}, quota,
-                            from, combined.name(), options, warnings);
-    } else {
-      Draft07 d;
-      std::string why_dict;
-      if (read_draft07(combined.value(), d, why_dict)) {
-        QuotaObservation q;
-        label(QuotaSource::kDraft07).apply(q);
-        q.limit = d.limit;
-        q.remaining = d.remaining;
-        if (d.reset) q.reset = delta_reset(*d.reset, combined.name(), "reset", {}, options, q.confidence, warnings);
-        adopt_matching_policy(q, unnamed);
-        for (auto& u : unnamed) {
-          u.source = q.source;
-          u.profile = q.profile;
-        }
-        quota.push_back(std::move(q));
-      } else {
-        warnings.push_back(ignored(combined.name(), "neither a draft-08 list (" + why_list +
-                                                        ") nor a draft-07 dictionary (" + why_dict + ")"));
-      }
-    }
-  }
+  const FieldValue& combined = fields[kSlotRateLimit];
+  if (combined.present()) read_combined_field(combined, from, options, quota, unnamed, warnings);
 
-  // RateLimit-Limit / -Remaining / -Reset.
   if (!options.skip_separate_fields) {
-    const FieldValue& limit_f = fields[kSlotLimit];
-    const FieldValue& remaining_f = fields[kSlotRemaining];
-    const FieldValue& reset_f = fields[kSlotReset];
-    if (limit_f.present() || remaining_f.present() || reset_f.present()) {
-      QuotaObservation q;
-      QuotaSource form = QuotaSource::kDraft06;
-      LimitList list;
-      bool any = false;
-      if (limit_f.present()) {
-        std::string why;
-        if (validate_limit(limit_f.value(), list, why)) {
-          q.limit = list.limit;
-          if (list.window) q.window = seconds(*list.window);
-          any = true;
-          if (list.members > 1) {
-            form = QuotaSource::kDraft03;
-            // The quota policies after the expiring limit (draft-03), read like a policy list.
-            std::vector<QuotaObservation> listed;
-            std::string_view rest = limit_f.value();
-            sf::Parser p(rest);
-            std::size_t member = 0;
-            while (auto m = p.next_list_member()) {
-              if (++member == 1) {
-                while (p.next_param()) {
-                }
-                continue;
-              }
-              QuotaObservation pq;
-              pq.limit = m->item.number;
-              while (auto param = p.next_param()) {
-                if ((key_is(param->key, "w") || key_is(param->key, "window")) && param->value.number > 0) {
-                  pq.window = seconds(param->value.number);
-                } else if (key_is(param->key, "name") && param->value.type == sf::Type::string) {
-                  pq.policy = decode_name(param->value);
-                }
-              }
-              listed.push_back(std::move(pq));
-            }
-            unnamed.insert(unnamed.begin(), listed.begin(), listed.end());
-          }
-        } else {
-          warnings.push_back(ignored(limit_f.name(), why));
-        }
-      }
-      if (remaining_f.present()) {
-        std::string why;
-        if (auto r = integer_item(remaining_f.value(), why)) {
-          q.remaining = *r;
-          any = true;
-        } else {
-          warnings.push_back(ignored(remaining_f.name(), why));
-        }
-      }
-      if (reset_f.present()) {
-        std::string why;
-        if (auto r = integer_item(reset_f.value(), why)) {
-          any = true;
-          q.reset = delta_reset(*r, reset_f.name(), {}, {}, options, q.confidence, warnings);
-        } else {
-          // draft-polli-00 allowed an IMF-fixdate here.
-          auto date = parse_http_date(reset_f.value(), options.received, ParseMode::kStrict);
-          if (date) {
-            any = true;
-            form = QuotaSource::kDraftPolli00;
-            Duration d = minus(date->time, options.received);
-            if (options.server_date) d = std::max(d, minus(date->time, *options.server_date));
-            q.reset = std::max(d, Duration::zero());
-          } else {
-            warnings.push_back(ignored(reset_f.name(), why));
-          }
-        }
-      }
-      if (any) {
-        label(form).apply(q);
-        adopt_matching_policy(q, unnamed);
-        for (auto& u : unnamed) {
-          u.source = q.source;
-          u.profile = q.profile;
-        }
-        if (q.limit && q.remaining && *q.remaining > *q.limit) {
-          warnings.push_back("RateLimit-Remaining " + std::to_string(*q.remaining) + " exceeds RateLimit-Limit " +
-                             std::to_string(*q.limit));
-        }
-        quota.push_back(std::move(q));
-      }
-    }
+    read_separate_fields(fields[kSlotLimit], fields[kSlotRemaining], fields[kSlotReset], options, quota, unnamed,
+                         warnings);
   }
   // RateLimit-Partition (provisional draft-12): checked, so that a malformed
   // one is reported; it changes nothing else either way.

@@ -52,6 +52,25 @@ bool append(List& list, const std::string& line) {
   return true;
 }
 
+// The request's method, and its body when it has one.
+bool set_method(CURL* e, const engine::Request& request) {
+  bool set = true;
+  auto opt = [&](CURLoption o, auto v) { set = set && curl_easy_setopt(e, o, v) == CURLE_OK; };
+  const std::string& method = request.method;
+  if (method == "GET" && request.body.empty()) {
+    opt(CURLOPT_HTTPGET, 1L);
+  } else if (method == "HEAD") {
+    opt(CURLOPT_NOBODY, 1L);
+  } else {
+    if (!request.body.empty() || method == "POST") {
+      opt(CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+      opt(CURLOPT_POSTFIELDS, request.body.data());
+    }
+    if (method != "POST") opt(CURLOPT_CUSTOMREQUEST, method.c_str());
+  }
+  return set;
+}
+
 }  // namespace
 
 // Each line of each head (1xx heads and trailers too), one call each. The
@@ -132,36 +151,13 @@ int EasyAttempt::on_prereq(void* self, char*, char*, int, int) {
   return CURL_PREREQFUNC_OK;
 }
 
-bool EasyAttempt::start(CURL*& easy, const engine::Request& request, const TransferLimits& limits,
-                        const BodyTarget& body, engine::Machine& machine, const MonotonicClock& mono,
-                        const WallClock& wall, const ParsedUrl* url) {
-  CURL* e = easy;
-  easy_ = e;
-  machine_ = &machine;
-  body_ = &body;
-  mono_ = &mono;
-  wall_ = &wall;
-  max_header_bytes_ = limits.max_header_bytes;
-  head_ = HeadReader(limits.max_header_bytes, /*keep_raw=*/false);
-  headers_.reset();
-  errbuf_[0] = '\0';
-  sent_ = reported_ = wanted_ = ended_ = threw_ = withheld_ = false;
-  pacer_ = nullptr;
-  key_ = nullptr;
-  dropped_ = 0;
-  if (body.keep != nullptr) body.keep->clear();
-  const auto refuse = [&](std::string_view why) {
-    machine.refuse(why);
-    return false;
-  };
-  if (e == nullptr) return refuse("libcurl could not be initialized");
-  if (!valid_token(request.method)) return refuse("invalid method \"" + printable(request.method) + "\"");
-  if (has_ctl(request.url)) return refuse("URL contains a control character");
-
+// The request's header lines as libcurl sends them, in headers_; why the
+// request cannot be sent, or nullopt.
+std::optional<std::string> EasyAttempt::header_list(const engine::Request& request, const TransferLimits& limits) {
   bool ok_list = append(headers_, "Expect:");  // no 100-continue round trip
   for (const Header& h : request.headers.lines()) {
-    if (!valid_token(h.name)) return refuse("invalid header name \"" + printable(h.name) + "\"");
-    if (has_ctl(h.value)) return refuse("header " + h.name + " contains CR, LF or NUL");
+    if (!valid_token(h.name)) return "invalid header name \"" + printable(h.name) + "\"";
+    if (has_ctl(h.value)) return "header " + h.name + " contains CR, LF or NUL";
     // "Name;" is libcurl's way to send an empty value ("Name:" would remove it).
     ok_list = ok_list && append(headers_, h.value.empty() ? h.name + ";" : h.name + ": " + h.value);
   }
@@ -171,17 +167,17 @@ bool EasyAttempt::start(CURL*& easy, const engine::Request& request, const Trans
     if (request.headers.count("Content-Type") == 0) ok_list = ok_list && append(headers_, "Content-Type:");
   }
   if (request.idempotency_key && request.headers.count("Idempotency-Key") == 0) {
-    if (has_ctl(*request.idempotency_key) || request.idempotency_key->empty()) return refuse("invalid idempotency key");
+    if (has_ctl(*request.idempotency_key) || request.idempotency_key->empty()) return std::string("invalid idempotency key");
     ok_list = ok_list && append(headers_, "Idempotency-Key: " + *request.idempotency_key);
   }
-  if (!ok_list) return refuse("out of memory");
+  if (!ok_list) return std::string("out of memory");
+  return std::nullopt;
+}
 
-  curl_easy_reset(e);  // keeps the connection and DNS caches
-  if (limits.receive_buffer_bytes != 0 && !sized_receive_buffer(easy, limits.receive_buffer_bytes)) {
-    return refuse("libcurl could not create a handle");
-  }
-  e = easy;
-  easy_ = e;
+// Every option of the transfer but its method; false when libcurl rejected one
+// (those after it are not set).
+bool EasyAttempt::set_options(CURL* e, const engine::Request& request, const TransferLimits& limits,
+                              const ParsedUrl* url) {
   user_agent_.assign(limits.user_agent);
   proxy_.assign(limits.proxy);
   ca_file_.assign(limits.ca_file);
@@ -233,20 +229,44 @@ bool EasyAttempt::start(CURL*& easy, const engine::Request& request, const Trans
     case HttpVersion::kHttp1_1: opt(CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1)); break;
     case HttpVersion::kHttp2: opt(CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS)); break;
   }
+  return set;
+}
 
-  const std::string& method = request.method;
-  if (method == "GET" && request.body.empty()) {
-    opt(CURLOPT_HTTPGET, 1L);
-  } else if (method == "HEAD") {
-    opt(CURLOPT_NOBODY, 1L);
-  } else {
-    if (!request.body.empty() || method == "POST") {
-      opt(CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
-      opt(CURLOPT_POSTFIELDS, request.body.data());
-    }
-    if (method != "POST") opt(CURLOPT_CUSTOMREQUEST, method.c_str());
+bool EasyAttempt::start(CURL*& easy, const engine::Request& request, const TransferLimits& limits,
+                        const BodyTarget& body, engine::Machine& machine, const MonotonicClock& mono,
+                        const WallClock& wall, const ParsedUrl* url) {
+  CURL* e = easy;
+  easy_ = e;
+  machine_ = &machine;
+  body_ = &body;
+  mono_ = &mono;
+  wall_ = &wall;
+  max_header_bytes_ = limits.max_header_bytes;
+  head_ = HeadReader(limits.max_header_bytes, /*keep_raw=*/false);
+  headers_.reset();
+  errbuf_[0] = '\0';
+  sent_ = reported_ = wanted_ = ended_ = threw_ = withheld_ = false;
+  pacer_ = nullptr;
+  key_ = nullptr;
+  dropped_ = 0;
+  if (body.keep != nullptr) body.keep->clear();
+  const auto refuse = [&](std::string_view why) {
+    machine.refuse(why);
+    return false;
+  };
+  if (e == nullptr) return refuse("libcurl could not be initialized");
+  if (!valid_token(request.method)) return refuse("invalid method \"" + printable(request.method) + "\"");
+  if (has_ctl(request.url)) return refuse("URL contains a control character");
+
+  if (auto why = header_list(request, limits)) return refuse(*why);
+
+  curl_easy_reset(e);  // keeps the connection and DNS caches
+  if (limits.receive_buffer_bytes != 0 && !sized_receive_buffer(easy, limits.receive_buffer_bytes)) {
+    return refuse("libcurl could not create a handle");
   }
-  if (!set) return refuse("libcurl rejected an option");
+  e = easy;
+  easy_ = e;
+  if (!set_options(e, request, limits, url) || !set_method(e, request)) return refuse("libcurl rejected an option");
   return true;
 }
 

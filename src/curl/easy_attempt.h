@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "abide/clock.h"
@@ -62,6 +63,8 @@ class EasyAttempt {
   struct SlistDeleter {
     void operator()(curl_slist* l) const noexcept { curl_slist_free_all(l); }
   };
+  std::optional<std::string> header_list(const engine::Request& request, const TransferLimits& limits);
+  bool set_options(CURL* e, const engine::Request& request, const TransferLimits& limits, const ParsedUrl* url);
   std::size_t header_line(char* data, std::size_t total);
   std::size_t body_bytes(char* data, std::size_t total);
   template <class Fn>
