@@ -235,8 +235,6 @@ bool EasyAttempt::set_options(CURL* e, const engine::Request& request, const Tra
 bool EasyAttempt::start(CURL*& easy, const engine::Request& request, const TransferLimits& limits,
                         const BodyTarget& body, engine::Machine& machine, const MonotonicClock& mono,
                         const WallClock& wall, const ParsedUrl* url) {
-  CURL* e = easy;
-  easy_ = e;
   machine_ = &machine;
   body_ = &body;
   mono_ = &mono;
@@ -254,19 +252,19 @@ bool EasyAttempt::start(CURL*& easy, const engine::Request& request, const Trans
     machine.refuse(why);
     return false;
   };
-  if (e == nullptr) return refuse("libcurl could not be initialized");
+  if (easy == nullptr) return refuse("libcurl could not be initialized");
   if (!valid_token(request.method)) return refuse("invalid method \"" + printable(request.method) + "\"");
   if (has_ctl(request.url)) return refuse("URL contains a control character");
 
   if (auto why = header_list(request, limits)) return refuse(*why);
 
-  curl_easy_reset(e);  // keeps the connection and DNS caches
+  curl_easy_reset(easy);  // keeps the connection and DNS caches
   if (limits.receive_buffer_bytes != 0 && !sized_receive_buffer(easy, limits.receive_buffer_bytes)) {
     return refuse("libcurl could not create a handle");
   }
-  e = easy;
-  easy_ = e;
-  if (!set_options(e, request, limits, url) || !set_method(e, request)) return refuse("libcurl rejected an option");
+  if (!set_options(easy, request, limits, url) || !set_method(easy, request)) {
+    return refuse("libcurl rejected an option");
+  }
   return true;
 }
 

@@ -70,7 +70,6 @@ class EasyAttempt {
   template <class Fn>
   std::size_t guarded(Fn fn) noexcept;
 
-  CURL* easy_ = nullptr;
   engine::Machine* machine_ = nullptr;
   const BodyTarget* body_ = nullptr;
   const MonotonicClock* mono_ = nullptr;
