@@ -356,7 +356,7 @@ int run(const Options& o) {
 
   const auto text = read_input(o.file);
   if (!text) return kExitRejected;
-  const std::string where = o.file.empty() || o.file == "-" ? "<stdin>" : o.file;
+  const std::string where = input_name(o.file);
   const auto head = parse_response_head(*text);
   if (!head) return reject(where + ":" + std::to_string(head.error().line) + ": " + head.error().message);
   auto costs = costs_of(o.cost);

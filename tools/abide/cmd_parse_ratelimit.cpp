@@ -38,10 +38,7 @@ int run(const Options& o) {
   const auto text = read_input(o.file);
   if (!text) return kExitRejected;
   const auto head = parse_response_head(*text);
-  if (!head) {
-    const std::string where = o.file.empty() || o.file == "-" ? "<stdin>" : o.file;
-    return reject(where + ":" + std::to_string(head.error().line) + ": " + head.error().message);
-  }
+  if (!head) return reject(input_name(o.file) + ":" + std::to_string(head.error().line) + ": " + head.error().message);
   const std::string host = host_of(o.host);
   ObserveOptions options;
   options.host = host;

@@ -70,6 +70,8 @@ Result<std::string, ErrorMessage> read_text(const std::string& path) {
   }
 }
 
+std::string input_name(const std::string& path) { return path.empty() || path == "-" ? "<stdin>" : path; }
+
 std::optional<std::string> read_input(const std::string& path) {
   auto text = read_text(path);
   if (!text) {

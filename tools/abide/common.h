@@ -18,6 +18,8 @@ namespace abide::cli {
 [[nodiscard]] Result<std::string, ErrorMessage> read_text(const std::string& path);
 // read_text, printing "abide: <error>" on stderr when it cannot be read.
 std::optional<std::string> read_input(const std::string& path);
+// The name of read_input's `path` in messages: "<stdin>" for "" and "-".
+std::string input_name(const std::string& path);
 
 // Prints "abide: <what>" on stderr and returns kExitRejected.
 int reject(std::string_view what);
