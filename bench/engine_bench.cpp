@@ -62,12 +62,8 @@ abide::engine::Config config() {
 // it back from the outcome, as a transport that reuses its buffers does: what
 // building a fresh one costs is the transport's, measured beside it in
 // BM_ScriptedTransportBuildsHead (BM_EngineDrivenOneAttemptFreshHead is the
-// two together). The caller gives the outcome back once read
-// (engine::recycle), as a caller that reuses its buffers does, so the next
-// request's attempt needs no allocation; BM_EngineDrivenOneAttemptNoRecycle
-// is the same without it.
-// One driven attempt per iteration; Recycle: the outcome is given back.
-template <bool Recycle>
+// two together). The outcome is destroyed once read: its attempts' storage
+// and its two reason sentences are allocations of every request.
 void one_driven_attempt(benchmark::State& state) {
   Engine engine(config());
   abide::engine::Request req;
@@ -86,19 +82,13 @@ void one_driven_attempt(benchmark::State& state) {
     abide::engine::RequestOutcome out = m.take_outcome();
     benchmark::DoNotOptimize(out);
     if (out.response) head = std::move(out.response->headers);
-    if constexpr (Recycle) abide::engine::recycle(std::move(out));
   }
   benchmark::DoNotOptimize(bytes);
   state.SetItemsProcessed(state.iterations());
 }
 
-void BM_EngineDrivenOneAttempt(benchmark::State& state) { one_driven_attempt<true>(state); }
+void BM_EngineDrivenOneAttempt(benchmark::State& state) { one_driven_attempt(state); }
 BENCHMARK(BM_EngineDrivenOneAttempt);
-
-// BM_EngineDrivenOneAttempt with outcomes that are simply destroyed: each
-// request allocates its attempts' storage (one allocation).
-void BM_EngineDrivenOneAttemptNoRecycle(benchmark::State& state) { one_driven_attempt<false>(state); }
-BENCHMARK(BM_EngineDrivenOneAttemptNoRecycle);
 
 // What the scripted transport itself does per attempt when it builds the head
 // afresh (two field lines, as a real transport parses them): not the engine's.
@@ -179,7 +169,7 @@ void BM_EngineDrivenFourAttempts(benchmark::State& state) {
 BENCHMARK(BM_EngineDrivenFourAttempts);
 
 // The same request through the blocking form and a Transport (which reuses
-// its head, and the caller its outcome, as BM_EngineDrivenOneAttempt's do).
+// its head, as BM_EngineDrivenOneAttempt's does).
 class Instant final : public abide::engine::Transport {
  public:
   void perform(const abide::engine::Request&, const Step&, Machine& m, std::stop_token) override {
@@ -198,7 +188,6 @@ void BM_EngineBlockingOneAttempt(benchmark::State& state) {
     abide::engine::RequestOutcome out = engine.run(req, transport);
     benchmark::DoNotOptimize(out);
     if (out.response) transport.head = std::move(out.response->headers);
-    abide::engine::recycle(std::move(out));
   }
   state.SetItemsProcessed(state.iterations());
 }

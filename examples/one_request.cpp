@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   for (const abide::Attempt& a : out.attempts)
     std::printf("attempt %lld: %s\n", static_cast<long long>(a.number), a.reason.c_str());
   std::printf("outcome: %s\n", std::string(abide::to_string(out.kind)).c_str());
-  if (out.done()) std::printf("%s", out.response->body.c_str());
+  if (out.done()) std::printf("%s", out.body.c_str());
   if (out.not_before_wall)  // deferred or deadline_exceeded: when the server permits another try
     std::printf("retry permitted from %s\n", abide::format_rfc3339(*out.not_before_wall).c_str());
   return out.done() ? 0 : 1;

@@ -7,17 +7,16 @@
 #include <charconv>
 #include <cstring>
 #include <initializer_list>
-#include <ostream>
 #include <random>
 #include <utility>
 
 #include "ascii.h"
 #include "concat.h"
 #include "decimal.h"
-#include "field_kind.h"
 #include "body_hint.h"
 #include "llm/cost_estimate.h"
 #include "llm/usage_tap.h"
+#include "engine_impl.h"
 #include "profile_select.h"
 
 namespace abide {
@@ -109,22 +108,7 @@ std::shared_ptr<RandomSource> default_random() {
   return std::make_shared<SeededRandom>(seed);
 }
 
-// The engine's own pacer counts the quotas its planner counts, so both hold
-// the same permitted time.
-PacerConfig own_pacer_config(const engine::Config& c, const MonotonicClock& mono, const WallClock& wall) {
-  PacerConfig p = c.pacer_config;
-  p.use_low_confidence_quota = p.use_low_confidence_quota || c.planner.use_low_confidence_quota;
-  p.mono = &mono;
-  p.wall = &wall;
-  return p;
-}
-
 using detail::cat;
-
-// recycle()'s buffer: the attempts storage of a spent outcome, for this
-// thread's next request (its first attempt takes it instead of allocating).
-constexpr std::size_t kMaxRecycledAttempts = 8;
-thread_local std::vector<engine::Attempt> spare_attempts;
 
 // Transport errors are shown to people and may quote a server.
 constexpr std::size_t kMaxErrorText = 256;
@@ -202,16 +186,6 @@ std::optional<std::string> origin_of(std::string_view url) {
 
 namespace engine {
 
-std::ostream& operator<<(std::ostream& os, const Text& t) { return os << t.view(); }
-
-void recycle(RequestOutcome&& spent) noexcept {
-  std::vector<Attempt>& v = spent.attempts;
-  // A larger buffer than the one kept is worth keeping; a huge one is not.
-  if (v.capacity() <= spare_attempts.capacity() || v.capacity() > kMaxRecycledAttempts) return;
-  v.clear();
-  spare_attempts.swap(v);
-}
-
 std::string_view to_string(OutcomeKind k) noexcept {
   switch (k) {
     case OutcomeKind::kDone: return "done";
@@ -224,25 +198,39 @@ std::string_view to_string(OutcomeKind k) noexcept {
   return "?";
 }
 
-// ---- Engine ----
+}  // namespace engine
 
-Engine::Engine(Config config)
+// ---- the engine's shared state ----
+
+namespace detail {
+
+// The engine's own pacer counts the quotas its planner counts, so both hold
+// the same permitted time.
+std::shared_ptr<Pacer> own_pacer(const engine::Config& c, const MonotonicClock& mono, const WallClock& wall) {
+  PacerConfig p = c.pacer_config;
+  p.use_low_confidence_quota = p.use_low_confidence_quota || c.planner.use_low_confidence_quota;
+  p.mono = &mono;
+  p.wall = &wall;
+  return std::make_shared<Pacer>(p);
+}
+
+EngineImpl::EngineImpl(engine::Config config)
     : config_(std::move(config)),
       mono_(config_.mono != nullptr ? *config_.mono : system_monotonic_clock()),
       wall_(config_.wall != nullptr ? *config_.wall : system_wall_clock()),
       planner_(config_.planner),
-      pacer_(config_.pacer ? config_.pacer : std::make_shared<Pacer>(own_pacer_config(config_, mono_, wall_))),
+      pacer_(config_.pacer ? config_.pacer : own_pacer(config_, mono_, wall_)),
       random_(config_.random ? config_.random : default_random()),
       id_(next_engine_id.fetch_add(1, std::memory_order_relaxed)) {}
 
-ServerClock* Engine::server_clock(std::string_view origin) {
-  std::lock_guard lock(clocks_mu_);
+ServerClock* EngineImpl::server_clock(std::string_view origin) {
+  MutexLock lock(clocks_mu_);
   if (auto it = clocks_.find(origin); it != clocks_.end()) return it->second.get();
   if (clocks_.size() >= kMaxServerClocks) return nullptr;  // beyond it: each answer by its own Date
   return clocks_.emplace(std::string(origin), std::make_unique<ServerClock>()).first->second.get();
 }
 
-const Engine::Origin* Engine::origin(std::string_view url, Origin& scratch) {
+const EngineImpl::Origin* EngineImpl::origin(std::string_view url, Origin& scratch) {
   if (url.empty() || url.size() > 65536) return nullptr;
   LastOrigin& last = last_origin;
   if (last.engine == id_ && starts_with_part(url, *last.part)) {
@@ -255,7 +243,7 @@ const Engine::Origin* Engine::origin(std::string_view url, Origin& scratch) {
   if (!part.empty()) {
     const std::pair<const std::string, Origin>* found = nullptr;
     {
-      std::lock_guard lock(origins_mu_);
+      MutexLock lock(origins_mu_);
       if (auto it = origins_.find(part); it != origins_.end()) found = &*it;
     }
     if (found != nullptr) {
@@ -271,16 +259,30 @@ const Engine::Origin* Engine::origin(std::string_view url, Origin& scratch) {
   scratch.clock = server_clock(parts->origin);
   scratch.host = std::move(parts->host);
   if (part.empty()) return &scratch;
-  std::lock_guard lock(origins_mu_);
+  MutexLock lock(origins_mu_);
   // The cache holds pacer keys: it leaves the pacer at least half of its own bound.
   if (origins_.size() >= std::min(kMaxOrigins, pacer_->config().max_keys / 2)) return &scratch;
-  // Entries are never erased, so the pointer stays good for the engine's life.
   const auto& entry = *origins_.try_emplace(std::string(part), std::move(scratch)).first;
   last.engine = id_;
   last.part = &entry.first;
   last.entry = &entry.second;
   return &entry.second;
 }
+
+}  // namespace detail
+
+namespace engine {
+
+// ---- Engine ----
+
+Engine::Engine(Config config) : impl_(std::make_unique<detail::EngineImpl>(std::move(config))) {}
+Engine::~Engine() = default;
+
+Pacer& Engine::pacer() noexcept { return *impl_->pacer_; }
+const Planner& Engine::planner() const noexcept { return impl_->planner_; }
+const Config& Engine::config() const noexcept { return impl_->config_; }
+const MonotonicClock& Engine::mono() const noexcept { return impl_->mono_; }
+const WallClock& Engine::wall() const noexcept { return impl_->wall_; }
 
 RequestOutcome Engine::run(const Request& request, Transport& transport, BodySink sink, std::stop_token stop,
                            std::size_t index, EventHook hook) {
@@ -300,7 +302,7 @@ RequestOutcome Engine::run(const Request& request, Transport& transport, BodySin
         if (r.state_ == Machine::State::kBody) r.complete();
         break;
       case Step::Kind::kWait:
-        if (step.until > mono_.now() && mono_.sleep_until(step.until, stop) == WaitResult::kCancelled) r.cancel(false);
+        if (step.until > impl_->mono_.now() && impl_->mono_.sleep_until(step.until, stop) == WaitResult::kCancelled) r.cancel(false);
         break;
     }
   }
@@ -309,7 +311,7 @@ RequestOutcome Engine::run(const Request& request, Transport& transport, BodySin
 // ---- Machine ----
 
 Machine::Machine(Engine& engine, const Request& request, BodySink sink, std::size_t index, EventHook hook)
-    : engine_(engine),
+    : engine_(*engine.impl_),
       req_(request),
       sink_(std::move(sink)),
       index_(index),
@@ -347,7 +349,7 @@ void Machine::emit_error(std::string_view error) const {
   emit(e);
 }
 
-Step Machine::finish(OutcomeKind kind, Text reason) {
+Step Machine::finish(OutcomeKind kind, std::string reason) {
   state_ = State::kFinished;
   out_.kind = kind;
   out_.reason = std::move(reason);
@@ -363,7 +365,7 @@ Step Machine::finish(OutcomeKind kind, Text reason) {
   return Step{};
 }
 
-Step Machine::end_here(OutcomeKind kind, Text reason) {
+Step Machine::end_here(OutcomeKind kind, std::string reason) {
   Attempt& a = current();
   a.reason = reason;
   out_.ambiguous = a.sent && !idempotent_request();
@@ -429,8 +431,8 @@ void Machine::abandon_probe() {
 }
 
 Step Machine::start() {
-  Engine::Origin scratch;
-  const Engine::Origin* origin = engine_.origin(req_.url, scratch);
+  detail::EngineImpl::Origin scratch;
+  const detail::EngineImpl::Origin* origin = engine_.origin(req_.url, scratch);
   if (origin == nullptr)
     return finish(OutcomeKind::kNotRetryable, cat({"invalid URL \"", printable(req_.url, 128), "\""}));
   if (!valid_method(req_.method))
@@ -649,9 +651,7 @@ Step Machine::from_permit(const AcquireResult& permit) {
     if (budget_binds_) return finish(OutcomeKind::kDeferred, "the longest acceptable wait ended before the send");
     return finish(OutcomeKind::kDeadlineExceeded, "the deadline passed before the request could be sent");
   }
-  // The attempt is built where it stays, in the outcome (see current()), in
-  // a recycled buffer when the thread has one.
-  if (out_.attempts.capacity() == 0 && spare_attempts.capacity() != 0) out_.attempts.swap(spare_attempts);
+  // The attempt is built where it stays, in the outcome (see current()).
   Attempt& a = out_.attempts.emplace_back();
   a.number = attempt_;
   a.paced = permit.waited;
@@ -723,7 +723,7 @@ bool Machine::decide(const Signals* signals, std::string_view error, bool sent) 
   // Most attempts' sentence is a constant: pointed at, not allocated (twice:
   // the outcome's reason is a copy of the last attempt's).
   if (const std::string_view fixed = Planner::constant_sentence(a.plan); !fixed.empty()) {
-    a.reason = Text::constant(fixed);
+    a.reason.assign(fixed);
   } else if (signals != nullptr) {
     a.reason = engine_.planner_.describe(a.plan, input);
   } else {
@@ -793,7 +793,7 @@ bool Machine::head(int status, HeaderList headers, WallTime received_wall, MonoT
   options.heuristic = engine_.config_.heuristic;
   // The floor is used only with the response's own Date: without a Date line
   // the origin's clock (and its lock) is not consulted.
-  if (server_clock_ != nullptr && detail::HeaderKinds::has(headers, FieldKind::kDate)) {
+  if (server_clock_ != nullptr && headers.first("date")) {
     options.server_time_floor = server_clock_->trusted_floor_at(received_mono);
   }
   Signals signals = observe(status, headers, received_wall, received_mono, options);

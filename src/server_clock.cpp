@@ -3,6 +3,8 @@
 
 #include <chrono>
 
+#include "mutex.h"
+
 namespace abide {
 
 namespace {
@@ -22,13 +24,28 @@ Duration drift_over(MonoTime from, MonoTime to) noexcept {
 }
 }  // namespace
 
-// Saturating throughout: a Date may sit at an end of WallTime's range (year
-// 1413 reads as its earliest instant), and the bounds are that Date minus a
-// monotonic instant.
-Duration ServerClock::low_locked(MonoTime at) const noexcept { return saturating_sub(low_, drift_over(low_at_, at)); }
-Duration ServerClock::high_locked(MonoTime at) const noexcept {
-  return saturating_add(high_, drift_over(high_at_, at));
-}
+struct ServerClock::State {
+  mutable detail::Mutex mu;
+  bool known ABIDE_GUARDED_BY(mu) = false;
+  bool several ABIDE_GUARDED_BY(mu) = false;     // Dates contradicted the bounds: the floor is not used
+  bool reset_once ABIDE_GUARDED_BY(mu) = false;  // the bounds were started afresh once (a clock set)
+  int agreed ABIDE_GUARDED_BY(mu) = 0;           // Dates that agreed with the bounds since they started (capped)
+  Duration low ABIDE_GUARDED_BY(mu){};     // server wall time - monotonic time, at its best lower-bound sample
+  MonoTime low_at ABIDE_GUARDED_BY(mu){};  // when that sample was received
+  Duration high ABIDE_GUARDED_BY(mu){};    // ... exclusive upper bound, at its best sample
+  MonoTime high_at ABIDE_GUARDED_BY(mu){};
+
+  // Saturating throughout: a Date may sit at an end of WallTime's range (year
+  // 1413 reads as its earliest instant), and the bounds are that Date minus a
+  // monotonic instant.
+  Duration low_bound(MonoTime at) const noexcept ABIDE_REQUIRES(mu) { return saturating_sub(low, drift_over(low_at, at)); }
+  Duration high_bound(MonoTime at) const noexcept ABIDE_REQUIRES(mu) {
+    return saturating_add(high, drift_over(high_at, at));
+  }
+};
+
+ServerClock::ServerClock() : state_(std::make_unique<State>()) {}
+ServerClock::~ServerClock() = default;
 
 void ServerClock::learn(std::optional<WallTime> server_date, MonoTime received, std::optional<MonoTime> sent) noexcept {
   if (!server_date) return;
@@ -39,54 +56,58 @@ void ServerClock::learn(std::optional<WallTime> server_date, MonoTime received, 
   const Duration took = sent && *sent < at ? at - *sent : Duration::zero();
   const Duration low = saturating_sub(server_date->time_since_epoch(), at.time_since_epoch());
   const Duration high = saturating_add(saturating_add(low, std::chrono::seconds{1}), took);
-  std::lock_guard lock(mu_);
-  if (known_) {
-    const Duration known_low = low_locked(at);
-    const Duration known_high = high_locked(at);
+  State& s = *state_;
+  detail::MutexLock lock(s.mu);
+  if (s.known) {
+    const Duration known_low = s.low_bound(at);
+    const Duration known_high = s.high_bound(at);
     if (high > known_low && low < known_high) {
       // Consistent with one clock: keep the tighter of each bound.
-      if (agreed_ < kConfirmations) ++agreed_;
+      if (s.agreed < kConfirmations) ++s.agreed;
       if (low > known_low) {
-        low_ = low;
-        low_at_ = at;
+        s.low = low;
+        s.low_at = at;
       }
       if (high < known_high) {
-        high_ = high;
-        high_at_ = at;
+        s.high = high;
+        s.high_at = at;
       }
       return;
     }
     // No single clock reads this: another server answered, or the clock was set.
     const Duration by = high <= known_low ? saturating_sub(known_low, high) : saturating_sub(low, known_high);
-    if (by < kClockSet || reset_once_) {
-      several_ = true;
+    if (by < kClockSet || s.reset_once) {
+      s.several = true;
       return;
     }
-    reset_once_ = true;  // a clock set once: start afresh from this Date
+    s.reset_once = true;  // a clock set once: start afresh from this Date
   }
-  known_ = true;
-  agreed_ = 1;
-  low_ = low;
-  low_at_ = at;
-  high_ = high;
-  high_at_ = at;
+  s.known = true;
+  s.agreed = 1;
+  s.low = low;
+  s.low_at = at;
+  s.high = high;
+  s.high_at = at;
 }
 
 std::optional<WallTime> ServerClock::floor_at(MonoTime at) const noexcept {
-  std::lock_guard lock(mu_);
-  if (!known_ || several_) return std::nullopt;
-  return WallTime{saturating_add(at.time_since_epoch(), low_locked(at))};
+  const State& s = *state_;
+  detail::MutexLock lock(s.mu);
+  if (!s.known || s.several) return std::nullopt;
+  return WallTime{saturating_add(at.time_since_epoch(), s.low_bound(at))};
 }
 
 std::optional<WallTime> ServerClock::trusted_floor_at(MonoTime at) const noexcept {
-  std::lock_guard lock(mu_);
-  if (!known_ || several_ || agreed_ < kConfirmations) return std::nullopt;
-  return WallTime{saturating_add(at.time_since_epoch(), low_locked(at))};
+  const State& s = *state_;
+  detail::MutexLock lock(s.mu);
+  if (!s.known || s.several || s.agreed < kConfirmations) return std::nullopt;
+  return WallTime{saturating_add(at.time_since_epoch(), s.low_bound(at))};
 }
 
 bool ServerClock::several_clocks() const noexcept {
-  std::lock_guard lock(mu_);
-  return several_;
+  const State& s = *state_;
+  detail::MutexLock lock(s.mu);
+  return s.several;
 }
 
 }  // namespace abide

@@ -28,7 +28,7 @@ TEST(Client, GetDoneWithHeadersBodyAndOneAttempt) {
   ASSERT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
   ASSERT_TRUE(out.response);
   EXPECT_EQ(out.response->status, 200);
-  EXPECT_EQ(out.response->body, "hello abide");
+  EXPECT_EQ(out.body, "hello abide");
   EXPECT_EQ(out.response->headers.first("x-test").value_or(""), "yes");
   ASSERT_EQ(out.attempts.size(), 1u);
   EXPECT_EQ(out.attempts[0].status, 200);
@@ -130,7 +130,7 @@ TEST(Client, GetCutMidBodyIsRetried) {
   EXPECT_FALSE(out.attempts[0].error.empty());  // ... the body did not
   EXPECT_TRUE(out.attempts[0].sent);
   EXPECT_EQ(out.attempts[0].plan.decision, Decision::kRetry);
-  EXPECT_EQ(out.response->body.size(), 1000u);
+  EXPECT_EQ(out.body.size(), 1000u);
   EXPECT_EQ(server.seen().size(), 2u);
 }
 
@@ -343,7 +343,7 @@ TEST(Client, BatchSharesConnectionsAndEndsEveryRequest) {
   ASSERT_EQ(outcomes.size(), batch.size());
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     ASSERT_EQ(outcomes[i].kind, OutcomeKind::kDone) << i << ": " << outcomes[i].reason;
-    EXPECT_EQ(outcomes[i].response->body, std::to_string(i));
+    EXPECT_EQ(outcomes[i].body, std::to_string(i));
   }
   EXPECT_EQ(callbacks.load(), batch.size());
   std::set<int> ports;

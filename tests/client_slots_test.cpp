@@ -122,7 +122,7 @@ TEST(Client, MaxTransfersBoundsConcurrentRequests) {
     ASSERT_EQ(futures[i].wait_for(60s), std::future_status::ready) << i;
     const RequestOutcome out = futures[i].get();
     ASSERT_EQ(out.kind, OutcomeKind::kDone) << i << ": " << out.reason;
-    EXPECT_EQ(out.response->body, std::to_string(i));
+    EXPECT_EQ(out.body, std::to_string(i));
   }
   std::lock_guard lock(mu);
   EXPECT_EQ(most_inside, 2);
@@ -158,7 +158,7 @@ TEST(Client, MaxTransfersBoundsABatchToo) {
   const auto outcomes = client.fetch_all(batch, opts);
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     ASSERT_EQ(outcomes[i].kind, OutcomeKind::kDone) << i << ": " << outcomes[i].reason;
-    EXPECT_EQ(outcomes[i].response->body, std::to_string(i));
+    EXPECT_EQ(outcomes[i].body, std::to_string(i));
   }
   std::lock_guard lock(mu);
   EXPECT_EQ(most_inside, 1);

@@ -60,7 +60,7 @@ TEST(ClientStream, EachChunkReachesTheSinkAsItArrives) {
     EXPECT_FALSE(log.body_before_head);
   }
   ASSERT_TRUE(out.response);
-  EXPECT_TRUE(out.response->body.empty());  // the body went to the sink, not into the outcome
+  EXPECT_TRUE(out.body.empty());  // the body went to the sink, not into the outcome
   EXPECT_EQ(out.body_bytes, 22u);
 }
 

@@ -205,7 +205,7 @@ TEST(ClientConfig, DecompressAsksForACodingAndHandsOnTheDecodedBody) {
   r.url = server.url("/z");
   const RequestOutcome out = client.fetch(r);
   ASSERT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
-  EXPECT_EQ(out.response->body, text);
+  EXPECT_EQ(out.body, text);
   EXPECT_EQ(out.response->headers.first("Content-Encoding").value_or(""), "gzip");  // as the server sent it
   EXPECT_EQ(out.body_bytes, text.size());
 
@@ -220,7 +220,7 @@ TEST(ClientConfig, DecompressAsksForACodingAndHandsOnTheDecodedBody) {
   Client plain(fast_config());
   const RequestOutcome raw = plain.fetch(r);
   ASSERT_EQ(raw.kind, OutcomeKind::kDone) << raw.reason;
-  EXPECT_EQ(raw.response->body, gzip_stored(text));
+  EXPECT_EQ(raw.body, gzip_stored(text));
   std::lock_guard lock(mu);
   ASSERT_EQ(accept.size(), 3u);
   EXPECT_NE(accept[0].find("gzip"), std::string::npos) << accept[0];
@@ -241,7 +241,7 @@ TEST(ClientConfig, ProxyGetsTheRequestInAbsoluteForm) {
   r.url = origin.url("/x");
   const RequestOutcome out = client.fetch(r);
   ASSERT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
-  EXPECT_EQ(out.response->body, "via proxy");
+  EXPECT_EQ(out.body, "via proxy");
   const auto got = proxy.received();
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(request_line(got[0]), "GET " + r.url + " HTTP/1.1");
@@ -356,7 +356,7 @@ TEST(ClientHead, AHeadOverMaxHeaderBytesIsOneClearError) {
   ASSERT_EQ(out.attempts.size(), 1u);
   EXPECT_EQ(out.attempts[0].status, 200);
   EXPECT_EQ(server.received().size(), 1u);
-  EXPECT_TRUE(out.response->body.empty());
+  EXPECT_TRUE(out.body.empty());
 
   // A smaller limit is the one that holds.
   ClientConfig small = fast_config();
@@ -372,7 +372,7 @@ TEST(ClientHead, AHeadOverMaxHeaderBytesIsOneClearError) {
   r.url = fine.url("http", "/fine");
   const RequestOutcome ok = client.fetch(r);
   ASSERT_EQ(ok.kind, OutcomeKind::kDone) << ok.reason;
-  EXPECT_EQ(ok.response->body, "ok");
+  EXPECT_EQ(ok.body, "ok");
 }
 
 TEST(ClientHead, AMaxHeaderBytesOverLibcurlsOwnTotalMeetsLibcurlsFirst) {

@@ -88,7 +88,7 @@ TEST(LoopClient, ManyRequestsRunAtOnceOnTheCallingThread) {
   for (std::size_t i = 0; i < kRequests; ++i) {
     const RequestOutcome& out = outcomes.by_id.at(ids[i]);
     ASSERT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
-    EXPECT_EQ(out.response->body, "answer " + std::to_string(i));
+    EXPECT_EQ(out.body, "answer " + std::to_string(i));
   }
   for (const auto& t : outcomes.threads) EXPECT_EQ(t, std::this_thread::get_id());
   EXPECT_GT(concurrency.most(), 1) << "the requests ran one after another";
@@ -365,7 +365,7 @@ TEST(LoopClient, AFinalAnswerStreamsToItsSinkAndARetriedOneDoesNot) {
   EXPECT_EQ(heads, 1);
   EXPECT_EQ(status, 200);
   EXPECT_EQ(body, std::string(100000, 'x'));
-  EXPECT_TRUE(result->response->body.empty());
+  EXPECT_TRUE(result->body.empty());
   EXPECT_EQ(result->body_bytes, 100000u);
 }
 
@@ -615,7 +615,7 @@ TEST(LoopClient, ALoopOfTheCallersDrivesItThroughHooks) {
     client.start(r, [&](RequestOutcome&& out) {
       EXPECT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
       if (out.response) {
-        EXPECT_EQ(out.response->body, "hooked");
+        EXPECT_EQ(out.body, "hooked");
       }
       ++done;
     });

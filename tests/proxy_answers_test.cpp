@@ -187,7 +187,7 @@ TEST(OutcomeAnswer, TheLastUpstreamAnswerKeepsItsStatusAndHints) {
                          {"Content-Length", "40"}, {"Content-Encoding", "gzip"},
                          {"ETag", "\"x\""},        {"RateLimit", "\"q\";r=0;t=9"},
                          {"Connection", "close"},  {"Date", "Tue, 01 Dec 2026 14:03:12 GMT"}};
-  o.response->body = "dropped";
+  o.body = "dropped";
   o.attempts.resize(3);
   o.not_before_wall = kNow + 9s;
   const MadeAnswer a = outcome_answer(o, kNow, dialect_of(nullptr));

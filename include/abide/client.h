@@ -80,30 +80,12 @@ using Attempt = engine::Attempt;
 using OutcomeKind = engine::OutcomeKind;
 using engine::to_string;
 
-// A response as Client returns it: the engine's head, and the body, which
-// Client reads whole (engine::Response carries no body: the engine streams it).
-struct Response : engine::Response {
+// The final outcome of one request: the engine's outcome (its kind, reason,
+// last response head, attempts, waits and permitted time), and the body of
+// that last response as Client read it (empty when it was streamed to a
+// ResponseSink or a caller's write callback, or when no answer came).
+struct RequestOutcome : engine::RequestOutcome {
   std::string body;
-};
-
-// The final outcome of one request: engine::RequestOutcome's fields, with the
-// last response's body (see Response).
-struct RequestOutcome {
-  OutcomeKind kind = OutcomeKind::kCancelled;
-  std::string reason;                // one sentence
-  std::optional<Response> response;  // the last response received (the final one when done)
-  std::uint64_t body_bytes = 0;      // bytes of the final answer's body read (decoded, with decompress)
-  // The earliest permitted time for another attempt, whenever known.
-  std::optional<WallTime> not_before_wall;
-  std::optional<MonoTime> not_before_mono;
-  std::optional<QuotaHeld> held;  // deferred by the pacer: the announced quota that held it, when known
-  // The request may or may not have been applied (a non-idempotent request
-  // whose connection failed, or was cancelled, after it was sent): reconcile.
-  bool ambiguous = false;
-  std::vector<Attempt> attempts;
-  Duration waited{};  // time spent waiting: pacer and retry waits
-
-  bool done() const noexcept { return kind == OutcomeKind::kDone; }
 };
 
 // What the event hook is told: the engine's events. `response` is the head
@@ -125,21 +107,9 @@ enum class HttpVersion : std::uint8_t {
   kHttp2,
 };
 
-// How a Client works.
-struct ClientConfig {
-  PlannerConfig planner;          // statuses, backoff, max wait, idempotency, budget
-  std::int64_t max_attempts = 5;  // per request, the first send included
-  // The shared pacer; nullptr: a new one over a MemoryStore with `pacer_config`
-  // and this config's clocks.
-  std::shared_ptr<Pacer> pacer;
-  PacerConfig pacer_config;
-  // How responses are read (ObserveOptions): a vendor profile by name ("" to
-  // select by host, "none" for none), the registry (nullptr: built-in).
-  std::string profile;
-  const ProfileRegistry* registry = nullptr;
-  bool robust = true;
-  bool heuristic = false;
-  // Transfers.
+// How a Client works: the engine's config (planner, attempts, pacer, how
+// answers are read, clocks, randomness, event hook), and its transfers.
+struct ClientConfig : engine::Config {
   Duration connect_timeout = std::chrono::seconds{10};
   Duration attempt_timeout{};  // one attempt's whole transfer; zero: none (only the deadline)
   // A stalled server: an attempt moving less than a byte a second, either
@@ -204,12 +174,6 @@ struct ClientConfig {
   // Each running transfer holds one: thousands of trickled streams at once
   // want it small; a large body costs more CPU in smaller reads.
   std::size_t receive_buffer_bytes = 0;
-  // Injected time and randomness (nullptr: the system clocks; a SeededRandom
-  // from std::random_device). The random source must be thread-safe.
-  const MonotonicClock* mono = nullptr;
-  const WallClock* wall = nullptr;
-  std::shared_ptr<RandomSource> random;
-  EventHook on_event;
 };
 
 // How a batch runs.
@@ -275,7 +239,7 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // Runs one request to its outcome on the calling thread. The final
-  // answer's body is kept in the outcome (up to max_body_bytes; a longer one
+  // answer's body is kept in the outcome's body (up to max_body_bytes; a longer one
   // ends the request not_retryable). It is the final answer's only once it is
   // all in: a body that breaks off is an attempt that failed (a GET is
   // retried). `index` is the ClientEvent::index of this request's events, so
@@ -285,7 +249,7 @@ class Client {
 
   // Runs one request to its outcome on the calling thread, streaming the
   // final answer to `sink` as it arrives (no max_body_bytes cap; the
-  // outcome's response then has no body, and body_bytes counts the bytes
+  // outcome's body then stays empty, and body_bytes counts the bytes
   // read of it). The engine decides on each answer's head: the body of an
   // answer that will be retried is dropped (a short one read to keep the
   // connection, a long one cut), and neither it nor its head reaches the
@@ -326,7 +290,7 @@ class Client {
   // callbacks' write function (or libcurl's fwrite into write_data), and its
   // head lines to callbacks' header function (libcurl's rules), as they would
   // without abide; the answers that are retried reach neither. With neither
-  // set, the body is kept in outcome.response->body (up to max_body_bytes).
+  // set, the body is kept in outcome.body (up to max_body_bytes).
   // Of the ClientConfig, the transfer settings (connect_timeout,
   // attempt_timeout, read_timeout, user_agent, default_fields, verify_tls,
   // ca_file, proxy, decompress, http_version) are the handle's own business: none is set on it;

@@ -23,15 +23,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <iosfwd>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "abide/backoff.h"
@@ -47,7 +43,8 @@
 namespace abide {
 
 namespace detail {
-class UsageTap;  // src/llm/usage_tap.h
+class UsageTap;     // src/llm/usage_tap.h
+struct EngineImpl;  // src/engine_impl.h: what the requests of one Engine share
 }  // namespace detail
 
 // The parts of an http(s) URL a transport and the pacer need.
@@ -104,74 +101,6 @@ struct Response {
   int http_version = 0;  // as curl numbers it: 10, 11, 20, 30 (HTTP/1.0 ... HTTP/3); 0: not said
 };
 
-// A sentence of the engine: an attempt's or an outcome's reason. Either a
-// constant text (Planner::constant_sentence(), the words of most attempts:
-// no allocation, and a copy copies a pointer) or a string of its own. It is
-// used as the std::string it replaced: it converts to std::string_view and to
-// std::string, compares with either, prints, and offers the reading members
-// of a string (size, empty, find, c_str, ...). Assign a std::string (or text)
-// to change it.
-class Text {
- public:
-  static constexpr std::size_t npos = std::string_view::npos;
-
-  Text() noexcept = default;
-  Text(std::string text) noexcept : own_(std::move(text)) {}  // NOLINT: implicit, as the std::string it replaced
-  Text(const char* text) : own_(text) {}                      // NOLINT: implicit
-  // A text that outlives every copy of this Text (static storage), with a
-  // NUL after it: kept as a pointer, not copied.
-  static Text constant(std::string_view text) noexcept {
-    Text t;
-    t.constant_ = text;
-    return t;
-  }
-
-  std::string_view view() const noexcept { return constant_.data() != nullptr ? constant_ : std::string_view(own_); }
-  operator std::string_view() const noexcept { return view(); }  // NOLINT: implicit by design
-  operator std::string() const { return std::string(view()); }   // NOLINT: implicit by design
-  std::string str() const { return std::string(view()); }
-
-  const char* c_str() const noexcept { return constant_.data() != nullptr ? constant_.data() : own_.c_str(); }
-  const char* data() const noexcept { return c_str(); }
-  std::size_t size() const noexcept { return view().size(); }
-  std::size_t length() const noexcept { return size(); }
-  bool empty() const noexcept { return view().empty(); }
-  char operator[](std::size_t i) const noexcept { return view()[i]; }
-  std::size_t find(std::string_view s, std::size_t pos = 0) const noexcept { return view().find(s, pos); }
-  std::size_t find(char c, std::size_t pos = 0) const noexcept { return view().find(c, pos); }
-  std::size_t rfind(std::string_view s, std::size_t pos = npos) const noexcept { return view().rfind(s, pos); }
-  std::size_t rfind(char c, std::size_t pos = npos) const noexcept { return view().rfind(c, pos); }
-  bool starts_with(std::string_view s) const noexcept { return view().starts_with(s); }
-  bool ends_with(std::string_view s) const noexcept { return view().ends_with(s); }
-  std::string_view substr(std::size_t pos = 0, std::size_t n = npos) const { return view().substr(pos, n); }
-  void clear() noexcept {
-    own_.clear();
-    constant_ = {};
-  }
-
-  friend bool operator==(const Text& a, const Text& b) noexcept { return a.view() == b.view(); }
-  friend bool operator==(const Text& a, std::string_view b) noexcept { return a.view() == b; }
-  friend bool operator==(const Text& a, const std::string& b) noexcept { return a.view() == b; }
-  friend bool operator==(const Text& a, const char* b) noexcept { return a.view() == b; }
-  friend std::string operator+(const Text& a, const Text& b) { return cat(a.view(), b.view()); }
-  friend std::string operator+(const Text& a, std::string_view b) { return cat(a.view(), b); }
-  friend std::string operator+(std::string_view a, const Text& b) { return cat(a, b.view()); }
-  friend std::string operator+(const Text& a, const std::string& b) { return cat(a.view(), b); }
-  friend std::string operator+(const std::string& a, const Text& b) { return cat(a, b.view()); }
-  friend std::string operator+(const Text& a, const char* b) { return cat(a.view(), b); }
-  friend std::string operator+(const char* a, const Text& b) { return cat(a, b.view()); }
-  friend std::ostream& operator<<(std::ostream& os, const Text& t);
-
- private:
-  static std::string cat(std::string_view a, std::string_view b) {
-    std::string s;
-    s.reserve(a.size() + b.size());
-    return s.append(a).append(b);
-  }
-  std::string own_;
-  std::string_view constant_;  // set: the text is this, not own_
-};
-
 // One attempt and the decision taken after it.
 struct Attempt {
   std::int64_t number = 0;  // 1 for the first send
@@ -186,7 +115,7 @@ struct Attempt {
   bool sent = false;  // the request was (at least partly) sent
   bool timed_out = false;  // that error was a time limit of the transfer (attempt or read timeout)
   Plan plan;
-  Text reason;                        // the decision in words
+  std::string reason;                 // the decision in words
   std::vector<std::string> warnings;  // the Signals' warnings and the plan's notes
 };
 
@@ -205,7 +134,7 @@ std::string_view to_string(OutcomeKind k) noexcept;
 // How a request ended.
 struct RequestOutcome {
   OutcomeKind kind = OutcomeKind::kCancelled;
-  Text reason;                              // the last attempt's reason, or why there was none
+  std::string reason;                       // the last attempt's reason, or why there was none
   std::optional<Response> response;         // the last response head (the final one when done)
   std::uint64_t body_bytes = 0;             // bytes of the final answer's body given to the sink
   std::optional<WallTime> not_before_wall;  // the earliest permitted next attempt, when known
@@ -219,12 +148,6 @@ struct RequestOutcome {
 
   bool done() const noexcept { return kind == OutcomeKind::kDone; }
 };
-
-// Gives back an outcome the caller has read: the storage of its attempts is
-// kept (one buffer per thread, for up to 8 attempts) for the next request
-// this thread starts, which then allocates nothing for its attempts.
-// Optional: an outcome simply destroyed costs that one allocation.
-void recycle(RequestOutcome&& spent) noexcept;
 
 // What the event hook is told (the same events as abide::Client's).
 struct Event {
@@ -263,17 +186,23 @@ using BodySink = std::function<bool(std::string_view chunk)>;
 
 // How the engine works. The pacer and the clocks must outlive the engine.
 struct Config {
-  PlannerConfig planner;
-  std::int64_t max_attempts = 5;
-  std::shared_ptr<Pacer> pacer;  // nullptr: a new one over a MemoryStore with these clocks
-  PacerConfig pacer_config;      // for that new pacer
-  std::string profile;           // ObserveOptions: "" by host, "none" for none
+  PlannerConfig planner;          // statuses, backoff, max wait, idempotency, budget
+  std::int64_t max_attempts = 5;  // per request, the first send included
+  // The shared pacer; nullptr: a new one over a MemoryStore with
+  // `pacer_config` and this config's clocks.
+  std::shared_ptr<Pacer> pacer;
+  PacerConfig pacer_config;
+  // How responses are read (ObserveOptions): a vendor profile by name ("" to
+  // select by host, "none" for none), the registry (nullptr: built-in).
+  std::string profile;
   const ProfileRegistry* registry = nullptr;
   bool robust = true;
   bool heuristic = false;
-  const MonotonicClock* mono = nullptr;  // nullptr: the system clocks
+  // Injected time and randomness (nullptr: the system clocks; a SeededRandom
+  // from std::random_device). The random source must be thread-safe.
+  const MonotonicClock* mono = nullptr;
   const WallClock* wall = nullptr;
-  std::shared_ptr<RandomSource> random;  // nullptr: seeded from std::random_device; thread-safe
+  std::shared_ptr<RandomSource> random;
   EventHook on_event;
 };
 
@@ -402,7 +331,7 @@ class Machine {
   void emit(const Event& e) const;
   // Events are built only for a hook (building one reads the clock).
   bool hooked() const noexcept { return static_cast<bool>(*hook_); }
-  Step finish(OutcomeKind kind, Text reason);
+  Step finish(OutcomeKind kind, std::string reason);
   Step wait_step(MonoTime until, Event::WaitKind kind, std::string_view reason);
   void begin_wait(Event::WaitKind kind, MonoTime until);
   void end_wait(Event::WaitKind kind, bool cancelled);
@@ -416,7 +345,7 @@ class Machine {
   Step try_acquire();
   Step from_permit(const AcquireResult& result);
   bool decide(const Signals* signals, std::string_view error, bool sent);
-  Step end_here(OutcomeKind kind, Text reason);
+  Step end_here(OutcomeKind kind, std::string reason);
   void set_not_before(MonoTime mono);
   void abandon_probe();
   bool idempotent_request() const;
@@ -434,7 +363,7 @@ class Machine {
   bool decide_on_held_body(bool whole);
 
   friend class Engine;
-  Engine& engine_;
+  detail::EngineImpl& engine_;
   const Request& req_;
   bool blocking_ = false;  // Engine::run: wait in Pacer::acquire itself, cancelled by stop_
   std::stop_token stop_;
@@ -486,6 +415,7 @@ class Transport {
 class Engine {
  public:
   explicit Engine(Config config = {});
+  ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
@@ -493,45 +423,15 @@ class Engine {
   [[nodiscard]] RequestOutcome run(const Request& request, Transport& transport, BodySink sink = {},
                                    std::stop_token stop = {}, std::size_t index = 0, EventHook hook = {});
 
-  Pacer& pacer() noexcept { return *pacer_; }
-  const Planner& planner() const noexcept { return planner_; }
-  const Config& config() const noexcept { return config_; }
-  const MonotonicClock& mono() const noexcept { return mono_; }
-  const WallClock& wall() const noexcept { return wall_; }
+  Pacer& pacer() noexcept;
+  const Planner& planner() const noexcept;
+  const Config& config() const noexcept;
+  const MonotonicClock& mono() const noexcept;
+  const WallClock& wall() const noexcept;
 
  private:
   friend class Machine;
-  ServerClock* server_clock(std::string_view origin);
-
-  // What a request's start needs of its URL's origin. Cached by the URL's
-  // scheme and authority as written, so a request to a known origin skips
-  // parsing and the key and clock lookups.
-  struct Origin {
-    Pacer::Key key;  // the pacer key of the origin
-    ServerClock* clock = nullptr;
-    std::string host;
-  };
-  struct TransparentHash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-  };
-  // The origin of `url`: the cached entry, or `scratch` filled in (beyond the
-  // cache's bound); nullptr when it is not an http(s) URL.
-  const Origin* origin(std::string_view url, Origin& scratch);
-
-  Config config_;
-  const MonotonicClock& mono_;
-  const WallClock& wall_;
-  Planner planner_;
-  std::shared_ptr<Pacer> pacer_;
-  std::shared_ptr<RandomSource> random_;
-  static constexpr std::size_t kMaxServerClocks = 4096;
-  std::mutex clocks_mu_;
-  std::map<std::string, std::unique_ptr<ServerClock>, std::less<>> clocks_;
-  std::uint64_t id_;  // unique per engine in the process (a thread's last origin names it)
-  static constexpr std::size_t kMaxOrigins = 4096;
-  std::mutex origins_mu_;
-  std::unordered_map<std::string, Origin, TransparentHash, std::equal_to<>> origins_;  // never erased
+  std::unique_ptr<detail::EngineImpl> impl_;
 };
 
 }  // namespace engine

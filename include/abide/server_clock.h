@@ -5,7 +5,7 @@
 // It sits below signals.h: it includes nothing of abide but clock.h.
 #pragma once
 
-#include <mutex>
+#include <memory>
 #include <optional>
 
 #include "abide/clock.h"
@@ -38,6 +38,11 @@ namespace abide {
 // of its answers with a probability of about its difference. Thread-safe.
 class ServerClock {
  public:
+  ServerClock();
+  ~ServerClock();
+  ServerClock(const ServerClock&) = delete;
+  ServerClock& operator=(const ServerClock&) = delete;
+
   // Learns from one response: its Date and its monotonic receive time; a
   // response without Date teaches nothing. `sent`: when its request was sent,
   // if known; the Date was written between the two, so without it a slow
@@ -65,17 +70,8 @@ class ServerClock {
   bool several_clocks() const noexcept;
 
  private:
-  mutable std::mutex mu_;
-  bool known_ = false;
-  bool several_ = false;     // Dates contradicted the bounds: the floor is not used
-  bool reset_once_ = false;  // the bounds were started afresh once (a clock set)
-  int agreed_ = 0;           // Dates that agreed with the bounds since they started (capped)
-  Duration low_{};           // server wall time - monotonic time, at its best lower-bound sample
-  MonoTime low_at_{};        // when that sample was received
-  Duration high_{};          // ... exclusive upper bound, at its best sample
-  MonoTime high_at_{};
-  Duration low_locked(MonoTime at) const noexcept;
-  Duration high_locked(MonoTime at) const noexcept;
+  struct State;  // the bounds learned, and the mutex that guards them (src/server_clock.cpp)
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace abide

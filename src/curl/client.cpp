@@ -90,7 +90,7 @@ struct Client::Impl {
       : config(std::move(c)),
         mono(config.mono != nullptr ? *config.mono : system_monotonic_clock()),
         wall(config.wall != nullptr ? *config.wall : system_wall_clock()),
-        engine(curl_detail::engine_config(config, mono, wall)),
+        engine(static_cast<const engine::Config&>(config)),
         slots(config.max_transfers) {
     curl_detail::global_init();
   }

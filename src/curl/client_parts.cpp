@@ -2,46 +2,14 @@
 #include "client_parts.h"
 
 #include <algorithm>
-#include <random>
 #include <utility>
 
+#include "engine_impl.h"
+
 namespace abide::curl_detail {
-namespace {
-
-std::shared_ptr<RandomSource> default_random() {
-  std::random_device rd;
-  const std::uint64_t seed = (std::uint64_t{rd()} << 32) ^ std::uint64_t{rd()};
-  return std::make_shared<SeededRandom>(seed);
-}
-
-// The client's own pacer counts the quotas its planner counts, so that both
-// hold the same permitted time (permitted_wait()).
-PacerConfig own_pacer_config(const ClientConfig& c) {
-  PacerConfig p = c.pacer_config;
-  p.use_low_confidence_quota = p.use_low_confidence_quota || c.planner.use_low_confidence_quota;
-  return p;
-}
-
-}  // namespace
 
 std::shared_ptr<Pacer> pacer_for(const ClientConfig& c, const MonotonicClock& mono, const WallClock& wall) {
-  return c.pacer ? c.pacer : std::make_shared<Pacer>(own_pacer_config(c), nullptr, mono, wall);
-}
-
-engine::Config engine_config(const ClientConfig& c, const MonotonicClock& mono, const WallClock& wall) {
-  engine::Config e;
-  e.planner = c.planner;
-  e.max_attempts = c.max_attempts;
-  e.pacer = pacer_for(c, mono, wall);
-  e.profile = c.profile;
-  e.registry = c.registry;
-  e.robust = c.robust;
-  e.heuristic = c.heuristic;
-  e.mono = c.mono;
-  e.wall = c.wall;
-  e.random = c.random ? c.random : default_random();
-  e.on_event = c.on_event;  // the client's events are the engine's
-  return e;
+  return c.pacer ? c.pacer : detail::own_pacer(c, mono, wall);
 }
 
 TransferLimits limits_for(const ClientConfig& config, const engine::Step& step, const MonotonicClock& mono) {
@@ -67,20 +35,8 @@ TransferLimits limits_for(const ClientConfig& config, const engine::Step& step, 
 
 RequestOutcome with_body(engine::RequestOutcome&& e, std::string body) {
   RequestOutcome out;
-  out.kind = e.kind;
-  out.reason = std::move(e.reason);
-  if (e.response) {
-    out.response.emplace();
-    static_cast<engine::Response&>(*out.response) = std::move(*e.response);
-    out.response->body = std::move(body);
-  }
-  out.body_bytes = e.body_bytes;
-  out.not_before_wall = e.not_before_wall;
-  out.not_before_mono = e.not_before_mono;
-  out.held = e.held;
-  out.ambiguous = e.ambiguous;
-  out.attempts = std::move(e.attempts);
-  out.waited = e.waited;
+  static_cast<engine::RequestOutcome&>(out) = std::move(e);
+  out.body = std::move(body);
   return out;
 }
 

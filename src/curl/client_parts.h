@@ -1,5 +1,5 @@
 // What abide::Client and abide::LoopClient share (private to abide::curl):
-// the engine built from a ClientConfig, one attempt's transfer limits, the
+// a shared pacer built from a ClientConfig, one attempt's transfer limits, the
 // engine's outcome with the body read, and the final answer's way to a
 // ResponseSink.
 #pragma once
@@ -14,13 +14,9 @@
 
 namespace abide::curl_detail {
 
-// The engine's config for a client with `config`: its own pacer (over a
-// MemoryStore, counting what its planner counts) unless the config shares
-// one, and its random source, seeded from std::random_device unless given.
-engine::Config engine_config(const ClientConfig& config, const MonotonicClock& mono, const WallClock& wall);
-
-// The config's shared pacer, or a new one as engine_config makes it: for a
-// program that runs several clients (LoopClients on several loops) on one.
+// The config's shared pacer, or a new one as the engine makes its own (over a
+// MemoryStore, counting what its planner counts): for a program that runs
+// several clients (LoopClients on several loops) on one.
 std::shared_ptr<Pacer> pacer_for(const ClientConfig& config, const MonotonicClock& mono, const WallClock& wall);
 
 // What one attempt's transfer may do: the config's limits, its timeout cut

@@ -102,7 +102,7 @@ struct LoopClient::Impl {
       : config(std::move(c)),
         mono(config.mono != nullptr ? *config.mono : system_monotonic_clock()),
         wall(config.wall != nullptr ? *config.wall : system_wall_clock()),
-        engine(curl_detail::engine_config(config, mono, wall)),
+        engine(static_cast<const engine::Config&>(config)),
         hooks(std::move(h)),
         hooked(static_cast<bool>(hooks.watch) && static_cast<bool>(hooks.timer)) {
     curl_detail::global_init();

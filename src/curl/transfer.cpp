@@ -248,7 +248,7 @@ std::optional<std::string_view> lasting_error(CURLcode code, std::string_view de
 TransferSlots::Result TransferSlots::acquire(std::stop_token stop,
                                              std::optional<std::chrono::steady_clock::time_point> until) {
   if (limit_ == 0) return Result::kAcquired;
-  std::unique_lock lock(mu_);
+  detail::UniqueLock lock(mu_);
   if (queue_.empty() && active_ < limit_) {
     ++active_;
     return Result::kAcquired;
@@ -257,8 +257,8 @@ TransferSlots::Result TransferSlots::acquire(std::stop_token stop,
   Waiter w;
   const auto place = queue_.insert(queue_.end(), &w);
   const auto granted = [&w] { return w.granted; };
-  if (until) w.cv.wait_until(lock, stop, *until, granted);
-  else w.cv.wait(lock, stop, granted);
+  if (until) w.cv.wait_until(lock.native(), stop, *until, granted);
+  else w.cv.wait(lock.native(), stop, granted);
   if (w.granted) {
     if (!stop.stop_requested()) return Result::kAcquired;
     // Handed over just as the stop came: the next in line has it instead.
@@ -272,7 +272,7 @@ TransferSlots::Result TransferSlots::acquire(std::stop_token stop,
 
 void TransferSlots::release() noexcept {
   if (limit_ == 0) return;
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   if (!queue_.empty()) {
     // The slot passes straight on (active_ stays): nobody can take it between.
     // Notified under the lock, so the waiter (and its cv) outlives the call.
@@ -318,12 +318,12 @@ bool take_slot(TransferSlots& slots, const engine::Request& request, engine::Mac
 }
 
 std::size_t TransferSlots::active() const {
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   return active_;
 }
 
 std::size_t TransferSlots::waiting() const {
-  std::lock_guard lock(mu_);
+  detail::MutexLock lock(mu_);
   return queue_.size();
 }
 

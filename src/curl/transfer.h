@@ -11,7 +11,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <list>
-#include <mutex>
 #include <optional>
 #include <stop_token>
 #include <string>
@@ -21,6 +20,7 @@
 #include "abide/clock.h"
 #include "abide/engine.h"
 #include "abide/headers.h"
+#include "mutex.h"
 
 namespace abide::curl_detail {
 
@@ -159,13 +159,13 @@ class TransferSlots {
  private:
   // One waiting transfer, on its own thread's stack; queued while it waits.
   struct Waiter {
-    std::condition_variable_any cv;
-    bool granted = false;
+    std::condition_variable_any cv;  // waits with the stop token, on mu_
+    bool granted = false;        // under mu_
   };
   const std::size_t limit_;
-  mutable std::mutex mu_;
-  std::size_t active_ = 0;
-  std::list<Waiter*> queue_;  // in arrival order
+  mutable detail::Mutex mu_;
+  std::size_t active_ ABIDE_GUARDED_BY(mu_) = 0;
+  std::list<Waiter*> queue_ ABIDE_GUARDED_BY(mu_);  // in arrival order
 };
 
 // Takes a slot of `slots` (unless it has no limit) for an attempt the engine

@@ -492,12 +492,17 @@ bool BodyOutput::copy_waiting() {
 
 bool BodyOutput::close() {
   bool ok = copy_waiting();
+  bool dump_failed = false;
+  {
+    detail::MutexLock lock(dump_);
+    dump_failed = dump_failed_;
+  }
   if (dump_file_ != nullptr) {
     const bool closed = std::fclose(dump_file_) == 0;
-    if (!closed && !dump_failed_) note_failure(nullptr, "-D file " + dump_path_);
-    ok = closed && !dump_failed_;
+    if (!closed && !dump_failed) note_failure(nullptr, "-D file " + dump_path_);
+    ok = closed && !dump_failed;
     dump_file_ = nullptr;
-  } else if (dump_failed_) {
+  } else if (dump_failed) {
     ok = false;
   }
   if (!owned_) {

@@ -158,7 +158,7 @@ class BodyOutput {
   std::FILE* dump_file_ = nullptr;  // -D FILE
   bool dump_stdout_ = false;        // -D -
   bool stdout_terminal_ = false;    // stdout is a terminal: heads written there are escaped
-  bool dump_failed_ = false;
+  bool dump_failed_ ABIDE_GUARDED_BY(dump_) = false;  // a write to the -D file failed
   std::string dump_path_;
   mutable detail::Mutex error_mu_;
   std::string first_error_ ABIDE_GUARDED_BY(error_mu_);

@@ -163,7 +163,7 @@ class Batch {
   // The request a followed redirect makes, or nullopt when it ends here (the
   // outcome then says why).
   std::optional<Request> next_hop(Flight& f) {
-    const Response& answer = *f.total.response;
+    const engine::Response& answer = *f.total.response;
     if (f.followed >= c_.options.max_redirs) {
       f.total.kind = OutcomeKind::kNotRetryable;
       f.total.reason = "Maximum (" + std::to_string(c_.options.max_redirs) + ") redirects followed";
