@@ -6,7 +6,7 @@
 #include <memory>
 #include <mutex>
 
-#include "support/redis_store_server.h"
+#include "servers/redis_server.h"
 
 namespace abide_bench {
 

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "servers/redis_server.h"
 #include "support/fetch_cli.h"
-#include "support/redis_store_server.h"
 #include "support/run.h"
 
 namespace abide::test {

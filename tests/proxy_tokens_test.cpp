@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "servers/redis_server.h"
 #include "support/proxy_processes.h"
-#include "support/redis_store_server.h"
 #include "support/sanitizers.h"
 
 #ifdef ABIDE_CLI_PATH

@@ -22,7 +22,7 @@
 #include "abide/quota_store.h"
 #if ABIDE_TEST_WITH_REDIS
 #include "abide/redis_store.h"
-#include "support/redis_store_server.h"
+#include "servers/redis_server.h"
 #endif
 #if ABIDE_TEST_WITH_SQLITE
 #include "abide/sqlite_store.h"

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "support/run.h"
+#include "servers/exec_argv.h"
 
 namespace abide::test {
 

@@ -30,9 +30,9 @@
 #include "fetch/fetch_jobs.h"
 #include "fetch/fetch_progress.h"
 #include "fetch/shown_url.h"
+#include "servers/redis_server.h"
 #include "support/fetch_cli.h"
 #include "support/process.h"
-#include "support/redis_store_server.h"
 #include "support/run.h"
 #include "support/sanitizers.h"
 

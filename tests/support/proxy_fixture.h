@@ -25,10 +25,10 @@
 #include <thread>
 #include <vector>
 
+#include "servers/redis_server.h"
 #include "support/concurrency.h"
 #include "support/process.h"
 #include "support/proxy_processes.h"
-#include "support/redis_store_server.h"
 #include "support/run.h"
 
 namespace abide::test {

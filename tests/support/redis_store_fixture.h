@@ -26,7 +26,7 @@
 #include "abide/pacer.h"
 #include "abide/testing/manual_clock.h"
 #include "redis/pacer_script.h"
-#include "support/redis_store_server.h"
+#include "servers/redis_server.h"
 
 namespace abide::test {
 

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "servers/exec_argv.h"
+
 namespace abide::test {
 
 // The full path of an executable found on PATH, or "" when there is none.
@@ -28,19 +30,6 @@ inline std::string program_on_path(const std::string& name) {
     if (::access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return {};
-}
-
-// argv as execv takes it, made before fork(): a child of a threaded process
-// (a test with its server on a thread) may do nothing but async-signal-safe
-// calls until it execs, and allocating is not one (another thread may hold
-// the allocator's lock at the fork, and the child would wait for it forever).
-// Valid while `args` lives.
-inline std::vector<char*> exec_argv(const std::vector<std::string>& args) {
-  std::vector<char*> out;
-  out.reserve(args.size() + 1);
-  for (const auto& a : args) out.push_back(const_cast<char*>(a.c_str()));
-  out.push_back(nullptr);
-  return out;
 }
 
 struct RunResult {
