@@ -2,14 +2,12 @@
 #include "abide/headers.h"
 
 #include <algorithm>
-#include <bit>
-#include <cstdint>
-#include <cstring>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "ascii.h"
 #include "decimal.h"
-#include "field_kind.h"
 
 namespace abide {
 
@@ -90,55 +88,6 @@ bool parse_status_line(std::string_view line, int& status, std::string& reason) 
 
 }  // namespace
 
-namespace {
-
-// name[i, i + word.size()) equals the lower-case word ignoring case (word:
-// letters and '-'; for those, c | 0x20 folds case and matches nothing else a
-// field name may hold).
-bool folded_at(std::string_view name, std::size_t i, std::string_view word) noexcept {
-  if (i + word.size() > name.size()) return false;
-  for (std::size_t k = 0; k < word.size(); ++k) {
-    if ((name[i + k] | 0x20) != word[k]) return false;
-  }
-  return true;
-}
-
-// Is there "ratelimit" or "rate-limit" in the name? Looks for 'l' eight bytes
-// at a time and checks the words around each one.
-bool has_ratelimit(std::string_view name) noexcept {
-  auto around = [&](std::size_t i) {
-    return folded_at(name, i, "limit") &&
-           ((i >= 4 && folded_at(name, i - 4, "rate")) || (i >= 5 && folded_at(name, i - 5, "rate-")));
-  };
-  const std::size_t n = name.size();
-  if constexpr (std::endian::native != std::endian::little) {
-    for (std::size_t i = 0; i < n; ++i) {
-      if ((name[i] | 0x20) == 'l' && around(i)) return true;
-    }
-    return false;
-  }
-  if (n < 9) return false;
-  constexpr std::uint64_t kOnes = 0x0101010101010101u;
-  constexpr std::uint64_t kHigh = 0x8080808080808080u;
-  constexpr std::uint64_t kFold = 0x2020202020202020u;
-  constexpr std::uint64_t kL = 0x6C6C6C6C6C6C6C6Cu;  // 'l'
-  for (std::size_t base = 0;; base += 8) {
-    if (base + 8 > n) base = n - 8;  // the last word overlaps the one before
-    std::uint64_t v;
-    std::memcpy(&v, name.data() + base, 8);
-    const std::uint64_t x = (v | kFold) ^ kL;
-    std::uint64_t hit = (x - kOnes) & ~x & kHigh;  // may over-report after a real hit: each is checked
-    while (hit != 0) {
-      const std::size_t i = base + static_cast<std::size_t>(std::countr_zero(hit)) / 8;
-      hit &= hit - 1;
-      if (around(i)) return true;
-    }
-    if (base + 8 == n) return false;
-  }
-}
-
-}  // namespace
-
 std::string printable(std::string_view bytes, std::size_t max_bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
   const std::string_view shown = bytes.substr(0, max_bytes);
@@ -160,65 +109,14 @@ std::string printable(std::string_view bytes, std::size_t max_bytes) {
   return out;
 }
 
-FieldKind classify_field(std::string_view name) noexcept {
-  switch (name.size()) {
-    case 4: return ascii::iequals(name, "date") ? FieldKind::kDate : FieldKind::kOther;
-    case 9:
-      if (ascii::iequals(name, "ratelimit")) return FieldKind::kRateLimit;
-      break;
-    case 11:
-      if (ascii::iequals(name, "retry-after")) return FieldKind::kRetryAfter;
-      break;
-    case 14:
-      if (ascii::iequals(name, "retry-after-ms")) return FieldKind::kVendorQuota;
-      break;
-    case 15:
-      if (ascii::iequals(name, "ratelimit-limit")) return FieldKind::kRateLimitLimit;
-      if (ascii::iequals(name, "ratelimit-reset")) return FieldKind::kRateLimitReset;
-      break;
-    case 16:
-      if (ascii::iequals(name, "ratelimit-policy")) return FieldKind::kRateLimitPolicy;
-      break;
-    case 17:
-      if (ascii::iequals(name, "sforce-limit-info")) return FieldKind::kVendorQuota;
-      break;
-    case 19:
-      if (ascii::iequals(name, "ratelimit-remaining")) return FieldKind::kRateLimitRemaining;
-      if (ascii::iequals(name, "ratelimit-partition")) return FieldKind::kRateLimitPartition;
-      if (ascii::iequals(name, "x-ms-retry-after-ms")) return FieldKind::kVendorQuota;
-      break;
-    case 29:
-      if (ascii::iequals(name, "x-shopify-shop-api-call-limit")) return FieldKind::kVendorQuota;
-      break;
-    default: break;
-  }
-  return has_ratelimit(name) ? FieldKind::kVendorQuota : FieldKind::kOther;
-}
+HeaderList::HeaderList(std::initializer_list<Header> init) : lines_(init) {}
 
-void HeaderList::tag(std::string_view name) {
-  const FieldKind k = classify_field(name);
-  kinds_.push_back(static_cast<std::uint8_t>(k));
-  kind_mask_ |= 1u << static_cast<unsigned>(k);
-}
+HeaderList::HeaderList(std::vector<Header> lines) : lines_(std::move(lines)) {}
 
-HeaderList::HeaderList(std::initializer_list<Header> init) : lines_(init) {
-  kinds_.reserve(lines_.size());
-  for (const auto& h : lines_) tag(h.name);
-}
-
-HeaderList::HeaderList(std::vector<Header> lines) : lines_(std::move(lines)) {
-  kinds_.reserve(lines_.size());
-  for (const auto& h : lines_) tag(h.name);
-}
-
-void HeaderList::reserve(std::size_t n) {
-  lines_.reserve(n);
-  kinds_.reserve(n);
-}
+void HeaderList::reserve(std::size_t n) { lines_.reserve(n); }
 
 void HeaderList::add(std::string_view name, std::string_view value) {
   lines_.push_back(Header{std::string(name), clean_value(trim_ows(value))});
-  tag(name);
 }
 
 std::optional<std::string_view> HeaderList::first(std::string_view name) const noexcept {
@@ -255,114 +153,158 @@ std::size_t HeaderList::count(std::string_view name) const noexcept {
       std::count_if(lines_.begin(), lines_.end(), [&](const Header& h) { return ascii::iequals(h.name, name); }));
 }
 
-Result<ResponseHead, HeadError> parse_response_head(std::string_view text, const HeadLimits& limits) {
-  std::vector<std::string> global_warnings;
-  if (text.size() > limits.max_bytes) {
-    global_warnings.push_back("response head longer than " + std::to_string(limits.max_bytes) +
-                              " bytes; the rest was not read");
-    text = text.substr(0, limits.max_bytes);
-    // The line cut in the middle is incomplete: drop it rather than read half a value.
-    const std::size_t last_lf = text.rfind('\n');
-    text = last_lf == std::string_view::npos ? std::string_view{} : text.substr(0, last_lf + 1);
+namespace {
+
+// The lines of a text, one at a time, numbered from 1.
+struct LineReader {
+  std::string_view text;
+  std::size_t pos = 0;
+  std::size_t line_no = 0;  // the number of the line read last
+
+  bool done() const noexcept { return pos >= text.size(); }
+  std::string_view next() noexcept {
+    ++line_no;
+    return next_line(text, pos);
+  }
+};
+
+// The text up to limits.max_bytes; a head cut there loses the line cut in the
+// middle (incomplete: dropped rather than half a value read), with a warning.
+std::string_view within_limit(std::string_view text, std::size_t max_bytes, std::vector<std::string>& warnings) {
+  if (text.size() <= max_bytes) return text;
+  warnings.push_back("response head longer than " + std::to_string(max_bytes) + " bytes; the rest was not read");
+  text = text.substr(0, max_bytes);
+  const std::size_t last_lf = text.rfind('\n');
+  return last_lf == std::string_view::npos ? std::string_view{} : text.substr(0, last_lf + 1);
+}
+
+// The next line that is not empty (or OWS only), or nullopt at the end.
+std::optional<std::string_view> next_non_empty(LineReader& r) noexcept {
+  while (!r.done()) {
+    const std::string_view line = r.next();
+    if (!trim_ows(line).empty()) return line;
+  }
+  return std::nullopt;
+}
+
+bool is_status_line(std::string_view line) {
+  int status = 0;
+  std::string reason;
+  return parse_status_line(line, status, reason);
+}
+
+// One head's field lines, as they come: kept, folded into the line before,
+// or skipped with a warning.
+class FieldLines {
+ public:
+  FieldLines(const HeadLimits& limits, std::vector<std::string>& warnings) : limits_(limits), warn_(warnings) {}
+
+  // One non-empty line after the status line.
+  void add(std::size_t line_no, std::string_view line) {
+    if (is_ows(line.front())) {
+      fold(line_no, line);
+      return;
+    }
+    const std::size_t colon = line.find(':');
+    if (colon == std::string_view::npos) {
+      warn_.line(line_no, "header line without a colon, skipped");
+      return;
+    }
+    const std::string_view name = line.substr(0, colon);
+    if (name.empty() || !std::all_of(name.begin(), name.end(), is_tchar)) {
+      warn_.line(line_no, "malformed field name, line skipped");
+      return;
+    }
+    const std::string_view value = trim_ows(line.substr(colon + 1));
+    if (value.size() > limits_.max_value_bytes) {
+      warn_.line(line_no, "value of \"" + std::string(name) + "\" longer than " +
+                              std::to_string(limits_.max_value_bytes) + " bytes, line skipped");
+      return;
+    }
+    if (fields_.size() >= limits_.max_lines) {
+      ++dropped_;
+      return;
+    }
+    fields_.push_back(Header{std::string(name), clean_value(value)});
   }
 
-  std::size_t pos = 0;
-  std::size_t line_no = 0;
-  // Leading empty lines are tolerated (RFC 9112 2.2 allows them before a start line).
-  std::string_view line;
-  for (;;) {
-    if (pos >= text.size()) return fail(HeadError{"no status line", line_no + 1});
-    line = next_line(text, pos);
-    ++line_no;
-    if (!trim_ows(line).empty()) break;
+  // The lines kept, into head; the warnings not listed and the lines dropped
+  // are counted there.
+  void finish(ResponseHead& head) {
+    head.headers = HeaderList(std::move(fields_));
+    warn_.finish();
+    if (dropped_ > 0) {
+      head.warnings.push_back(std::to_string(dropped_) + " header lines beyond the limit of " +
+                              std::to_string(limits_.max_lines) + " were dropped");
+    }
   }
+
+ private:
+  // obs-fold (RFC 9112 5.2): a continuation of the previous line.
+  void fold(std::size_t line_no, std::string_view line) {
+    if (fields_.empty() || dropped_ > 0) {
+      warn_.line(line_no, "continuation line without a field line before it, skipped");
+      return;
+    }
+    Header& last = fields_.back();
+    const std::string_view more = trim_ows(line);
+    if (last.value.size() + 1 + more.size() > limits_.max_value_bytes) {
+      warn_.line(line_no, "folded value longer than the limit, continuation dropped");
+      return;
+    }
+    if (!more.empty()) {
+      if (!last.value.empty()) last.value.push_back(' ');
+      last.value.append(clean_value(more));
+    }
+    warn_.line(line_no, "obsolete line folding in \"" + last.name + "\" replaced by a space");
+  }
+
+  const HeadLimits& limits_;
+  WarningSink warn_;
+  std::vector<Header> fields_;
+  std::size_t dropped_ = 0;
+};
+
+// The field lines after a status line, into head. True when the empty line
+// that ends the head was read, false when the text ended first.
+bool read_fields(LineReader& r, const HeadLimits& limits, ResponseHead& head) {
+  FieldLines fields(limits, head.warnings);
+  bool ended = false;
+  while (!r.done()) {
+    const std::string_view line = r.next();
+    if (line.empty()) {
+      ended = true;
+      break;
+    }
+    fields.add(r.line_no, line);
+  }
+  fields.finish(head);
+  return ended;
+}
+
+}  // namespace
+
+Result<ResponseHead, HeadError> parse_response_head(std::string_view text, const HeadLimits& limits) {
+  std::vector<std::string> global_warnings;
+  LineReader r{within_limit(text, limits.max_bytes, global_warnings)};
+  // Leading empty lines are tolerated (RFC 9112 2.2 allows them before a start line).
+  std::optional<std::string_view> line = next_non_empty(r);
+  if (!line) return fail(HeadError{"no status line", r.line_no + 1});
 
   ResponseHead head;
   for (;;) {
     // `line` holds a status line candidate.
     head = ResponseHead{};
-    if (!parse_status_line(line, head.status, head.reason)) {
-      return fail(HeadError{"malformed status line (expected \"HTTP/<version> <3-digit status>\")", line_no});
+    if (!parse_status_line(*line, head.status, head.reason)) {
+      return fail(HeadError{"malformed status line (expected \"HTTP/<version> <3-digit status>\")", r.line_no});
     }
-    WarningSink warn(head.warnings);
-    std::vector<Header> fields;
-    std::size_t dropped = 0;
-    bool ended = false;  // saw the empty line that ends the head
-    while (pos < text.size()) {
-      line = next_line(text, pos);
-      ++line_no;
-      if (line.empty()) {
-        ended = true;
-        break;
-      }
-      if (is_ows(line.front())) {
-        // obs-fold (RFC 9112 5.2): a continuation of the previous line.
-        if (fields.empty() || dropped > 0) {
-          warn.line(line_no, "continuation line without a field line before it, skipped");
-          continue;
-        }
-        Header& last = fields.back();
-        const std::string_view more = trim_ows(line);
-        if (last.value.size() + 1 + more.size() > limits.max_value_bytes) {
-          warn.line(line_no, "folded value longer than the limit, continuation dropped");
-          continue;
-        }
-        if (!more.empty()) {
-          if (!last.value.empty()) last.value.push_back(' ');
-          last.value.append(clean_value(more));
-        }
-        warn.line(line_no, "obsolete line folding in \"" + last.name + "\" replaced by a space");
-        continue;
-      }
-      const std::size_t colon = line.find(':');
-      if (colon == std::string_view::npos) {
-        warn.line(line_no, "header line without a colon, skipped");
-        continue;
-      }
-      const std::string_view name = line.substr(0, colon);
-      if (name.empty() || !std::all_of(name.begin(), name.end(), is_tchar)) {
-        warn.line(line_no, "malformed field name, line skipped");
-        continue;
-      }
-      const std::string_view value = trim_ows(line.substr(colon + 1));
-      if (value.size() > limits.max_value_bytes) {
-        warn.line(line_no, "value of \"" + std::string(name) + "\" longer than " +
-                               std::to_string(limits.max_value_bytes) + " bytes, line skipped");
-        continue;
-      }
-      if (fields.size() >= limits.max_lines) {
-        ++dropped;
-        continue;
-      }
-      fields.push_back(Header{std::string(name), clean_value(value)});
-    }
-    head.headers = HeaderList(std::move(fields));
-    warn.finish();
-    if (dropped > 0) {
-      head.warnings.push_back(std::to_string(dropped) + " header lines beyond the limit of " +
-                              std::to_string(limits.max_lines) + " were dropped");
-    }
-    if (!ended) break;
+    if (!read_fields(r, limits, head)) break;
     // Another head follows (redirects, 100 Continue) when the next non-empty
     // line is a status line; anything else is a body and ends the reading.
-    std::size_t probe = pos;
-    std::size_t probe_no = line_no;
-    std::string_view next;
-    bool found = false;
-    while (probe < text.size()) {
-      next = next_line(text, probe);
-      ++probe_no;
-      if (!trim_ows(next).empty()) {
-        found = true;
-        break;
-      }
-    }
-    int status = 0;
-    std::string reason;
-    if (!found || !parse_status_line(next, status, reason)) break;
-    pos = probe;
-    line_no = probe_no;
-    line = next;
+    LineReader probe = r;
+    line = next_non_empty(probe);
+    if (!line || !is_status_line(*line)) break;
+    r = probe;
   }
   if (!global_warnings.empty()) {
     head.warnings.insert(head.warnings.end(), global_warnings.begin(), global_warnings.end());

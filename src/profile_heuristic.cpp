@@ -1,12 +1,12 @@
 // The opt-in heuristic for vendor-style headers from a host without a
-// profile (abide/profiles.h): low confidence, never a wait of decades.
+// profile (profiles_internal.h): low confidence, never a wait of decades.
 #include "abide/profiles.h"
 
 #include <algorithm>
 #include <string>
 
 #include "ascii.h"
-#include "field_kind.h"
+#include "field_index.h"
 #include "profile_values.h"
 #include "profiles_internal.h"
 
@@ -42,15 +42,19 @@ std::optional<TimeValue> guess_time(std::string_view v, WallTime received, std::
 
 }  // namespace
 
-void read_heuristic(const HeaderList& headers, WallTime received, std::optional<WallTime> server_date,
-                    VendorReading& out) {
+void detail::read_heuristic(const FieldIndex& index, WallTime received, std::optional<WallTime> server_date,
+                            VendorReading& out) {
+  const auto& lines = index.lines();
   for (std::string_view family : kHeuristicFamilies) {
     QuotaObservation q;
     q.source = QuotaSource::kHeuristic;
     q.confidence = Confidence::kLow;
     std::optional<std::int64_t> used;
     bool any = false;
-    for (const auto& h : headers.lines()) {
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      // Both families are vendor-style names ("ratelimit", "rate-limit" in them).
+      if (index.kind(i) != FieldKind::kVendorQuota) continue;
+      const Header& h = lines[i];
       if (!ascii::istarts_with(h.name, family)) continue;
       const std::string_view what = std::string_view(h.name).substr(family.size());
       auto bad = [&] { out.warnings.push_back("heuristic: " + h.name + " " + shown(h.value) + " not understood"); };
@@ -87,15 +91,16 @@ void read_heuristic(const HeaderList& headers, WallTime received, std::optional<
     if (q.limit || q.remaining || q.reset) out.quota.push_back(std::move(q));
   }
   for (std::string_view name : kHeuristicDelays) {
-    const auto v = headers.first(name);
-    if (!v) continue;
-    const auto t = parse_time_value(*v, TimeFormat::kMilliseconds, received, server_date);
+    const Header* line = index.first(name);
+    if (line == nullptr) continue;
+    const std::string_view v = line->value;
+    const auto t = parse_time_value(v, TimeFormat::kMilliseconds, received, server_date);
     if (!t) {
-      out.warnings.push_back("heuristic: " + std::string(name) + " " + shown(*v) + " not understood");
+      out.warnings.push_back("heuristic: " + std::string(name) + " " + shown(v) + " not understood");
       continue;
     }
     if (t->from_receipt > kMaxAhead) {
-      out.warnings.push_back("heuristic: " + std::string(name) + " " + shown(*v) + " ignored: more than a year ahead");
+      out.warnings.push_back("heuristic: " + std::string(name) + " " + shown(v) + " ignored: more than a year ahead");
       continue;
     }
     if (!out.retry_delay || t->from_receipt > out.retry_delay->wait) {
@@ -104,7 +109,7 @@ void read_heuristic(const HeaderList& headers, WallTime received, std::optional<
   }
 }
 
-bool looks_like_vendor_quota_header(std::string_view name) noexcept {
+bool detail::looks_like_vendor_quota_header(std::string_view name) noexcept {
   return classify_field(name) == FieldKind::kVendorQuota;
 }
 }  // namespace abide

@@ -193,7 +193,7 @@ const Profile* ProfileRegistry::by_fields(const HeaderList& headers, std::string
   for (const Header& h : headers.lines()) {
     // Only names that look like quota fields: Content-Type is known to none,
     // and a profile's informational names are no evidence of its vendor.
-    if (!looks_like_vendor_quota_header(h.name)) continue;
+    if (!detail::looks_like_vendor_quota_header(h.name)) continue;
     const Profile* knower = nullptr;
     bool shared = false;
     for (const auto& p : profiles_) {

@@ -1,4 +1,4 @@
-// Reading a response's headers through a vendor profile (abide/profiles.h):
+// Reading a response's headers through a vendor profile (profiles_internal.h):
 // quotas, the retry delay and the server's retry verdict.
 #include "abide/profiles.h"
 
@@ -15,6 +15,7 @@ namespace abide {
 using detail::parse_digits;
 using detail::shown;
 using detail::to_lower;
+using detail::VendorReading;
 
 // ---- reading headers through a profile ------------------------------------------------
 
@@ -28,9 +29,9 @@ struct Found {
   bool repeated_differently = false;
 };
 
-Found lookup(const detail::LineIndex& headers, const FieldSpec& spec, detail::LineMask& read) {
+Found lookup(const detail::FieldIndex& index, const FieldSpec& spec, detail::LineMask& read) {
   Found f;
-  headers.for_each(spec.header, [&](std::size_t i, const Header& h) {
+  index.for_each(spec.header, [&](std::size_t i, const Header& h) {
     read.set(i);
     if (!f.present) {
       f.present = true;
@@ -57,7 +58,7 @@ Found lookup(const detail::LineIndex& headers, const FieldSpec& spec, detail::Li
 
 class VendorReader {
  public:
-  VendorReader(const Profile& p, const detail::LineIndex& index, WallTime received, std::optional<WallTime> date,
+  VendorReader(const Profile& p, const detail::FieldIndex& index, WallTime received, std::optional<WallTime> date,
                VendorReading& out, detail::LineMask& read)
       : p_(p), index_(index), h_(index.headers()), received_(received), date_(date), out_(out), read_(read) {}
 
@@ -306,7 +307,7 @@ class VendorReader {
 
  private:
   const Profile& p_;
-  const detail::LineIndex& index_;
+  const detail::FieldIndex& index_;
   const HeaderList& h_;
   WallTime received_;
   std::optional<WallTime> date_;
@@ -316,15 +317,9 @@ class VendorReader {
 
 }  // namespace
 
-void read_vendor(const Profile& profile, const HeaderList& headers, WallTime received,
-                 std::optional<WallTime> server_date, VendorReading& out) {
-  detail::LineMask read;
-  detail::read_vendor(profile, detail::LineIndex(headers), received, server_date, out, read);
-}
-
-void detail::read_vendor(const Profile& profile, const LineIndex& headers, WallTime received,
+void detail::read_vendor(const Profile& profile, const FieldIndex& index, WallTime received,
                          std::optional<WallTime> server_date, VendorReading& out, LineMask& read) {
-  VendorReader reader(profile, headers, received, server_date, out, read);
+  VendorReader reader(profile, index, received, server_date, out, read);
   for (const auto& q : profile.quotas) reader.quota(q);
   reader.retry_delays();
   if (!profile.retry_verdicts.empty()) reader.verdicts();

@@ -1,6 +1,6 @@
-// Internal: what observe() needs from the profiles module beyond the public
-// API, to keep one response's reading to a few passes over its field lines,
-// and the small helpers the profile sources (src/profile_*.cpp) share.
+// Internal: the readers of vendor headers observe() uses (by a profile, or the
+// opt-in heuristic), over the response's one field index, and the small
+// helpers the profile sources (src/profile_*.cpp) share.
 #pragma once
 
 #include <cstddef>
@@ -9,14 +9,16 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "abide/clock.h"
 #include "abide/headers.h"
 #include "abide/profiles.h"
+#include "abide/quota.h"
 #include "always_inline.h"
 #include "ascii.h"
 #include "decimal.h"
-#include "line_index.h"
+#include "field_index.h"
 
 namespace abide::detail {
 
@@ -66,9 +68,33 @@ class LineMask {
   std::uint64_t bits_ = 0;
 };
 
-// read_vendor, also marking the field lines it read.
-void read_vendor(const Profile& profile, const LineIndex& headers, WallTime received,
+// The quota observations, retry delay and retry verdict read from vendor
+// headers, with the warnings of what was ignored.
+struct VendorReading {
+  std::vector<QuotaObservation> quota;
+  std::optional<RetryHint> retry_delay;  // the longest valid retry-delay header, if any
+  std::optional<bool> should_retry;      // the server's retry verdict, if the profile reads one
+  std::string should_retry_source;       // the header that carried it
+  std::vector<std::string> warnings;
+};
+
+// Reads what the profile describes (quotas, retry delays, the retry verdict),
+// marking the field lines it read.
+void read_vendor(const Profile& profile, const FieldIndex& index, WallTime received,
                  std::optional<WallTime> server_date, VendorReading& out, LineMask& read);
+
+// The opt-in heuristic for a host without a profile: reads X-RateLimit-* and
+// X-Rate-Limit-* (limit, remaining, used, reset) guessing the reset format from
+// the value (a number above 1e9 is Unix seconds, a duration with units is a Go
+// duration, a date is a date, else seconds from now), plus retry-after-ms and
+// x-ms-retry-after-ms. Every observation is Confidence::kLow, QuotaSource::kHeuristic.
+void read_heuristic(const FieldIndex& index, WallTime received, std::optional<WallTime> server_date,
+                    VendorReading& out);
+
+// True when a header name looks like a vendor quota header (X-RateLimit-*,
+// X-Rate-Limit-*, *-ratelimit-*, retry-after-ms, Sforce-Limit-Info, ...), and
+// is not one of the IETF fields.
+bool looks_like_vendor_quota_header(std::string_view name) noexcept;
 
 // registry.for_host(host), remembered per thread for the last registry
 // state and host asked (the answer changes only when the registry does).

@@ -18,8 +18,7 @@
 
 #include "abide/http_date.h"
 #include "abide/structured_fields.h"
-#include "field_kind.h"
-#include "line_index.h"
+#include "field_index.h"
 #include "ratelimit_internal.h"
 
 namespace abide {
@@ -99,15 +98,14 @@ void take(FieldValue& f, const Header& h, Joined& joined) {
   f.joined_->append(", ").append(h.value);
 }
 
-// Collects the fields: unprefixed ones by the kind HeaderList gave each line
+// Collects the fields: unprefixed ones by the kind the index gave each line
 // (one pass, no name comparisons), prefixed ones ("x-ratelimit-limit")
-// through the index.
-void collect(const HeaderList& headers, const detail::LineIndex* index, std::string_view prefix,
-             FieldValue (&fields)[kSlots], Joined& joined) {
+// through its lookup by name.
+void collect(const detail::FieldIndex& index, std::string_view prefix, FieldValue (&fields)[kSlots], Joined& joined) {
   if (prefix.empty()) {
-    const auto& lines = headers.lines();
+    const auto& lines = index.lines();
     for (std::size_t i = 0; i < lines.size(); ++i) {
-      const auto k = static_cast<int>(detail::HeaderKinds::at(headers, i)) - static_cast<int>(FieldKind::kRateLimit);
+      const auto k = static_cast<int>(index.kind(i)) - static_cast<int>(FieldKind::kRateLimit);
       if (k >= 0 && k < kSlots) take(fields[k], lines[i], joined);
     }
     return;
@@ -115,7 +113,7 @@ void collect(const HeaderList& headers, const detail::LineIndex* index, std::str
   std::string name;
   for (int k = 0; k < kSlots; ++k) {
     name.assign(prefix).append(kSlotNames[k]);
-    index->for_each(name, [&](std::size_t, const Header& h) {
+    index.for_each(name, [&](std::size_t, const Header& h) {
       take(fields[k], h, joined);
       return true;
     });
@@ -897,21 +895,17 @@ void read_separate_fields(const FieldValue& limit_f, const FieldValue& remaining
 
 void read_ratelimit(const HeaderList& headers, std::vector<QuotaObservation>& quota, std::vector<std::string>& warnings,
                     const RateLimitOptions& options) {
-  if (options.prefix.empty()) {
-    detail::read_ratelimit(headers, nullptr, quota, warnings, options);
-  } else {
-    const detail::LineIndex index(headers);
-    detail::read_ratelimit(headers, &index, quota, warnings, options);
-  }
+  const detail::FieldIndex index(headers);
+  detail::read_ratelimit(index, quota, warnings, options);
 }
 
-void detail::read_ratelimit(const HeaderList& headers, const LineIndex* index, std::vector<QuotaObservation>& quota,
+void detail::read_ratelimit(const FieldIndex& index, std::vector<QuotaObservation>& quota,
                             std::vector<std::string>& warnings, const RateLimitOptions& options) {
   const std::size_t first = quota.size();
 
   FieldValue fields[kSlots];
   Joined joined;
-  collect(headers, index, options.prefix, fields, joined);
+  collect(index, options.prefix, fields, joined);
 
   // Unnamed (draft-04 to -07) policies wait for the field that says which is current.
   std::vector<QuotaObservation> unnamed;

@@ -16,8 +16,7 @@
 #include "abide/ratelimit.h"
 #include "abide/retry_after.h"
 #include "ascii.h"
-#include "field_kind.h"
-#include "line_index.h"
+#include "field_index.h"
 #include "profile_select.h"
 #include "profiles_internal.h"
 #include "ratelimit_internal.h"
@@ -74,14 +73,16 @@ void read_date(const std::string* date, WallTime received, Signals& s) {
   s.clock_skew = saturating_sub(parsed->time.time_since_epoch(), received.time_since_epoch());
 }
 
-void read_retry_after(const HeaderList& headers, WallTime received, std::optional<WallTime> server_now,
+void read_retry_after(const detail::FieldIndex& index, WallTime received, std::optional<WallTime> server_now,
                       const ObserveOptions& options, Signals& s) {
   // Most responses have none or one line: keep them on the stack.
   std::array<std::string_view, 8> few{};
   std::vector<std::string_view> many;
   std::size_t n = 0;
-  for (const auto& h : headers.lines()) {
-    if (!ascii::iequals(h.name, "retry-after")) continue;
+  const auto& all = index.lines();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (index.kind(i) != FieldKind::kRetryAfter) continue;
+    const Header& h = all[i];
     if (n < few.size()) {
       few[n] = h.value;
     } else {
@@ -166,64 +167,65 @@ bool heuristic_reads(std::string_view name) noexcept {
 
 bool contains(const std::vector<int>& v, int x) noexcept { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-// One pass over the field lines: which fields are there at all, so that
-// observe() only looks further for what a response actually carries.
-struct Seen {
-  const std::string* date = nullptr;  // the first Date line
-  bool retry_after = false;
-  bool ietf = false;         // any unprefixed IETF RateLimit field
-  bool vendor_like = false;  // any vendor-style quota header
-};
-
-Seen classify(const HeaderList& headers) noexcept {
-  Seen seen;
-  if (detail::HeaderKinds::has(headers, FieldKind::kDate)) {
-    for (std::size_t i = 0; i < headers.size(); ++i) {
-      if (detail::HeaderKinds::at(headers, i) == FieldKind::kDate) {
-        seen.date = &headers.lines()[i].value;
-        break;
-      }
-    }
-  }
-  seen.retry_after = detail::HeaderKinds::has(headers, FieldKind::kRetryAfter);
-  seen.ietf = detail::HeaderKinds::has(headers, FieldKind::kRateLimit) ||
-              detail::HeaderKinds::has(headers, FieldKind::kRateLimitPolicy) ||
-              detail::HeaderKinds::has(headers, FieldKind::kRateLimitLimit) ||
-              detail::HeaderKinds::has(headers, FieldKind::kRateLimitRemaining) ||
-              detail::HeaderKinds::has(headers, FieldKind::kRateLimitReset) ||
-              detail::HeaderKinds::has(headers, FieldKind::kRateLimitPartition);
-  seen.vendor_like = detail::HeaderKinds::has(headers, FieldKind::kVendorQuota);
-  return seen;
-}
-
 // The profile's fields (its IETF-syntax prefixes, then its own headers), or
-// the opt-in heuristic. Out of line: the line index it builds is not needed
-// for responses from APIs without a profile.
-[[gnu::noinline]] void read_vendor_fields(const HeaderList& headers, const Profile* profile, const RateLimitOptions& rl,
-                                          Signals& s, detail::LineMask& read) {
+// the opt-in heuristic. Out of line: observe()'s common path stays small.
+[[gnu::noinline]] void read_vendor_fields(const detail::FieldIndex& index, const Profile* profile,
+                                          const RateLimitOptions& rl, Signals& s, detail::LineMask& read) {
   // Read straight into the result's vectors (no copies).
-  VendorReading vendor;
+  detail::VendorReading vendor;
   vendor.quota = std::move(s.quota);
   vendor.warnings = std::move(s.warnings);
   if (profile != nullptr) {
-    // Vendor headers are found through an index of the lines by name length.
-    const detail::LineIndex index(headers);
     for (const auto& prefix : profile->ietf_prefixes) {
       RateLimitOptions pre = rl;
       pre.prefix = prefix;
       pre.profile = profile->name;
       pre.skip_separate_fields = false;
-      detail::read_ratelimit(headers, &index, vendor.quota, vendor.warnings, pre);
+      detail::read_ratelimit(index, vendor.quota, vendor.warnings, pre);
     }
     detail::read_vendor(*profile, index, rl.received, rl.server_date, vendor, read);
   } else {
-    read_heuristic(headers, rl.received, rl.server_date, vendor);
+    detail::read_heuristic(index, rl.received, rl.server_date, vendor);
   }
   s.quota = std::move(vendor.quota);
   s.warnings = std::move(vendor.warnings);
   s.should_retry = vendor.should_retry;
   s.should_retry_source = std::move(vendor.should_retry_source);
   merge_retry_delay(vendor.retry_delay, s);
+}
+
+// True when the response carries any unprefixed IETF RateLimit field.
+bool has_ietf_fields(const detail::FieldIndex& index) noexcept {
+  return index.has(FieldKind::kRateLimit) || index.has(FieldKind::kRateLimitPolicy) ||
+         index.has(FieldKind::kRateLimitLimit) || index.has(FieldKind::kRateLimitRemaining) ||
+         index.has(FieldKind::kRateLimitReset) || index.has(FieldKind::kRateLimitPartition);
+}
+
+// Vendor-style headers nobody interpreted: reported, never used (rule 8).
+void report_uninterpreted(const detail::FieldIndex& index, const Profile* profile, const ObserveOptions& options,
+                          const detail::LineMask& read, Signals& s) {
+  if (index.has(FieldKind::kVendorQuota)) {
+    const auto& lines = index.lines();
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      const auto& h = lines[i];
+      if (index.kind(i) != FieldKind::kVendorQuota) continue;
+      if (read.test(i)) continue;
+      if (profile != nullptr && profile->knows(h.name)) continue;
+      if (profile == nullptr && options.heuristic && heuristic_reads(h.name)) continue;
+      s.uninterpreted.push_back(h);
+    }
+  }
+  if (s.uninterpreted.empty()) return;
+  std::string w = std::to_string(s.uninterpreted.size()) + " vendor-style quota header";
+  if (s.uninterpreted.size() > 1) w += "s";
+  w += profile != nullptr ? " not read by profile \"" + profile->name + "\"" : " not interpreted (no vendor profile)";
+  w += ": ";
+  for (std::size_t i = 0; i < s.uninterpreted.size() && i < 8; ++i) {
+    if (i > 0) w += ", ";
+    w += printable(s.uninterpreted[i].name, kShownValue);  // a name is the server's bytes too
+  }
+  if (s.uninterpreted.size() > 8) w += ", ...";
+  s.warnings.push_back(std::move(w));
 }
 
 }  // namespace
@@ -242,10 +244,13 @@ Signals observe(int status, const HeaderList& headers, WallTime received_wall, M
   s.status = status;
   s.received_wall = received_wall;
   s.received_mono = received_mono;
-  const Seen seen = classify(headers);
+  // The one index of the lines every reader below shares.
+  const detail::FieldIndex index(headers);
+  const Header* date = index.first(FieldKind::kDate);
+  const bool ietf = has_ietf_fields(index);
 
   // Rule 3: the server's Date, for skew, and for dates in other fields.
-  read_date(seen.date, received_wall, s);
+  read_date(date != nullptr ? &date->value : nullptr, received_wall, s);
   // The server's time at receipt is at least its Date; a floor learned from
   // earlier responses may say more, within the second that Date names.
   if (s.server_date && options.server_time_floor &&
@@ -254,7 +259,7 @@ Signals observe(int status, const HeaderList& headers, WallTime received_wall, M
   }
   const std::optional<WallTime> server_now = s.server_time_floor ? s.server_time_floor : s.server_date;
   // Rule 1: Retry-After first, authoritative.
-  if (seen.retry_after) read_retry_after(headers, received_wall, server_now, options, s);
+  if (index.has(FieldKind::kRetryAfter)) read_retry_after(index, received_wall, server_now, options, s);
 
   const Profile* profile = select_profile(options, s);
   if (profile != nullptr) s.profile = profile->name;
@@ -265,35 +270,11 @@ Signals observe(int status, const HeaderList& headers, WallTime received_wall, M
   rl.heuristic = options.heuristic;
   rl.received = received_wall;
   rl.server_date = server_now;
-  if (seen.ietf || profile != nullptr || options.heuristic) s.quota.reserve(4);  // one allocation, usually
-  if (seen.ietf) detail::read_ratelimit(headers, nullptr, s.quota, s.warnings, rl);
+  if (ietf || profile != nullptr || options.heuristic) s.quota.reserve(4);  // one allocation, usually
+  if (ietf) detail::read_ratelimit(index, s.quota, s.warnings, rl);
   detail::LineMask read;  // lines the profile read
-  if (profile != nullptr || options.heuristic) read_vendor_fields(headers, profile, rl, s, read);
-
-  // Vendor-style headers nobody interpreted: reported, never used (rule 8).
-  if (seen.vendor_like) {
-    const auto& lines = headers.lines();
-    for (std::size_t i = 0; i < lines.size(); ++i) {
-      const auto& h = lines[i];
-      if (detail::HeaderKinds::at(headers, i) != FieldKind::kVendorQuota) continue;
-      if (read.test(i)) continue;
-      if (profile != nullptr && profile->knows(h.name)) continue;
-      if (profile == nullptr && options.heuristic && heuristic_reads(h.name)) continue;
-      s.uninterpreted.push_back(h);
-    }
-  }
-  if (!s.uninterpreted.empty()) {
-    std::string w = std::to_string(s.uninterpreted.size()) + " vendor-style quota header";
-    if (s.uninterpreted.size() > 1) w += "s";
-    w += profile != nullptr ? " not read by profile \"" + profile->name + "\"" : " not interpreted (no vendor profile)";
-    w += ": ";
-    for (std::size_t i = 0; i < s.uninterpreted.size() && i < 8; ++i) {
-      if (i > 0) w += ", ";
-      w += printable(s.uninterpreted[i].name, kShownValue);  // a name is the server's bytes too
-    }
-    if (s.uninterpreted.size() > 8) w += ", ...";
-    s.warnings.push_back(std::move(w));
-  }
+  if (profile != nullptr || options.heuristic) read_vendor_fields(index, profile, rl, s, read);
+  report_uninterpreted(index, profile, options, read, s);
 
   // Does the status mean "rate limited"?
   if (profile != nullptr) {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "field_kind.h"
+#include "field_index.h"
 
 namespace abide {
 namespace {
@@ -56,8 +56,9 @@ TEST(ClassifyField, RateLimitPartitionHasItsOwnKind) {
   EXPECT_EQ(classify_field("x-ratelimit-partition"), FieldKind::kVendorQuota);
   EXPECT_EQ(classify_field("ratelimit-partitions"), FieldKind::kVendorQuota);
   const HeaderList h{{"RateLimit-Partition", "\"p\";user"}};
-  EXPECT_TRUE(detail::HeaderKinds::has(h, FieldKind::kRateLimitPartition));
-  EXPECT_FALSE(detail::HeaderKinds::has(h, FieldKind::kVendorQuota));
+  const detail::FieldIndex index(h);
+  EXPECT_TRUE(index.has(FieldKind::kRateLimitPartition));
+  EXPECT_FALSE(index.has(FieldKind::kVendorQuota));
 }
 
 TEST(ParseResponseHead, ReadsStatusReasonAndFieldsCrlf) {
@@ -239,7 +240,8 @@ TEST(InstalledHeaders, CarryNoImplementationHelpers) {
     for (const char* helper :
          {"FieldKind", "classify_field", "ABIDE_ALWAYS_INLINE", "parse_go_duration", "parse_decimal_duration",
           "parse_time_value", "parse_count", "parse_used_limit", "find_member", "struct TimeValue", "struct UsedLimit",
-          "quota_basis", "format_seconds", "line_index.h", "#include \"ascii.h\""}) {
+          "quota_basis", "format_seconds", "field_index.h", "FieldIndex", "HeaderKinds", "VendorReading",
+          "read_vendor", "read_heuristic", "looks_like_vendor_quota_header", "#include \"ascii.h\""}) {
       EXPECT_EQ(text.find(helper), std::string::npos) << entry.path().filename() << " has " << helper;
     }
   }
@@ -250,27 +252,118 @@ TEST(InstalledHeaders, TheQuotaModelAndServerClockIncludeNothingAboveThem) {
   const std::filesystem::path dir = std::filesystem::path(ABIDE_SOURCE_DIR) / "include" / "abide";
   EXPECT_THAT(abide_includes(read_text(dir / "quota.h")), ElementsAre("clock.h"));
   EXPECT_THAT(abide_includes(read_text(dir / "server_clock.h")), ElementsAre("clock.h"));
-  // The readers that fill the model include it, not signals.h (which is above them).
+  // The reader that fills the model includes it, not signals.h (which is above it);
+  // the profiles, data about vendors' fields, include neither.
+  EXPECT_THAT(abide_includes(read_text(dir / "ratelimit.h")), ::testing::Contains("quota.h"));
   for (const char* reader : {"ratelimit.h", "profiles.h"}) {
-    const auto inc = abide_includes(read_text(dir / reader));
-    EXPECT_THAT(inc, ::testing::Contains("quota.h")) << reader;
-    EXPECT_THAT(inc, ::testing::Not(::testing::Contains("signals.h"))) << reader;
+    EXPECT_THAT(abide_includes(read_text(dir / reader)), ::testing::Not(::testing::Contains("signals.h"))) << reader;
   }
   EXPECT_THAT(abide_includes(read_text(dir / "signals.h")), ::testing::IsSupersetOf({"quota.h", "server_clock.h"}));
 }
 
-TEST(HeaderKinds, EachLineIsTaggedOnceAsItIsAdded) {
+// Every `#include "..."` of a file (the quoted name).
+std::vector<std::string> quoted_includes(const std::string& text) {
+  std::vector<std::string> out;
+  const std::string key = "#include \"";
+  for (std::size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + 1)) {
+    const std::size_t end = text.find('"', at + key.size());
+    out.push_back(text.substr(at + key.size(), end - at - key.size()));
+  }
+  return out;
+}
+
+TEST(InstalledHeaders, FieldLinesArePlainHttpAndKnowNothingOfTheReaders) {
+  // HeaderList is the model's generic container: the kinds of the fields abide
+  // reads belong to the readers' one index (src/field_index.h), built per response.
+  const std::filesystem::path root(ABIDE_SOURCE_DIR);
+  const std::string header = read_text(root / "include" / "abide" / "headers.h");
+  EXPECT_THAT(quoted_includes(header), ElementsAre("abide/result.h"));
+  for (const char* word : {"detail", "friend", "kind", "Kind"}) {
+    EXPECT_EQ(header.find(word), std::string::npos) << "headers.h has " << word;
+  }
+  const std::string source = read_text(root / "src" / "headers.cpp");
+  ASSERT_FALSE(source.empty());
+  for (const auto& inc : quoted_includes(source)) {
+    EXPECT_THAT(inc, ::testing::AnyOf("abide/headers.h", "abide/result.h", "ascii.h", "decimal.h"))
+        << "src/headers.cpp includes " << inc << ", above the field lines' layer";
+  }
+  for (const char* word : {"classify_field", "FieldKind", "ratelimit", "retry-after"}) {
+    EXPECT_EQ(source.find(word), std::string::npos) << "src/headers.cpp has " << word;
+  }
+}
+
+TEST(FieldIndex, EachLineIsClassifiedOnceWhenTheIndexIsBuilt) {
   HeaderList h;
   h.add("Date", "Thu, 01 Jan 2026 00:00:00 GMT");
   h.add("X-RateLimit-Remaining", "0");
   h.add("Content-Type", "text/plain");
-  EXPECT_EQ(detail::HeaderKinds::at(h, 0), FieldKind::kDate);
-  EXPECT_EQ(detail::HeaderKinds::at(h, 1), FieldKind::kVendorQuota);
-  EXPECT_EQ(detail::HeaderKinds::at(h, 2), FieldKind::kOther);
-  EXPECT_TRUE(detail::HeaderKinds::has(h, FieldKind::kDate));
-  EXPECT_FALSE(detail::HeaderKinds::has(h, FieldKind::kRetryAfter));
-  const HeaderList copy({{"retry-after", "5"}});  // the vector constructor tags too
-  EXPECT_TRUE(detail::HeaderKinds::has(copy, FieldKind::kRetryAfter));
+  h.add("ratelimit-POLICY", "\"p\";q=10");
+  const detail::FieldIndex index(h);
+  EXPECT_EQ(&index.headers(), &h);
+  EXPECT_EQ(index.kind(0), FieldKind::kDate);
+  EXPECT_EQ(index.kind(1), FieldKind::kVendorQuota);
+  EXPECT_EQ(index.kind(2), FieldKind::kOther);
+  EXPECT_EQ(index.kind(3), FieldKind::kRateLimitPolicy);
+  EXPECT_TRUE(index.has(FieldKind::kDate));
+  EXPECT_TRUE(index.has(FieldKind::kOther));
+  EXPECT_FALSE(index.has(FieldKind::kRetryAfter));
+  EXPECT_FALSE(index.has(FieldKind::kRateLimit));
+  EXPECT_EQ(index.first(FieldKind::kVendorQuota), &h.lines()[1]);
+  EXPECT_EQ(index.first(FieldKind::kRetryAfter), nullptr);
+  const HeaderList copy({{"retry-after", "5"}});  // the vector constructor's lines too
+  EXPECT_TRUE(detail::FieldIndex(copy).has(FieldKind::kRetryAfter));
+  EXPECT_FALSE(detail::FieldIndex(HeaderList{}).has(FieldKind::kOther));
+}
+
+TEST(FieldIndex, FindsLinesByNameInAnyCaseAndInOrder) {
+  const HeaderList h{{"X-A", "1"}, {"x-b", "2"}, {"x-a", "3"}, {"X-AB", "4"}, {"x-A", "5"}};
+  const detail::FieldIndex index(h);
+  std::vector<std::size_t> seen;
+  index.for_each("X-a", [&](std::size_t i, const Header& line) {
+    EXPECT_EQ(&line, &h.lines()[i]);
+    seen.push_back(i);
+    return true;
+  });
+  EXPECT_THAT(seen, ElementsAre(0u, 2u, 4u));
+  seen.clear();
+  index.for_each("x-a", [&](std::size_t i, const Header&) {
+    seen.push_back(i);
+    return false;  // stops at the first
+  });
+  EXPECT_THAT(seen, ElementsAre(0u));
+  ASSERT_NE(index.first("X-B"), nullptr);
+  EXPECT_EQ(index.first("X-B")->value, "2");
+  EXPECT_EQ(index.first("x-c"), nullptr);
+  EXPECT_EQ(index.first(""), nullptr);
+}
+
+TEST(FieldIndex, LinesBeyondTheBucketsAreFoundAndClassifiedToo) {
+  // Past kIndexed lines the lookup scans, and the kinds are kept aside:
+  // every line is still found and has its kind.
+  HeaderList h;
+  constexpr std::size_t kFiller = detail::FieldIndex::kIndexed + 40;
+  for (std::size_t i = 0; i < kFiller; ++i) h.add("x-filler-" + std::to_string(i % 7), std::to_string(i));
+  h.add("RETRY-AFTER", "7");
+  h.add("Some-Name-Longer-Than-Sixty-Three-Bytes-Which-Shares-The-Last-Bucket", "a");
+  h.add("x-filler-3", "last");
+  const detail::FieldIndex index(h);
+  EXPECT_EQ(index.kind(kFiller), FieldKind::kRetryAfter);
+  EXPECT_EQ(index.kind(kFiller + 1), FieldKind::kOther);
+  EXPECT_TRUE(index.has(FieldKind::kRetryAfter));
+  ASSERT_NE(index.first("retry-after"), nullptr);
+  EXPECT_EQ(index.first("retry-after")->value, "7");
+  EXPECT_EQ(index.first(FieldKind::kRetryAfter), &h.lines()[kFiller]);
+  ASSERT_NE(index.first("some-name-longer-than-sixty-three-bytes-which-shares-the-last-bucket"), nullptr);
+  std::size_t n = 0;
+  std::size_t last = 0;
+  index.for_each("X-FILLER-3", [&](std::size_t i, const Header&) {
+    EXPECT_TRUE(n == 0 || i > last);  // in order, across the indexed lines and the rest
+    last = i;
+    ++n;
+    return true;
+  });
+  EXPECT_EQ(n, h.count("x-filler-3"));
+  EXPECT_EQ(last, kFiller + 2);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "abide/headers.h"
 #include "abide/signals.h"
 #include "profile_values.h"
+#include "profiles_internal.h"
 
 namespace abide {
 namespace {
@@ -641,6 +642,7 @@ TEST(NoProfile, HeuristicGuessesTheResetFormat) {
 }
 
 TEST(VendorHeaderNames, WhatLooksLikeAQuotaHeader) {
+  using detail::looks_like_vendor_quota_header;
   EXPECT_TRUE(looks_like_vendor_quota_header("X-RateLimit-Remaining"));
   EXPECT_TRUE(looks_like_vendor_quota_header("x-rate-limit-reset"));
   EXPECT_TRUE(looks_like_vendor_quota_header("anthropic-ratelimit-tokens-reset"));

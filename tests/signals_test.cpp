@@ -5,9 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "abide/clock.h"
 #include "abide/headers.h"
@@ -265,6 +267,107 @@ TEST_F(ObserveTest, HeaderNamesMatchInAnyCase) {
   ASSERT_TRUE(s.retry_after);
   EXPECT_EQ(s.quota.size(), 1u);
   EXPECT_TRUE(s.server_date);
+}
+
+// The lines in every arrangement a server might send: as given, reversed, and
+// each of those behind or between enough other lines that the fields sit past
+// every fast path of the lookups.
+std::vector<HeaderList> arrangements(std::vector<Header> lines) {
+  std::vector<HeaderList> out;
+  for (int reversed = 0; reversed < 2; ++reversed) {
+    if (reversed == 1) std::reverse(lines.begin(), lines.end());
+    out.emplace_back(lines);
+    std::vector<Header> behind;
+    for (int i = 0; i < 300; ++i) behind.push_back({"X-Filler-" + std::to_string(i % 5), "f"});
+    behind.insert(behind.end(), lines.begin(), lines.end());
+    out.emplace_back(std::move(behind));
+    std::vector<Header> between;
+    for (const auto& h : lines) {
+      for (int i = 0; i < 70; ++i) between.push_back({"Content-Type", "text/plain"});
+      between.push_back(h);
+    }
+    out.emplace_back(std::move(between));
+  }
+  return out;
+}
+
+TEST_F(ObserveTest, EveryFieldItReadsIsFoundInAnyCaseAndOrder) {
+  const auto at = [&](const HeaderList& h, ObserveOptions o = {}, int status = 429) {
+    return observe(status, h, clock.wall_now(), clock.mono_now(), o);
+  };
+  // Date, Retry-After and the unprefixed IETF fields.
+  for (const auto& h : arrangements({{"ratelimit-LIMIT", "100"},
+                                     {"RATELIMIT-remaining", "0"},
+                                     {"RateLimit-RESET", "30"},
+                                     {"rEtRy-AfTeR", "5"},
+                                     {"date", "Wed, 31 Dec 2025 23:59:59 GMT"},
+                                     {"RATELIMIT-PARTITION", "@"}})) {
+    const auto s = at(h);
+    ASSERT_TRUE(s.retry_after) << h.size();
+    EXPECT_EQ(s.retry_after->wait, 5s);
+    EXPECT_EQ(s.clock_skew, -1s);
+    ASSERT_EQ(s.quota.size(), 1u) << h.size();
+    EXPECT_EQ(s.quota[0].limit, 100);
+    EXPECT_EQ(s.quota[0].remaining, 0);
+    EXPECT_EQ(s.quota[0].reset, 30s);
+    EXPECT_TRUE(warned(s, "RATELIMIT-PARTITION")) << h.size();  // read, and found malformed
+    EXPECT_TRUE(s.uninterpreted.empty());
+  }
+  // RateLimit-Policy and RateLimit, the policy after the field naming it.
+  for (const auto& h :
+       arrangements({{"RATELIMIT", "\"day\";r=0;t=40"}, {"ratelimit-policy", "\"day\";q=1000;w=86400"}})) {
+    const auto s = at(h);
+    ASSERT_EQ(s.quota.size(), 1u) << h.size();
+    EXPECT_EQ(s.quota[0].policy, "day");
+    EXPECT_EQ(s.quota[0].limit, 1000);
+    EXPECT_EQ(s.quota[0].reset, 40s);
+  }
+  // A profile's own headers, found by name.
+  ObserveOptions github;
+  github.host = "api.github.com";
+  for (const auto& h : arrangements({{"X-RATELIMIT-LIMIT", "60"},
+                                     {"x-RateLimit-Remaining", "0"},
+                                     {"X-Ratelimit-Reset", "1767225630"},
+                                     {"x-ratelimit-USED", "60"},
+                                     {"X-RateLimit-Resource", "core"}})) {
+    const auto s = at(h, github, 403);
+    ASSERT_EQ(s.quota.size(), 1u) << h.size();
+    EXPECT_EQ(s.quota[0].policy, "core");
+    EXPECT_EQ(s.quota[0].remaining, 0);
+    EXPECT_EQ(s.quota[0].reset, 30s);
+    EXPECT_TRUE(s.limited);
+    EXPECT_TRUE(s.uninterpreted.empty()) << h.size();
+  }
+  // The IETF fields under a profile's prefix (Envoy's "x-").
+  ObserveOptions envoy;
+  envoy.profile = "envoy";
+  for (const auto& h :
+       arrangements({{"X-RATELIMIT-LIMIT", "10"}, {"x-ratelimit-REMAINING", "0"}, {"X-RateLimit-Reset", "20"}})) {
+    const auto s = at(h, envoy);
+    ASSERT_EQ(s.quota.size(), 1u) << h.size();
+    EXPECT_EQ(s.quota[0].remaining, 0);
+    EXPECT_EQ(s.quota[0].reset, 20s);
+    EXPECT_TRUE(s.uninterpreted.empty()) << h.size();
+  }
+  // The opt-in heuristic, and without it the same lines reported.
+  ObserveOptions guess;
+  guess.host = "api.unknown.example";
+  guess.heuristic = true;
+  for (const auto& h :
+       arrangements({{"X-RATE-LIMIT-REMAINING", "0"}, {"x-rate-limit-RESET", "12"}, {"RETRY-AFTER-MS", "1500"}})) {
+    const auto s = at(h, guess);
+    ASSERT_EQ(s.quota.size(), 1u) << h.size();
+    EXPECT_EQ(s.quota[0].source, QuotaSource::kHeuristic);
+    EXPECT_EQ(s.quota[0].reset, 12s);
+    ASSERT_TRUE(s.retry_after) << h.size();
+    EXPECT_EQ(s.retry_after->wait, 1500ms);
+    EXPECT_TRUE(s.uninterpreted.empty()) << h.size();
+    guess.heuristic = false;
+    const auto reported = at(h, guess);
+    EXPECT_TRUE(reported.quota.empty());
+    EXPECT_EQ(reported.uninterpreted.size(), 3u) << h.size();
+    guess.heuristic = true;
+  }
 }
 
 TEST_F(ObserveTest, ParsedHeadEndToEnd) {

@@ -37,10 +37,6 @@ struct Header {
 // most max_bytes of input are shown; a longer input ends in "...".
 std::string printable(std::string_view bytes, std::size_t max_bytes = 64);
 
-namespace detail {
-struct HeaderKinds;  // the library's own view of the lines' kinds
-}  // namespace detail
-
 // An ordered list of field lines.
 class HeaderList {
  public:
@@ -70,15 +66,7 @@ class HeaderList {
   bool empty() const noexcept { return lines_.empty(); }
 
  private:
-  friend struct detail::HeaderKinds;
-  void tag(std::string_view name);
-
   std::vector<Header> lines_;
-  // Each line's kind (a field abide reads, or another), recognised once as
-  // the line is added, so that reading a response does not compare names
-  // again and again; the library's own readers use it.
-  std::vector<std::uint8_t> kinds_;
-  std::uint32_t kind_mask_ = 0;  // bit k: some line has kind k
 };
 
 // A response head read from text.

@@ -24,7 +24,6 @@
 
 #include "abide/clock.h"
 #include "abide/headers.h"
-#include "abide/quota.h"
 #include "abide/result.h"
 
 namespace abide {
@@ -224,29 +223,5 @@ class ProfileRegistry {
 
 // Parses one profile without adding it anywhere.
 Result<Profile, ProfileError> parse_profile(std::string_view text, std::string_view file = "<text>");
-
-// Reads the quota observations and retry delay a profile describes.
-struct VendorReading {
-  std::vector<QuotaObservation> quota;
-  std::optional<RetryHint> retry_delay;  // the longest valid retry-delay header, if any
-  std::optional<bool> should_retry;      // the server's retry verdict, if the profile reads one
-  std::string should_retry_source;       // the header that carried it
-  std::vector<std::string> warnings;
-};
-void read_vendor(const Profile& profile, const HeaderList& headers, WallTime received,
-                 std::optional<WallTime> server_date, VendorReading& out);
-
-// The opt-in heuristic for a host without a profile: reads X-RateLimit-* and
-// X-Rate-Limit-* (limit, remaining, used, reset) guessing the reset format from
-// the value (a number above 1e9 is Unix seconds, a duration with units is a Go
-// duration, a date is a date, else seconds from now), plus retry-after-ms and
-// x-ms-retry-after-ms. Every observation is Confidence::kLow, QuotaSource::kHeuristic.
-void read_heuristic(const HeaderList& headers, WallTime received, std::optional<WallTime> server_date,
-                    VendorReading& out);
-
-// True when a header name looks like a vendor quota header (X-RateLimit-*,
-// X-Rate-Limit-*, *-ratelimit-*, retry-after-ms, Sforce-Limit-Info, ...), and
-// is not one of the IETF fields.
-bool looks_like_vendor_quota_header(std::string_view name) noexcept;
 
 }  // namespace abide
