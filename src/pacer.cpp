@@ -602,12 +602,157 @@ struct Pacer::Ops {
     }
   }
 
-  // One look at the key, never blocking: the logic both acquire forms share.
-  static TryAcquireResult step(Pacer& p, Ticket& t, std::optional<MonoTime> deadline, std::optional<Asked> pending) {
+  // What a part of a step decided: the caller's answer, another round, or on
+  // to the next part.
+  enum class Then { kAnswer, kAgain, kGoOn };
+
+  // A slot reserved earlier: not due yet (reserved still), due (the permit),
+  // or voided since (nothing: another round).
+  static std::optional<TryAcquireResult> reserved_slot(Pacer& p, Local& local, State& s, MonoTime now) {
+    if (now < s.slot) return pending_result(TryStatus::kReserved, s.slot, s.probe, s.cause, s.held);
+    s.reserved = false;
+    // Void too when an answer since the reservation raised the floor past
+    // it (a quota said spent, even one too uncertain to start a cooldown).
+    const bool valid = local.epoch.load(std::memory_order_acquire) == s.epoch && floor_of(local) <= now &&
+                       !(p.store_->shared() && s.reserved_wait >= p.config_.revalidate_after &&
+                         !local.handle->still_valid(s.store_epoch, now));
+    // The permit says what it waited for.
+    if (valid) return pending_result(TryStatus::kPermit, s.slot, s.probe, s.cause, std::move(s.held));
+    // A cooldown began since: the slot is void (a probe's too). The ticket
+    // keeps its number, so it queues ahead of those who came later.
+    s.probe = false;
+    return std::nullopt;
+  }
+
+  // The ticket's turn in the key's line: not its turn yet (an answer), a slot
+  // given back to take (an answer, or another round when it is due), or the
+  // store asked (`pending` set, on to its answer).
+  static Then take_turn(Pacer& p, Ticket& t, std::optional<MonoTime> deadline, MonoTime limit, MonoTime now,
+                        std::optional<Asked>& pending, TryAcquireResult& answer) {
     Local& local = *t.local_;
     const std::shared_ptr<State>& sp = t.state_;
     State& s = *sp;
-    const PacingRules& rules = p.config_.rules;
+    UniqueLock lock(local.mu);
+    if (!s.queued && !local.queue.empty()) enqueue_locked(p, local, sp);
+    if (s.queued && local.queue.front() != sp) {
+      // Not our turn: the head leaving notifies us.
+      if (now >= limit) {
+        const MonoTime estimate = std::max(local.blocked_until, limit);
+        const bool unavailable = local.blocked_by_store;
+        const WaitCause cause = local.blocked_cause;
+        lock.unlock();
+        leave(local, s);
+        answer = unavailable ? final_result(p, TryStatus::kUnavailable, estimate, WaitCause::kStore)
+                             : too_late(p, deadline, estimate, cause);
+        return Then::kAnswer;
+      }
+      // Without a notification, look again when the head will (or soon).
+      const MonoTime at = local.blocked_until > now ? local.blocked_until : saturating_add(now, p.config_.shared_poll);
+      answer = pending_result(TryStatus::kAskAgain, earlier(at, limit), false, local.blocked_cause);
+      return Then::kAnswer;
+    }
+    if (local.returned_count.load(std::memory_order_acquire) != 0) {
+      if (const auto r = take_returned_locked(local, now, s.costs)) {
+        lock.unlock();
+        leave(local, s);
+        if (s.number == 0) s.number = p.next_ticket_.fetch_add(1, std::memory_order_relaxed);
+        answer = reserve(s, r->slot, now, r->epoch, r->store_epoch, false, WaitCause::kQueue);
+        // Checked against a shared store when due: it was reserved long ago.
+        s.reserved_wait = kMaxDuration;
+        return r->slot <= now ? Then::kAgain : Then::kAnswer;
+      }
+    }
+    lock.unlock();
+    const std::uint64_t epoch = local.epoch.load(std::memory_order_acquire);
+    pending = Asked{local.handle->acquire({now, limit - now, s.costs}, p.config_.rules), epoch, now};
+    return Then::kGoOn;
+  }
+
+  // The floor: never earlier than this process was told. Moves `at` (and the
+  // grant's cause) up to it, or writes it back to a store that forgot, once
+  // per step (another round: the write voids what the store just granted).
+  static Then hold_to_floor(Pacer& p, Local& local, MonoTime now, StoreGrant& g, MonoTime& at, bool& wrote_back,
+                            bool& floored) {
+    const MonoTime floor = floor_of(local);
+    if (floor <= now || g.kind == StoreGrant::Kind::kAwaitProbe) return Then::kGoOn;
+    const WaitCause floor_cause = local.floor_cause.load(std::memory_order_relaxed);
+    if (floor > saturating_add(at, kFloorSlack) && g.kind != StoreGrant::Kind::kUnavailable && !wrote_back) {
+      // The store forgot: teach it again (which voids what it just
+      // granted) and ask again. Once per step: a store that still
+      // answers with less is held by the floor below.
+      wrote_back = true;
+      write_back(p, local, floor, floor_cause);
+      return Then::kAgain;
+    }
+    if (floor > at) {
+      at = floor;
+      floored = true;
+      g.cause = floor_cause;
+      g.held.reset();  // the store's policy no longer sets the time
+    } else if (at - floor <= kFloorSlack && g.cause == WaitCause::kUnknown) {
+      g.cause = floor_cause;  // the store holds it there too, without saying why
+    }
+    return Then::kGoOn;
+  }
+
+  // The store granted a send (or the probe) at `at`: now, a slot reserved for
+  // later, or past what the caller accepts.
+  static TryAcquireResult take_grant(Pacer& p, Local& local, State& s, std::optional<MonoTime> deadline, MonoTime limit,
+                                     const Asked& asked, StoreGrant& g, MonoTime now, MonoTime at) {
+    leave(local, s);
+    const bool probe = g.kind == StoreGrant::Kind::kProbe;
+    if (at <= now) return pending_result(TryStatus::kPermit, now, probe);
+    if (at > limit) {
+      // A sleep past what the caller accepts: a shared store's wait
+      // counts from its answer, a round trip after the caller's limit
+      // was given to it. (A slot that is due goes: the round trip is
+      // the store's time, not a wait.)
+      return_grant(p, local, asked, at, s.costs);
+      return too_late(p, deadline, at, g.cause, std::move(g.held));
+    }
+    // A number now, so that if the slot is voided the ticket queues
+    // ahead of those who came later.
+    if (s.number == 0) s.number = p.next_ticket_.fetch_add(1, std::memory_order_relaxed);
+    return reserve(s, at, now, asked.epoch, g.epoch, probe, g.cause, std::move(g.held));
+  }
+
+  // The store says wait for a probe's answer, or is down: the ticket waits in
+  // line, at its head for the time the store gave. Nothing when it should look
+  // again at once (someone came first, or a record came since `generation`).
+  static std::optional<TryAcquireResult> await_at_head(Pacer& p, Ticket& t, std::optional<MonoTime> deadline,
+                                                       MonoTime limit, const StoreGrant& g, MonoTime now, MonoTime at,
+                                                       bool floored, std::uint64_t generation) {
+    Local& local = *t.local_;
+    const std::shared_ptr<State>& sp = t.state_;
+    State& s = *sp;
+    const bool unavailable = g.kind == StoreGrant::Kind::kUnavailable;
+    UniqueLock lock(local.mu);
+    if (!s.queued) enqueue_locked(p, local, sp);
+    if (local.queue.front() != sp) return std::nullopt;  // someone came first: wait for our turn
+    local.blocked_until = at;
+    local.blocked_by_store = unavailable;
+    local.blocked_cause = unavailable ? WaitCause::kStore : WaitCause::kProbe;
+    if (now >= limit || (unavailable && at > limit)) {
+      lock.unlock();
+      leave(local, s);
+      // While the store is down, what this process was told still says when.
+      if (floored) return too_late(p, deadline, at, g.cause);
+      return unavailable ? final_result(p, TryStatus::kUnavailable, at, WaitCause::kStore)
+                         : too_late(p, deadline, at, WaitCause::kProbe);
+    }
+    MonoTime until = earlier(at, limit);
+    if (p.store_->shared()) until = earlier(until, saturating_add(now, p.config_.shared_poll));
+    // A record since we asked the store: ask again rather than wait.
+    if (local.generation.load(std::memory_order_acquire) != generation) return std::nullopt;
+    return pending_result(TryStatus::kAskAgain, until, false, local.blocked_cause);
+  }
+
+  // One look at the key, never blocking: the logic both acquire forms share.
+  // Each round: a reserved slot, else the ticket's turn in line and the
+  // store's answer, held to the floor, then what that answer says.
+  static TryAcquireResult step(Pacer& p, Ticket& t, std::optional<MonoTime> deadline, std::optional<Asked> pending) {
+    Local& local = *t.local_;
+    State& s = *t.state_;
     MonoTime limit = saturating_add(s.start, p.config_.max_wait);
     if (deadline && *deadline < limit) limit = *deadline;
     bool wrote_back = false;
@@ -615,55 +760,15 @@ struct Pacer::Ops {
     for (int round = 0; round < kMaxRounds; ++round) {
       MonoTime now = p.mono_.now();
       if (s.reserved) {
-        if (now < s.slot) return pending_result(TryStatus::kReserved, s.slot, s.probe, s.cause, s.held);
-        s.reserved = false;
-        // Void too when an answer since the reservation raised the floor past
-        // it (a quota said spent, even one too uncertain to start a cooldown).
-        const bool valid = local.epoch.load(std::memory_order_acquire) == s.epoch && floor_of(local) <= now &&
-                           !(p.store_->shared() && s.reserved_wait >= p.config_.revalidate_after &&
-                             !local.handle->still_valid(s.store_epoch, now));
-        // The permit says what it waited for.
-        if (valid) return pending_result(TryStatus::kPermit, s.slot, s.probe, s.cause, std::move(s.held));
-        // A cooldown began since: the slot is void (a probe's too). The ticket
-        // keeps its number, so it queues ahead of those who came later.
-        s.probe = false;
+        if (auto r = reserved_slot(p, local, s, now)) return std::move(*r);
         continue;
       }
       const std::uint64_t generation = local.generation.load(std::memory_order_acquire);
       if (!pending) {
-        UniqueLock lock(local.mu);
-        if (!s.queued && !local.queue.empty()) enqueue_locked(p, local, sp);
-        if (s.queued && local.queue.front() != sp) {
-          // Not our turn: the head leaving notifies us.
-          if (now >= limit) {
-            const MonoTime estimate = std::max(local.blocked_until, limit);
-            const bool unavailable = local.blocked_by_store;
-            const WaitCause cause = local.blocked_cause;
-            lock.unlock();
-            leave(local, s);
-            return unavailable ? final_result(p, TryStatus::kUnavailable, estimate, WaitCause::kStore)
-                               : too_late(p, deadline, estimate, cause);
-          }
-          // Without a notification, look again when the head will (or soon).
-          const MonoTime at = local.blocked_until > now ? local.blocked_until
-                                                        : saturating_add(now, p.config_.shared_poll);
-          return pending_result(TryStatus::kAskAgain, earlier(at, limit), false, local.blocked_cause);
-        }
-        if (local.returned_count.load(std::memory_order_acquire) != 0) {
-          if (const auto r = take_returned_locked(local, now, s.costs)) {
-            lock.unlock();
-            leave(local, s);
-            if (s.number == 0) s.number = p.next_ticket_.fetch_add(1, std::memory_order_relaxed);
-            TryAcquireResult res = reserve(s, r->slot, now, r->epoch, r->store_epoch, false, WaitCause::kQueue);
-            // Checked against a shared store when due: it was reserved long ago.
-            s.reserved_wait = kMaxDuration;
-            if (r->slot <= now) continue;
-            return res;
-          }
-        }
-        lock.unlock();
-        const std::uint64_t epoch = local.epoch.load(std::memory_order_acquire);
-        pending = Asked{local.handle->acquire({now, limit - now, s.costs}, rules), epoch, now};
+        TryAcquireResult answer;
+        const Then then = take_turn(p, t, deadline, limit, now, pending, answer);
+        if (then == Then::kAnswer) return answer;
+        if (then == Then::kAgain) continue;
       }
       const Asked asked = *pending;
       pending.reset();
@@ -672,73 +777,18 @@ struct Pacer::Ops {
       now = p.store_->shared() ? std::max(asked.at, p.mono_.now()) : asked.at;
       StoreGrant g = asked.grant;
       MonoTime at = saturating_add(now, std::max(g.wait, Duration::zero()));
-      // The floor: never earlier than this process was told.
-      const MonoTime floor = floor_of(local);
       bool floored = false;
-      if (floor > now && g.kind != StoreGrant::Kind::kAwaitProbe) {
-        const WaitCause floor_cause = local.floor_cause.load(std::memory_order_relaxed);
-        if (floor > saturating_add(at, kFloorSlack) && g.kind != StoreGrant::Kind::kUnavailable && !wrote_back) {
-          // The store forgot: teach it again (which voids what it just
-          // granted) and ask again. Once per step: a store that still
-          // answers with less is held by the floor below.
-          wrote_back = true;
-          write_back(p, local, floor, floor_cause);
-          continue;
-        }
-        if (floor > at) {
-          at = floor;
-          floored = true;
-          g.cause = floor_cause;
-          g.held.reset();  // the store's policy no longer sets the time
-        } else if (at - floor <= kFloorSlack && g.cause == WaitCause::kUnknown) {
-          g.cause = floor_cause;  // the store holds it there too, without saying why
-        }
-      }
+      if (hold_to_floor(p, local, now, g, at, wrote_back, floored) == Then::kAgain) continue;
       switch (g.kind) {
         case StoreGrant::Kind::kGranted:
-        case StoreGrant::Kind::kProbe: {
-          leave(local, s);
-          const bool probe = g.kind == StoreGrant::Kind::kProbe;
-          if (at <= now) return pending_result(TryStatus::kPermit, now, probe);
-          if (at > limit) {
-            // A sleep past what the caller accepts: a shared store's wait
-            // counts from its answer, a round trip after the caller's limit
-            // was given to it. (A slot that is due goes: the round trip is
-            // the store's time, not a wait.)
-            return_grant(p, local, asked, at, s.costs);
-            return too_late(p, deadline, at, g.cause, std::move(g.held));
-          }
-          // A number now, so that if the slot is voided the ticket queues
-          // ahead of those who came later.
-          if (s.number == 0) s.number = p.next_ticket_.fetch_add(1, std::memory_order_relaxed);
-          return reserve(s, at, now, asked.epoch, g.epoch, probe, g.cause, std::move(g.held));
-        }
+        case StoreGrant::Kind::kProbe: return take_grant(p, local, s, deadline, limit, asked, g, now, at);
         case StoreGrant::Kind::kTooLate:
           leave(local, s);
           return too_late(p, deadline, at, g.cause, std::move(g.held));
         case StoreGrant::Kind::kAwaitProbe:
-        case StoreGrant::Kind::kUnavailable: {
-          const bool unavailable = g.kind == StoreGrant::Kind::kUnavailable;
-          UniqueLock lock(local.mu);
-          if (!s.queued) enqueue_locked(p, local, sp);
-          if (local.queue.front() != sp) continue;  // someone came first: wait for our turn
-          local.blocked_until = at;
-          local.blocked_by_store = unavailable;
-          local.blocked_cause = unavailable ? WaitCause::kStore : WaitCause::kProbe;
-          if (now >= limit || (unavailable && at > limit)) {
-            lock.unlock();
-            leave(local, s);
-            // While the store is down, what this process was told still says when.
-            if (floored) return too_late(p, deadline, at, g.cause);
-            return unavailable ? final_result(p, TryStatus::kUnavailable, at, WaitCause::kStore)
-                               : too_late(p, deadline, at, WaitCause::kProbe);
-          }
-          MonoTime until = earlier(at, limit);
-          if (p.store_->shared()) until = earlier(until, saturating_add(now, p.config_.shared_poll));
-          // A record since we asked the store: ask again rather than wait.
-          if (local.generation.load(std::memory_order_acquire) != generation) continue;
-          return pending_result(TryStatus::kAskAgain, until, false, local.blocked_cause);
-        }
+        case StoreGrant::Kind::kUnavailable:
+          if (auto r = await_at_head(p, t, deadline, limit, g, now, at, floored, generation)) return std::move(*r);
+          continue;
       }
     }
     // Records keep changing the answer: ask again at once.
@@ -798,8 +848,9 @@ struct Pacer::Ops {
     return a;
   }
 
-  // The blocking acquire: sleeps on step's answers.
-  static AcquireResult wait(Pacer& p, Ticket& t, MonoTime start, std::optional<MonoTime> deadline,
+  // The blocking acquire: sleeps on step's answers. Out of line, so that
+  // acquire's fast path (most acquires) stays a small function.
+  [[gnu::noinline]] static AcquireResult wait(Pacer& p, Ticket& t, MonoTime start, std::optional<MonoTime> deadline,
                             const std::stop_token& stop, std::optional<Asked> pending) {
     State& s = *t.state_;
     for (;;) {

@@ -117,6 +117,15 @@ class ChunkedDecoder {
   Status fail(int status, std::string reason);
   Status end_size_line();
   Status end_trailer_line();
+  // The steps of feed(), one for each kind of byte.
+  std::size_t take_data(std::string_view rest, std::string& out);
+  Status take_byte(char c);
+  Status size_byte(char c);
+  Status size_bws_byte(char c);
+  Status extension_byte(char c);
+  Status count_size_line_byte(Status s);
+  Status data_end_byte(char c);
+  Status trailer_byte(char c);
 
   std::uint64_t max_body_;
   std::uint64_t decoded_ = 0;
