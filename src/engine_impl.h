@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "abide/engine.h"
+#include "abide/server_clock.h"
 #include "mutex.h"
 #include "string_hash.h"
 

@@ -30,17 +30,17 @@
 #include <string_view>
 #include <vector>
 
-#include "abide/backoff.h"
 #include "abide/clock.h"
 #include "abide/headers.h"
 #include "abide/pacer.h"
 #include "abide/planner.h"
 #include "abide/profiles.h"
 #include "abide/quota.h"
-#include "abide/server_clock.h"
 #include "abide/signals.h"
 
 namespace abide {
+
+class ServerClock;  // abide/server_clock.h: each origin's, kept by the engine
 
 namespace detail {
 class UsageTap;     // src/llm/usage_tap.h
