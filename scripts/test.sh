@@ -72,10 +72,10 @@ cmake --build --preset tsan -j "$jobs" --target "${targets[@]}"
 ctest --preset tsan -j "$jobs"
 
 if compgen -G "fuzz/*_fuzz.cpp" >/dev/null; then
-  step "fuzz targets, ${ABIDE_FUZZ_SECONDS:-20} s each"
+  step "fuzz targets, ${ABIDE_FUZZ_SECONDS:-10} s each"
   cmake --preset fuzz >/dev/null
   cmake --build --preset fuzz -j "$jobs"
-  bash scripts/fuzz.sh "${ABIDE_FUZZ_SECONDS:-20}"
+  bash scripts/fuzz.sh "${ABIDE_FUZZ_SECONDS:-10}"
 fi
 
 step "all passed"
