@@ -201,7 +201,8 @@ RequestOutcome Engine::run(const Request& request, Transport& transport, BodySin
         if (r.state_ == Machine::State::kBody) r.complete();
         break;
       case Step::Kind::kWait:
-        if (step.until > impl_->mono_.now() && impl_->mono_.sleep_until(step.until, stop) == WaitResult::kCancelled) r.cancel(false);
+        if (step.until > impl_->mono_.now() && impl_->mono_.sleep_until(step.until, stop) == WaitResult::kCancelled)
+          r.cancel(false);
         break;
     }
   }

@@ -851,7 +851,7 @@ struct Pacer::Ops {
   // The blocking acquire: sleeps on step's answers. Out of line, so that
   // acquire's fast path (most acquires) stays a small function.
   [[gnu::noinline]] static AcquireResult wait(Pacer& p, Ticket& t, MonoTime start, std::optional<MonoTime> deadline,
-                            const std::stop_token& stop, std::optional<Asked> pending) {
+                                              const std::stop_token& stop, std::optional<Asked> pending) {
     State& s = *t.state_;
     for (;;) {
       if (stop.stop_requested()) {

@@ -38,7 +38,9 @@ struct ServerClock::State {
   // Saturating throughout: a Date may sit at an end of WallTime's range (year
   // 1413 reads as its earliest instant), and the bounds are that Date minus a
   // monotonic instant.
-  Duration low_bound(MonoTime at) const noexcept ABIDE_REQUIRES(mu) { return saturating_sub(low, drift_over(low_at, at)); }
+  Duration low_bound(MonoTime at) const noexcept ABIDE_REQUIRES(mu) {
+    return saturating_sub(low, drift_over(low_at, at));
+  }
   Duration high_bound(MonoTime at) const noexcept ABIDE_REQUIRES(mu) {
     return saturating_add(high, drift_over(high_at, at));
   }

@@ -88,17 +88,17 @@ class CurlAttempt final : public engine::Transport {
 struct Client::Impl {
   explicit Impl(ClientConfig c)
       : config(std::move(c)),
-        mono(config.mono != nullptr ? *config.mono : system_monotonic_clock()),
-        wall(config.wall != nullptr ? *config.wall : system_wall_clock()),
         engine(static_cast<const engine::Config&>(config)),
+        mono(engine.mono()),
+        wall(engine.wall()),
         slots(config.max_transfers) {
     curl_detail::global_init();
   }
 
   ClientConfig config;
-  const MonotonicClock& mono;
-  const WallClock& wall;
   engine::Engine engine;
+  const MonotonicClock& mono;  // the engine's clocks (the config's, or the system's)
+  const WallClock& wall;
   curl_detail::TransferSlots slots;  // max_transfers, over fetch, fetch_all and perform
 
   detail::Mutex pool_mu;

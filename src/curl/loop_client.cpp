@@ -100,9 +100,9 @@ struct LoopClient::Impl {
 
   Impl(ClientConfig c, Hooks h)
       : config(std::move(c)),
-        mono(config.mono != nullptr ? *config.mono : system_monotonic_clock()),
-        wall(config.wall != nullptr ? *config.wall : system_wall_clock()),
         engine(static_cast<const engine::Config&>(config)),
+        mono(engine.mono()),
+        wall(engine.wall()),
         hooks(std::move(h)),
         hooked(static_cast<bool>(hooks.watch) && static_cast<bool>(hooks.timer)) {
     curl_detail::global_init();
@@ -150,9 +150,9 @@ struct LoopClient::Impl {
   }
 
   ClientConfig config;
-  const MonotonicClock& mono;
-  const WallClock& wall;
   engine::Engine engine;
+  const MonotonicClock& mono;  // the engine's clocks (the config's, or the system's)
+  const WallClock& wall;
   Hooks hooks;
   const bool hooked;
   CURLM* multi = nullptr;
