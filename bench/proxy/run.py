@@ -627,6 +627,12 @@ def streams_phase(args, run_dir):
         result["sent"] = sent
         log(f"  streams: {sent}")
         peak, threads_max, samples = None, 0, 0
+        # CPU while they stream: the proxy's and the upstream's, and the
+        # proxy's busiest second (in cores), to tell a saturated proxy from
+        # one that waits.
+        started = time.monotonic()
+        cpu_start = {"proxy": sum(cpu_seconds(proxy.pid)), "upstream": sum(cpu_seconds(upstream.pid))}
+        cpu_samples = [(started, cpu_start["proxy"])]
         while load.poll() is None:
             s = try_status(proxy.pid)
             if s:
@@ -637,6 +643,17 @@ def streams_phase(args, run_dir):
             elif proxy.poll() is not None:
                 result["proxy_died"] = proxy.returncode
             time.sleep(0.25)
+            cpu_samples.append((time.monotonic(), sum(cpu_seconds(proxy.pid))))
+        busiest = 0.0
+        for i, (t0, c0) in enumerate(cpu_samples):
+            for t1, c1 in cpu_samples[i + 1:]:
+                if t1 - t0 >= 1.0:
+                    busiest = max(busiest, (c1 - c0) / (t1 - t0))
+                    break
+        result["cpu"] = {"wall_s": time.monotonic() - started,
+                         "proxy_s": sum(cpu_seconds(proxy.pid)) - cpu_start["proxy"],
+                         "upstream_s": sum(cpu_seconds(upstream.pid)) - cpu_start["upstream"],
+                         "proxy_busiest_cores": busiest}
         done = {}
         for line in load.stdout.read().splitlines():
             if line.strip():
@@ -808,20 +825,27 @@ def streams_markdown(st):
                f"(text/event-stream, the first after a random part of the interval). Proxy: "
                f"`{' '.join(st['command'][1:])}`. Callers: bench/proxy_streams, {st['streams']} connections opened and "
                f"left idle for {st['idle_s']:g} s, then all sending GET /stream at once; a fresh caller times GET "
-               f"/fresh on a new connection every 0.5 s. Per connection: (RSS - RSS before the callers) / "
+               f"/fresh on a new connection every 0.5 s. \"Answer head\": from a caller's request to its answer's head (the proxy "
+               f"passes it on with the first body bytes, the first event). Per connection: (RSS - RSS before the callers) / "
                f"{st['streams']}; \"streaming\" is the highest of the RSS samples taken every 0.25 s while they "
                f"stream.\n")
     conn = st.get("connect", {})
     statuses = ", ".join(f"{k}: {v}" for k, v in done.get("statuses", {}).items()) or "none"
     failures = ", ".join(f"{k}: {v}" for k, v in done.get("failures", {}).items()) or "none"
     out.append("| connected | closed while idle | requests sent | statuses | whole | failures | unfinished | "
-               "streaming took | event delay p50 / p99 / max | upstream connections (peak) | streams per connection (peak) |")
-    out.append("|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|")
-    d = done.get("event_delay_ms", {})
+               "streaming took | answer head p50 / p99 / max | event delay p50 / p99 / max | "
+               "upstream connections (peak) | streams per connection (peak) |")
+    out.append("|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    d, h = done.get("event_delay_ms", {}), done.get("head_ms", {})
+    spread = lambda x: f"{x.get('p50', 0):.1f} / {x.get('p99', 0):.1f} / {x.get('max', 0):.1f} ms"
     out.append(f"| {conn.get('connected', '-')} | {done.get('closed_while_idle', '-')} | {done.get('sent', '-')} | "
                f"{statuses} | {done.get('whole', 0)} | {failures} | {done.get('unfinished', '-')} | "
-               f"{done.get('stream_s', 0):.1f} s | {d.get('p50', 0):.1f} / {d.get('p99', 0):.1f} / "
-               f"{d.get('max', 0):.1f} ms | {up.get('sessions_peak', '-')} | {up.get('streams_per_session_peak', '-')} |")
+               f"{done.get('stream_s', 0):.1f} s | {spread(h)} | {spread(d)} | {up.get('sessions_peak', '-')} | "
+               f"{up.get('streams_per_session_peak', '-')} |")
+    if st.get("cpu"):
+        c = st["cpu"]
+        out.append(f"\nCPU while they streamed ({c['wall_s']:.1f} s): the proxy {c['proxy_s']:.1f} s (its busiest "
+                   f"second {c['proxy_busiest_cores']:.2f} cores), the upstream {c['upstream_s']:.1f} s.")
     out.append("")
     out.append("| RSS before | idle | streaming (peak) | VmHWM at the end | per connection idle / streaming | "
                "threads before / idle / streaming (most) | fresh caller idle: median / max | streaming: median / max |")
