@@ -66,6 +66,10 @@ def vm_hwm_mb(pid):
     return None
 
 
+# The most transfers curl's tool runs at once (it clamps --parallel-max).
+CURL_PARALLEL_MAX = 300
+
+
 def measure(cmd):
     """Runs cmd; returns (exit status, CPU seconds, peak RSS in MB, wall seconds).
 
@@ -178,6 +182,11 @@ def main():
               f"{'met' if all(a[0] / c[0] <= TARGET_CPU_RATIO for _, a, c in rows) else 'not met'}. "
               f"Peak memory at {rows[-1][0]} URLs / at {rows[0][0]}: {flat:.2f} "
               f"(at most {TARGET_FLAT_MEMORY}: {'met' if flat <= TARGET_FLAT_MEMORY else 'not met'})."]
+    if args.jobs > CURL_PARALLEL_MAX:
+        # curl's tool clamps --parallel-max (tool_getparam: at most 300): the
+        # two ran different numbers of transfers at a time.
+        lines += ["", f"curl runs at most {CURL_PARALLEL_MAX} transfers at a time whatever --parallel-max says: "
+                  f"here {CURL_PARALLEL_MAX} for curl against {args.jobs} for abide."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.markdown:
