@@ -63,7 +63,7 @@ step "tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 # instrumented code) and line tables only (-g1), enough for their reports; the
 # plain builds above stay with GCC, so both compilers check the code. Its test
 # preset leaves out the SDK tests (label "sdk"): they exercise the callers, and
-# the proxy's paths run here in proxy_test.
+# the proxy's paths run here in the proxy_* tests.
 cmake --preset asan -DABIDE_WERROR=ON >/dev/null
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$test_jobs"
