@@ -172,7 +172,9 @@ struct ClientConfig : engine::Config {
   // The bytes libcurl reads from a connection at a time for each transfer
   // (CURLOPT_BUFFERSIZE; clamped to [1 KiB, 512 KiB]; 0: libcurl's 16 KiB).
   // Each running transfer holds one: thousands of trickled streams at once
-  // want it small; a large body costs more CPU in smaller reads.
+  // want it small; a large body costs more CPU in smaller reads. (A
+  // LoopClient's own HTTP/1.1 exchanges read as much at a time into one
+  // buffer that they share.)
   std::size_t receive_buffer_bytes = 0;
 };
 

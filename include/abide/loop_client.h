@@ -2,6 +2,11 @@
 // program with an event loop. Many requests run on one thread, none of them
 // parked: a pacer wait or a retry wait is a timer, an attempt is a transfer in
 // one multi handle (connections, HTTP/2 streams and name lookups shared).
+// Cleartext HTTP/1.1 to an IP literal (http://127.0.0.1:8080/, a proxy's
+// usual upstream) goes over abide's own client on the same loop instead, its
+// kept connections reused, written and read as libcurl would; a proxy (given
+// or in the environment), decompression or max_host_connections leave
+// everything to libcurl.
 //
 // The loop drives it in one of two ways:
 //   - hooks: LoopClient tells the loop which sockets to watch for what

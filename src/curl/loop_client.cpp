@@ -2,8 +2,10 @@
 // by an event loop (see abide/loop_client.h).
 //
 // Each request is a Job: its own copy of the request, its Machine, and, while
-// an attempt is out, an easy handle in the multi handle. A job is in one
-// place at a time:
+// an attempt is out, an easy handle in the multi handle, or an exchange of
+// the own HTTP/1.1 client (plain_transfer.h: cleartext to an IP literal, its
+// sockets on the same loop, idle ones kept per origin). A job is in one place
+// at a time:
 //   ready     its machine is asked next() at the next pump;
 //   timer     waiting until a time (a pacer, retry or not-before wait);
 //   slot      permitted to send, waiting for one of max_transfers;
@@ -16,6 +18,8 @@
 #include "abide/loop_client.h"
 
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -34,6 +38,7 @@
 #include "easy_attempt.h"
 #include "epoll_interest.h"
 #include "mutex.h"
+#include "plain_transfer.h"
 #include "transfer.h"
 #include "transport.h"
 
@@ -48,6 +53,8 @@ constexpr std::size_t kMaxIdleHandles = 64;
 // Rounds of libcurl's zero timeouts run at once in one pump (each starts
 // transfers that were added); the rest wait for the loop's next turn.
 constexpr int kMaxKicks = 4;
+// What the own HTTP/1.1 client reads at a time, into one buffer per client.
+constexpr std::size_t kPlainScratch = std::size_t{512} << 10;  // the most receive_buffer_bytes asks
 
 int curl_flags(LoopClient::Interest what) {
   switch (what) {
@@ -89,6 +96,10 @@ struct LoopClient::Impl {
     // While in a transfer (pooled between them: a waiting job holds none).
     std::unique_ptr<curl_detail::EasyAttempt> attempt;
     CURL* easy = nullptr;  // while in a transfer
+    std::unique_ptr<curl_detail::PlainTransfer> plain;  // while in the own client's exchange
+    SteadyTime plain_timer_at{};  // its entry in plain_timers
+    bool plain_timed = false;
+    bool plain_eligible = false;  // the own client may send it (plain_target), when the limits allow
     Where where = Where::kReady;
     std::optional<MonoTime> send_deadline;  // kSlot: the permitted attempt's (engine::Step::deadline)
     MonoTime timer_at{};  // kTimer, or kSlot with a bound: its entry in `timers`
@@ -104,7 +115,10 @@ struct LoopClient::Impl {
         mono(engine.mono()),
         wall(engine.wall()),
         hooks(std::move(h)),
-        hooked(static_cast<bool>(hooks.watch) && static_cast<bool>(hooks.timer)) {
+        hooked(static_cast<bool>(hooks.watch) && static_cast<bool>(hooks.timer)),
+        // A proxy from the environment, or a bound on the connections to an
+        // origin (which libcurl's queue keeps): libcurl sends everything.
+        plain_ok(!curl_detail::proxy_in_environment() && config.max_host_connections == 0) {
     curl_detail::global_init();
     multi = curl_multi_init();
     wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -134,6 +148,10 @@ struct LoopClient::Impl {
   }
 
   ~Impl() {
+    for (auto it = plain_fds.begin(); it != plain_fds.end(); it = plain_fds.erase(it)) {
+      if (it->second.armed != Interest::kNone) arm(it->first, Interest::kNone);
+      ::close(it->first);
+    }
     for (auto& [id, job] : jobs) {
       if (job->easy != nullptr) {
         curl_multi_remove_handle(multi, job->easy);
@@ -155,6 +173,7 @@ struct LoopClient::Impl {
   const WallClock& wall;
   Hooks hooks;
   const bool hooked;
+  const bool plain_ok;
   CURLM* multi = nullptr;
   int wake_fd = -1;   // readable when a pacer notification came (from any thread)
   int epoll_fd = -1;  // without hooks: libcurl's sockets and wake_fd
@@ -183,6 +202,21 @@ struct LoopClient::Impl {
   bool told_now = false;
   bool told_any = false;
 
+  // The own client's sockets: in an exchange (job), or idle (job 0) in
+  // idle_plain under their origin, watched for the server's close.
+  struct PlainSocket {
+    Id job = 0;
+    std::string pool;
+    Interest armed = Interest::kNone;
+  };
+  std::unordered_map<int, PlainSocket> plain_fds;
+  std::unordered_map<std::string, std::vector<int>> idle_plain;
+  std::size_t idle_plain_count = 0;
+  std::set<std::pair<SteadyTime, Id>> plain_timers;  // due() of exchanges (lazily: a fired one is asked again)
+  std::vector<std::unique_ptr<curl_detail::PlainTransfer>> idle_plain_xfers;
+  std::unique_ptr<char[]> plain_scratch;
+  std::optional<SteadyTime> told_plain_due;
+
   // Pacer notifications, from any thread.
   detail::Mutex notify_mu;
   std::vector<Id> notified ABIDE_GUARDED_BY(notify_mu);
@@ -202,6 +236,11 @@ struct LoopClient::Impl {
   void watch(int fd, Interest what) {
     if (what == Interest::kNone) watched.erase(fd);
     else watched[fd] = what;
+    arm(fd, what);
+  }
+
+  // The loop watches `fd` for `what` (through the hooks, or the own epoll).
+  void arm(int fd, Interest what) {
     if (hooked) {
       hooks.watch(fd, what);
       return;
@@ -223,7 +262,10 @@ struct LoopClient::Impl {
     auto job = std::make_unique<Job>(id, std::move(request), std::move(done), std::move(sink), index);
     Job& j = *job;
     jobs.emplace(id, std::move(job));
-    if (auto why = curl_detail::parse_url(j.request.url, j.url)) {
+    // The own client's requests need no libcurl parse (plain_target's is
+    // theirs, when the attempt goes out; one that it refuses gets libcurl's then).
+    j.plain_eligible = plain_ok && curl_detail::plain_candidate(j.request.url);
+    if (auto why = j.plain_eligible ? std::nullopt : curl_detail::parse_url(j.request.url, j.url)) {
       finish(j, curl_detail::finish_early(j.request, index, OutcomeKind::kNotRetryable, "invalid URL: " + *why,
                                           config.on_event, mono));
       return id;
@@ -351,12 +393,28 @@ struct LoopClient::Impl {
   }
 
   void begin_transfer(Job& j, const engine::Step& step) {
-    CURL* e = take_handle();
     const curl_detail::TransferLimits limits = curl_detail::limits_for(config, step, mono);
+    if (j.plain_eligible && curl_detail::plain_allowed(limits)) {
+      if (auto target = curl_detail::plain_target(j.request)) {
+        begin_plain(j, limits, std::move(*target));
+        return;
+      }
+    }
+    if (j.plain_eligible && j.url.handle() == nullptr) {  // libcurl sends it after all
+      j.plain_eligible = false;
+      if (auto why = curl_detail::parse_url(j.request.url, j.url)) {
+        j.machine->refuse("invalid URL: " + *why);
+        j.where = Where::kReady;
+        ready.push_back(j.id);
+        return;
+      }
+    }
+    CURL* e = take_handle();
     if (e == nullptr) {
       j.machine->refuse("libcurl could not create a handle");
     } else if (j.attempt = take_attempt();
-               j.attempt->start(e, j.request, limits, j.target, *j.machine, mono, wall, &j.url)) {
+               j.attempt->start(e, j.request, limits, j.target, *j.machine, mono, wall,
+                                j.url.handle() != nullptr ? &j.url : nullptr)) {
       // libcurl may send it later than now (waiting for a connection): an
       // answer heard meanwhile that says wait holds it back.
       j.attempt->hold_back_if_held(engine.pacer(), j.machine->pacer_key());
@@ -399,6 +457,208 @@ struct LoopClient::Impl {
     ready.push_back(j.id);
     ending = false;
     admit_waiters();
+  }
+
+  // ---- the own HTTP/1.1 client ----
+  void begin_plain(Job& j, const curl_detail::TransferLimits& limits, curl_detail::PlainTarget target) {
+    const SteadyTime now = std::chrono::steady_clock::now();
+    j.plain = take_plain_xfer();
+    if (!j.plain->start(j.request, std::move(target), limits, j.target, *j.machine, mono, wall, now)) {
+      give_plain_xfer(std::move(j.plain));
+      j.where = Where::kReady;
+      ready.push_back(j.id);
+      return;
+    }
+    j.plain->hold_back_if_held(engine.pacer(), j.machine->pacer_key());
+    j.where = Where::kTransfer;
+    ++transfers;
+    int err = 0;
+    bool reused = false;
+    const int fd = plain_socket(j, reused, err);
+    in_curl = true;
+    const auto want = j.plain->attach(fd, reused, err, now);
+    in_curl = false;
+    plain_want(j, want);
+  }
+
+  std::unique_ptr<curl_detail::PlainTransfer> take_plain_xfer() {
+    if (idle_plain_xfers.empty()) return std::make_unique<curl_detail::PlainTransfer>();
+    auto x = std::move(idle_plain_xfers.back());
+    idle_plain_xfers.pop_back();
+    return x;
+  }
+  void give_plain_xfer(std::unique_ptr<curl_detail::PlainTransfer> x) {
+    if (x && idle_plain_xfers.size() < kMaxIdleHandles) idle_plain_xfers.push_back(std::move(x));
+  }
+
+  // A socket for j's exchange: one kept alive to its origin, else a fresh
+  // one connecting (-1 with `err` when none could be made).
+  int plain_socket(Job& j, bool& reused, int& err, bool may_reuse = true) {
+    const curl_detail::PlainTarget& t = j.plain->target();
+    if (auto it = idle_plain.find(t.pool); may_reuse && it != idle_plain.end() && !it->second.empty()) {
+      const int fd = it->second.back();
+      it->second.pop_back();
+      --idle_plain_count;
+      plain_fds[fd].job = j.id;
+      reused = true;
+      return fd;
+    }
+    reused = false;
+    const int fd = ::socket(t.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      err = errno;
+      return -1;
+    }
+    const int one = 1;  // as libcurl: no Nagle delay on a request's last bytes
+    static_cast<void>(::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one));
+    err = ::connect(fd, reinterpret_cast<const sockaddr*>(&t.addr), t.addr_len) == 0 ? 0 : errno;
+    if (err != 0 && err != EINPROGRESS) {
+      ::close(fd);
+      return -1;
+    }
+    PlainSocket& s = plain_fds[fd];
+    s.job = j.id;
+    s.pool = t.pool;
+    s.armed = Interest::kNone;
+    return fd;
+  }
+
+  void arm_plain(int fd, Interest what) {
+    auto it = plain_fds.find(fd);
+    if (it == plain_fds.end() || it->second.armed == what) return;
+    it->second.armed = what;
+    arm(fd, what);
+  }
+
+  void close_plain(int fd) {
+    if (fd < 0) return;
+    if (auto it = plain_fds.find(fd); it != plain_fds.end()) {
+      if (it->second.job == 0) {
+        auto& list = idle_plain[it->second.pool];
+        if (std::erase(list, fd) > 0) --idle_plain_count;
+      }
+      if (it->second.armed != Interest::kNone) arm(fd, Interest::kNone);
+      plain_fds.erase(it);
+    }
+    ::close(fd);
+  }
+
+  // A socket whose exchange ended well, kept for the next one to its origin
+  // (as many as transfers may run, as libcurl's connection cache).
+  void keep_plain(int fd) {
+    auto it = plain_fds.find(fd);
+    const std::size_t most = config.max_transfers != 0 ? config.max_transfers : kMaxIdleHandles;
+    if (it == plain_fds.end() || idle_plain_count >= most) {
+      close_plain(fd);
+      return;
+    }
+    it->second.job = 0;
+    idle_plain[it->second.pool].push_back(fd);
+    ++idle_plain_count;
+    arm_plain(fd, Interest::kRead);  // the server's close (or stray bytes) ends it
+  }
+
+  // What the exchange of `j` waits for next.
+  void plain_want(Job& j, curl_detail::PlainTransfer::Want want) {
+    using Want = curl_detail::PlainTransfer::Want;
+    for (;;) {
+      const int fd = j.plain->fd();
+      switch (want) {
+        case Want::kEnded: end_plain(j, false); return;
+        case Want::kRead: arm_plain(fd, Interest::kRead); break;
+        case Want::kWrite: arm_plain(fd, Interest::kWrite); break;
+        case Want::kNothing: arm_plain(fd, Interest::kNone); break;
+        case Want::kStale: {
+          // Sent again once, on a fresh socket (the stale one said nothing).
+          close_plain(fd);
+          bool reused = false;
+          int err = 0;
+          const int fresh = plain_socket(j, reused, err, /*may_reuse=*/false);
+          in_curl = true;
+          want = j.plain->attach(fresh, false, err, std::chrono::steady_clock::now());
+          in_curl = false;
+          if (want == Want::kStale) want = Want::kEnded;  // (a fresh socket is never stale)
+          continue;
+        }
+      }
+      time_plain(j);
+      return;
+    }
+  }
+
+  void time_plain(Job& j) {
+    const SteadyTime due = j.plain->due();
+    if (j.plain_timed && j.plain_timer_at <= due) return;  // the entry fires first and asks again
+    untime_plain(j);
+    if (due == SteadyTime::max()) return;
+    j.plain_timer_at = due;
+    j.plain_timed = true;
+    plain_timers.emplace(due, j.id);
+  }
+  void untime_plain(Job& j) {
+    if (!j.plain_timed) return;
+    plain_timers.erase({j.plain_timer_at, j.id});
+    j.plain_timed = false;
+  }
+
+  // The exchange of `j` ended (`stopped`: cancelled): as end_transfer.
+  void end_plain(Job& j, bool stopped) {
+    ending = true;
+    std::unique_ptr<curl_detail::PlainTransfer> x = std::move(j.plain);
+    j.paused = false;
+    untime_plain(j);
+    --transfers;
+    const int fd = x->fd();
+    if (x->end(stopped) == curl_detail::Transport::End::kComplete) {
+      if (!j.final || j.final->given_head() || j.machine->body({})) j.machine->complete();
+    }
+    if (x->reusable() && !stopped) keep_plain(fd);
+    else close_plain(fd);
+    give_plain_xfer(std::move(x));
+    j.where = Where::kReady;
+    ready.push_back(j.id);
+    ending = false;
+    admit_waiters();
+  }
+
+  void plain_event(int fd) {
+    auto it = plain_fds.find(fd);
+    if (it == plain_fds.end()) return;
+    if (it->second.job == 0) {  // idle: closed by the server, or bytes no request asked for
+      close_plain(fd);
+      return;
+    }
+    auto jt = jobs.find(it->second.job);
+    if (jt == jobs.end() || !jt->second->plain) return;
+    Job& j = *jt->second;
+    if (!plain_scratch) plain_scratch = std::make_unique_for_overwrite<char[]>(kPlainScratch);
+    in_curl = true;
+    const auto want = j.plain->on_ready(std::span<char>(plain_scratch.get(), kPlainScratch), std::chrono::steady_clock::now());
+    in_curl = false;
+    plain_want(j, want);
+  }
+
+  void plain_timeouts() {
+    const SteadyTime now = std::chrono::steady_clock::now();
+    while (!plain_timers.empty() && plain_timers.begin()->first <= now) {
+      const Id id = plain_timers.begin()->second;
+      plain_timers.erase(plain_timers.begin());
+      auto it = jobs.find(id);
+      if (it == jobs.end() || !it->second->plain) continue;
+      Job& j = *it->second;
+      j.plain_timed = false;
+      in_curl = true;
+      const auto want = j.plain->on_time(now);
+      in_curl = false;
+      plain_want(j, want);
+    }
+  }
+
+  // The earliest of libcurl's timer and the own client's.
+  std::optional<SteadyTime> steady_due() const {
+    std::optional<SteadyTime> t = curl_due;
+    if (!plain_timers.empty() && (!t || plain_timers.begin()->first < *t)) t = plain_timers.begin()->first;
+    return t;
   }
 
   void admit_waiters() {
@@ -469,6 +729,10 @@ struct LoopClient::Impl {
   void cancel_now(Job& j) {
     switch (j.where) {
       case Where::kTransfer: {
+        if (j.plain) {
+          end_plain(j, true);
+          break;
+        }
         TransferEnd end;
         end.kind = TransferEnd::Kind::kCancelled;
         end_transfer(j, end);
@@ -494,10 +758,26 @@ struct LoopClient::Impl {
   // ---- backpressure ----
   bool pause(Id id, bool paused) {
     auto it = jobs.find(id);
-    if (it == jobs.end() || it->second->where != Where::kTransfer || it->second->easy == nullptr) return false;
+    if (it == jobs.end() || it->second->where != Where::kTransfer ||
+        (it->second->easy == nullptr && !it->second->plain))
+      return false;
     Job& j = *it->second;
     if (j.paused == paused) return true;
     j.paused = paused;
+    if (j.plain) {
+      // From the sink (inside the exchange's read): what it returns next
+      // follows the flag. From anywhere else, the socket's watch changes now.
+      if (paused) {
+        j.plain->pause();
+        if (!in_curl) arm_plain(j.plain->fd(), Interest::kNone);
+      } else {
+        const auto want = j.plain->resume();
+        if (!in_curl && want != curl_detail::PlainTransfer::Want::kEnded) plain_want(j, want);
+        else if (!in_curl) want_turn();
+      }
+      want_turn();
+      return true;
+    }
     // Allowed from inside libcurl's write callback. A resume may hand the
     // held data to the sink at once, inside curl_easy_pause (so it counts as
     // inside libcurl), and end the transfer there: what ended is reaped
@@ -594,7 +874,7 @@ struct LoopClient::Impl {
   std::optional<Duration> timeout() const {
     if (!ready.empty() || !finished.empty() || !to_cancel.empty()) return Duration::zero();
     std::optional<Duration> t;
-    if (curl_due) t = std::max<Duration>(*curl_due - std::chrono::steady_clock::now(), Duration::zero());
+    if (const auto due = steady_due()) t = std::max<Duration>(*due - std::chrono::steady_clock::now(), Duration::zero());
     if (!timers.empty()) {
       const Duration left = std::max<Duration>(timers.begin()->first - mono.now(), Duration::zero());
       if (!t || left < *t) t = left;
@@ -607,10 +887,15 @@ struct LoopClient::Impl {
     const bool now = !ready.empty() || !finished.empty() || !to_cancel.empty();
     const std::optional<MonoTime> timer_due =
         timers.empty() ? std::nullopt : std::optional<MonoTime>(timers.begin()->first);
-    if (told_any && now == told_now && curl_due == told_curl_due && timer_due == told_timer_due) return;
+    const std::optional<SteadyTime> plain_due =
+        plain_timers.empty() ? std::nullopt : std::optional<SteadyTime>(plain_timers.begin()->first);
+    if (told_any && now == told_now && curl_due == told_curl_due && timer_due == told_timer_due &&
+        plain_due == told_plain_due)
+      return;
     told_any = true;
     told_now = now;
     told_curl_due = curl_due;
+    told_plain_due = plain_due;
     told_timer_due = timer_due;
     hooks.timer(timeout());
   }
@@ -618,6 +903,8 @@ struct LoopClient::Impl {
   void on_socket(int fd, Interest what) {
     if (fd == wake_fd) {
       take_notified();
+    } else if (plain_fds.contains(fd)) {
+      plain_event(fd);
     } else {
       curl_action(static_cast<curl_socket_t>(fd), curl_flags(what));
     }
@@ -627,6 +914,7 @@ struct LoopClient::Impl {
   void on_timer() {
     told_any = false;  // the hook's timer has fired: a new one is needed
     curl_timeouts();
+    plain_timeouts();
     fire_timers();
     pump();
   }
@@ -640,6 +928,10 @@ struct LoopClient::Impl {
         take_notified();
         continue;
       }
+      if (plain_fds.contains(fd)) {
+        plain_event(fd);
+        continue;
+      }
       int flags = 0;
       if ((events[i].events & EPOLLIN) != 0) flags |= CURL_CSELECT_IN;
       if ((events[i].events & EPOLLOUT) != 0) flags |= CURL_CSELECT_OUT;
@@ -647,6 +939,7 @@ struct LoopClient::Impl {
       curl_action(static_cast<curl_socket_t>(fd), flags);
     }
     curl_timeouts();
+    plain_timeouts();
     fire_timers();
     pump();
   }

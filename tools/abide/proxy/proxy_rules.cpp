@@ -14,6 +14,7 @@
 
 #include "ascii.h"
 #include "decimal.h"
+#include "http1/response_framing.h"
 #include "llm/cost_estimate.h"
 
 namespace abide::proxy {
@@ -93,25 +94,7 @@ std::string seconds_3(Duration d) {
   return buf.data();
 }
 
-// A Content-Length value: one number, or a list of equal ones (RFC 9110 8.6);
-// nullopt for anything else.
-std::optional<std::uint64_t> content_length_of(const HeaderList& headers) {
-  std::optional<std::uint64_t> out;
-  for (const std::string_view line : headers.all("Content-Length")) {
-    std::string_view rest = line;
-    while (true) {
-      const std::size_t comma = rest.find(',');
-      const std::string_view item = ascii::trim_ows(rest.substr(0, comma));
-      if (item.size() > 19) return std::nullopt;  // 19 digits always fit 64 bits
-      const auto v = abide::detail::parse_decimal<std::uint64_t, std::numeric_limits<std::uint64_t>::max()>(item);
-      if (!v || (out && *out != *v)) return std::nullopt;
-      out = v;
-      if (comma == std::string_view::npos) break;
-      rest.remove_prefix(comma + 1);
-    }
-  }
-  return out;
-}
+using http1::content_length;
 
 // What of an upstream answer's fields reaches the caller.
 struct AnswerFilter {
@@ -675,7 +658,7 @@ AnswerHead answer_head(const FinalHead& final_head, WallTime now, bool head_requ
   filter.drop_retry_after = not_before.has_value();
   if (!done) filter.dialect = &dialect;
   copy_answer_fields(response.headers, filter, out.headers);
-  if (!bodiless(response.status, head_request) && !encoded) out.content_length = content_length_of(response.headers);
+  if (!bodiless(response.status, head_request) && !encoded) out.content_length = content_length(response.headers);
   add_outcome_fields(out.headers, to_string(final_head.kind), final_head.outcome.attempts.size(),
                      final_head.outcome.waited, not_before, now);
   if (!done) add_dialect_fields(out.headers, dialect, not_before, now);
