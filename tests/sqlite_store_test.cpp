@@ -113,6 +113,34 @@ TEST(SqliteStore, SaysWhenACooldownWasToldElsewhere) {
   EXPECT_EQ(b->remembered("k", kT0 + seconds{31}), std::nullopt);  // over: nothing holds
 }
 
+// A batch's operations see each other at once and reach the file together
+// at its end (nested begins pair up); another thread's operation on the
+// store waits for the end and finds them there.
+TEST(SqliteStore, ABatchCommitsItsOperationsTogetherAtItsEnd) {
+  const std::string path = fresh_path("batch");
+  const PacingRules rules;
+  auto a = must_open(options_at(path));
+  auto b = must_open(options_at(path));
+  auto ka = a->open("k");
+  a->begin_batch();
+  (void)ka->record(cooldown_at(kT0, seconds{30}), rules);
+  EXPECT_EQ(ka->acquire({kT0 + seconds{1}, seconds{1}}, rules).kind, StoreGrant::Kind::kTooLate);
+  a->begin_batch();
+  a->end_batch();
+  StoreGrant::Kind other_thread = StoreGrant::Kind::kGranted;
+  std::thread t([&] { other_thread = a->open("k")->acquire({kT0 + seconds{2}, seconds{1}}, rules).kind; });
+  const auto before = b->list(kT0 + seconds{1});
+  ASSERT_TRUE(before) << before.error();
+  EXPECT_TRUE(before->empty());  // nothing committed yet
+  a->end_batch();
+  t.join();
+  EXPECT_EQ(other_thread, StoreGrant::Kind::kTooLate);
+  const auto after = b->list(kT0 + seconds{1});
+  ASSERT_TRUE(after) << after.error();
+  ASSERT_EQ(after->size(), 1u);
+  EXPECT_TRUE((*after)[0].cooldown_until.has_value());
+}
+
 // After a reboot the monotonic clock starts again: rows of the old boot are
 // moved onto the new one through the wall clock, waits kept whole.
 TEST(SqliteStore, ARebootKeepsTheWaitByTheWallClock) {

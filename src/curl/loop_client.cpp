@@ -75,6 +75,19 @@ LoopClient::Interest interest_of(int curl_what) {
   }
 }
 
+// One turn of the loop shares one step of the pacer's store (one file
+// transaction for all its requests; QuotaStore::begin_batch).
+class StoreBatch {
+ public:
+  explicit StoreBatch(QuotaStore& store) : store_(store) { store_.begin_batch(); }
+  ~StoreBatch() { store_.end_batch(); }
+  StoreBatch(const StoreBatch&) = delete;
+  StoreBatch& operator=(const StoreBatch&) = delete;
+
+ private:
+  QuotaStore& store_;
+};
+
 }  // namespace
 
 struct LoopClient::Impl {
@@ -901,6 +914,7 @@ struct LoopClient::Impl {
   }
 
   void on_socket(int fd, Interest what) {
+    const StoreBatch batch(engine.pacer().store());
     if (fd == wake_fd) {
       take_notified();
     } else if (plain_fds.contains(fd)) {
@@ -912,6 +926,7 @@ struct LoopClient::Impl {
   }
 
   void on_timer() {
+    const StoreBatch batch(engine.pacer().store());
     told_any = false;  // the hook's timer has fired: a new one is needed
     curl_timeouts();
     plain_timeouts();
@@ -920,6 +935,7 @@ struct LoopClient::Impl {
   }
 
   void process() {
+    const StoreBatch batch(engine.pacer().store());
     epoll_event events[64];
     const int n = epoll_fd >= 0 ? ::epoll_wait(epoll_fd, events, 64, 0) : 0;
     for (int i = 0; i < n; ++i) {

@@ -35,6 +35,7 @@ constexpr std::int64_t kApplicationId = 0x61626964;  // "abid"
 constexpr std::int64_t kSchema = 1;
 constexpr std::uint64_t kPruneEvery = 512;  // writes between two prunes
 constexpr Duration kRetryAfterFailure = std::chrono::seconds{1};
+constexpr std::size_t kMaxBatchWrites = 256;  // rows a batch writes before it commits and goes on
 
 constexpr const char* kCreate =
     "CREATE TABLE quota_state ("
@@ -271,6 +272,7 @@ struct SqliteStore::Impl {
   auto on_row(std::string_view key, MonoTime now, bool write, bool told, F&& change)
       -> std::optional<decltype(change(std::declval<Row&>()))> {
     using R = decltype(change(std::declval<Row&>()));
+    if (held().impl == this) return in_batch(key, now, write, told, change);
     if (!write) return read_row(key, now, change);
     std::optional<R> result;
     auto apply = [&](Row& row) { result = change(row); };
@@ -283,6 +285,113 @@ struct SqliteStore::Impl {
     writers.submit(op, [this](std::vector<WriteOp*>& batch) { run_writes(batch); });
     if (!op.committed) return std::nullopt;
     return result;
+  }
+
+  // ---- batches (begin_batch .. end_batch on one thread) ----
+  // The batch the calling thread holds: `mu` is locked from its begin to its
+  // end, and its write transaction open from the first operation that needs
+  // it. A thread holds one store's batch at a time; begins on another store
+  // meanwhile (`foreign`) pair up with their ends and do nothing.
+  struct Held {
+    Impl* impl = nullptr;
+    int depth = 0;
+    int foreign = 0;
+    bool open = false;       // the write transaction
+    std::size_t rows = 0;    // rows it wrote
+    MonoTime latest{};       // the latest `now` of its operations
+  };
+  static Held& held() {
+    static thread_local Held h;
+    return h;
+  }
+
+  void begin_batch() ABIDE_NO_THREAD_SAFETY_ANALYSIS {
+    Held& h = held();
+    if (h.impl == this) {
+      ++h.depth;
+      return;
+    }
+    if (h.impl != nullptr) {
+      ++h.foreign;
+      return;
+    }
+    mu.lock();
+    h = Held{this, 1, 0, false, 0, MonoTime{}};
+  }
+
+  void end_batch() ABIDE_NO_THREAD_SAFETY_ANALYSIS {
+    Held& h = held();
+    if (h.impl != this) {
+      if (h.foreign > 0) --h.foreign;
+      return;
+    }
+    if (--h.depth > 0) return;
+    end_batch_transaction(h);
+    h.impl = nullptr;
+    mu.unlock();
+  }
+
+  void end_batch_transaction(Held& h) ABIDE_REQUIRES(mu) {
+    if (!h.open) return;
+    h.open = false;
+    if (!commit_or_mark_down(h.latest)) return;
+    const std::uint64_t before = writes;
+    writes += h.rows;
+    h.rows = 0;
+    if (before / kPruneEvery != writes / kPruneEvery) (void)prune_locked(h.latest, wall.now());
+    mark_up();
+  }
+
+  // One operation inside the calling thread's batch: the row read, changed
+  // and (for a write) written back in the batch's transaction, which stays
+  // open for the next.
+  template <class F>
+  auto in_batch(std::string_view key, MonoTime now, bool write, bool told, F& change)
+      -> std::optional<decltype(change(std::declval<Row&>()))> ABIDE_NO_THREAD_SAFETY_ANALYSIS {
+    Held& h = held();
+    if (down && now < retry_at) return std::nullopt;
+    h.latest = std::max(h.latest, now);
+    if (!h.open) {
+      auto b = begin_write.use();
+      if (b.step() != SQLITE_DONE) {
+        mark_down(now, db.error());
+        return std::nullopt;
+      }
+      h.open = true;
+    }
+    const WallTime wall_now = wall.now();
+    Row row;
+    bool stored = false;
+    if (!select_row(key, now, wall_now, row, stored)) {  // (rolled back)
+      h.open = false;
+      return std::nullopt;
+    }
+    auto result = change(row);
+    if (write) {
+      if (!write_row(key, row, stored, told, now, wall_now)) {
+        h.open = false;
+        return std::nullopt;
+      }
+      if (++h.rows >= kMaxBatchWrites) end_batch_transaction(h);
+    }
+    return result;
+  }
+
+  // Writes `row` inside the open transaction; on an error the transaction is
+  // rolled back and the file marked down.
+  bool write_row(std::string_view key, const Row& row, bool stored, bool told, MonoTime now, WallTime wall_now)
+      ABIDE_REQUIRES(mu) {
+    const MonoTime expires = pacing::mono_of(pacing::expiry(row.state));
+    const WallTime expires_wall = saturating_add(wall_now, expires > now ? expires - now : Duration::zero());
+    auto u = (!stored ? insert : told ? update_told : update).use();
+    u.bind(1, key).blob(2, pacing::encode(row.state)).bind(3, boot).bind(4, ns(now)).bind(5, ns(wall_now));
+    u.bind(6, ns(expires)).bind(7, ns(expires_wall));
+    if (told) u.bind(8, ns(wall_now)).bind(9, self);
+    if (u.step() == SQLITE_DONE) return true;
+    const std::string e = db.error();
+    finish_failed();
+    mark_down(now, e);
+    return false;
   }
 
   // Reads `key`'s row in a read transaction and runs `change` on it (what it
@@ -383,18 +492,7 @@ struct SqliteStore::Impl {
       t->now = std::max(t->now, op->now);
     }
     for (const Touched& t : touched) {
-      const MonoTime expires = pacing::mono_of(pacing::expiry(t.row.state));
-      const WallTime expires_wall = saturating_add(wall_now, expires > t.now ? expires - t.now : Duration::zero());
-      auto u = (!t.stored ? insert : t.told ? update_told : update).use();
-      u.bind(1, t.key).blob(2, pacing::encode(t.row.state)).bind(3, boot).bind(4, ns(t.now)).bind(5, ns(wall_now));
-      u.bind(6, ns(expires)).bind(7, ns(expires_wall));
-      if (t.told) u.bind(8, ns(wall_now)).bind(9, self);
-      if (u.step() != SQLITE_DONE) {
-        const std::string e = db.error();
-        finish_failed();
-        mark_down(latest, e);
-        return;
-      }
+      if (!write_row(t.key, t.row, t.stored, t.told, t.now, wall_now)) return;
     }
     if (!commit_or_mark_down(latest)) return;
     for (WriteOp* op : batch) op->committed = true;
@@ -546,6 +644,9 @@ class SqliteStore::Impl::Key final : public QuotaStore::Handle {
   std::string key_;
   std::shared_ptr<QuotaStore::Handle> memory_;  // the fallback's, while the file cannot be used
 };
+
+void SqliteStore::begin_batch() { impl_->begin_batch(); }
+void SqliteStore::end_batch() { impl_->end_batch(); }
 
 std::shared_ptr<QuotaStore::Handle> SqliteStore::open(std::string_view key) {
   return std::make_shared<Impl::Key>(impl_, std::string(key), impl_->fallback.open(key));

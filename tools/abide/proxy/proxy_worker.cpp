@@ -189,6 +189,16 @@ void Worker::run() {
   epoll_event events[kMaxEvents];
   for (;;) {
     const int n = ::epoll_wait(epoll_fd_, events, kMaxEvents, wait_ms());
+    // The turn's requests and answers share one step of the quota store (one
+    // transaction of the file store) instead of two each.
+    struct Batch {
+      QuotaStore& store;
+      explicit Batch(QuotaStore& s) : store(s) { store.begin_batch(); }
+      ~Batch() { store.end_batch(); }
+      Batch(const Batch&) = delete;
+      Batch& operator=(const Batch&) = delete;
+    };
+    std::optional<Batch> batch(std::in_place, client_->pacer().store());
     for (int i = 0; i < n; ++i) {
       const std::uint64_t tag = events[i].data.u64;
       const std::uint32_t what = events[i].events;
@@ -213,6 +223,7 @@ void Worker::run() {
     service_marked();
     balance_accepting();
     if (draining_) drain_step();
+    batch.reset();
     closed_.clear();
     if (draining_ && drained_out()) break;
   }
