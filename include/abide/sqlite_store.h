@@ -103,8 +103,10 @@ class SqliteStore final : public QuotaStore {
   std::shared_ptr<Handle> open(std::string_view key) override;
   bool shared() const noexcept override { return true; }
   // A batch holds the file's write lock from its first operation to its end
-  // (at most 256 rows written, then committed and taken again). An operation
-  // that fails in a batch rolls back the batch's earlier ones too.
+  // (at most 256 rows written, then committed and taken again); a recorded
+  // answer that holds sends back is committed at once, before anyone acts on
+  // it. An operation that fails in a batch rolls back the batch's earlier
+  // ones too.
   void begin_batch() override;
   void end_batch() override;
 

@@ -372,9 +372,19 @@ struct SqliteStore::Impl {
         h.open = false;
         return std::nullopt;
       }
-      if (++h.rows >= kMaxBatchWrites) end_batch_transaction(h);
+      ++h.rows;
+      if (holds_back(result) || h.rows >= kMaxBatchWrites) end_batch_transaction(h);
     }
     return result;
+  }
+
+  // An answer that holds sends back (a cooldown started or grew) is on the
+  // file before anything acts on it: the proxy answers its caller "not
+  // before T" in the same turn, and a crash right after must not lose T.
+  static bool holds_back(const RecordOutcome& r) noexcept { return r.blocked; }
+  template <class T>
+  static bool holds_back(const T&) noexcept {
+    return false;
   }
 
   // Writes `row` inside the open transaction; on an error the transaction is
