@@ -284,13 +284,25 @@ std::vector<UnitCost> Machine::none_used() const {
   return none;
 }
 
+// The latest slot the pacer may hold the send to. send_by bounds a wait, so
+// the time before the pacer was asked, and its store's time to answer (a
+// Redis round trip on a loaded machine), are no wait: a slot due when the
+// acquire began goes even if send_by has passed by then. The deadline is
+// hard: nothing is sent after it.
+std::optional<MonoTime> Machine::acquire_bound() const {
+  if (!budget_binds_) return send_deadline_;
+  MonoTime bound = std::max(*send_deadline_, wait_start_);
+  if (req_.deadline && *req_.deadline < bound) bound = *req_.deadline;
+  return bound;
+}
+
 Step Machine::try_acquire() {
   Pacer& pacer = *engine_.pacer_;
-  if (blocking_) return from_permit(pacer.acquire(*key_, send_deadline_, stop_, costs_));
+  if (blocking_) return from_permit(pacer.acquire(*key_, acquire_bound(), stop_, costs_));
 
   // Non-blocking: the pacer's answer, with the slot or the place in line
   // kept by the ticket until the next call.
-  const TryAcquireResult r = pacer.try_acquire(ticket_, *key_, send_deadline_, costs_);
+  const TryAcquireResult r = pacer.try_acquire(ticket_, *key_, acquire_bound(), costs_);
   const MonoTime now = engine_.mono_.now();
   AcquireResult a;
   a.probe = r.probe;
@@ -367,10 +379,11 @@ Step Machine::from_permit(const AcquireResult& permit) {
   ++attempt_;
   const WallTime started_wall = engine_.wall_.now();
   const MonoTime started_mono = engine_.mono_.now();
-  if (send_deadline_ && *send_deadline_ - started_mono <= Duration::zero()) {
+  // Only the deadline stops a permitted send here: send_by bounds the
+  // pacer's hold, which the permit already kept to (acquire_bound()).
+  if (req_.deadline && *req_.deadline - started_mono <= Duration::zero()) {
     abandon_probe();
     --attempt_;
-    if (budget_binds_) return finish(OutcomeKind::kDeferred, "the longest acceptable wait ended before the send");
     return finish(OutcomeKind::kDeadlineExceeded, "the deadline passed before the request could be sent");
   }
   // The attempt is built where it stays, in the outcome (see current()).

@@ -2,6 +2,7 @@
 // blocking run), on a scripted transport and clocks that only move when told:
 // nothing here sleeps.
 #include "support/engine_fixture.h"
+#include "support/pacer_fixture.h"
 
 namespace abide::engine {
 namespace {
@@ -140,6 +141,49 @@ TEST_P(EngineForms, HintEndingAfterSendByIsDeferred) {
   const Result d = run_form(blocking(), req, {status(503, {{"Retry-After", "60"}})});
   EXPECT_EQ(d.out.kind, OutcomeKind::kDeadlineExceeded) << d.out.reason;
   EXPECT_NE(d.out.reason.find("after the deadline"), std::string::npos) << d.out.reason;
+}
+
+// A pacer over a store that takes `latency` of the run's clock to answer (a
+// Redis round trip on a loaded machine).
+std::function<void(InstantClock&, Config&)> slow_store(Duration latency) {
+  return [latency](InstantClock& clock, Config& c) {
+    auto store = std::make_shared<test::SlowStore>(clock.manual(), latency, true);
+    c.pacer = std::make_shared<Pacer>(c.pacer_config, store, clock.monotonic(), clock.wall());
+  };
+}
+
+// send_by bounds a wait, and a store's time to answer is none: a slot that
+// is due when the pacer is asked goes, however long the answer took (the
+// proxy's Abide-Max-Wait: 0 behind a slow Redis). A deadline stays hard.
+TEST_P(EngineForms, ASendByThatPassesWhileTheStoreAnswersStillSends) {
+  InstantClock probe_clock;
+  Request req = get();
+  req.send_by = probe_clock.mono_now() + 10ms;
+  const Result r = run_form(blocking(), req, {ok()}, quick_config(), {}, slow_store(50ms));
+  EXPECT_EQ(r.out.kind, OutcomeKind::kDone) << r.out.reason;
+  EXPECT_EQ(r.sent.size(), 1u);
+
+  req.send_by.reset();
+  req.deadline = probe_clock.mono_now() + 10ms;
+  const Result d = run_form(blocking(), req, {ok()}, quick_config(), {}, slow_store(50ms));
+  EXPECT_EQ(d.out.kind, OutcomeKind::kDeadlineExceeded) << d.out.reason;
+  EXPECT_TRUE(d.sent.empty());
+}
+
+// A send_by that passed before the pacer was asked (the time a request spent
+// arriving is no wait either): a due slot goes, a held one is deferred.
+TEST_P(EngineForms, ASendByAlreadyPassedSendsOnlyADueSlot) {
+  InstantClock probe_clock;
+  Request req = get();
+  req.send_by = probe_clock.mono_now() - 5ms;
+  const Result r = run_form(blocking(), req, {ok()});
+  EXPECT_EQ(r.out.kind, OutcomeKind::kDone) << r.out.reason;
+  EXPECT_EQ(r.sent.size(), 1u);
+
+  // The first answer holds the key for 60 s: the retry is not waited for.
+  const Result held = run_form(blocking(), req, {status(429, {{"Retry-After", "60"}}), ok()});
+  EXPECT_EQ(held.out.kind, OutcomeKind::kDeferred) << held.out.reason;
+  EXPECT_EQ(held.sent.size(), 1u);
 }
 
 TEST_P(EngineForms, HintBeyondMaxWaitIsDeferredWithItsTime) {

@@ -112,7 +112,7 @@ void expect_the_proxy_remembers(RedisServer& redis, const std::function<void()>&
   const auto limited = run_client(python, "client.py", {"--url", proxy.url("/x"), "-H", "Abide-Max-Wait: 0"});
   ASSERT_EQ(limited.answers.size(), 1u) << describe(limited);
   ASSERT_EQ(limited.answers[0].status, 429) << describe(limited);
-  ASSERT_EQ(mock.requests(), 2);
+  ASSERT_EQ(mock.requests(), 2) << describe(limited);
 
   lose();
   for (int i = 0; i < 3; ++i) {

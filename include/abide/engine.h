@@ -77,10 +77,12 @@ struct Request {
   std::optional<std::string> idempotency_key;
   bool non_idempotent = false;       // never repeated, whatever the method
   std::optional<MonoTime> deadline;  // no send (and no retry) after it; a transfer running at it is cut
-  // No send (and no retry) after it, like deadline, but a transfer started
-  // before it runs on (a budget for waiting, not for the answer's length).
-  // The longest acceptable wait: when it is the earlier bound, a request it
-  // holds back ends deferred (rule 5), not deadline_exceeded.
+  // No wait past it: the pacer holds a send only to a slot at or before it,
+  // and no retry waits past it; a transfer started before it runs on (a
+  // budget for waiting, not for the answer's length). A slot due when the
+  // pacer is asked goes even if asking took past it (a shared store's round
+  // trip is no wait). The longest acceptable wait: when it is the earlier
+  // bound, a request it holds back ends deferred (rule 5), not deadline_exceeded.
   std::optional<MonoTime> send_by;
   std::optional<WallTime> not_before;  // nothing is sent before it (a resumed request)
   std::string pacer_key;               // empty: the URL's origin
@@ -340,6 +342,7 @@ class Machine {
   Step wait_not_before(WallTime now);
   Step enter_acquire();
   void begin_acquire();  // the pacer wait begins (state, start, event); enter_acquire() then asks
+  std::optional<MonoTime> acquire_bound() const;  // the latest slot the pacer may hold the send to
   // costs_ with every amount 0: what a send that used nothing reports.
   std::vector<UnitCost> none_used() const;
   Step try_acquire();

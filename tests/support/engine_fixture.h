@@ -161,8 +161,11 @@ inline Config quick_config() {
 
 // Runs `req` over `script` in one form. The driven form waits by moving the
 // clock to the time next() names; the blocking one sleeps on the instant clock.
+// `configure` may change the config once its clocks are the run's (a pacer
+// over a store of the test's, on those clocks).
 inline Result run_form(bool blocking, const Request& req, const std::vector<Answer>& script, Config config = quick_config(),
-                std::function<void(InstantClock&, std::stop_source&)> setup = {}) {
+                std::function<void(InstantClock&, std::stop_source&)> setup = {},
+                std::function<void(InstantClock&, Config&)> configure = {}) {
   InstantClock clock;
   std::stop_source stop;
   if (setup) setup(clock, stop);
@@ -171,6 +174,7 @@ inline Result run_form(bool blocking, const Request& req, const std::vector<Answ
   config.mono = &clock.monotonic();
   config.wall = &clock.wall();
   config.random = std::make_shared<SeededRandom>(7);  // each run draws the same jitter
+  if (configure) configure(clock, config);
   config.on_event = [&](const Event& e) { res.events.push_back(describe(e, res.t0)); };
   Engine engine(config);
   BodySink sink = [&](std::string_view c) {

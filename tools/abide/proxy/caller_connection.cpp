@@ -20,8 +20,9 @@ namespace abide::proxy {
 namespace caller_connection {  // private to this file (the CLI is compiled in batches)
 
 constexpr std::size_t kHeadLimit = std::size_t{64} << 10;
-// Abide-Max-Wait: 0 still lets a request go out at once when it is permitted
-// (send_by is "no send after it": a bound of exactly now would send nothing).
+// Abide-Max-Wait: 0 still waits out a pacing slot this close: a deferred
+// answer's Retry-After is whole seconds, far longer. (A slot due at once goes
+// whatever the budget: send_by bounds the pacer's hold, not its store's time.)
 constexpr Duration kMinBudget = std::chrono::milliseconds{10};
 constexpr int kClientClosed = 499;
 // An answer streams to a slow reader through at most this much memory: above
