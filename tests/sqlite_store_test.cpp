@@ -231,6 +231,36 @@ TEST(SqliteStore, StoresOnOneFileNeverShareASlot) {
   expect_spaced_slots(std::move(all), std::size_t{kStores * kEach}, "hot");
 }
 
+// A batch reads a key's row once and writes it once, at its end: each
+// operation runs on the row as the one before left it (no two share a slot,
+// two keys taken in turn), the other processes see nothing before the end,
+// and every change then. (The proxy runs a loop turn as one batch.)
+TEST(SqliteStore, ABatchWritesEachRowOnceWithEveryOperationOnIt) {
+  const std::string path = fresh_path("batch_rows");
+  PacingRules rules;
+  auto a = must_open(options_at(path));
+  auto b = must_open(options_at(path));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  for (const char* key : {"hot", "warm"}) announce_1000_a_second(*a->open(key), rules);
+  auto hot = a->open("hot");
+  auto warm = a->open("warm");
+  std::vector<Duration> on_hot, on_warm;
+  a->begin_batch();
+  for (int i = 0; i < 10; ++i) {
+    on_hot.push_back(hot->acquire({kT0, kMaxDuration}, rules).wait);
+    on_warm.push_back(warm->acquire({kT0, kMaxDuration}, rules).wait);
+  }
+  std::thread elsewhere([&] { on_hot.push_back(b->open("hot")->acquire({kT0, kMaxDuration}, rules).wait); });
+  std::this_thread::sleep_for(std::chrono::milliseconds{50});  // it waits for the file's write lock
+  a->end_batch();
+  elsewhere.join();
+  on_warm.push_back(b->open("warm")->acquire({kT0, kMaxDuration}, rules).wait);
+  expect_spaced_slots(on_hot, 11, "hot");
+  expect_spaced_slots(on_warm, 11, "warm");
+  EXPECT_EQ(on_hot.back(), 10 * std::chrono::microseconds{1050});  // after the batch's ten
+}
+
 // The threads of one store share transactions (operations queued while one
 // runs go in the next): each still runs on the row as the one before it left
 // it, so no two share a slot, on either of two keys taken in turn.

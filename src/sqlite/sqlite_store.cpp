@@ -35,7 +35,7 @@ constexpr std::int64_t kApplicationId = 0x61626964;  // "abid"
 constexpr std::int64_t kSchema = 1;
 constexpr std::uint64_t kPruneEvery = 512;  // writes between two prunes
 constexpr Duration kRetryAfterFailure = std::chrono::seconds{1};
-constexpr std::size_t kMaxBatchWrites = 256;  // rows a batch writes before it commits and goes on
+constexpr std::size_t kMaxBatchRows = 256;  // rows a batch holds before it commits and goes on
 
 constexpr const char* kCreate =
     "CREATE TABLE quota_state ("
@@ -143,6 +143,19 @@ struct Row {
   std::optional<std::int64_t> told_by;
 };
 
+// A row a batch read, as its operations left it: written once, when the
+// batch's transaction commits. (Inside the write transaction no other
+// process can change the row, so the copy stays the row.)
+struct BatchRow {
+  std::string key;
+  Row row;
+  bool stored = false;  // the file has the row (an UPDATE, not an INSERT)
+  bool dirty = false;   // an operation wrote it
+  bool told = false;    // a response was recorded on it
+  MonoTime now{};       // the latest write's clocks
+  WallTime wall_now{};
+};
+
 // One write operation waiting for its transaction: the kernel function to
 // run on its key's row (a reference to the caller's lambda, which outlives
 // the wait), and whether it ran in a transaction that committed.
@@ -197,6 +210,7 @@ struct SqliteStore::Impl {
   Statement prune_rows ABIDE_GUARDED_BY(mu);
   Statement all_rows ABIDE_GUARDED_BY(mu);
   std::uint64_t writes ABIDE_GUARDED_BY(mu) = 0;
+  std::vector<BatchRow> batch_rows ABIDE_GUARDED_BY(mu);  // the open batch transaction's rows (few: a scan finds one)
   bool down ABIDE_GUARDED_BY(mu) = false;
   MonoTime retry_at ABIDE_GUARDED_BY(mu){};
 
@@ -296,8 +310,7 @@ struct SqliteStore::Impl {
     Impl* impl = nullptr;
     int depth = 0;
     int foreign = 0;
-    bool open = false;       // the write transaction
-    std::size_t rows = 0;    // rows it wrote
+    bool open = false;       // the write transaction (its rows: batch_rows)
     MonoTime latest{};       // the latest `now` of its operations
   };
   static Held& held() {
@@ -316,7 +329,7 @@ struct SqliteStore::Impl {
       return;
     }
     mu.lock();
-    h = Held{this, 1, 0, false, 0, MonoTime{}};
+    h = Held{this, 1, 0, false, MonoTime{}};
   }
 
   void end_batch() ABIDE_NO_THREAD_SAFETY_ANALYSIS {
@@ -331,20 +344,31 @@ struct SqliteStore::Impl {
     mu.unlock();
   }
 
+  // Writes the batch's changed rows and commits. On a failure nothing of
+  // the batch is kept (its operations' answers were given: documented).
   void end_batch_transaction(Held& h) ABIDE_REQUIRES(mu) {
     if (!h.open) return;
     h.open = false;
+    std::vector<BatchRow> rows;
+    rows.swap(batch_rows);
+    std::uint64_t written = 0;
+    for (const BatchRow& r : rows) {
+      if (!r.dirty) continue;
+      if (!write_row(r.key, r.row, r.stored, r.told, r.now, r.wall_now)) return;
+      ++written;
+    }
     if (!commit_or_mark_down(h.latest)) return;
     const std::uint64_t before = writes;
-    writes += h.rows;
-    h.rows = 0;
+    writes += written;
     if (before / kPruneEvery != writes / kPruneEvery) (void)prune_locked(h.latest, wall.now());
     mark_up();
   }
 
-  // One operation inside the calling thread's batch: the row read, changed
-  // and (for a write) written back in the batch's transaction, which stays
-  // open for the next.
+  // One operation inside the calling thread's batch, in the batch's
+  // transaction, which stays open for the next: the row is read on the
+  // batch's first operation on its key, each operation runs on it as the one
+  // before left it, and it is written once, at the commit (a proxy's loop
+  // turn asks and records on one key many times: one SELECT and one UPDATE).
   // (The batch's holder locked `mu` in begin_batch, which the analysis
   // cannot follow across calls.)
   template <class F>
@@ -362,21 +386,28 @@ struct SqliteStore::Impl {
       h.open = true;
     }
     const WallTime wall_now = wall.now();
-    Row row;
-    bool stored = false;
-    if (!select_row(key, now, wall_now, row, stored)) {  // (rolled back)
-      h.open = false;
-      return std::nullopt;
-    }
-    auto result = change(row);
-    if (write) {
-      if (!write_row(key, row, stored, told, now, wall_now)) {
+    auto r = std::find_if(batch_rows.begin(), batch_rows.end(), [&](const BatchRow& b) { return b.key == key; });
+    if (r == batch_rows.end()) {
+      BatchRow fresh;
+      fresh.key = std::string(key);
+      if (!select_row(key, now, wall_now, fresh.row, fresh.stored)) {  // (rolled back)
+        batch_rows.clear();
         h.open = false;
         return std::nullopt;
       }
-      ++h.rows;
-      if (holds_back(result) || h.rows >= kMaxBatchWrites) end_batch_transaction(h);
+      batch_rows.push_back(std::move(fresh));
+      r = std::prev(batch_rows.end());
     }
+    auto result = change(r->row);
+    if (write) {
+      r->dirty = true;
+      r->told = r->told || told;
+      if (now >= r->now) {  // the clocks' pair, from one moment
+        r->now = now;
+        r->wall_now = wall_now;
+      }
+    }
+    if (holds_back(result) || batch_rows.size() >= kMaxBatchRows) end_batch_transaction(h);
     return result;
   }
 
