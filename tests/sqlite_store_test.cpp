@@ -131,7 +131,8 @@ int committed_rows(const std::string& path) {
 
 // A batch's operations share one transaction, committed at its end (nested
 // begins pair up), except that an answer that holds sends back is committed
-// at once; another thread's operation on the store waits for the batch.
+// at once; another thread's operation outside a batch commits what the batch
+// did first, then its own.
 TEST(SqliteStore, ABatchCommitsItsOperationsTogetherAtItsEnd) {
   const std::string path = fresh_path("batch");
   const PacingRules rules;
@@ -146,13 +147,42 @@ TEST(SqliteStore, ABatchCommitsItsOperationsTogetherAtItsEnd) {
   EXPECT_EQ(a->open("later")->acquire({kT0, seconds{1}}, rules).kind, StoreGrant::Kind::kGranted);
   a->begin_batch();
   a->end_batch();
+  EXPECT_EQ(committed_rows(path), 2);
   StoreGrant::Kind other_thread = StoreGrant::Kind::kTooLate;
   std::thread t([&] { other_thread = a->open("other")->acquire({kT0, seconds{1}}, rules).kind; });
-  EXPECT_EQ(committed_rows(path), 2);
-  a->end_batch();
   t.join();
   EXPECT_EQ(other_thread, StoreGrant::Kind::kGranted);
-  EXPECT_EQ(committed_rows(path), 4);
+  EXPECT_EQ(committed_rows(path), 4);  // the batch's "later", then "other"
+  EXPECT_EQ(a->open("last")->acquire({kT0, seconds{1}}, rules).kind, StoreGrant::Kind::kGranted);
+  a->end_batch();
+  EXPECT_EQ(committed_rows(path), 5);
+}
+
+// Threads inside batches at once (two event loops) share the transaction:
+// it commits when the last of them ends, or once it has been open 10 ms.
+TEST(SqliteStore, OverlappingBatchesCommitWhenTheLastEndsOrTheyAreOld) {
+  const std::string path = fresh_path("overlap");
+  const PacingRules rules;
+  auto a = must_open(options_at(path));
+  a->begin_batch();
+  EXPECT_EQ(a->open("x")->acquire({kT0, seconds{1}}, rules).kind, StoreGrant::Kind::kGranted);
+  std::thread other([&] {
+    a->begin_batch();
+    (void)a->open("y")->acquire({kT0, seconds{1}}, rules);
+    a->end_batch();
+  });
+  other.join();
+  EXPECT_EQ(committed_rows(path), 0);  // this thread's batch still runs
+  a->end_batch();
+  EXPECT_EQ(committed_rows(path), 2);
+
+  a->begin_batch();
+  (void)a->open("z")->acquire({kT0 + milliseconds{1}, seconds{1}}, rules);
+  (void)a->open("z")->acquire({kT0 + milliseconds{5}, seconds{1}}, rules);
+  EXPECT_EQ(committed_rows(path), 2);
+  (void)a->open("z")->acquire({kT0 + milliseconds{11}, seconds{1}}, rules);
+  EXPECT_EQ(committed_rows(path), 3);  // open 10 ms: committed though the batch goes on
+  a->end_batch();
 }
 
 // After a reboot the monotonic clock starts again: rows of the old boot are

@@ -246,8 +246,8 @@ class QuotaStore {
   virtual bool shared() const noexcept { return false; }
   // Until end_batch(), the calling thread's operations may share one atomic
   // step of the store (the file store: one transaction instead of one each),
-  // which other threads and processes wait for: an event loop brackets one
-  // turn with them, never a wait on another thread. Calls nest in pairs.
+  // which other processes wait for: an event loop brackets one turn with
+  // them, never a wait on another thread. Calls nest in pairs.
   // The default does nothing.
   virtual void begin_batch() {}
   virtual void end_batch() {}

@@ -102,10 +102,13 @@ class SqliteStore final : public QuotaStore {
 
   std::shared_ptr<Handle> open(std::string_view key) override;
   bool shared() const noexcept override { return true; }
-  // A batch holds the file's write lock from its first operation to its end
-  // (at most 256 rows written, then committed and taken again); a recorded
-  // answer that holds sends back is committed at once, before anyone acts on
-  // it. An operation that fails in a batch rolls back the batch's earlier
+  // A batch holds the file's write lock from its first operation to its end;
+  // batches of threads that overlap share one transaction, committed when
+  // the last ends, or at 256 rows or 10 ms open (then taken again). Each row
+  // is read once and written once, at the commit. A recorded answer that
+  // holds sends back is committed at once, before anyone acts on it; an
+  // operation outside a batch commits the batch's work before its own. An
+  // operation that fails in a batch rolls back the transaction's earlier
   // ones too.
   void begin_batch() override;
   void end_batch() override;

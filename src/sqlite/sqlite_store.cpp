@@ -36,6 +36,8 @@ constexpr std::int64_t kSchema = 1;
 constexpr std::uint64_t kPruneEvery = 512;  // writes between two prunes
 constexpr Duration kRetryAfterFailure = std::chrono::seconds{1};
 constexpr std::size_t kMaxBatchRows = 256;  // rows a batch holds before it commits and goes on
+// The longest a batch transaction stays open (the write lock other processes wait for).
+constexpr Duration kMaxBatchAge = std::chrono::milliseconds{10};
 
 constexpr const char* kCreate =
     "CREATE TABLE quota_state ("
@@ -210,7 +212,14 @@ struct SqliteStore::Impl {
   Statement prune_rows ABIDE_GUARDED_BY(mu);
   Statement all_rows ABIDE_GUARDED_BY(mu);
   std::uint64_t writes ABIDE_GUARDED_BY(mu) = 0;
-  std::vector<BatchRow> batch_rows ABIDE_GUARDED_BY(mu);  // the open batch transaction's rows (few: a scan finds one)
+  // The batch transaction (see begin_batch): the threads inside a batch,
+  // whether it is open, since when, the latest `now` of its operations, and
+  // the rows it read (few: a scan finds one).
+  int batchers ABIDE_GUARDED_BY(mu) = 0;
+  bool batch_open ABIDE_GUARDED_BY(mu) = false;
+  MonoTime batch_began ABIDE_GUARDED_BY(mu){};
+  MonoTime batch_latest ABIDE_GUARDED_BY(mu){};
+  std::vector<BatchRow> batch_rows ABIDE_GUARDED_BY(mu);
   bool down ABIDE_GUARDED_BY(mu) = false;
   MonoTime retry_at ABIDE_GUARDED_BY(mu){};
 
@@ -302,23 +311,27 @@ struct SqliteStore::Impl {
   }
 
   // ---- batches (begin_batch .. end_batch on one thread) ----
-  // The batch the calling thread holds: `mu` is locked from its begin to its
-  // end, and its write transaction open from the first operation that needs
-  // it. A thread holds one store's batch at a time; begins on another store
-  // meanwhile (`foreign`) pair up with their ends and do nothing.
+  // While any thread of this store is inside a batch, the operations of all
+  // of them share one write transaction (two event loops of one proxy each
+  // bracket their turns): it opens at the first operation and commits when
+  // the last batch ends, when an answer holds sends back, at kMaxBatchRows
+  // rows or kMaxBatchAge after it opened (so loops whose turns overlap all
+  // the time still commit, and other processes get the file). `mu` is held
+  // per operation only, never across a loop's network I/O. An operation
+  // outside any batch, and list/forget/prune, commit the open transaction
+  // first. A thread counts its nested begins (`depth`); begins on another
+  // store meanwhile (`foreign`) pair up with their ends and do nothing.
   struct Held {
     Impl* impl = nullptr;
     int depth = 0;
     int foreign = 0;
-    bool open = false;       // the write transaction (its rows: batch_rows)
-    MonoTime latest{};       // the latest `now` of its operations
   };
   static Held& held() {
     static thread_local Held h;
     return h;
   }
 
-  void begin_batch() ABIDE_NO_THREAD_SAFETY_ANALYSIS {
+  void begin_batch() {
     Held& h = held();
     if (h.impl == this) {
       ++h.depth;
@@ -328,27 +341,28 @@ struct SqliteStore::Impl {
       ++h.foreign;
       return;
     }
-    mu.lock();
-    h = Held{this, 1, 0, false, MonoTime{}};
+    h = Held{this, 1, 0};
+    detail::MutexLock lock(mu);
+    ++batchers;
   }
 
-  void end_batch() ABIDE_NO_THREAD_SAFETY_ANALYSIS {
+  void end_batch() {
     Held& h = held();
     if (h.impl != this) {
       if (h.foreign > 0) --h.foreign;
       return;
     }
     if (--h.depth > 0) return;
-    end_batch_transaction(h);
     h.impl = nullptr;
-    mu.unlock();
+    detail::MutexLock lock(mu);
+    if (--batchers == 0) end_batch_transaction();
   }
 
-  // Writes the batch's changed rows and commits. On a failure nothing of
-  // the batch is kept (its operations' answers were given: documented).
-  void end_batch_transaction(Held& h) ABIDE_REQUIRES(mu) {
-    if (!h.open) return;
-    h.open = false;
+  // Writes the batch transaction's changed rows and commits. On a failure
+  // nothing of it is kept (its operations' answers were given: documented).
+  void end_batch_transaction() ABIDE_REQUIRES(mu) {
+    if (!batch_open) return;
+    batch_open = false;
     std::vector<BatchRow> rows;
     rows.swap(batch_rows);
     std::uint64_t written = 0;
@@ -357,34 +371,34 @@ struct SqliteStore::Impl {
       if (!write_row(r.key, r.row, r.stored, r.told, r.now, r.wall_now)) return;
       ++written;
     }
-    if (!commit_or_mark_down(h.latest)) return;
+    if (!commit_or_mark_down(batch_latest)) return;
     const std::uint64_t before = writes;
     writes += written;
-    if (before / kPruneEvery != writes / kPruneEvery) (void)prune_locked(h.latest, wall.now());
+    if (before / kPruneEvery != writes / kPruneEvery) (void)prune_locked(batch_latest, wall.now());
     mark_up();
   }
 
-  // One operation inside the calling thread's batch, in the batch's
-  // transaction, which stays open for the next: the row is read on the
-  // batch's first operation on its key, each operation runs on it as the one
-  // before left it, and it is written once, at the commit (a proxy's loop
-  // turn asks and records on one key many times: one SELECT and one UPDATE).
-  // (The batch's holder locked `mu` in begin_batch, which the analysis
-  // cannot follow across calls.)
+  // One operation inside a batch, in the batch transaction, which stays
+  // open for the next: the row is read on the transaction's first operation
+  // on its key, each operation runs on it as the one before left it, and it
+  // is written once, at the commit (a proxy's loop turn asks and records on
+  // one key many times: one SELECT and one UPDATE).
   template <class F>
-  ABIDE_NO_THREAD_SAFETY_ANALYSIS auto in_batch(std::string_view key, MonoTime now, bool write, bool told, F& change)
+  auto in_batch(std::string_view key, MonoTime now, bool write, bool told, F& change)
       -> std::optional<decltype(change(std::declval<Row&>()))> {
-    Held& h = held();
+    detail::MutexLock lock(mu);
     if (down && now < retry_at) return std::nullopt;
-    h.latest = std::max(h.latest, now);
-    if (!h.open) {
+    if (!batch_open) {
       auto b = begin_write.use();
       if (b.step() != SQLITE_DONE) {
         mark_down(now, db.error());
         return std::nullopt;
       }
-      h.open = true;
+      batch_open = true;
+      batch_began = now;
+      batch_latest = now;
     }
+    batch_latest = std::max(batch_latest, now);
     const WallTime wall_now = wall.now();
     auto r = std::find_if(batch_rows.begin(), batch_rows.end(), [&](const BatchRow& b) { return b.key == key; });
     if (r == batch_rows.end()) {
@@ -392,7 +406,7 @@ struct SqliteStore::Impl {
       fresh.key = std::string(key);
       if (!select_row(key, now, wall_now, fresh.row, fresh.stored)) {  // (rolled back)
         batch_rows.clear();
-        h.open = false;
+        batch_open = false;
         return std::nullopt;
       }
       batch_rows.push_back(std::move(fresh));
@@ -407,7 +421,9 @@ struct SqliteStore::Impl {
         r->wall_now = wall_now;
       }
     }
-    if (holds_back(result) || batch_rows.size() >= kMaxBatchRows) end_batch_transaction(h);
+    if (holds_back(result) || batch_rows.size() >= kMaxBatchRows || now - batch_began >= kMaxBatchAge) {
+      end_batch_transaction();
+    }
     return result;
   }
 
@@ -442,6 +458,7 @@ struct SqliteStore::Impl {
   template <class F>
   auto read_row(std::string_view key, MonoTime now, F& change) -> std::optional<decltype(change(std::declval<Row&>()))> {
     detail::MutexLock lock(mu);
+    end_batch_transaction();  // what a batch did comes first
     if (down && now < retry_at) return std::nullopt;
     {
       auto b = begin_read.use();
@@ -504,6 +521,7 @@ struct SqliteStore::Impl {
   // every operation goes to the fallback.
   void run_writes(std::vector<WriteOp*>& batch) {
     detail::MutexLock lock(mu);
+    end_batch_transaction();  // what a batch did comes first
     MonoTime latest = batch.front()->now;
     for (const WriteOp* op : batch) latest = std::max(latest, op->now);
     if (down && latest < retry_at) return;
@@ -708,6 +726,7 @@ std::optional<WallTime> SqliteStore::remembered(std::string_view key, MonoTime n
 Result<std::vector<StoredKey>, std::string> SqliteStore::list(MonoTime now) {
   Impl& m = *impl_;
   detail::MutexLock lock(m.mu);
+  m.end_batch_transaction();  // what a batch did comes first
   const WallTime wall_now = m.wall.now();
   const auto at = [&](pacing::Instant t) { return saturating_add(wall_now, pacing::mono_of(t) - now); };
   std::vector<StoredKey> out;
@@ -755,6 +774,7 @@ Result<std::vector<StoredKey>, std::string> SqliteStore::list(MonoTime now) {
 Result<bool, std::string> SqliteStore::forget(std::string_view key) {
   Impl& m = *impl_;
   detail::MutexLock lock(m.mu);
+  m.end_batch_transaction();  // what a batch did comes first
   auto u = m.remove.use();
   u.bind(1, key);
   if (u.step() != SQLITE_DONE) return fail(m.options.path + ": " + m.db.error());
@@ -764,6 +784,7 @@ Result<bool, std::string> SqliteStore::forget(std::string_view key) {
 Result<std::size_t, std::string> SqliteStore::prune(MonoTime now) {
   Impl& m = *impl_;
   detail::MutexLock lock(m.mu);
+  m.end_batch_transaction();  // what a batch did comes first
   auto r = m.prune_locked(now, m.wall.now());
   if (!r) return fail(m.options.path + ": " + r.error());
   return *r;
