@@ -365,17 +365,48 @@ struct SqliteStore::Impl {
     batch_open = false;
     std::vector<BatchRow> rows;
     rows.swap(batch_rows);
+    (void)write_and_commit(rows, batch_latest, wall.now());
+  }
+
+  // The row of `key` among `rows`, read from the file (inside the open
+  // transaction) when it is not there yet; nullptr when the read failed
+  // (the transaction was rolled back and the file marked down).
+  BatchRow* row_in(std::vector<BatchRow>& rows, std::string_view key, MonoTime now, WallTime wall_now)
+      ABIDE_REQUIRES(mu) {
+    auto r = std::find_if(rows.begin(), rows.end(), [&](const BatchRow& b) { return b.key == key; });
+    if (r != rows.end()) return &*r;
+    BatchRow fresh;
+    fresh.key = std::string(key);
+    if (!select_row(key, now, wall_now, fresh.row, fresh.stored)) return nullptr;
+    rows.push_back(std::move(fresh));
+    return &rows.back();
+  }
+
+  // An operation at `now` wrote `r` (`told`: it recorded a response).
+  static void wrote(BatchRow& r, bool told, MonoTime now, WallTime wall_now) {
+    r.dirty = true;
+    r.told = r.told || told;
+    if (now >= r.now) {  // the clocks' pair, from one moment
+      r.now = now;
+      r.wall_now = wall_now;
+    }
+  }
+
+  // Writes the changed rows in the open transaction and commits it; on a
+  // failure nothing is kept (rolled back, the file marked down).
+  bool write_and_commit(const std::vector<BatchRow>& rows, MonoTime latest, WallTime wall_now) ABIDE_REQUIRES(mu) {
     std::uint64_t written = 0;
     for (const BatchRow& r : rows) {
       if (!r.dirty) continue;
-      if (!write_row(r.key, r.row, r.stored, r.told, r.now, r.wall_now)) return;
+      if (!write_row(r.key, r.row, r.stored, r.told, r.now, r.wall_now)) return false;
       ++written;
     }
-    if (!commit_or_mark_down(batch_latest)) return;
+    if (!commit_or_mark_down(latest)) return false;
     const std::uint64_t before = writes;
     writes += written;
-    if (before / kPruneEvery != writes / kPruneEvery) (void)prune_locked(batch_latest, wall.now());
+    if (before / kPruneEvery != writes / kPruneEvery) (void)prune_locked(latest, wall_now);
     mark_up();
+    return true;
   }
 
   // One operation inside a batch, in the batch transaction, which stays
@@ -400,27 +431,14 @@ struct SqliteStore::Impl {
     }
     batch_latest = std::max(batch_latest, now);
     const WallTime wall_now = wall.now();
-    auto r = std::find_if(batch_rows.begin(), batch_rows.end(), [&](const BatchRow& b) { return b.key == key; });
-    if (r == batch_rows.end()) {
-      BatchRow fresh;
-      fresh.key = std::string(key);
-      if (!select_row(key, now, wall_now, fresh.row, fresh.stored)) {  // (rolled back)
-        batch_rows.clear();
-        batch_open = false;
-        return std::nullopt;
-      }
-      batch_rows.push_back(std::move(fresh));
-      r = std::prev(batch_rows.end());
+    BatchRow* r = row_in(batch_rows, key, now, wall_now);
+    if (r == nullptr) {  // (rolled back)
+      batch_rows.clear();
+      batch_open = false;
+      return std::nullopt;
     }
     auto result = change(r->row);
-    if (write) {
-      r->dirty = true;
-      r->told = r->told || told;
-      if (now >= r->now) {  // the clocks' pair, from one moment
-        r->now = now;
-        r->wall_now = wall_now;
-      }
-    }
+    if (write) wrote(*r, told, now, wall_now);
     if (holds_back(result) || batch_rows.size() >= kMaxBatchRows || now - batch_began >= kMaxBatchAge) {
       end_batch_transaction();
     }
@@ -533,34 +551,15 @@ struct SqliteStore::Impl {
         return;
       }
     }
-    struct Touched {
-      std::string_view key;
-      Row row;
-      bool stored = false;
-      bool told = false;
-      MonoTime now{};
-    };
-    std::vector<Touched> touched;  // a batch holds few keys: found by a scan
+    std::vector<BatchRow> touched;  // a batch holds few keys: found by a scan
     for (WriteOp* op : batch) {
-      auto t = std::find_if(touched.begin(), touched.end(), [&](const Touched& k) { return k.key == op->key; });
-      if (t == touched.end()) {
-        touched.push_back(Touched{op->key, Row{}, false, false, op->now});
-        t = std::prev(touched.end());
-        if (!select_row(op->key, op->now, wall_now, t->row, t->stored)) return;
-      }
+      BatchRow* t = row_in(touched, op->key, op->now, wall_now);
+      if (t == nullptr) return;  // (rolled back)
       op->run(op->change, t->row);
-      t->told = t->told || op->told;
-      t->now = std::max(t->now, op->now);
+      wrote(*t, op->told, op->now, wall_now);
     }
-    for (const Touched& t : touched) {
-      if (!write_row(t.key, t.row, t.stored, t.told, t.now, wall_now)) return;
-    }
-    if (!commit_or_mark_down(latest)) return;
+    if (!write_and_commit(touched, latest, wall_now)) return;
     for (WriteOp* op : batch) op->committed = true;
-    const std::uint64_t before = writes;
-    writes += touched.size();
-    if (before / kPruneEvery != writes / kPruneEvery) (void)prune_locked(latest, wall_now);
-    mark_up();
   }
 
   Result<std::size_t, std::string> prune_locked(MonoTime now, WallTime wall_now) ABIDE_REQUIRES(mu) {
