@@ -23,8 +23,13 @@ step() { printf '\n== [%4ds] %s\n' "$(( $(date +%s) - start ))" "$*"; }
 step "dependencies"
 bash scripts/deps.sh test
 
+# The plain builds keep line tables only (-g1), as the sanitizer builds do:
+# enough for a failure's stack trace, and a third less compile time than full
+# debug information (the command-line tool's largest unit: 69 s at -g, 45 s at -g1).
+line_tables=(-DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG")
+
 step "build (RelWithDebInfo, warnings as errors)"
-cmake --preset default -DABIDE_WERROR=ON >/dev/null
+cmake --preset default -DABIDE_WERROR=ON "${line_tables[@]}" >/dev/null
 cmake --build --preset default -j "$jobs"
 
 step "tests"
@@ -44,7 +49,7 @@ step "core-only build (no libcurl, no hiredis, no SQLite) and its tests"
 # builds. Of the tests, only those that use the CLI or its library (which
 # differ without the optional parts): the others are the same programs as in
 # the build above, and passed there.
-cmake --preset core -DABIDE_WERROR=ON -DABIDE_BUILD_BENCH=OFF -DABIDE_BUILD_FUZZ=OFF \
+cmake --preset core -DABIDE_WERROR=ON "${line_tables[@]}" -DABIDE_BUILD_BENCH=OFF -DABIDE_BUILD_FUZZ=OFF \
   -DABIDE_TESTS_WITH_PARTS_ONLY=ON >/dev/null
 cmake --build --preset core -j "$jobs"
 ctest --preset core -j "$test_jobs"
