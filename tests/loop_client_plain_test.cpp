@@ -28,11 +28,14 @@ using namespace std::chrono_literals;
 // `answer`, called with the connection's number (from 0) and each request's
 // head as read; it returns the bytes to write back, and whether to close the
 // connection after writing them ("" and close: hang up without an answer).
+// An `early` reply is written before the request's body is read, and the body
+// is never read (the server refuses it at its head).
 class ScriptedServer {
  public:
   struct Reply {
     std::string bytes;
     bool close = false;
+    bool early = false;
   };
   using Answer = std::function<Reply(int connection, const std::string& head)>;
 
@@ -90,8 +93,13 @@ class ScriptedServer {
       }
       std::string head = in.substr(0, end + 4);
       in.erase(0, end + 4);
+      {
+        std::lock_guard lock(mu_);
+        heads_.push_back(head);
+      }
+      const Reply r = answer_(n, head);
       // A body the head announces (the tests send small ones).
-      if (const auto cl = head.find("Content-Length: "); cl != std::string::npos) {
+      if (const auto cl = head.find("Content-Length: "); cl != std::string::npos && !r.early) {
         const std::size_t want = std::stoul(head.substr(cl + 16));
         while (in.size() < want) {
           const ssize_t got = ::recv(c, buf, sizeof buf, 0);
@@ -100,11 +108,6 @@ class ScriptedServer {
         }
         in.erase(0, want);
       }
-      {
-        std::lock_guard lock(mu_);
-        heads_.push_back(head);
-      }
-      const Reply r = answer_(n, head);
       std::size_t at = 0;
       while (at < r.bytes.size()) {
         const ssize_t put = ::send(c, r.bytes.data() + at, r.bytes.size() - at, MSG_NOSIGNAL);
@@ -113,6 +116,10 @@ class ScriptedServer {
       }
       if (r.close) {
         ::shutdown(c, SHUT_RDWR);
+        return;
+      }
+      if (r.early) {  // the body stays unread: the connection serves nothing more
+        while (!stopping_) std::this_thread::sleep_for(10ms);
         return;
       }
     }
@@ -296,6 +303,50 @@ TEST(LoopClientPlain, AnswersNoClientMayTakeFailWithTheirReason) {
   EXPECT_NE(reason("/big-head").find("response head is larger than 4096 bytes"), std::string::npos);
   EXPECT_NE(reason("/not-http").find("HTTP/1.x"), std::string::npos);
   EXPECT_NE(reason("/nothing").find("Server returned nothing"), std::string::npos);
+}
+
+// A server may answer a request at its head (413, 401) and never read its
+// body: the answer is what the request got, read while the body is still
+// being written, and the rest of the body is not sent (as curl: "HTTP error
+// before end of send, stop sending"). The connection is not kept: the next
+// request opens another. The body is larger than the socket buffers hold.
+TEST(LoopClientPlain, AnAnswerBeforeTheBodyWasReadEndsTheUpload) {
+  ScriptedServer server([](int, const std::string& head) {
+    if (head.starts_with("POST")) {
+      return ScriptedServer::Reply{"HTTP/1.1 413 Content Too Large\r\nContent-Length: 8\r\n\r\ntoo long", false, true};
+    }
+    return ScriptedServer::Reply{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"};
+  });
+  ClientConfig c = test::fast_config();
+  c.read_timeout = 60s;  // without the answer read early, the request would wait for this
+  LoopClient client(c);
+  Request post = get(server.url("/upload"), "POST");
+  post.body = std::string(std::size_t{64} << 20, 'b');
+  const RequestOutcome out = fetch(client, std::move(post));
+  ASSERT_TRUE(out.response) << out.reason;
+  EXPECT_EQ(out.response->status, 413) << out.reason;
+  EXPECT_EQ(out.body, "too long");
+  const RequestOutcome next = fetch(client, get(server.url("/after")));
+  ASSERT_EQ(next.kind, OutcomeKind::kDone) << next.reason;
+  EXPECT_EQ(next.body, "ok");
+  EXPECT_EQ(server.connections(), 2);
+}
+
+// The same answer, and then the server closes: the answer is what the
+// request got, not the failure to send the rest.
+TEST(LoopClientPlain, AnAnswerAndACloseBeforeTheBodyWasReadIsTheAnswer) {
+  ScriptedServer server([](int, const std::string&) {
+    return ScriptedServer::Reply{"HTTP/1.1 401 Unauthorized\r\nContent-Length: 6\r\n\r\nwho?\r\n", true, true};
+  });
+  ClientConfig c = test::fast_config();
+  c.read_timeout = 60s;
+  LoopClient client(c);
+  Request post = get(server.url("/upload"), "POST");
+  post.body = std::string(std::size_t{64} << 20, 'b');
+  const RequestOutcome out = fetch(client, std::move(post));
+  ASSERT_TRUE(out.response) << out.reason;
+  EXPECT_EQ(out.response->status, 401) << out.reason;
+  EXPECT_EQ(out.body, "who?\r\n");
 }
 
 // A refused connection sent nothing: even a POST is tried again.

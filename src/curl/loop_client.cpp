@@ -580,6 +580,7 @@ struct LoopClient::Impl {
         case Want::kEnded: end_plain(j, false); return;
         case Want::kRead: arm_plain(fd, Interest::kRead); break;
         case Want::kWrite: arm_plain(fd, Interest::kWrite); break;
+        case Want::kReadWrite: arm_plain(fd, Interest::kReadWrite); break;
         case Want::kNothing: arm_plain(fd, Interest::kNone); break;
         case Want::kStale: {
           // Sent again once, on a fresh socket (the stale one said nothing).

@@ -209,6 +209,8 @@ PlainTransfer::Want PlainTransfer::attach(int fd, bool reused, int connect_errno
   reused_ = reused;
   // A fresh start of the answer (after a stale socket, too).
   written_ = 0;
+  stopped_sending_ = false;
+  send_error_.clear();
   heard_ = false;
   head_ = HeadReader(max_header_bytes_, /*keep_raw=*/false);
   line_.clear();
@@ -234,6 +236,7 @@ PlainTransfer::Want PlainTransfer::fail(CURLcode code, std::string detail) {
 PlainTransfer::Want PlainTransfer::finish() {
   done_ = true;
   code_ = CURLE_OK;
+  if (written_ < request_bytes()) reusable_ = false;  // the server answered before reading it all
   return Want::kEnded;
 }
 
@@ -241,8 +244,27 @@ PlainTransfer::Want PlainTransfer::finish() {
 // request went out: before any answer byte, a request that may be repeated
 // goes again on a fresh socket, as libcurl does. Any other is not repeated.
 PlainTransfer::Want PlainTransfer::stale_or_fail(CURLcode code, std::string detail) {
+  if (!heard_ && !send_error_.empty()) {
+    code = CURLE_SEND_ERROR;
+    detail = send_error_;
+  }
   if (reused_ && !heard_ && (idempotent(request_->method) || request_->idempotency_key)) return Want::kStale;
   return fail(code, std::move(detail));
+}
+
+// The server hung up before reading the whole request: it may have answered
+// first (a 413 or a 401, then closed), and that answer is what the request
+// got, as curl reports it. The socket is readable at once (its end or its
+// reset); with nothing heard, the send failure is the error (stale_or_fail).
+PlainTransfer::Want PlainTransfer::send_failed(int err) {
+  stopped_sending_ = true;
+  reusable_ = false;
+  send_error_ = "Send failure: " + errno_text(err);
+  return paused_ ? Want::kNothing : Want::kRead;
+}
+
+std::size_t PlainTransfer::request_bytes() const noexcept {
+  return out_.size() + (sends_body(*request_) ? request_->body.size() : 0);
 }
 
 PlainTransfer::Want PlainTransfer::write_some(SteadyTime now) {
@@ -272,8 +294,8 @@ PlainTransfer::Want PlainTransfer::write_some(SteadyTime now) {
     const ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return Want::kWrite;
-      return stale_or_fail(CURLE_SEND_ERROR, "Send failure: " + errno_text(errno));
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Want::kReadWrite;
+      return send_failed(errno);
     }
     written_ += static_cast<std::size_t>(n);
     if (read_timeout_ > std::chrono::nanoseconds::zero()) quiet_by_ = now + read_timeout_;
@@ -294,10 +316,15 @@ PlainTransfer::Want PlainTransfer::on_ready(std::span<char> scratch, SteadyTime 
       }
       connecting_ = false;
     }
-    const std::size_t total = out_.size() + (sends_body(*request_) ? request_->body.size() : 0);
-    if (written_ < total) {
+    if (sending()) {
       const Want w = write_some(now);
-      if (w != Want::kRead) return w;
+      if (w != Want::kReadWrite) return w;
+      // Blocked with the request partly written: the server may have answered
+      // already (a 413, a 401) and stopped reading; its answer is read now.
+      if (paused_) return Want::kWrite;
+      const Want r = read_some(scratch, now);
+      if (r != Want::kRead) return r;
+      return sending() ? Want::kReadWrite : Want::kRead;
     }
     if (paused_) return Want::kNothing;
     return read_some(scratch, now);
@@ -405,6 +432,10 @@ bool PlainTransfer::head_done() {
   reported_ = true;
   wanted_ = machine_->head(head_.status(), std::move(headers), head_.received_wall(), head_.received_mono(), version);
   reusable_ = framing_->keep_alive;
+  if (sending() && head_.status() >= 300) {
+    stopped_sending_ = true;  // an error before the request was all read: the rest would be tossed
+    reusable_ = false;
+  }
   switch (framing_->kind) {
     case http1::ResponseFraming::Kind::kLength: left_ = framing_->length; break;
     case http1::ResponseFraming::Kind::kChunked: chunked_.emplace(std::numeric_limits<std::uint64_t>::max()); break;
@@ -501,8 +532,7 @@ PlainTransfer::Want PlainTransfer::on_time(SteadyTime now) {
                                               " seconds");
   }
   if (connecting_) return Want::kWrite;
-  const std::size_t total = out_.size() + (sends_body(*request_) ? request_->body.size() : 0);
-  if (written_ < total) return Want::kWrite;
+  if (sending()) return paused_ ? Want::kWrite : Want::kReadWrite;
   return paused_ ? Want::kNothing : Want::kRead;
 }
 
@@ -511,8 +541,7 @@ PlainTransfer::Want PlainTransfer::resume() noexcept {
   if (done_) return Want::kEnded;
   if (read_timeout_ > std::chrono::nanoseconds::zero()) quiet_by_ = std::chrono::steady_clock::now() + read_timeout_;
   if (connecting_) return Want::kWrite;
-  const std::size_t total = out_.size() + (sends_body(*request_) ? request_->body.size() : 0);
-  return written_ < total ? Want::kWrite : Want::kRead;
+  return sending() ? Want::kReadWrite : Want::kRead;
 }
 
 Transport::End PlainTransfer::end(bool stopped) {

@@ -73,8 +73,9 @@ class PlainTransfer {
 
   // What the attempt waits for.
   enum class Want : std::uint8_t {
-    kWrite,    // the socket to be writable (connecting, or the request only partly written)
-    kRead,     // the answer's bytes
+    kWrite,      // the socket to be writable (connecting)
+    kReadWrite,  // either: the request partly written, and the server may answer before reading it all
+    kRead,       // the answer's bytes
     kNothing,  // nothing from the socket (paused): only resume() or due()
     kEnded,    // done: end() tells the machine
     kStale,    // a kept-alive socket the server had closed: give a fresh one to attach() again
@@ -121,7 +122,10 @@ class PlainTransfer {
   Want fail(CURLcode code, std::string detail);
   Want finish();
   Want connected(SteadyTime now);
+  std::size_t request_bytes() const noexcept;
+  bool sending() const noexcept { return !stopped_sending_ && written_ < request_bytes(); }
   Want write_some(SteadyTime now);
+  Want send_failed(int err);
   Want read_some(std::span<char> scratch, SteadyTime now);
   Want take(std::string_view data);
   bool take_head_bytes(std::string_view& data);
@@ -162,6 +166,11 @@ class PlainTransfer {
   bool reused_ = false;
   bool heard_ = false;     // an answer byte arrived
   bool sent_ = false;      // the request is being written: it may have been applied
+  // The server answered (>= 300) or hung up before reading the whole request:
+  // the rest is not sent, and the connection is not kept (as curl: "HTTP error
+  // before end of send, stop sending").
+  bool stopped_sending_ = false;
+  std::string send_error_;  // the send failure, reported if no answer came
   bool reported_ = false;  // the machine has the final head
   bool wanted_ = false;    // ... and wants its body
   bool ended_ = false;     // the machine ended the request (its body refused)
