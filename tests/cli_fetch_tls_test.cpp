@@ -300,6 +300,23 @@ TEST_F(FetchTls, AnHttp2BatchArrivesIntact) {
   for (const json& req : log["requests"]) EXPECT_EQ(req.value("version", ""), "2.0") << req.dump();
 }
 
+// A batch's transfers to an HTTP/2 origin share a connection, as curl
+// --parallel's do: the first sets it up, the others wait for it and join it,
+// instead of each opening its own before any knows the origin multiplexes.
+TEST_F(FetchTls, AnHttp2BatchSharesOneConnection) {
+  server_.put_file("small.txt", "small");
+  std::vector<std::string> urls;
+  for (int i = 1; i <= 24; ++i) urls.push_back(server_.url("/files/small.txt?i=" + std::to_string(i)));
+  const std::string dir = dir_ / "parts", stats = dir_ / "stats.json";
+  const RunResult r = run(fetch_argv({"-k", "-j", "12", "--urls", url_list(dir_ / "urls.txt", urls), "--output-dir",
+                                      dir, "--stats", stats}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_json(stats)["done"], 24) << slurp(stats);
+  const json log = server_.log();
+  EXPECT_EQ(log["requests"].size(), 24u) << log.dump();
+  EXPECT_EQ(log["connections"], 1) << log.dump();
+}
+
 // A 429 with Retry-After: 1 to one request of a batch holds back the whole
 // origin. Two workers: one gets the 429, the other is held by the server until
 // 300 ms after it, and then takes the rest of the batch, which must wait out

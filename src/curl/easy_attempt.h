@@ -53,6 +53,10 @@ class EasyAttempt {
   // The machine ended the request during the transfer (a retried head, a
   // refused body): the transfer may be dropped at once.
   bool decided() const noexcept { return ended_ || (reported_ && !wanted_); }
+  // Its connection is ready (the request is being written, or was held back).
+  bool connected() const noexcept { return sent_ || withheld_; }
+  // The HTTP version of the answer's status line (11, 20, ...; 0: none yet).
+  int answer_version() const noexcept { return head_.http_version(); }
 
   // libcurl's callbacks (public for their C signatures; not for callers).
   static std::size_t on_header(char* data, std::size_t size, std::size_t n, void* self);

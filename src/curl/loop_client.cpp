@@ -35,6 +35,7 @@
 
 #include "abide/engine.h"
 #include "client_parts.h"
+#include "connection_gate.h"
 #include "easy_attempt.h"
 #include "epoll_interest.h"
 #include "mutex.h"
@@ -53,6 +54,10 @@ constexpr std::size_t kMaxIdleHandles = 64;
 // Rounds of libcurl's zero timeouts run at once in one pump (each starts
 // transfers that were added); the rest wait for the loop's next turn.
 constexpr int kMaxKicks = 4;
+// While the gate lets an origin's transfers go one at a time (each to the
+// connection the one before found or set up), more rounds: a burst of streams
+// to one HTTP/2 origin goes out at a transfer per round, not per loop turn.
+constexpr int kMaxGateKicks = 256;
 // What the own HTTP/1.1 client reads at a time, into one buffer per client.
 constexpr std::size_t kPlainScratch = std::size_t{512} << 10;  // the most receive_buffer_bytes asks
 
@@ -113,6 +118,8 @@ struct LoopClient::Impl {
     SteadyTime plain_timer_at{};  // its entry in plain_timers
     bool plain_timed = false;
     bool plain_eligible = false;  // the own client may send it (plain_target), when the limits allow
+    std::string gate_origin;      // an https origin: its transfers pass `gate`
+    bool gate_pass = false;       // released by the gate: the next transfer skips it
     Where where = Where::kReady;
     std::optional<MonoTime> send_deadline;  // kSlot: the permitted attempt's (engine::Step::deadline)
     MonoTime timer_at{};  // kTimer, or kSlot with a bound: its entry in `timers`
@@ -196,6 +203,7 @@ struct LoopClient::Impl {
   std::deque<Id> ready;
   std::deque<Id> finished;
   std::deque<Id> slot_queue;              // in arrival order
+  curl_detail::ConnectionGate gate;       // held jobs wait in kSlot, outside slot_queue
   std::set<std::pair<MonoTime, Id>> timers;  // on the injected clock
   std::size_t transfers = 0;              // easy handles in the multi handle
   std::vector<CURL*> idle;
@@ -372,6 +380,7 @@ struct LoopClient::Impl {
         ready.push_back(id);
       } else if (j.where == Where::kSlot) {
         std::erase(slot_queue, id);
+        if (!j.gate_origin.empty()) gate.left(j.gate_origin, id);
         j.machine->failed("the deadline passed while waiting for a transfer slot", false);
         j.where = Where::kReady;
         ready.push_back(id);
@@ -422,6 +431,7 @@ struct LoopClient::Impl {
         return;
       }
     }
+    if (held_at_gate(j, step, limits)) return;
     CURL* e = take_handle();
     if (e == nullptr) {
       j.machine->refuse("libcurl could not create a handle");
@@ -443,6 +453,7 @@ struct LoopClient::Impl {
       }
       j.machine->refuse("libcurl could not start the transfer");
     }
+    if (!j.gate_origin.empty()) gate.left(j.gate_origin, j.id);
     give_attempt(std::move(j.attempt));
     if (e != nullptr) give_handle(e);
     j.where = Where::kReady;
@@ -460,6 +471,11 @@ struct LoopClient::Impl {
     curl_multi_remove_handle(multi, e);  // aborts the transfer if it still runs
     in_curl = false;
     --transfers;
+    if (!j.gate_origin.empty()) {
+      if (const int v = j.attempt->answer_version(); v != 0) gate.heard(j.gate_origin, v);
+      if (j.attempt->connected()) gate.connected(j.gate_origin, j.id);
+      gate.left(j.gate_origin, j.id);
+    }
     if (j.attempt->end(end, j.cancelled) == curl_detail::Transport::End::kComplete) {
       // An empty body: the head reaches the sink now, before the outcome is final.
       if (!j.final || j.final->given_head() || j.machine->body({})) j.machine->complete();
@@ -469,6 +485,7 @@ struct LoopClient::Impl {
     j.where = Where::kReady;
     ready.push_back(j.id);
     ending = false;
+    take_gate_releases();
     admit_waiters();
   }
 
@@ -675,6 +692,54 @@ struct LoopClient::Impl {
     return t;
   }
 
+  // ---- the gate: one transfer per https origin connecting at a time ----
+  // Whether `j` waits for its origin's connection being set up
+  // (connection_gate.h); it then waits in kSlot, its bound timed as a slot's.
+  bool held_at_gate(Job& j, const engine::Step& step, const curl_detail::TransferLimits& limits) {
+    if (std::exchange(j.gate_pass, false)) return false;
+    if (limits.http_version == HttpVersion::kHttp1_1) return false;
+    if (j.gate_origin.empty()) {
+      auto o = parse_origin(j.request.url);
+      if (!o || o->scheme != "https") return false;
+      j.gate_origin = std::move(o->origin);
+    }
+    if (gate.admit(j.gate_origin, j.id)) return false;
+    j.where = Where::kSlot;
+    j.send_deadline = step.deadline;
+    if (auto bound = slot_bound(j.request)) time(j, *bound);
+    return true;
+  }
+
+  // After libcurl ran: the connecting transfers whose connection is ready let
+  // the next of their origin go.
+  void look_at_gate() {
+    if (gate.connecting().empty()) return;
+    std::vector<std::pair<std::string, Id>> now(gate.connecting().begin(), gate.connecting().end());
+    for (auto& [origin, id] : now) {
+      auto it = jobs.find(id);
+      if (it == jobs.end()) {
+        gate.left(origin, id);
+        continue;
+      }
+      const Job& j = *it->second;
+      if (j.where != Where::kTransfer || !j.attempt) continue;  // released, waiting for a transfer slot
+      if (const int v = j.attempt->answer_version(); v != 0) gate.heard(origin, v);
+      if (j.attempt->connected()) gate.connected(origin, id);
+    }
+    take_gate_releases();
+  }
+
+  // Jobs the gate released go first among those waiting for a slot.
+  void take_gate_releases() {
+    const std::vector<Id> released = gate.take_released();
+    for (auto it = released.rbegin(); it != released.rend(); ++it) {
+      auto jt = jobs.find(*it);
+      if (jt == jobs.end() || jt->second->where != Where::kSlot) continue;
+      jt->second->gate_pass = true;
+      slot_queue.push_front(*it);
+    }
+  }
+
   void admit_waiters() {
     while (!slot_queue.empty() && slot_free()) {
       const Id id = slot_queue.front();
@@ -754,6 +819,7 @@ struct LoopClient::Impl {
       }
       case Where::kSlot:
         std::erase(slot_queue, j.id);
+        if (!j.gate_origin.empty()) gate.left(j.gate_origin, j.id);
         untime(j);
         j.machine->failed("cancelled while waiting for a transfer slot", false);
         j.where = Where::kReady;
@@ -849,6 +915,8 @@ struct LoopClient::Impl {
         auto it = jobs.find(id);
         if (it != jobs.end()) cancel_now(*it->second);
       }
+      look_at_gate();
+      admit_waiters();
       // Each ready machine once per round: one that asks to be asked again
       // at once waits for the next round.
       for (std::size_t n = ready.size(); n > 0 && !ready.empty(); --n) {
@@ -872,7 +940,8 @@ struct LoopClient::Impl {
         }
       }
       // Transfers just added start now, not a loop turn later.
-      if (kicks < kMaxKicks && curl_due && *curl_due <= std::chrono::steady_clock::now()) {
+      const int most_kicks = gate.connecting().empty() ? kMaxKicks : kMaxGateKicks;
+      if (kicks < most_kicks && curl_due && *curl_due <= std::chrono::steady_clock::now()) {
         ++kicks;
         curl_due.reset();
         curl_action(CURL_SOCKET_TIMEOUT, 0);
