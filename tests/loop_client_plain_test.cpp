@@ -310,6 +310,21 @@ TEST(LoopClientPlain, AnswersNoClientMayTakeFailWithTheirReason) {
 // being written, and the rest of the body is not sent (as curl: "HTTP error
 // before end of send, stop sending"). The connection is not kept: the next
 // request opens another. The body is larger than the socket buffers hold.
+// A POST of a body larger than the socket buffers hold, with a read timeout
+// far longer than the answer takes: without the answer read early, the
+// request would wait for it.
+RequestOutcome post_a_large_body(LoopClient& client, const ScriptedServer& server) {
+  Request post = get(server.url("/upload"), "POST");
+  post.body = std::string(std::size_t{64} << 20, 'b');
+  return fetch(client, std::move(post));
+}
+
+ClientConfig long_read_timeout() {
+  ClientConfig c = test::fast_config();
+  c.read_timeout = 60s;
+  return c;
+}
+
 TEST(LoopClientPlain, AnAnswerBeforeTheBodyWasReadEndsTheUpload) {
   ScriptedServer server([](int, const std::string& head) {
     if (head.starts_with("POST")) {
@@ -317,12 +332,8 @@ TEST(LoopClientPlain, AnAnswerBeforeTheBodyWasReadEndsTheUpload) {
     }
     return ScriptedServer::Reply{"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"};
   });
-  ClientConfig c = test::fast_config();
-  c.read_timeout = 60s;  // without the answer read early, the request would wait for this
-  LoopClient client(c);
-  Request post = get(server.url("/upload"), "POST");
-  post.body = std::string(std::size_t{64} << 20, 'b');
-  const RequestOutcome out = fetch(client, std::move(post));
+  LoopClient client(long_read_timeout());
+  const RequestOutcome out = post_a_large_body(client, server);
   ASSERT_TRUE(out.response) << out.reason;
   EXPECT_EQ(out.response->status, 413) << out.reason;
   EXPECT_EQ(out.body, "too long");
@@ -338,12 +349,8 @@ TEST(LoopClientPlain, AnAnswerAndACloseBeforeTheBodyWasReadIsTheAnswer) {
   ScriptedServer server([](int, const std::string&) {
     return ScriptedServer::Reply{"HTTP/1.1 401 Unauthorized\r\nContent-Length: 6\r\n\r\nwho?\r\n", true, true};
   });
-  ClientConfig c = test::fast_config();
-  c.read_timeout = 60s;
-  LoopClient client(c);
-  Request post = get(server.url("/upload"), "POST");
-  post.body = std::string(std::size_t{64} << 20, 'b');
-  const RequestOutcome out = fetch(client, std::move(post));
+  LoopClient client(long_read_timeout());
+  const RequestOutcome out = post_a_large_body(client, server);
   ASSERT_TRUE(out.response) << out.reason;
   EXPECT_EQ(out.response->status, 401) << out.reason;
   EXPECT_EQ(out.body, "who?\r\n");

@@ -472,8 +472,7 @@ struct LoopClient::Impl {
     in_curl = false;
     --transfers;
     if (!j.gate_origin.empty()) {
-      if (const int v = j.attempt->answer_version(); v != 0) gate.heard(j.gate_origin, v);
-      if (j.attempt->connected()) gate.connected(j.gate_origin, j.id);
+      tell_gate(j.gate_origin, j.id, *j.attempt);
       gate.left(j.gate_origin, j.id);
     }
     if (j.attempt->end(end, j.cancelled) == curl_detail::Transport::End::kComplete) {
@@ -723,10 +722,16 @@ struct LoopClient::Impl {
       }
       const Job& j = *it->second;
       if (j.where != Where::kTransfer || !j.attempt) continue;  // released, waiting for a transfer slot
-      if (const int v = j.attempt->answer_version(); v != 0) gate.heard(origin, v);
-      if (j.attempt->connected()) gate.connected(origin, id);
+      tell_gate(origin, id, *j.attempt);
     }
     take_gate_releases();
+  }
+
+  // What transfer `id`'s attempt learned of its origin: the answer's HTTP
+  // version, and whether its connection is ready.
+  void tell_gate(const std::string& origin, Id id, const curl_detail::EasyAttempt& a) {
+    if (const int v = a.answer_version(); v != 0) gate.heard(origin, v);
+    if (a.connected()) gate.connected(origin, id);
   }
 
   // Jobs the gate released go first among those waiting for a slot.
