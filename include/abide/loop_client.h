@@ -22,6 +22,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -30,6 +31,8 @@
 #include "abide/client.h"
 
 namespace abide {
+
+class SharedTransfers;
 
 class LoopClient {
  public:
@@ -55,6 +58,10 @@ class LoopClient {
   explicit LoopClient(ClientConfig config = {});
   // Driven by a loop of the caller's through `hooks` (both set).
   LoopClient(ClientConfig config, Hooks hooks);
+  // Either way (hooks both set, or neither), its transfers bounded together
+  // with those of the other clients sharing `transfers`, in place of
+  // config.max_transfers (which still bounds the idle connections it keeps).
+  LoopClient(ClientConfig config, Hooks hooks, std::shared_ptr<SharedTransfers> transfers);
   // Ends every request still running: transfers stop, pacer slots are given
   // back; their done is not called.
   ~LoopClient();
@@ -108,6 +115,29 @@ class LoopClient {
   struct Impl;
 
  private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// A bound on the transfers of several LoopClients, each on its own thread (an
+// event loop per core): at most limit() run between them, and a slot one
+// client frees goes to the client that began waiting first, woken through its
+// descriptor, so that no loop's requests wait while another loop's slots idle.
+// Thread-safe; each client holds it for as long as it lives.
+class SharedTransfers {
+ public:
+  explicit SharedTransfers(std::size_t limit);  // 0 is taken as 1
+  ~SharedTransfers();
+  SharedTransfers(const SharedTransfers&) = delete;
+  SharedTransfers& operator=(const SharedTransfers&) = delete;
+
+  std::size_t limit() const noexcept;
+  // Slots in use now: transfers running, or handed to a client about to start one.
+  std::size_t in_use() const;
+
+  struct Impl;
+
+ private:
+  friend struct LoopClient::Impl;
   std::unique_ptr<Impl> impl_;
 };
 

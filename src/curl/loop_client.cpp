@@ -8,7 +8,8 @@
 // at a time:
 //   ready     its machine is asked next() at the next pump;
 //   timer     waiting until a time (a pacer, retry or not-before wait);
-//   slot      permitted to send, waiting for one of max_transfers;
+//   slot      permitted to send, waiting for one of max_transfers (or of a
+//             bound shared with other clients, SharedTransfers);
 //   transfer  its easy handle is in the multi handle;
 //   done      its outcome waits for its done callback (at the pump's end).
 // libcurl's callbacks (header, body, socket, timer) run inside libcurl's calls
@@ -40,6 +41,7 @@
 #include "epoll_interest.h"
 #include "mutex.h"
 #include "plain_transfer.h"
+#include "shared_transfers.h"
 #include "transfer.h"
 #include "transport.h"
 
@@ -129,7 +131,7 @@ struct LoopClient::Impl {
     std::unique_ptr<RequestOutcome> result;  // kDone (a held job holds none)
   };
 
-  Impl(ClientConfig c, Hooks h)
+  Impl(ClientConfig c, Hooks h, std::shared_ptr<SharedTransfers> s = nullptr)
       : config(std::move(c)),
         engine(static_cast<const engine::Config&>(config)),
         mono(engine.mono()),
@@ -142,6 +144,10 @@ struct LoopClient::Impl {
     curl_detail::global_init();
     multi = curl_multi_init();
     wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (s) {
+      shared = std::move(s);
+      waiter.emplace(wake_fd);
+    }
     if (!hooked) {
       epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
       if (epoll_fd >= 0 && wake_fd >= 0) {
@@ -168,6 +174,10 @@ struct LoopClient::Impl {
   }
 
   ~Impl() {
+    if (shared) {  // the slots go to the other clients before the descriptor closes
+      shared->impl_->leave(*waiter);
+      for (; transfers > 0; --transfers) shared->impl_->give();
+    }
     for (auto it = plain_fds.begin(); it != plain_fds.end(); it = plain_fds.erase(it)) {
       if (it->second.armed != Interest::kNone) arm(it->first, Interest::kNone);
       ::close(it->first);
@@ -205,7 +215,12 @@ struct LoopClient::Impl {
   std::deque<Id> slot_queue;              // in arrival order
   curl_detail::ConnectionGate gate;       // held jobs wait in kSlot, outside slot_queue
   std::set<std::pair<MonoTime, Id>> timers;  // on the injected clock
-  std::size_t transfers = 0;              // easy handles in the multi handle
+  std::size_t transfers = 0;              // slots held: transfers and exchanges running
+  // A bound shared with other clients (in place of config.max_transfers), and
+  // this client's place in it; `asked`: it may be queued or hold slots handed to it.
+  std::shared_ptr<SharedTransfers> shared;
+  std::optional<SharedTransfers::Impl::Waiter> waiter;
+  bool asked = false;
   std::vector<CURL*> idle;
   std::vector<std::unique_ptr<curl_detail::EasyAttempt>> idle_attempts;
   std::vector<Id> to_cancel;  // asked from inside libcurl's callbacks
@@ -389,7 +404,31 @@ struct LoopClient::Impl {
   }
 
   // ---- transfers ----
-  bool slot_free() const { return config.max_transfers == 0 || transfers < config.max_transfers; }
+  // A slot for one transfer, held until give_slot(); false: none now (with a
+  // shared bound, one handed over later wakes the loop).
+  bool take_slot() {
+    if (shared) {
+      if (!shared->impl_->take(*waiter)) {
+        asked = true;
+        return false;
+      }
+    } else if (config.max_transfers != 0 && transfers >= config.max_transfers) {
+      return false;
+    }
+    ++transfers;
+    return true;
+  }
+  void give_slot() {
+    --transfers;
+    if (shared) shared->impl_->give();
+  }
+  // Nothing waits for a slot here: what the shared bound queued or handed to
+  // this client goes on to the others.
+  void leave_shared() {
+    if (!asked || !slot_queue.empty()) return;
+    asked = false;
+    shared->impl_->leave(*waiter);
+  }
 
   CURL* take_handle() {
     if (!idle.empty()) {
@@ -414,6 +453,7 @@ struct LoopClient::Impl {
     if (a && idle_attempts.size() < kMaxIdleHandles) idle_attempts.push_back(std::move(a));
   }
 
+  // `j` goes out, on a slot taken for it (given back if it does not).
   void begin_transfer(Job& j, const engine::Step& step) {
     const curl_detail::TransferLimits limits = curl_detail::limits_for(config, step, mono);
     if (j.plain_eligible && curl_detail::plain_allowed(limits)) {
@@ -426,12 +466,16 @@ struct LoopClient::Impl {
       j.plain_eligible = false;
       if (auto why = curl_detail::parse_url(j.request.url, j.url)) {
         j.machine->refuse("invalid URL: " + *why);
+        give_slot();
         j.where = Where::kReady;
         ready.push_back(j.id);
         return;
       }
     }
-    if (held_at_gate(j, step, limits)) return;
+    if (held_at_gate(j, step, limits)) {
+      give_slot();
+      return;
+    }
     CURL* e = take_handle();
     if (e == nullptr) {
       j.machine->refuse("libcurl could not create a handle");
@@ -448,7 +492,6 @@ struct LoopClient::Impl {
       if (rc == CURLM_OK) {
         j.easy = e;
         j.where = Where::kTransfer;
-        ++transfers;
         return;
       }
       j.machine->refuse("libcurl could not start the transfer");
@@ -456,6 +499,7 @@ struct LoopClient::Impl {
     if (!j.gate_origin.empty()) gate.left(j.gate_origin, j.id);
     give_attempt(std::move(j.attempt));
     if (e != nullptr) give_handle(e);
+    give_slot();
     j.where = Where::kReady;
     ready.push_back(j.id);
   }
@@ -470,7 +514,7 @@ struct LoopClient::Impl {
     in_curl = true;
     curl_multi_remove_handle(multi, e);  // aborts the transfer if it still runs
     in_curl = false;
-    --transfers;
+    give_slot();
     if (!j.gate_origin.empty()) {
       tell_gate(j.gate_origin, j.id, *j.attempt);
       gate.left(j.gate_origin, j.id);
@@ -494,13 +538,13 @@ struct LoopClient::Impl {
     j.plain = take_plain_xfer();
     if (!j.plain->start(j.request, std::move(target), limits, j.target, *j.machine, mono, wall, now)) {
       give_plain_xfer(std::move(j.plain));
+      give_slot();
       j.where = Where::kReady;
       ready.push_back(j.id);
       return;
     }
     j.plain->hold_back_if_held(engine.pacer(), j.machine->pacer_key());
     j.where = Where::kTransfer;
-    ++transfers;
     int err = 0;
     bool reused = false;
     const int fd = plain_socket(j, reused, err);
@@ -637,7 +681,7 @@ struct LoopClient::Impl {
     std::unique_ptr<curl_detail::PlainTransfer> x = std::move(j.plain);
     j.paused = false;
     untime_plain(j);
-    --transfers;
+    give_slot();
     const int fd = x->fd();
     if (x->end(stopped) == curl_detail::Transport::End::kComplete) {
       if (!j.final || j.final->given_head() || j.machine->body({})) j.machine->complete();
@@ -746,11 +790,15 @@ struct LoopClient::Impl {
   }
 
   void admit_waiters() {
-    while (!slot_queue.empty() && slot_free()) {
+    while (!slot_queue.empty()) {
       const Id id = slot_queue.front();
-      slot_queue.pop_front();
       auto it = jobs.find(id);
-      if (it == jobs.end()) continue;
+      if (it == jobs.end()) {
+        slot_queue.pop_front();
+        continue;
+      }
+      if (!take_slot()) break;
+      slot_queue.pop_front();
       Job& j = *it->second;
       untime(j);
       engine::Step step;
@@ -885,7 +933,7 @@ struct LoopClient::Impl {
         finish(j, curl_detail::with_body(j.machine->take_outcome(), std::move(j.body)));
         return;
       case engine::Step::Kind::kSend:
-        if (slot_free() && slot_queue.empty()) {
+        if (slot_queue.empty() && take_slot()) {
           begin_transfer(j, s);
           return;
         }
@@ -954,6 +1002,7 @@ struct LoopClient::Impl {
       }
       if (ready.empty() && finished.empty() && to_cancel.empty()) break;
     }
+    if (shared) leave_shared();
     pumping = false;
     tell_timer();
   }
@@ -1039,6 +1088,8 @@ struct LoopClient::Impl {
 LoopClient::LoopClient(ClientConfig config) : impl_(std::make_unique<Impl>(std::move(config), Hooks{})) {}
 LoopClient::LoopClient(ClientConfig config, Hooks hooks)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(hooks))) {}
+LoopClient::LoopClient(ClientConfig config, Hooks hooks, std::shared_ptr<SharedTransfers> transfers)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(hooks), std::move(transfers))) {}
 LoopClient::~LoopClient() = default;
 
 LoopClient::Id LoopClient::start(const Request& request, Done done, ResponseSink sink, std::size_t index) {

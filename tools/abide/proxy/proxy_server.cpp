@@ -338,15 +338,19 @@ Result<std::uint16_t, ErrorMessage> ProxyServer::start() {
     c.address = std::string(host) + ":" + std::to_string(bound);
   }
   // The loops: one per core unless told, never more than transfers may run
-  // (each needs at least one), the transfers split between them.
+  // (each needs at least one). They share one bound on the transfers: callers
+  // do not come to the loops evenly (a loop accepts several at a wake-up), and
+  // a loop with more requests than an even share of the transfers would make
+  // them wait while another loop's slots idle.
   std::size_t loops = c.opts.loops != 0 ? c.opts.loops : std::max(1u, std::thread::hardware_concurrency());
   loops = std::clamp<std::size_t>(loops, 1, std::max<std::size_t>(1, std::min<std::size_t>(c.opts.jobs, proxy_server::kMaxLoops)));
   // Each loop has connections of its own: a bound on them below the loops
   // takes loops away, so that the bound holds over all of them.
   if (c.opts.max_upstream_connections != 0) loops = std::min(loops, c.opts.max_upstream_connections);
+  const auto transfers = std::make_shared<SharedTransfers>(c.opts.jobs);
   for (std::size_t i = 0; i < loops; ++i) {
     const auto share_of = [&](std::size_t total) { return total / loops + (i < total % loops ? 1 : 0); };
-    auto w = std::make_unique<Worker>(c, std::max<std::size_t>(share_of(c.opts.jobs), 1),
+    auto w = std::make_unique<Worker>(c, transfers, std::max<std::size_t>(share_of(c.opts.jobs), 1),
                                       share_of(c.opts.max_connections),
                                       c.opts.max_upstream_connections == 0
                                           ? 0

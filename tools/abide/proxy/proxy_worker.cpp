@@ -36,8 +36,8 @@ constexpr Duration kLastWords = std::chrono::seconds{5};
 
 using namespace proxy_worker;
 
-Worker::Worker(ProxyServer::Core& core, std::size_t transfers, std::size_t max_connections,
-               std::size_t upstream_connections)
+Worker::Worker(ProxyServer::Core& core, std::shared_ptr<SharedTransfers> transfers, std::size_t idle_transfers,
+               std::size_t max_connections, std::size_t upstream_connections)
     : core_(core),
       max_connections_(std::max<std::size_t>(max_connections, 1)),
       epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)),
@@ -50,7 +50,7 @@ Worker::Worker(ProxyServer::Core& core, std::size_t transfers, std::size_t max_c
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
   }
   ClientConfig config = core.client_config;
-  config.max_transfers = transfers;
+  config.max_transfers = idle_transfers;
   config.max_host_connections = upstream_connections;
   EventHook user = std::move(config.on_event);
   config.on_event = [this, user](const ClientEvent& e) {
@@ -72,7 +72,7 @@ Worker::Worker(ProxyServer::Core& core, std::size_t transfers, std::size_t max_c
     if (!after) client_due_.reset();
     else client_due_ = std::chrono::steady_clock::now() + std::chrono::ceil<std::chrono::steady_clock::duration>(*after);
   };
-  client_ = std::make_unique<LoopClient>(std::move(config), std::move(hooks));
+  client_ = std::make_unique<LoopClient>(std::move(config), std::move(hooks), std::move(transfers));
 }
 
 Worker::~Worker() {

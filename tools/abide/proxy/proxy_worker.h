@@ -27,11 +27,13 @@ class Caller;
 
 class Worker {
  public:
-  // `transfers`, `max_connections` and `upstream_connections` (0: no
-  // bound): this loop's shares of ProxyOptions::jobs, max_connections and
-  // max_upstream_connections.
-  Worker(ProxyServer::Core& core, std::size_t transfers, std::size_t max_connections,
-         std::size_t upstream_connections);
+  // `transfers`: ProxyOptions::jobs, shared by every loop (a slot one loop
+  // frees goes to another whose requests wait). `idle_transfers`,
+  // `max_connections` and `upstream_connections` (0: no bound): this loop's
+  // shares of the jobs (as the idle connections its client keeps),
+  // max_connections and max_upstream_connections.
+  Worker(ProxyServer::Core& core, std::shared_ptr<SharedTransfers> transfers, std::size_t idle_transfers,
+         std::size_t max_connections, std::size_t upstream_connections);
   ~Worker();  // joins the thread
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
