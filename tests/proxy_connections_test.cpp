@@ -239,6 +239,44 @@ TEST(ProxyConnections, IdleCallersAreReclaimedSoAFreshOneIsAnswered) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+// Callers that arrive in a burst are spread over the loops (one loop would
+// otherwise take most of them at a wake-up, and do their work alone); the
+// stats page shows each loop's connections.
+TEST(ProxyConnections, ABurstOfCallersIsSpreadOverTheLoops) {
+  Mock mock({"--limit", "1000", "--window", "1"});
+  ASSERT_GT(mock.port(), 0);
+  Proxy proxy(with(upstream(mock), {"--loops", "2"}));
+  ASSERT_GT(proxy.port(), 0) << proxy.err_so_far();
+  constexpr int kCallers = 200;
+  std::vector<int> idle;
+  for (int i = 0; i < kCallers; ++i) {
+    const int fd = connect_loopback(proxy.port());
+    if (fd >= 0) idle.push_back(fd);
+  }
+  ASSERT_EQ(idle.size(), static_cast<std::size_t>(kCallers));
+  // The page's own connection is one more.
+  json stats;
+  for (int i = 0; i < 200; ++i) {
+    const RawAnswer a = parse_answer(raw_exchange(proxy.port(), "GET /__abide/stats HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n"));
+    ASSERT_EQ(a.status, 200);
+    stats = json::parse(a.body);
+    if (stats["connections"] == kCallers + 1) break;
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(stats["connections"], kCallers + 1) << stats.dump();
+  ASSERT_EQ(stats["loops"].size(), 2u) << stats.dump();
+  // A loop stops taking callers at the average and a sixteenth (plus 2):
+  // 100 + 6 here, and the burst may carry it a few past.
+  for (const auto& loop : stats["loops"]) {
+    EXPECT_GE(loop["connections"].get<int>(), 85) << stats.dump();
+    EXPECT_LE(loop["connections"].get<int>(), 116) << stats.dump();
+  }
+  const RawAnswer metrics = parse_answer(raw_exchange(proxy.port(), "GET /__abide/metrics HTTP/1.1\r\nHost: p\r\nConnection: close\r\n\r\n"));
+  EXPECT_NE(metrics.body.find("abide_proxy_connections{loop=\"1\"}"), std::string::npos) << metrics.body;
+  for (const int fd : idle) close(fd);
+  proxy.stop_cleanly();
+}
+
 // --max-upstream-connections bounds the proxy's connections to an upstream
 // (nginx's max_conns): callers beyond it wait for one, and every one is
 // answered.

@@ -39,6 +39,9 @@ TEST(Stats, CountsRequestsAnswersAttemptsWaitsAndOutcomes) {
   ambiguous.attempts = {attempt(0s)};
   stats.request_answered("https://api.x.com", 502, &ambiguous);
   stats.set_in_flight(7, 3);
+  stats.set_loop_connections(1, 4);
+  stats.set_loop_connections(0, 5);
+  stats.set_loop_connections(64, 9);  // beyond the loops shown
 
   const nlohmann::ordered_json j = stats.json(kNow);
   EXPECT_EQ(j["requests"], 3);
@@ -54,12 +57,14 @@ TEST(Stats, CountsRequestsAnswersAttemptsWaitsAndOutcomes) {
   EXPECT_EQ(j["deferrals"], 1);
   EXPECT_EQ(j["held"], 7);
   EXPECT_EQ(j["transfers"], 3);
+  EXPECT_EQ(j["connections"], 9);
+  EXPECT_EQ(j["loops"], nlohmann::ordered_json::parse(R"([{"connections":5},{"connections":4}])"));
   EXPECT_TRUE(j["cooldowns"].empty());
   // The documented order of the keys.
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
   EXPECT_EQ(keys, (std::vector<std::string>{"requests", "answered", "attempts", "retries", "waits", "waited_s",
-                                            "outcomes", "deferrals", "held", "transfers", "cooldowns",
+                                            "outcomes", "deferrals", "held", "transfers", "connections", "loops", "cooldowns",
                                             "quota_held"}));
 }
 
@@ -193,6 +198,8 @@ TEST(Stats, PrometheusText) {
   stats.cooldown("https://api.x.com", kNow + 3s);
   stats.cooldown("https://gone.com", kNow + 1s);
   stats.set_in_flight(2, 1);
+  stats.set_loop_connections(0, 3);
+  stats.set_loop_connections(1, 2);
   const std::string text = stats.prometheus(kNow + 1s);
   for (std::string_view want :
        {"# HELP abide_proxy_requests_total ", "# TYPE abide_proxy_requests_total counter\n",
@@ -200,7 +207,9 @@ TEST(Stats, PrometheusText) {
         "abide_proxy_attempts_total 2\n", "abide_proxy_retries_total 1\n", "abide_proxy_waits_total 1\n",
         "abide_proxy_waited_seconds_total 1.5\n", "abide_proxy_outcomes_total{outcome=\"done\"} 1\n",
         "abide_proxy_deferrals_total 0\n", "# TYPE abide_proxy_held gauge\n", "abide_proxy_held 2\n",
-        "abide_proxy_transfers 1\n", "# TYPE abide_proxy_cooldown_seconds gauge\n",
+        "abide_proxy_transfers 1\n", "# TYPE abide_proxy_connections gauge\n",
+        "abide_proxy_connections{loop=\"0\"} 3\n", "abide_proxy_connections{loop=\"1\"} 2\n",
+        "# TYPE abide_proxy_cooldown_seconds gauge\n",
         "abide_proxy_cooldown_seconds{upstream=\"https://api.x.com\"} 2\n"}) {
     EXPECT_NE(text.find(want), std::string::npos) << want << "\n" << text;
   }
@@ -210,8 +219,8 @@ TEST(Stats, PrometheusText) {
   std::size_t types = 0;
   for (std::size_t pos = 0; (pos = text.find("# HELP ", pos)) != std::string::npos; ++pos) ++helps;
   for (std::size_t pos = 0; (pos = text.find("# TYPE ", pos)) != std::string::npos; ++pos) ++types;
-  EXPECT_EQ(helps, 13u);
-  EXPECT_EQ(types, 13u);
+  EXPECT_EQ(helps, 14u);
+  EXPECT_EQ(types, 14u);
 }
 
 TEST(Stats, PrometheusEscapesLabelValues) {

@@ -350,7 +350,7 @@ Result<std::uint16_t, ErrorMessage> ProxyServer::start() {
   const auto transfers = std::make_shared<SharedTransfers>(c.opts.jobs);
   for (std::size_t i = 0; i < loops; ++i) {
     const auto share_of = [&](std::size_t total) { return total / loops + (i < total % loops ? 1 : 0); };
-    auto w = std::make_unique<Worker>(c, transfers, std::max<std::size_t>(share_of(c.opts.jobs), 1),
+    auto w = std::make_unique<Worker>(c, i, transfers, std::max<std::size_t>(share_of(c.opts.jobs), 1),
                                       share_of(c.opts.max_connections),
                                       c.opts.max_upstream_connections == 0
                                           ? 0

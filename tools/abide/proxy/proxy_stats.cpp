@@ -147,6 +147,13 @@ void Stats::set_in_flight(std::int64_t held, std::int64_t transfers) {
   transfers_ = transfers;
 }
 
+void Stats::set_loop_connections(std::size_t loop, std::uint64_t connections) {
+  if (loop >= kMaxLoops) return;
+  const detail::MutexLock lock(mu_);
+  if (loop_connections_.size() <= loop) loop_connections_.resize(loop + 1, 0);
+  loop_connections_[loop] = connections;
+}
+
 nlohmann::ordered_json Stats::json(WallTime now) const {
   using namespace proxy_stats_cpp;
   const detail::MutexLock lock(mu_);
@@ -165,6 +172,14 @@ nlohmann::ordered_json Stats::json(WallTime now) const {
   j["deferrals"] = deferrals_;
   j["held"] = held_;
   j["transfers"] = transfers_;
+  std::uint64_t connections = 0;
+  nlohmann::ordered_json loops = nlohmann::ordered_json::array();
+  for (const std::uint64_t n : loop_connections_) {
+    connections += n;
+    loops.push_back({{"connections", n}});
+  }
+  j["connections"] = connections;
+  j["loops"] = std::move(loops);
   nlohmann::ordered_json cooldowns = nlohmann::ordered_json::object();
   for (const auto& [origin, until] : cooldowns_) {
     if (until <= now) continue;
@@ -206,6 +221,9 @@ std::string Stats::prometheus(WallTime now) const {
   sample(out, "abide_proxy_held", std::to_string(held_));
   family(out, "abide_proxy_transfers", "gauge", "Transfers running upstream.");
   sample(out, "abide_proxy_transfers", std::to_string(transfers_));
+  family(out, "abide_proxy_connections", "gauge", "Caller connections open, by event loop.");
+  for (std::size_t i = 0; i < loop_connections_.size(); ++i)
+    labelled(out, "abide_proxy_connections", "loop", std::to_string(i), std::to_string(loop_connections_[i]));
   family(out, "abide_proxy_cooldown_seconds", "gauge", "Seconds left of each upstream's current cooldown.");
   for (const auto& [origin, until] : cooldowns_) {
     if (until <= now) continue;

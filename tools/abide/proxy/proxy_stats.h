@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "abide/client.h"
 #include "abide/clock.h"
@@ -40,22 +41,27 @@ class Stats {
   // Callers currently held (waiting for pacing, retries or a transfer slot),
   // and transfers running upstream.
   void set_in_flight(std::int64_t held, std::int64_t transfers);
+  // Caller connections open on event loop `loop` (counted from 0; the
+  // first 64 loops are shown).
+  void set_loop_connections(std::size_t loop, std::uint64_t connections);
 
   // {"requests":N,"answered":{"200":N,...},"attempts":N,"retries":N,"waits":N,
   //  "waited_s":X,"outcomes":{"done":N,...},"deferrals":N,"held":N,"transfers":N,
+  //  "connections":N,"loops":[{"connections":N},...],
   //  "cooldowns":{"https://api.x.com":{"until":"RFC 3339","left_s":X}},
   //  "quota_held":{"tokens":{"paced":N,"deferred":N,"waited_s":X,"last":"tokens: 1,850 of 40,000 left, 4,100 needed"}}}
   nlohmann::ordered_json json(WallTime now) const;
   // abide_proxy_requests_total, abide_proxy_answers_total{status}, abide_proxy_attempts_total,
   // abide_proxy_retries_total, abide_proxy_waits_total, abide_proxy_waited_seconds_total,
   // abide_proxy_outcomes_total{outcome}, abide_proxy_deferrals_total, abide_proxy_held,
-  // abide_proxy_transfers, abide_proxy_cooldown_seconds{upstream} (only cooldowns still
+  // abide_proxy_transfers, abide_proxy_connections{loop}, abide_proxy_cooldown_seconds{upstream} (only cooldowns still
   // running), abide_proxy_quota_held_total{quota}, abide_proxy_quota_held_seconds_total{quota},
   // each with # HELP and # TYPE; label values escaped (\\, \", \n).
   std::string prometheus(WallTime now) const;
 
  private:
   static constexpr std::size_t kMaxCooldowns = 4096;
+  static constexpr std::size_t kMaxLoops = 64;  // as ProxyOptions::loops allows
   // Quota units are a server's words: a few are kept, further ones counted as "other".
   static constexpr std::size_t kMaxQuotaUnits = 32;
   void cooldown_locked(std::string_view origin, WallTime until, WallTime now) ABIDE_REQUIRES(mu_);
@@ -78,6 +84,7 @@ class Stats {
   double waited_s_ ABIDE_GUARDED_BY(mu_) = 0;
   std::uint64_t deferrals_ ABIDE_GUARDED_BY(mu_) = 0;
   std::int64_t held_ ABIDE_GUARDED_BY(mu_) = 0;
+  std::vector<std::uint64_t> loop_connections_ ABIDE_GUARDED_BY(mu_);
   std::int64_t transfers_ ABIDE_GUARDED_BY(mu_) = 0;
   std::map<int, std::uint64_t> answered_ ABIDE_GUARDED_BY(mu_);
   std::map<std::string, std::uint64_t, std::less<>> outcomes_ ABIDE_GUARDED_BY(mu_);

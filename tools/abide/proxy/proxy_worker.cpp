@@ -36,9 +36,10 @@ constexpr Duration kLastWords = std::chrono::seconds{5};
 
 using namespace proxy_worker;
 
-Worker::Worker(ProxyServer::Core& core, std::shared_ptr<SharedTransfers> transfers, std::size_t idle_transfers,
-               std::size_t max_connections, std::size_t upstream_connections)
+Worker::Worker(ProxyServer::Core& core, std::size_t index, std::shared_ptr<SharedTransfers> transfers,
+               std::size_t idle_transfers, std::size_t max_connections, std::size_t upstream_connections)
     : core_(core),
+      index_(index),
       max_connections_(std::max<std::size_t>(max_connections, 1)),
       epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)),
       wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
@@ -85,6 +86,7 @@ Worker::~Worker() {
 }
 
 void Worker::start() {
+  core_.stats.set_loop_connections(index_, 0);  // every loop shows on the pages
   listen(true);
   thread_ = std::thread([this] { run(); });
 }
@@ -108,13 +110,28 @@ void Worker::balance_accepting() {
   if (draining_) return;
   if (accept_resume_ && core_.mono.now() < *accept_resume_) return;  // out of descriptors a moment ago
   accept_resume_.reset();
-  // A loop at its share of the connections leaves new callers to the loops
-  // with room (as an nginx worker does when its connections run short); when
-  // every loop is full, each goes on accepting, to reclaim an idle
-  // connection of its own or answer 503.
-  const bool full_here = connections_ >= max_connections_;
+  // A loop at its share of the connections, or well ahead of the loops'
+  // average, leaves new callers to the loops with room (as an nginx worker
+  // does when its connections run short); when every loop is full, each goes
+  // on accepting, to reclaim an idle connection of its own or answer 503.
+  const bool full_here = connections_ >= max_connections_ || ahead_of_others();
   const bool room_elsewhere = core_.open_connections.load() < core_.opts.max_connections;
-  listen(!full_here || !room_elsewhere);
+  const bool on = !full_here || !room_elsewhere;
+  // The others look again now: one may have stopped while it was ahead.
+  if (listening_ && !on) nudge_others();
+  listen(on);
+}
+
+bool Worker::ahead_of_others() const {
+  const std::size_t loops = core_.workers.size();
+  if (loops < 2) return false;
+  const std::size_t average = core_.open_connections.load() / loops;
+  return connections_ > average + 2 + average / 16;
+}
+
+void Worker::nudge_others() {
+  for (const auto& w : core_.workers)
+    if (w.get() != this) w->wake();
 }
 
 void Worker::wake() {
@@ -160,8 +177,7 @@ void Worker::close(Caller& c) {
   unwatch(c);
   set_deadline(c, std::nullopt);
   c.closed_ = true;
-  --connections_;
-  core_.open_connections.fetch_sub(1);
+  count_connections(-1);
   const auto it = callers_.find(&c);
   if (it == callers_.end()) return;
   closed_.push_back(std::move(it->second));  // freed at the end of the turn: events for it may still be in hand
@@ -232,8 +248,7 @@ void Worker::run() {
   for (auto& kv : callers_) left.push_back(kv.first);
   for (Caller* c : left) {
     unwatch(*c);
-    --connections_;
-    core_.open_connections.fetch_sub(1);
+    count_connections(-1);
   }
   client_.reset();
   callers_.clear();
@@ -272,7 +287,7 @@ void Worker::service_marked() {
 // ---- accepting ---------------------------------------------------------------
 
 void Worker::accept_some() {
-  for (int i = 0; i < kAcceptsPerEvent && listening_; ++i) {
+  for (int i = 0; i < kAcceptsPerEvent && listening_ && !ahead_of_others(); ++i) {
     const int fd = ::accept4(core_.listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0) {
       admit(fd);
@@ -286,6 +301,17 @@ void Worker::accept_some() {
     }
     return;  // EAGAIN: another loop took it, or nothing is left
   }
+}
+
+void Worker::count_connections(int change) {
+  if (change > 0) {
+    ++connections_;
+    core_.open_connections.fetch_add(1);
+  } else {
+    --connections_;
+    core_.open_connections.fetch_sub(1);
+  }
+  core_.stats.set_loop_connections(index_, connections_);
 }
 
 bool Worker::reclaim_idle() {
@@ -315,8 +341,7 @@ void Worker::admit(int fd) {
     ::close(fd);
     return;
   }
-  ++connections_;
-  core_.open_connections.fetch_add(1);
+  count_connections(+1);
   auto c = std::make_unique<Caller>(*this, fd);
   Caller& ref = *c;
   callers_.emplace(&ref, std::move(c));

@@ -32,8 +32,9 @@ class Worker {
   // `max_connections` and `upstream_connections` (0: no bound): this loop's
   // shares of the jobs (as the idle connections its client keeps),
   // max_connections and max_upstream_connections.
-  Worker(ProxyServer::Core& core, std::shared_ptr<SharedTransfers> transfers, std::size_t idle_transfers,
-         std::size_t max_connections, std::size_t upstream_connections);
+  // `index`: the loop's place among the loops (for the stats pages).
+  Worker(ProxyServer::Core& core, std::size_t index, std::shared_ptr<SharedTransfers> transfers,
+         std::size_t idle_transfers, std::size_t max_connections, std::size_t upstream_connections);
   ~Worker();  // joins the thread
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -42,8 +43,9 @@ class Worker {
   bool ok() const noexcept { return epoll_fd_ >= 0 && wake_fd_ >= 0; }
   // Starts the loop's thread, accepting from core.listen_fd.
   void start();
-  // Tells the loop that the drain began (Core::stopping is set): it returns
-  // once its callers are answered (see ProxyServer::stop).
+  // Wakes the loop (from any thread): it looks at Core::stopping (once set,
+  // it drains and returns when its callers are answered; see
+  // ProxyServer::stop) and at whether it should accept.
   void wake();
   void join();
 
@@ -74,6 +76,10 @@ class Worker {
   void on_client_event(const ClientEvent& e);
   void listen(bool on);
   void balance_accepting();
+  // This loop holds well more callers than the loops' average: callers
+  // arrive in bursts, and a loop that takes a whole burst does its work alone.
+  bool ahead_of_others() const;
+  void nudge_others();  // each other loop looks at its accepting again
   void accept_some();
   void admit(int fd);
   bool reclaim_idle();
@@ -84,7 +90,10 @@ class Worker {
   bool drained_out() const;
   int wait_ms() const;
 
+  void count_connections(int change);
+
   ProxyServer::Core& core_;
+  const std::size_t index_;
   std::size_t max_connections_;
   std::size_t connections_ = 0;  // callers open (closed_ ones no longer count)
   int epoll_fd_ = -1;
