@@ -150,14 +150,7 @@ struct HoldingServer {
 TEST(SharedTransfers, TwoLoopsRunAtMostTheBoundBetweenThem) {
   test::Concurrency concurrency;
   TestServer server;
-  server.svr().Get("/s", [&](const httplib::Request& req, httplib::Response& res) {
-    server.log(req);
-    {
-      const auto inside = concurrency.enter();
-      std::this_thread::sleep_for(30ms);
-    }
-    res.set_content("ok", "text/plain");
-  });
+  test::serve_counted(server, concurrency, "/s", 30ms);
   auto shared = std::make_shared<SharedTransfers>(2);
   ClientConfig own = test::fast_config();  // the own HTTP/1.1 client (an IP literal)
   ClientConfig curl = test::fast_config();
@@ -179,17 +172,26 @@ TEST(SharedTransfers, TwoLoopsRunAtMostTheBoundBetweenThem) {
   EXPECT_EQ(shared->in_use(), 0u);
 }
 
+// One slot between loops a and b: a holds it with a request the server
+// answers only once released, and b has a request waiting for it.
+class OneSlotHeld : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    a.get(h.server.url("/hold"));
+    ASSERT_TRUE(h.saw(1));
+    b.get(h.server.url("/quick"));
+    std::this_thread::sleep_for(100ms);  // b's request had time to go, were it allowed
+  }
+
+  HoldingServer h;
+  std::shared_ptr<SharedTransfers> shared = std::make_shared<SharedTransfers>(1);
+  LoopThread a{test::fast_config(), shared};
+  LoopThread b{test::fast_config(), shared};
+};
+
 // The slot a loop frees goes to the other loop's waiting request, which is
 // woken for it (its loop sleeps on its descriptor, with no timeout).
-TEST(SharedTransfers, ASlotFreedInOneLoopWakesARequestWaitingInAnother) {
-  HoldingServer h;
-  auto shared = std::make_shared<SharedTransfers>(1);
-  LoopThread a(test::fast_config(), shared);
-  LoopThread b(test::fast_config(), shared);
-  a.get(h.server.url("/hold"));
-  ASSERT_TRUE(h.saw(1));
-  b.get(h.server.url("/quick"));
-  std::this_thread::sleep_for(100ms);  // b's request had time to go, were it allowed
+TEST_F(OneSlotHeld, ASlotFreedInOneLoopWakesARequestWaitingInAnother) {
   EXPECT_EQ(h.server.seen().size(), 1u) << "b sent beyond the shared bound";
   EXPECT_EQ(shared->in_use(), 1u);
   h.release();
@@ -202,16 +204,8 @@ TEST(SharedTransfers, ASlotFreedInOneLoopWakesARequestWaitingInAnother) {
 
 // Slots are handed round: while one loop always has more waiting, a loop
 // that began waiting earlier gets the next slot, not the loop that freed it.
-TEST(SharedTransfers, ALoopThatFreesASlotDoesNotTakeItBackAheadOfAnEarlierWaiter) {
-  HoldingServer h;
-  auto shared = std::make_shared<SharedTransfers>(1);
-  LoopThread a(test::fast_config(), shared);
-  LoopThread b(test::fast_config(), shared);
-  a.get(h.server.url("/hold"));
-  ASSERT_TRUE(h.saw(1));
-  b.get(h.server.url("/quick"));
-  std::this_thread::sleep_for(50ms);  // b waits first
-  a.get(h.server.url("/hold"));  // answered at once after the release
+TEST_F(OneSlotHeld, ALoopThatFreesASlotDoesNotTakeItBackAheadOfAnEarlierWaiter) {
+  a.get(h.server.url("/hold"));  // after b's; answered at once after the release
   std::this_thread::sleep_for(50ms);
   EXPECT_EQ(h.server.seen().size(), 1u);
   h.release();
@@ -226,15 +220,7 @@ TEST(SharedTransfers, ALoopThatFreesASlotDoesNotTakeItBackAheadOfAnEarlierWaiter
 
 // A request that stops waiting (cancelled) leaves nothing behind: the slot
 // freed later is not handed to a loop with nothing to send.
-TEST(SharedTransfers, ACancelledWaiterLeavesTheQueue) {
-  HoldingServer h;
-  auto shared = std::make_shared<SharedTransfers>(1);
-  LoopThread a(test::fast_config(), shared);
-  LoopThread b(test::fast_config(), shared);
-  a.get(h.server.url("/hold"));
-  ASSERT_TRUE(h.saw(1));
-  b.get(h.server.url("/quick"));
-  std::this_thread::sleep_for(50ms);
+TEST_F(OneSlotHeld, ACancelledWaiterLeavesTheQueue) {
   b.cancel_last();
   ASSERT_TRUE(b.wait_for(1));
   EXPECT_EQ(b.outcomes()[0].kind, OutcomeKind::kCancelled);
@@ -249,15 +235,7 @@ TEST(SharedTransfers, ACancelledWaiterLeavesTheQueue) {
 
 // A client that ends with a transfer running gives its slot to the client
 // waiting for one.
-TEST(SharedTransfers, AnEndedClientGivesItsSlotsOn) {
-  HoldingServer h;
-  auto shared = std::make_shared<SharedTransfers>(1);
-  LoopThread a(test::fast_config(), shared);
-  LoopThread b(test::fast_config(), shared);
-  a.get(h.server.url("/hold"));
-  ASSERT_TRUE(h.saw(1));
-  b.get(h.server.url("/quick"));
-  std::this_thread::sleep_for(50ms);
+TEST_F(OneSlotHeld, AnEndedClientGivesItsSlotsOn) {
   EXPECT_EQ(h.server.seen().size(), 1u);
   a.end_client();
   ASSERT_TRUE(b.wait_for(1)) << "the ended client's slot was lost";

@@ -98,14 +98,7 @@ TEST(LoopClient, ManyRequestsRunAtOnceOnTheCallingThread) {
 TEST(LoopClient, MaxTransfersBoundsTheTransfersAtOnce) {
   test::Concurrency concurrency;
   TestServer server;
-  server.svr().Get("/s", [&](const httplib::Request& req, httplib::Response& res) {
-    server.log(req);
-    {
-      const auto inside = concurrency.enter();
-      std::this_thread::sleep_for(30ms);
-    }
-    res.set_content("ok", "text/plain");
-  });
+  test::serve_counted(server, concurrency, "/s", 30ms);
   ClientConfig c = fast_config();
   c.max_transfers = 2;
   LoopClient client(c);
@@ -131,14 +124,7 @@ TEST(LoopClient, MaxHostConnectionsBoundsTheConnectionsToAnOrigin) {
   test::Concurrency concurrency;
   TestServer server;
   TestServer other;
-  server.svr().Get("/s", [&](const httplib::Request& req, httplib::Response& res) {
-    server.log(req);
-    {
-      const auto inside = concurrency.enter();
-      std::this_thread::sleep_for(30ms);
-    }
-    res.set_content("ok", "text/plain");
-  });
+  test::serve_counted(server, concurrency, "/s", 30ms);
   other.svr().Get("/o", [&](const httplib::Request& req, httplib::Response& res) {
     other.log(req);
     res.set_content("other", "text/plain");

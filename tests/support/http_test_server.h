@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "support/concurrency.h"
+
 namespace abide::test {
 
 // Nothing may leave the machine: no proxy from the environment. (no_proxy
@@ -95,5 +97,20 @@ class TestServer {
   bool stopping_ = false;
   std::vector<Seen> seen_;
 };
+
+// GET `path` on `server` answers "ok" after `work` spent inside
+// `concurrency` (declared before the server: its handlers use it until the
+// server stops), logging each request.
+inline void serve_counted(TestServer& server, Concurrency& concurrency, const std::string& path,
+                          std::chrono::milliseconds work) {
+  server.svr().Get(path, [&server, &concurrency, work](const httplib::Request& req, httplib::Response& res) {
+    server.log(req);
+    {
+      const auto inside = concurrency.enter();
+      std::this_thread::sleep_for(work);
+    }
+    res.set_content("ok", "text/plain");
+  });
+}
 
 }  // namespace abide::test
