@@ -114,9 +114,9 @@ void Worker::balance_accepting() {
   // average, leaves new callers to the loops with room (as an nginx worker
   // does when its connections run short); when every loop is full, each goes
   // on accepting, to reclaim an idle connection of its own or answer 503.
-  const bool full_here = connections_ >= max_connections_ || ahead_of_others();
+  const bool leave_to_others = connections_ >= max_connections_ || ahead_of_others();
   const bool room_elsewhere = core_.open_connections.load() < core_.opts.max_connections;
-  const bool on = !full_here || !room_elsewhere;
+  const bool on = !leave_to_others || !room_elsewhere;
   // The others look again now: one may have stopped while it was ahead.
   if (listening_ && !on) nudge_others();
   listen(on);
