@@ -75,7 +75,7 @@ function(abide_install_part target name export pc_requires)
   install(FILES ${PROJECT_BINARY_DIR}/${ABIDE_PC_NAME}.pc DESTINATION ${ABIDE_INSTALL_PCDIR})
 endfunction()
 
-abide_install_part(abide_curl curl Curl libcurl "abide's" HTTP client over libcurl)
+abide_install_part(abide_curl curl Curl "libcurl, libnghttp2, libssl" "abide's" HTTP client over libcurl)
 abide_install_part(abide_redis redis Redis hiredis "abide's" quota store over Redis)
 abide_install_part(abide_sqlite sqlite Sqlite sqlite3 "abide's" quota store in a file shared by a machine's processes)
 

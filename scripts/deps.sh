@@ -2,9 +2,11 @@
 # Installs the Debian 12 packages abide needs, only those that are missing.
 # Usage: scripts/deps.sh [build|test|all]   (default: all)
 #   all = test + what only the benchmarks use (CI's test mode builds none):
-#   libnghttp2-dev, whose libnghttp2.a holds the Priority parser that
-#   bench/report.py uses as the structured-field anchor, and nginx, the
-#   reverse proxy that the proxy benchmark measures abide proxy beside.
+#   nginx, the reverse proxy that the proxy benchmark measures abide proxy
+#   beside.
+# libnghttp2-dev and libssl-dev hold the own HTTP/2 client of abide::curl
+# (libnghttp2.a also holds the Priority parser that bench/report.py uses as
+# the structured-field anchor).
 # libsqlite3-dev holds the file store (abide::sqlite); libssl-dev the HMAC that
 # keeps credentials out of quota key names (OpenSSL's libcrypto, which libcurl
 # links already).
@@ -20,7 +22,7 @@ set -euo pipefail
 want=(g++ make cmake ninja-build pkg-config
       libgtest-dev libgmock-dev libbenchmark-dev
       libcurl4-openssl-dev libhiredis-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
-      libsqlite3-dev libssl-dev)
+      libsqlite3-dev libssl-dev libnghttp2-dev)
 mode=${1:-all}
 case "$mode" in
   build) want+=(python3) ;;
@@ -28,7 +30,7 @@ case "$mode" in
     want+=(redis-server clang libclang-rt-14-dev curl python3 nodejs openssl
            python3-stripe python3-github python3-requests python3-httpx)
     if ! command -v npm >/dev/null; then want+=(npm); fi
-    if [ "$mode" = all ]; then want+=(libnghttp2-dev nginx-light); fi ;;
+    if [ "$mode" = all ]; then want+=(nginx-light); fi ;;
   *) echo "usage: $0 [build|test|all]" >&2; exit 2 ;;
 esac
 

@@ -31,6 +31,7 @@
 #include <deque>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -40,6 +41,8 @@
 #include "easy_attempt.h"
 #include "epoll_interest.h"
 #include "mutex.h"
+#include "h2_attempt.h"
+#include "request_rules.h"
 #include "plain_transfer.h"
 #include "shared_transfers.h"
 #include "transfer.h"
@@ -120,6 +123,8 @@ struct LoopClient::Impl {
     SteadyTime plain_timer_at{};  // its entry in plain_timers
     bool plain_timed = false;
     bool plain_eligible = false;  // the own client may send it (plain_target), when the limits allow
+    std::unique_ptr<curl_detail::H2Attempt> h2;  // while on a stream of the own HTTP/2 client
+    bool h2_eligible = false;     // the own HTTP/2 client may send it (h2_target), when the limits allow
     std::string gate_origin;      // an https origin: its transfers pass `gate`
     bool gate_pass = false;       // released by the gate: the next transfer skips it
     Where where = Where::kReady;
@@ -140,7 +145,8 @@ struct LoopClient::Impl {
         hooked(static_cast<bool>(hooks.watch) && static_cast<bool>(hooks.timer)),
         // A proxy from the environment, or a bound on the connections to an
         // origin (which libcurl's queue keeps): libcurl sends everything.
-        plain_ok(!curl_detail::proxy_in_environment() && config.max_host_connections == 0) {
+        plain_ok(!curl_detail::proxy_in_environment() && config.max_host_connections == 0),
+        h2_ok(!curl_detail::https_proxy_in_environment()) {
     curl_detail::global_init();
     multi = curl_multi_init();
     wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -178,6 +184,11 @@ struct LoopClient::Impl {
       shared->impl_->leave(*waiter);
       for (; transfers > 0; --transfers) shared->impl_->give();
     }
+    // The HTTP/2 connections go first: their streams' owners are the jobs.
+    for (auto& [fd, c] : h2_conns) {
+      if (c.armed != Interest::kNone) arm(fd, Interest::kNone);
+    }
+    h2_conns.clear();
     for (auto it = plain_fds.begin(); it != plain_fds.end(); it = plain_fds.erase(it)) {
       if (it->second.armed != Interest::kNone) arm(it->first, Interest::kNone);
       ::close(it->first);
@@ -204,6 +215,7 @@ struct LoopClient::Impl {
   Hooks hooks;
   const bool hooked;
   const bool plain_ok;
+  const bool h2_ok;
   CURLM* multi = nullptr;
   int wake_fd = -1;   // readable when a pacer notification came (from any thread)
   int epoll_fd = -1;  // without hooks: libcurl's sockets and wake_fd
@@ -253,6 +265,25 @@ struct LoopClient::Impl {
   std::unique_ptr<char[]> plain_scratch;
   std::optional<SteadyTime> told_plain_due;
 
+  // The own HTTP/2 client's connections, by socket, and by origin; origins
+  // whose server would not speak HTTP/2 (libcurl sends to them); the TLS
+  // context, made once (null with h2_tls_failed: libcurl sends everything
+  // and reports the CA file it cannot load).
+  struct H2Conn {
+    std::unique_ptr<h2::Channel> channel;
+    std::string pool;
+    Interest armed = Interest::kNone;
+    bool dirty = false;  // streams opened, consumed or stopped: bytes may wait to be written
+  };
+  std::unordered_map<int, H2Conn> h2_conns;
+  std::unordered_map<std::string, std::vector<int>> h2_pools;
+  std::unordered_set<std::string> h2_refused;
+  std::shared_ptr<const h2::TlsContext> h2_tls;
+  bool h2_tls_failed = false;
+  std::vector<Id> h2_ended;    // jobs whose stream ended by itself, to be ended
+  std::vector<int> h2_dirty;   // connections to flush
+  std::vector<int> h2_closing; // connections closed, to be dropped once their jobs ended
+
   // Pacer notifications, from any thread.
   detail::Mutex notify_mu;
   std::vector<Id> notified ABIDE_GUARDED_BY(notify_mu);
@@ -301,7 +332,9 @@ struct LoopClient::Impl {
     // The own client's requests need no libcurl parse (plain_target's is
     // theirs, when the attempt goes out; one that it refuses gets libcurl's then).
     j.plain_eligible = plain_ok && curl_detail::plain_candidate(j.request.url);
-    if (auto why = j.plain_eligible ? std::nullopt : curl_detail::parse_url(j.request.url, j.url)) {
+    j.h2_eligible = h2_ok && curl_detail::h2_candidate(j.request.url);
+    const bool own = j.plain_eligible || j.h2_eligible;
+    if (auto why = own ? std::nullopt : curl_detail::parse_url(j.request.url, j.url)) {
       finish(j, curl_detail::finish_early(j.request, index, OutcomeKind::kNotRetryable, "invalid URL: " + *why,
                                           config.on_event, mono));
       return id;
@@ -462,8 +495,20 @@ struct LoopClient::Impl {
         return;
       }
     }
-    if (j.plain_eligible && j.url.handle() == nullptr) {  // libcurl sends it after all
+    if (j.h2_eligible && curl_detail::h2_allowed(limits) && h2_context(limits)) {
+      if (auto target = curl_detail::h2_target(j.request); target && !h2_refused.contains(target->pool)) {
+        begin_h2(j, limits, std::move(*target), step);
+        return;
+      }
+    }
+    begin_curl(j, step, limits);
+  }
+
+  // `j` goes out through libcurl, on the slot it holds.
+  void begin_curl(Job& j, const engine::Step& step, const curl_detail::TransferLimits& limits) {
+    if ((j.plain_eligible || j.h2_eligible) && j.url.handle() == nullptr) {  // libcurl sends it after all
       j.plain_eligible = false;
+      j.h2_eligible = false;
       if (auto why = curl_detail::parse_url(j.request.url, j.url)) {
         j.machine->refuse("invalid URL: " + *why);
         give_slot();
@@ -529,6 +574,179 @@ struct LoopClient::Impl {
     ready.push_back(j.id);
     ending = false;
     take_gate_releases();
+    admit_waiters();
+  }
+
+  // ---- the own HTTP/2 client ----
+  // The TLS context of every connection (the limits' TLS settings are the
+  // config's, the same for all); false: libcurl sends instead.
+  bool h2_context(const curl_detail::TransferLimits& limits) {
+    if (h2_tls) return true;
+    if (h2_tls_failed) return false;
+    std::string error;
+    h2_tls = h2::TlsContext::make({limits.verify_tls, std::string(limits.ca_file), {"h2", "http/1.1"}}, error);
+    h2_tls_failed = !h2_tls;
+    return !h2_tls_failed;
+  }
+
+  void begin_h2(Job& j, const curl_detail::TransferLimits& limits, curl_detail::H2Target target,
+                const engine::Step& step) {
+    j.h2 = std::make_unique<curl_detail::H2Attempt>();
+    if (!j.h2->start(j.request, std::move(target), limits, j.target, *j.machine, mono, wall,
+                     std::chrono::steady_clock::now())) {
+      j.h2.reset();
+      give_slot();
+      j.where = Where::kReady;
+      ready.push_back(j.id);
+      return;
+    }
+    j.h2->hold_back_if_held(engine.pacer(), j.machine->pacer_key());
+    j.h2->tell_end_to(&h2_ended, j.id);
+    j.where = Where::kTransfer;
+    j.send_deadline = step.deadline;
+    int fd = -1;
+    if (H2Conn* c = h2_connection(j.h2->target(), fd)) {
+      if (j.h2->open(c->channel->session(), fd)) {
+        dirty_h2(fd, *c);
+        time_plain(j);
+        return;
+      }
+    }
+    if (fd < 0) j.h2->fail_to_connect("socket: " + curl_detail::errno_text(errno));
+    h2_ended.push_back(j.id);  // held back, refused, or no socket: ended at the pump's next round
+  }
+
+  // A connection to `t`'s origin with room for a stream: one open with room,
+  // else a new one while the origin has fewer than max_host_connections,
+  // else the least busy (its session queues the stream until one ends).
+  // Null when no socket could be made (`fd` -1).
+  H2Conn* h2_connection(const curl_detail::H2Target& t, int& fd) {
+    std::vector<int>& fds = h2_pools[t.pool];
+    H2Conn* least = nullptr;
+    for (const int f : fds) {
+      H2Conn& c = h2_conns.at(f);
+      const h2::Session& s = c.channel->session();
+      if (c.channel->closed() || s.going_away()) continue;
+      if (s.can_open()) {
+        fd = f;
+        return &c;
+      }
+      if (least == nullptr || s.open_streams() < least->channel->session().open_streams()) {
+        least = &c;
+        fd = f;
+      }
+    }
+    if (least != nullptr && config.max_host_connections != 0 && fds.size() >= config.max_host_connections)
+      return least;
+    fd = ::socket(t.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return least;
+    const int one = 1;
+    static_cast<void>(::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one));
+    const int err = ::connect(fd, reinterpret_cast<const sockaddr*>(&t.addr), t.addr_len) == 0 ? 0 : errno;
+    h2::Session::Settings settings;
+    settings.max_head_bytes = config.max_header_bytes;
+    H2Conn& c = h2_conns[fd];
+    c.channel = std::make_unique<h2::Channel>(settings);
+    c.pool = t.pool;
+    fds.push_back(fd);
+    h2_want(fd, c, c.channel->start(fd, err, h2_tls, t.host));
+    return &c;
+  }
+
+  void dirty_h2(int fd, H2Conn& c) {
+    if (c.dirty) return;
+    c.dirty = true;
+    h2_dirty.push_back(fd);
+  }
+  void dirty_h2(int fd) {
+    if (auto it = h2_conns.find(fd); it != h2_conns.end()) dirty_h2(fd, it->second);
+  }
+
+  // What connection `fd` waits for next.
+  void h2_want(int fd, H2Conn& c, h2::Channel::Want want) {
+    Interest what = Interest::kNone;
+    switch (want) {
+      case h2::Channel::Want::kRead: what = Interest::kRead; break;
+      case h2::Channel::Want::kReadWrite: what = Interest::kReadWrite; break;
+      case h2::Channel::Want::kClosed:
+        if (c.armed != Interest::kNone) arm(fd, Interest::kNone);
+        c.armed = Interest::kNone;
+        h2_closing.push_back(fd);
+        return;
+    }
+    if (c.armed != what) {
+      c.armed = what;
+      arm(fd, what);
+    }
+  }
+
+  void h2_event(int fd) {
+    auto it = h2_conns.find(fd);
+    if (it == h2_conns.end() || it->second.channel->closed()) return;
+    if (!plain_scratch) plain_scratch = std::make_unique_for_overwrite<char[]>(kPlainScratch);
+    in_curl = true;
+    const auto want = it->second.channel->on_ready(std::span<char>(plain_scratch.get(), kPlainScratch));
+    in_curl = false;
+    h2_want(fd, it->second, want);
+  }
+
+  // Streams that ended are ended, connections written to, closed ones dropped.
+  void h2_settle() {
+    while (!h2_ended.empty() || !h2_dirty.empty() || !h2_closing.empty()) {
+      for (const Id id : std::exchange(h2_ended, {})) {
+        auto it = jobs.find(id);
+        if (it != jobs.end() && it->second->h2) end_h2(*it->second, false);
+      }
+      for (const int fd : std::exchange(h2_dirty, {})) {
+        auto it = h2_conns.find(fd);
+        if (it == h2_conns.end() || !it->second.dirty) continue;
+        it->second.dirty = false;
+        in_curl = true;
+        const auto want = it->second.channel->flush();
+        in_curl = false;
+        h2_want(fd, it->second, want);
+      }
+      if (!h2_ended.empty()) continue;  // their connections are looked at as they end
+      for (const int fd : std::exchange(h2_closing, {})) {
+        auto it = h2_conns.find(fd);
+        if (it == h2_conns.end()) continue;
+        std::erase(h2_pools[it->second.pool], fd);
+        h2_conns.erase(it);  // closes the socket
+      }
+    }
+  }
+
+  // The stream of `j` ended (`stopped`: cancelled): as end_plain. A request
+  // whose server would not speak HTTP/2 goes to libcurl on the same slot,
+  // the machine none the wiser.
+  void end_h2(Job& j, bool stopped) {
+    ending = true;
+    std::unique_ptr<curl_detail::H2Attempt> x = std::move(j.h2);
+    j.paused = false;
+    untime_plain(j);
+    x->stop();
+    h2::Channel::Failure failure = h2::Channel::Failure::kNone;
+    if (auto c = h2_conns.find(x->fd()); c != h2_conns.end()) {
+      dirty_h2(x->fd(), c->second);
+      if (c->second.channel->closed()) failure = c->second.channel->failure();
+    }
+    x->connection_failed(failure);
+    if (!stopped && failure == h2::Channel::Failure::kNoHttp2 && x->unsent()) {
+      h2_refused.insert(x->target().pool);
+      ending = false;
+      engine::Step step;
+      step.kind = engine::Step::Kind::kSend;
+      step.deadline = j.send_deadline;
+      begin_curl(j, step, curl_detail::limits_for(config, step, mono));
+      return;
+    }
+    give_slot();
+    if (x->end(stopped) == curl_detail::Transport::End::kComplete) {
+      if (!j.final || j.final->given_head() || j.machine->body({})) j.machine->complete();
+    }
+    j.where = Where::kReady;
+    ready.push_back(j.id);
+    ending = false;
     admit_waiters();
   }
 
@@ -661,7 +879,7 @@ struct LoopClient::Impl {
   }
 
   void time_plain(Job& j) {
-    const SteadyTime due = j.plain->due();
+    const SteadyTime due = j.plain ? j.plain->due() : j.h2 ? j.h2->due() : SteadyTime::max();
     if (j.plain_timed && j.plain_timer_at <= due) return;  // the entry fires first and asks again
     untime_plain(j);
     if (due == SteadyTime::max()) return;
@@ -718,9 +936,13 @@ struct LoopClient::Impl {
       const Id id = plain_timers.begin()->second;
       plain_timers.erase(plain_timers.begin());
       auto it = jobs.find(id);
-      if (it == jobs.end() || !it->second->plain) continue;
+      if (it == jobs.end() || (!it->second->plain && !it->second->h2)) continue;
       Job& j = *it->second;
       j.plain_timed = false;
+      if (j.h2) {
+        if (!j.h2->on_time(now)) time_plain(j);  // (on_time ended it: h2_ended has it)
+        continue;
+      }
       in_curl = true;
       const auto want = j.plain->on_time(now);
       in_curl = false;
@@ -865,6 +1087,10 @@ struct LoopClient::Impl {
           end_plain(j, true);
           break;
         }
+        if (j.h2) {
+          end_h2(j, true);
+          break;
+        }
         TransferEnd end;
         end.kind = TransferEnd::Kind::kCancelled;
         end_transfer(j, end);
@@ -892,11 +1118,24 @@ struct LoopClient::Impl {
   bool pause(Id id, bool paused) {
     auto it = jobs.find(id);
     if (it == jobs.end() || it->second->where != Where::kTransfer ||
-        (it->second->easy == nullptr && !it->second->plain))
+        (it->second->easy == nullptr && !it->second->plain && !it->second->h2))
       return false;
     Job& j = *it->second;
     if (j.paused == paused) return true;
     j.paused = paused;
+    if (j.h2) {
+      // The stream's window stays closed while paused; a resume reopens it,
+      // and the connection writes the WINDOW_UPDATE at the pump.
+      if (paused) {
+        j.h2->pause();
+      } else {
+        j.h2->resume();
+        dirty_h2(j.h2->fd());
+        time_plain(j);
+      }
+      want_turn();
+      return true;
+    }
     if (j.plain) {
       // From the sink (inside the exchange's read): what it returns next
       // follows the flag. From anywhere else, the socket's watch changes now.
@@ -968,6 +1207,7 @@ struct LoopClient::Impl {
         auto it = jobs.find(id);
         if (it != jobs.end()) cancel_now(*it->second);
       }
+      h2_settle();
       look_at_gate();
       admit_waiters();
       // Each ready machine once per round: one that asks to be asked again
@@ -1000,7 +1240,9 @@ struct LoopClient::Impl {
         curl_action(CURL_SOCKET_TIMEOUT, 0);
         continue;
       }
-      if (ready.empty() && finished.empty() && to_cancel.empty()) break;
+      if (ready.empty() && finished.empty() && to_cancel.empty() && h2_ended.empty() && h2_dirty.empty() &&
+          h2_closing.empty())
+        break;
     }
     if (shared) leave_shared();
     pumping = false;
@@ -1043,6 +1285,8 @@ struct LoopClient::Impl {
       take_notified();
     } else if (plain_fds.contains(fd)) {
       plain_event(fd);
+    } else if (h2_conns.contains(fd)) {
+      h2_event(fd);
     } else {
       curl_action(static_cast<curl_socket_t>(fd), curl_flags(what));
     }
@@ -1070,6 +1314,10 @@ struct LoopClient::Impl {
       }
       if (plain_fds.contains(fd)) {
         plain_event(fd);
+        continue;
+      }
+      if (h2_conns.contains(fd)) {
+        h2_event(fd);
         continue;
       }
       int flags = 0;

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "ascii.h"
+#include "request_rules.h"
 
 namespace abide::curl_detail {
 namespace {
@@ -26,56 +27,11 @@ constexpr SteadyTime kNever = SteadyTime::max();
 // keep its connection.
 constexpr std::size_t kMaxDroppedBytes = std::size_t{64} << 10;
 
-// Fields the own client writes itself, or that would ask the connection for
-// what it does not do: a request with one goes to libcurl.
-bool steers_connection(std::string_view name) noexcept {
-  for (std::string_view f : {"Host", "Content-Length", "Transfer-Encoding", "Connection", "Upgrade", "Expect", "TE",
-                             "Keep-Alive", "Proxy-Connection"}) {
-    if (ascii::iequals(name, f)) return true;
-  }
-  return false;
-}
-
-// A path libcurl would change before sending: dot segments (which it
-// removes), their percent-encoded forms, and bytes beyond ASCII.
-bool path_as_libcurl_sends(std::string_view target) noexcept {
-  const std::string_view path = target.substr(0, target.find('?'));
-  for (std::size_t i = 0; i < path.size(); ++i) {
-    if (static_cast<unsigned char>(path[i]) >= 0x80) return false;
-    if (path[i] == '%' && i + 2 < path.size() && path[i + 1] == '2' && ascii::to_lower(path[i + 2]) == 'e') return false;
-    if (path[i] == '.' && (i == 0 || path[i - 1] == '/')) {
-      const std::string_view rest = path.substr(i);
-      if (rest == "." || rest == ".." || rest.starts_with("./") || rest.starts_with("../")) return false;
-    }
-  }
-  for (char c : target) {
-    if (static_cast<unsigned char>(c) >= 0x80) return false;
-  }
-  return true;
-}
-
 bool idempotent(std::string_view method) noexcept {
   for (std::string_view m : {"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"}) {
     if (method == m) return true;
   }
   return false;
-}
-
-// Whether libcurl would send a body (and Content-Length): as set_method in
-// easy_attempt.cpp sets it up.
-bool sends_body(const engine::Request& r) noexcept {
-  return r.method != "HEAD" && (!r.body.empty() || r.method == "POST");
-}
-
-std::string errno_text(int e) {
-  char buf[128];
-  return std::string(::strerror_r(e, buf, sizeof buf));
-}
-
-SteadyTime after(SteadyTime now, std::chrono::nanoseconds d) {
-  if (d <= std::chrono::nanoseconds::zero()) return kNever;
-  if (d > std::chrono::hours{24 * 365}) return kNever;
-  return now + d;
 }
 
 }  // namespace
@@ -108,19 +64,7 @@ std::optional<PlainTarget> plain_target(const engine::Request& request) {
   }
   PlainTarget t;
   const bool v6 = origin->origin.find('[') != std::string::npos;
-  if (v6) {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&t.addr);
-    if (::inet_pton(AF_INET6, origin->host.c_str(), &a->sin6_addr) != 1) return std::nullopt;
-    a->sin6_family = AF_INET6;
-    a->sin6_port = htons(origin->port);
-    t.addr_len = sizeof(sockaddr_in6);
-  } else {
-    auto* a = reinterpret_cast<sockaddr_in*>(&t.addr);
-    if (::inet_pton(AF_INET, origin->host.c_str(), &a->sin_addr) != 1) return std::nullopt;
-    a->sin_family = AF_INET;
-    a->sin_port = htons(origin->port);
-    t.addr_len = sizeof(sockaddr_in);
-  }
+  if (!ip_address(origin->host, origin->port, v6, t.addr, t.addr_len)) return std::nullopt;
   // (Appended, not "[" + host: GCC 12 at -O3 warns falsely on that form.)
   if (v6) t.host += '[';
   t.host += origin->host;
@@ -172,25 +116,10 @@ bool PlainTransfer::start(const engine::Request& request, PlainTarget target, co
   out_.clear();
   out_.append(request.method).append(" ").append(target_.target).append(" HTTP/1.1\r\nHost: ").append(target_.host);
   out_.append("\r\n");
-  if (!limits.user_agent.empty() && request.headers.count("User-Agent") == 0) {
-    out_.append("User-Agent: ").append(limits.user_agent).append("\r\n");
-  }
-  if (limits.default_fields && request.headers.count("Accept") == 0) out_.append("Accept: */*\r\n");
-  for (const Header& h : request.headers.lines()) {
-    if (!valid_token(h.name)) return refuse("invalid header name \"" + printable(h.name) + "\"");
-    if (has_ctl(h.value)) return refuse("header " + h.name + " contains CR, LF or NUL");
-    out_.append(h.name).append(h.value.empty() ? ":" : ": ").append(h.value).append("\r\n");
-  }
-  if (request.idempotency_key && request.headers.count("Idempotency-Key") == 0) {
-    if (has_ctl(*request.idempotency_key) || request.idempotency_key->empty()) return refuse("invalid idempotency key");
-    out_.append("Idempotency-Key: ").append(*request.idempotency_key).append("\r\n");
-  }
-  if (sends_body(request)) {
-    out_.append("Content-Length: ").append(std::to_string(request.body.size())).append("\r\n");
-    if (limits.default_fields && request.headers.count("Content-Type") == 0) {
-      out_.append("Content-Type: application/x-www-form-urlencoded\r\n");
-    }
-  }
+  std::string length;
+  std::vector<SentField> fields;
+  if (auto why = request_fields(request, limits, length, fields)) return refuse(*why);
+  for (const SentField& f : fields) out_.append(f.name).append(f.value.empty() ? ":" : ": ").append(f.value).append("\r\n");
   out_.append("\r\n");
 
   end_by_ = after(now, limits.timeout);

@@ -28,7 +28,8 @@ using namespace std::chrono_literals;
 
 class TlsServer {
  public:
-  TlsServer() {
+  // `http1_only`: HTTP/1.1 over TLS, and no ALPN (a server without HTTP/2).
+  explicit TlsServer(bool http1_only = false) {
     const std::string node = program_on_path("node");
     const std::string openssl = program_on_path("openssl");
     if (node.empty() || openssl.empty()) {
@@ -45,9 +46,10 @@ class TlsServer {
       return;
     }
     fs::create_directory(dir_ / "root");
-    proc_ = std::make_unique<BackgroundProcess>(
-        std::vector<std::string>{node, std::string(ABIDE_SOURCE_DIR) + "/tests/support/tls_server.mjs", "--cert",
-                                 dir_ / "cert.pem", "--key", dir_ / "key.pem", "--root", dir_ / "root"});
+    std::vector<std::string> args{node, std::string(ABIDE_SOURCE_DIR) + "/tests/support/tls_server.mjs", "--cert",
+                                  dir_ / "cert.pem", "--key", dir_ / "key.pem", "--root", dir_ / "root"};
+    if (http1_only) args.push_back("--http1-only");
+    proc_ = std::make_unique<BackgroundProcess>(std::move(args));
     // "listening on 127.0.0.1:TLS_PORT control 127.0.0.1:CONTROL_PORT"
     const auto line = proc_->read_line(20s);
     if (line) {

@@ -3,7 +3,9 @@
 // plus a plain HTTP control port from which a test reads what the TLS port
 // saw. Written for Node 18 (Debian 12), with its standard modules only.
 //
-//   node tls_server.mjs --cert FILE --key FILE --root DIR
+//   node tls_server.mjs --cert FILE --key FILE --root DIR [--http1-only]
+//   (--http1-only: HTTP/1.1 over TLS, with no ALPN offered: a server that
+//   does not speak HTTP/2)
 //   prints: listening on 127.0.0.1:TLS_PORT control 127.0.0.1:CONTROL_PORT
 //
 // TLS port:
@@ -17,6 +19,8 @@
 //                            once however slowly the client connects
 //   GET /hold/KEY?ms=M       200, once M ms have passed since /once/.../KEY was
 //                            refused (or after 10 s)
+//   POST /echo               200 with the request's body
+//   GET /headers             200 application/json: the request's fields as received
 // Control port:
 //   GET /log                 {"connections": N, "tls_errors": [...], "requests": [...]},
 //                            each request {path, version, alpn, arrived_ms, answered_ms}
@@ -25,6 +29,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import http2 from 'node:http2';
+import https from 'node:https';
 import path from 'node:path';
 
 function option(name) {
@@ -106,13 +111,22 @@ function answer(req, res) {
     };
     return check();
   }
+  if (parts.length === 1 && parts[0] === 'echo' && req.method === 'POST') {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => send(200, Buffer.concat(chunks)));
+    return undefined;
+  }
+  if (parts.length === 1 && parts[0] === 'headers') {
+    return send(200, Buffer.from(JSON.stringify(req.headers)), { 'content-type': 'application/json' });
+  }
   return send(404, Buffer.from('not found\n'));
 }
 
-const server = http2.createSecureServer(
-  { cert: fs.readFileSync(option('--cert')), key: fs.readFileSync(option('--key')), allowHTTP1: true },
-  answer,
-);
+const tlsOptions = { cert: fs.readFileSync(option('--cert')), key: fs.readFileSync(option('--key')) };
+const server = process.argv.includes('--http1-only')
+  ? https.createServer(tlsOptions, answer)
+  : http2.createSecureServer({ ...tlsOptions, allowHTTP1: true }, answer);
 // Every attempt of a client opens its own connection when the last one failed
 // its handshake, so connections count attempts that never got a request in.
 server.on('connection', () => { log.connections += 1; });
