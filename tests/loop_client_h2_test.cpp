@@ -5,8 +5,10 @@
 // connection to the others.
 #include <abide/loop_client.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -171,6 +173,47 @@ TEST_F(LoopClientH2, AStreamedAnswerArrivesWholeThroughPauses) {
   ASSERT_EQ(out.kind, OutcomeKind::kDone) << out.reason;
   EXPECT_GT(pauses, 5);
   EXPECT_TRUE(got == big);
+}
+
+// Streams that fill the origin's connections make the client set up the
+// next connection at once, so that a later request finds one ready instead
+// of waiting for a handshake.
+TEST(LoopClientH2Spare, AFullConnectionHasTheNextOneReady) {
+  test::TlsServer server(/*http1_only=*/false, /*max_streams=*/2);
+  ASSERT_EQ(server.error(), "") << server.error();
+  server.put_file("big.bin", std::string(2 << 20, 'b'));
+  LoopClient client(trusting(server));
+  // Two answers that stay open: their readers pause at the first bytes.
+  std::vector<LoopClient::Id> ids;
+  int heard = 0;
+  for (int i = 0; i < 2; ++i) {
+    ResponseSink sink;
+    sink.body = [&client, &ids, &heard, i](std::string_view) {
+      ++heard;
+      client.pause(ids[static_cast<std::size_t>(i)]);
+      return true;
+    };
+    ids.push_back(0);
+    ids.back() = client.start(get(server.url("/files/big.bin")), [](RequestOutcome&&) {}, sink);
+  }
+  const auto turn_until = [&](const std::function<bool()>& done) {
+    for (auto until = std::chrono::steady_clock::now() + 5s; !done() && std::chrono::steady_clock::now() < until;) {
+      pollfd p{client.fd(), POLLIN, 0};
+      static_cast<void>(::poll(&p, 1, 10));
+      client.process();
+    }
+    return done();
+  };
+  ASSERT_TRUE(turn_until([&] { return heard >= 2; }));
+  // The first connection holds its 2 streams; the second is there before any request needs it.
+  ASSERT_TRUE(turn_until([&] { return server.log()["connections"] == 2; })) << server.log().dump();
+  RequestOutcome later;
+  client.start(get(server.url("/version")), [&](RequestOutcome&& o) { later = std::move(o); });
+  ASSERT_TRUE(turn_until([&] { return later.kind == OutcomeKind::kDone && !later.attempts.empty(); })) << later.reason;
+  EXPECT_EQ(later.body, "2.0");
+  EXPECT_EQ(server.log()["connections"], 2);  // the one made ready took it
+  for (const auto id : ids) client.cancel(id);
+  client.process();
 }
 
 // A server that does not speak HTTP/2 gets the request from libcurl, over

@@ -44,7 +44,9 @@ its user would for many streams to one HTTP/2 upstream). bench/proxy_streams.cpp
 leaves them idle (the proxy's VmRSS and threads: "idle"), then every one
 sends GET /stream and reads its whole answer, all at once (VmRSS sampled
 throughout: its peak is "streaming"); a fresh caller times GET /fresh on a
-new connection every half second meanwhile. Verdicts: every stream whole
+new connection every half second meanwhile, and the bench asks the upstream
+for /fresh itself every half second over a kept connection (what the upstream
+alone takes at those moments: the anchor). Verdicts: every stream whole
 (K events in order, a clean end), the fresh caller answered within 100 ms,
 at most 8 KB per connection ((RSS - RSS before the callers) / N, idle and
 streaming), threads at most the cores + 4.
@@ -74,6 +76,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+import http.client
+import ssl
 import time
 import urllib.request
 
@@ -550,6 +555,40 @@ def try_status(pid):
         return None
 
 
+class UpstreamProbe:
+    """The fresh caller's anchor: GET /fresh straight to the upstream every
+    `every` s, over one kept TLS connection (HTTP/1.1, which the upstream
+    speaks too), at the moments the fresh caller asks through the proxy. What
+    the upstream itself takes then is no delay of the proxy's."""
+
+    def __init__(self, port, cafile, every=0.5):
+        self.port, self.cafile, self.every = port, cafile, every
+        self.probes = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self):
+        context = ssl.create_default_context(cafile=self.cafile)
+        conn = None
+        while not self.stop.is_set():
+            began = time.monotonic()
+            try:
+                if conn is None:
+                    conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=context, timeout=30)
+                    conn.connect()  # the handshake is not the request's time
+                    began = time.monotonic()
+                conn.request("GET", "/fresh")
+                r = conn.getresponse()
+                r.read()
+                self.probes.append({"ms": (time.monotonic() - began) * 1000, "status": r.status})
+            except (OSError, http.client.HTTPException) as e:
+                self.probes.append({"ms": (time.monotonic() - began) * 1000, "status": 0, "error": str(e)[:200]})
+                conn = None
+            self.stop.wait(self.every)
+        if conn is not None:
+            conn.close()
+
+
 def streams_phase(args, run_dir):
     """N connections idle, then each reading a trickled event stream through
     the proxy from an HTTP/2 upstream: the proxy's memory and threads, whole
@@ -621,6 +660,8 @@ def streams_phase(args, run_dir):
         result["idle_threads_max"] = max((s["Threads"] for s in idle_samples), default=None)
         log(f"  streams: idle {idle}")
 
+        direct = UpstreamProbe(up_port, cert)
+        direct.thread.start()
         load.stdin.write("stream\n")
         load.stdin.flush()
         sent = json.loads(load.stdout.readline() or "{}")
@@ -654,6 +695,9 @@ def streams_phase(args, run_dir):
                          "proxy_s": sum(cpu_seconds(proxy.pid)) - cpu_start["proxy"],
                          "upstream_s": sum(cpu_seconds(upstream.pid)) - cpu_start["upstream"],
                          "proxy_busiest_cores": busiest}
+        direct.stop.set()
+        direct.thread.join(timeout=35)
+        result["upstream_probes"] = direct.probes
         done = {}
         for line in load.stdout.read().splitlines():
             if line.strip():
@@ -702,6 +746,9 @@ def stream_figures(st, cpus):
         f[f"probe_{phase}"] = {"n": len(ms), "median": statistics.median(ms) if ms else None,
                                "max": max(ms) if ms else None,
                                "not_200": sum(1 for p in probes if p["phase"] == phase and p["status"] != 200)}
+    ms = [p["ms"] for p in st.get("upstream_probes", [])]
+    f["probe_upstream"] = {"n": len(ms), "median": statistics.median(ms) if ms else None, "max": max(ms) if ms else None,
+                           "not_200": sum(1 for p in st.get("upstream_probes", []) if p["status"] != 200)}
     return f
 
 
@@ -717,8 +764,10 @@ def stream_verdicts(st, f):
     pi, ps = f["probe_idle"], f["probe_streaming"]
     fmt = lambda p: (f"median {p['median']:.1f}, max {p['max']:.1f} ms ({p['n']})" if p["n"] else "none")
     bad = sum(p["not_200"] for p in (pi, ps))
+    pu = f.get("probe_upstream", {"n": 0})
     rows.append((n, f"a fresh caller answered within {TARGET_FRESH_MS:g} ms",
-                 f"idle: {fmt(pi)}; streaming: {fmt(ps)}" + (f"; {bad} not 200" if bad else ""),
+                 f"idle: {fmt(pi)}; streaming: {fmt(ps)}" + (f"; {bad} not 200" if bad else "") +
+                 (f" (the upstream itself meanwhile: {fmt(pu)})" if pu["n"] else ""),
                  ok and ps["n"] > 0 and worst <= TARGET_FRESH_MS))
     # Memory per connection means something only while all N are open: a
     # proxy that closed idle connections (or never got them) saves what it
@@ -825,7 +874,8 @@ def streams_markdown(st):
                f"(text/event-stream, the first after a random part of the interval). Proxy: "
                f"`{' '.join(st['command'][1:])}`. Callers: bench/proxy_streams, {st['streams']} connections opened and "
                f"left idle for {st['idle_s']:g} s, then all sending GET /stream at once; a fresh caller times GET "
-               f"/fresh on a new connection every 0.5 s. \"Answer head\": from a caller's request to its answer's head (the proxy "
+               f"/fresh on a new connection every 0.5 s, and the bench asks the upstream for /fresh itself every 0.5 s over one "
+               f"kept TLS connection (\"the upstream itself\"). \"Answer head\": from a caller's request to its answer's head (the proxy "
                f"passes it on with the first body bytes, the first event). Per connection: (RSS - RSS before the callers) / "
                f"{st['streams']}; \"streaming\" is the highest of the RSS samples taken every 0.25 s while they "
                f"stream.\n")
@@ -848,8 +898,9 @@ def streams_markdown(st):
                    f"second {c['proxy_busiest_cores']:.2f} cores), the upstream {c['upstream_s']:.1f} s.")
     out.append("")
     out.append("| RSS before | idle | streaming (peak) | VmHWM at the end | per connection idle / streaming | "
-               "threads before / idle / streaming (most) | fresh caller idle: median / max | streaming: median / max |")
-    out.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
+               "threads before / idle / streaming (most) | fresh caller idle: median / max | streaming: median / max | "
+               "the upstream itself meanwhile: median / max |")
+    out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     pi, ps = f["probe_idle"], f["probe_streaming"]
     pr = lambda p: f"{p['median']:.1f} / {p['max']:.1f} ms ({p['n']})" if p["n"] else "-"
     kb = lambda k: f"{f[k]:.1f} KB" if k in f else "-"
@@ -857,7 +908,8 @@ def streams_markdown(st):
     last = st.get("after") or st.get("streaming")
     out.append(f"| {mb(before)} | {mb(st.get('idle'))} | {mb(st.get('streaming'))} | {mb(last, 'VmHWM')} | "
                f"{kb('idle_kb')} / {kb('streaming_kb')} | {before['Threads'] if before else '-'} / "
-               f"{st.get('idle_threads_max', '-')} / {st.get('streaming_threads_max', '-')} | {pr(pi)} | {pr(ps)} |")
+               f"{st.get('idle_threads_max', '-')} / {st.get('streaming_threads_max', '-')} | {pr(pi)} | {pr(ps)} | "
+               f"{pr(f.get('probe_upstream', {'n': 0}))} |")
     if st.get("proxy_died") is not None:
         out.append(f"\nThe proxy exited during the streams ({st['proxy_died']}).")
     return out

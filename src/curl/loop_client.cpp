@@ -272,6 +272,7 @@ struct LoopClient::Impl {
   struct H2Conn {
     std::unique_ptr<h2::Channel> channel;
     std::string pool;
+    curl_detail::H2Target target;  // where it goes (a spare is made from it)
     Interest armed = Interest::kNone;
     bool dirty = false;  // streams opened, consumed or stopped: bytes may wait to be written
   };
@@ -609,6 +610,7 @@ struct LoopClient::Impl {
       if (j.h2->open(c->channel->session(), fd)) {
         dirty_h2(fd, *c);
         time_plain(j);
+        keep_spare(j.h2->target());
         return;
       }
     }
@@ -638,8 +640,16 @@ struct LoopClient::Impl {
     }
     if (least != nullptr && config.max_host_connections != 0 && fds.size() >= config.max_host_connections)
       return least;
-    fd = ::socket(t.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return least;
+    if (H2Conn* made = open_h2(t, &fd)) return made;
+    return least;
+  }
+
+  // A new connection to `t`'s origin (null when no socket could be made;
+  // `fd` set when asked).
+  H2Conn* open_h2(const curl_detail::H2Target& t, int* made_fd = nullptr) {
+    const int fd = ::socket(t.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (made_fd != nullptr) *made_fd = fd;
+    if (fd < 0) return nullptr;
     const int one = 1;
     static_cast<void>(::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one));
     const int err = ::connect(fd, reinterpret_cast<const sockaddr*>(&t.addr), t.addr_len) == 0 ? 0 : errno;
@@ -648,9 +658,23 @@ struct LoopClient::Impl {
     H2Conn& c = h2_conns[fd];
     c.channel = std::make_unique<h2::Channel>(settings);
     c.pool = t.pool;
-    fds.push_back(fd);
+    c.target = t;
+    h2_pools[t.pool].push_back(fd);
     h2_want(fd, c, c.channel->start(fd, err, h2_tls, t.host));
     return &c;
+  }
+
+  // The origin's connections are all full: one more is set up now, while
+  // the bound allows, so that the next request finds a connection ready
+  // rather than waiting for a TCP and TLS handshake with a busy server.
+  void keep_spare(const curl_detail::H2Target& t) {
+    std::vector<int>& fds = h2_pools[t.pool];
+    if (config.max_host_connections != 0 && fds.size() >= config.max_host_connections) return;
+    for (const int f : fds) {
+      const H2Conn& c = h2_conns.at(f);
+      if (!c.channel->closed() && c.channel->session().can_open()) return;
+    }
+    open_h2(t);
   }
 
   void dirty_h2(int fd, H2Conn& c) {
@@ -688,6 +712,9 @@ struct LoopClient::Impl {
     const auto want = it->second.channel->on_ready(std::span<char>(plain_scratch.get(), kPlainScratch));
     in_curl = false;
     h2_want(fd, it->second, want);
+    // The server's SETTINGS may have said the connection is full already.
+    const h2::Session& s = it->second.channel->session();
+    if (!it->second.channel->closed() && !s.going_away() && !s.can_open()) keep_spare(it->second.target);
   }
 
   // Streams that ended are ended, connections written to, closed ones dropped.

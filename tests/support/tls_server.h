@@ -29,7 +29,8 @@ using namespace std::chrono_literals;
 class TlsServer {
  public:
   // `http1_only`: HTTP/1.1 over TLS, and no ALPN (a server without HTTP/2).
-  explicit TlsServer(bool http1_only = false) {
+  // `max_streams`: the HTTP/2 streams a connection may have open (0: Node's default).
+  explicit TlsServer(bool http1_only = false, int max_streams = 0) {
     const std::string node = program_on_path("node");
     const std::string openssl = program_on_path("openssl");
     if (node.empty() || openssl.empty()) {
@@ -49,6 +50,10 @@ class TlsServer {
     std::vector<std::string> args{node, std::string(ABIDE_SOURCE_DIR) + "/tests/support/tls_server.mjs", "--cert",
                                   dir_ / "cert.pem", "--key", dir_ / "key.pem", "--root", dir_ / "root"};
     if (http1_only) args.push_back("--http1-only");
+    if (max_streams > 0) {
+      args.push_back("--max-streams");
+      args.push_back(std::to_string(max_streams));
+    }
     proc_ = std::make_unique<BackgroundProcess>(std::move(args));
     // "listening on 127.0.0.1:TLS_PORT control 127.0.0.1:CONTROL_PORT"
     const auto line = proc_->read_line(20s);

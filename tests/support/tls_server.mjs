@@ -3,7 +3,8 @@
 // plus a plain HTTP control port from which a test reads what the TLS port
 // saw. Written for Node 18 (Debian 12), with its standard modules only.
 //
-//   node tls_server.mjs --cert FILE --key FILE --root DIR [--http1-only]
+//   node tls_server.mjs --cert FILE --key FILE --root DIR [--http1-only] [--max-streams N]
+//   (--max-streams: the HTTP/2 streams a connection may have open at once)
 //   (--http1-only: HTTP/1.1 over TLS, with no ALPN offered: a server that
 //   does not speak HTTP/2)
 //   prints: listening on 127.0.0.1:TLS_PORT control 127.0.0.1:CONTROL_PORT
@@ -126,7 +127,11 @@ function answer(req, res) {
 const tlsOptions = { cert: fs.readFileSync(option('--cert')), key: fs.readFileSync(option('--key')) };
 const server = process.argv.includes('--http1-only')
   ? https.createServer(tlsOptions, answer)
-  : http2.createSecureServer({ ...tlsOptions, allowHTTP1: true }, answer);
+  : http2.createSecureServer({
+    ...tlsOptions, allowHTTP1: true,
+    ...(process.argv.includes('--max-streams')
+      ? { settings: { maxConcurrentStreams: Number(option('--max-streams')) } } : {}),
+  }, answer);
 // Every attempt of a client opens its own connection when the last one failed
 // its handshake, so connections count attempts that never got a request in.
 server.on('connection', () => { log.connections += 1; });
