@@ -5,6 +5,8 @@
 #include <cstring>
 #include <utility>
 
+#include "request_rules.h"
+
 namespace abide::curl_detail {
 namespace {
 
@@ -270,44 +272,22 @@ bool EasyAttempt::start(CURL*& easy, const engine::Request& request, const Trans
 
 Transport::End EasyAttempt::end(const TransferEnd& end, bool stopped) {
   engine::Machine& machine = *machine_;
-  const BodyTarget& body = *body_;
   const CURLcode code = end.kind == TransferEnd::Kind::kFinished ? end.code : CURLE_FAILED_INIT;
-  if (withheld_) {
-    machine.withdraw();
-    return Transport::End::kReported;
-  }
-  if (threw_) {
-    if (body.keep != nullptr) body.keep->clear();
-    // (Ignored by a machine that has its decision already.)
-    machine.failed("out of memory while reading the response", true);
-    return Transport::End::kReported;
-  }
-  // The machine decided during the transfer: a retry (however the dropped
-  // body ended), or a refused body.
-  if (decided()) {
-    if (body.keep != nullptr) body.keep->clear();
-    return Transport::End::kReported;
-  }
-  if (code == CURLE_OK && end.kind == TransferEnd::Kind::kFinished) {
-    if (!reported_) {
-      machine.failed("no response head", true);
-      return Transport::End::kReported;
-    }
-    // A kept body reaches the machine whole (it only counts it: no sink).
-    if (body.keep != nullptr && !body.keep->empty() && !machine.body(*body.keep)) return Transport::End::kReported;
-    return Transport::End::kComplete;
-  }
-  if (body.keep != nullptr) body.keep->clear();  // never half a body
-
+  // A decision taken during the transfer: a retry (however the dropped body
+  // ended), or a refused body. A stop while the answer arrives ends the
+  // request cancelled, whatever reached the sink; before, the engine ends it
+  // cancelled, sent as it was.
   const bool cancelled = end.kind == TransferEnd::Kind::kCancelled || code == CURLE_ABORTED_BY_CALLBACK ||
                          (code != CURLE_OK && stopped);
-  if (cancelled) {
-    // The answer is arriving: the request ends cancelled, whatever reached
-    // the sink; else the engine ends it cancelled, sent as it was.
-    if (reported_) machine.cancel(true);
-    else machine.failed("cancelled", sent_);
-    return Transport::End::kReported;
-  }
+  if (auto settled = settle(machine, *body_,
+                            {.withheld = withheld_,
+                             .threw = threw_,
+                             .decided = decided(),
+                             .complete = code == CURLE_OK && end.kind == TransferEnd::Kind::kFinished,
+                             .stopped = cancelled,
+                             .reported = reported_,
+                             .sent = sent_}))
+    return *settled;
   const std::string_view detail(errbuf_, ::strnlen(errbuf_, CURL_ERROR_SIZE));
   if (end.kind == TransferEnd::Kind::kFinished && !reported_) {
     // The same head would come again: what of it was read is heard, and the
@@ -319,19 +299,15 @@ Transport::End EasyAttempt::end(const TransferEnd& end, bool stopped) {
     // Nothing went out, and nothing would differ on the next attempt.
     if (!sent_) {
       if (auto lasting = lasting_error(code, detail)) {
-        std::string why = curl_easy_strerror(code);
-        if (!detail.empty()) why += ": " + printable(detail, CURL_ERROR_SIZE);
-        machine.refuse(why + " (" + std::string(*lasting) + ")");
+        machine.refuse(curl_error(code, detail) + " (" + std::string(*lasting) + ")");
         return Transport::End::kReported;
       }
     }
   }
-  std::string error = curl_easy_strerror(code);
-  // libcurl's detail may quote what the server sent ("Weird server reply").
-  if (!detail.empty()) error += ": " + printable(detail, CURL_ERROR_SIZE);
+  // (libcurl's detail may quote what the server sent: "Weird server reply".)
   // A head whose body then failed: the head's quota is real (the machine has
   // recorded it); the attempt failed like any transfer.
-  machine.failed(error, reported_ || sent_ || !certain_before_send(code), code == CURLE_OPERATION_TIMEDOUT);
+  machine.failed(curl_error(code, detail), reported_ || sent_ || !certain_before_send(code), code == CURLE_OPERATION_TIMEDOUT);
   return Transport::End::kReported;
 }
 

@@ -18,54 +18,10 @@ constexpr SteadyTime kNever = SteadyTime::max();
 // As EasyAttempt: the most of a retried answer's body read and dropped.
 constexpr std::size_t kMaxDroppedBytes = std::size_t{64} << 10;
 
-std::string curl_error(CURLcode code, std::string_view detail) {
-  std::string error = curl_easy_strerror(code);
-  if (!detail.empty()) error += ": " + printable(detail, CURL_ERROR_SIZE);
-  return error;
-}
-
 }  // namespace
-
-bool https_proxy_in_environment() noexcept {
-  for (const char* name : {"https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"}) {
-    const char* v = std::getenv(name);
-    if (v != nullptr && *v != '\0') return true;
-  }
-  return false;
-}
-
-bool h2_candidate(std::string_view url) noexcept {
-  if (url.size() < 9 || !ascii::istarts_with(url, "https://")) return false;
-  return ascii::is_digit(url[8]) || url[8] == '[';
-}
 
 bool h2_allowed(const TransferLimits& limits) noexcept {
   return limits.proxy.empty() && !limits.decompress && limits.http_version != HttpVersion::kHttp1_1;
-}
-
-std::optional<H2Target> h2_target(const engine::Request& request) {
-  auto origin = parse_origin(request.url);
-  if (!origin || origin->scheme != "https") return std::nullopt;
-  const std::string_view url = request.url;
-  const std::size_t start = url.find("://") + 3;
-  const std::string_view authority = url.substr(start, url.find_first_of("/?#", start) - start);
-  if (authority.find('@') != std::string_view::npos) return std::nullopt;
-  if (!path_as_libcurl_sends(origin->target)) return std::nullopt;
-  for (const Header& h : request.headers.lines()) {
-    if (steers_connection(h.name)) return std::nullopt;
-  }
-  H2Target t;
-  const bool v6 = origin->origin.find('[') != std::string::npos;
-  if (!ip_address(origin->host, origin->port, v6, t.addr, t.addr_len)) return std::nullopt;
-  t.host = origin->host;
-  if (v6) t.authority += '[';
-  t.authority += origin->host;
-  if (v6) t.authority += ']';
-  if (origin->port != 443) t.authority += ":" + std::to_string(origin->port);
-  t.shown = origin->host + " port " + std::to_string(origin->port);
-  t.path = std::move(origin->target);
-  t.pool = std::move(origin->origin);
-  return t;
 }
 
 bool H2Attempt::start(const engine::Request& request, H2Target target, const TransferLimits& limits,
@@ -244,35 +200,15 @@ bool H2Attempt::on_time(SteadyTime now) {
 
 Transport::End H2Attempt::end(bool stopped) {
   engine::Machine& machine = *machine_;
-  const BodyTarget& body = *body_;
-  if (withheld_) {
-    machine.withdraw();
-    return Transport::End::kReported;
-  }
-  if (threw_) {
-    if (body.keep != nullptr) body.keep->clear();
-    machine.failed("out of memory while reading the response", true);
-    return Transport::End::kReported;
-  }
-  // The machine decided during the exchange: a retry, or a refused body.
-  if (refused_body_ || (reported_ && !wanted_)) {
-    if (body.keep != nullptr) body.keep->clear();
-    return Transport::End::kReported;
-  }
-  if (end_.complete && timed_out_.empty() && !stopped) {
-    if (!reported_) {
-      machine.failed("no response head", true);
-      return Transport::End::kReported;
-    }
-    if (body.keep != nullptr && !body.keep->empty() && !machine.body(*body.keep)) return Transport::End::kReported;
-    return Transport::End::kComplete;
-  }
-  if (body.keep != nullptr) body.keep->clear();  // never half a body
-  if (stopped) {
-    if (reported_) machine.cancel(true);
-    else machine.failed("cancelled", end_.sent);
-    return Transport::End::kReported;
-  }
+  if (auto settled = settle(machine, *body_,
+                            {.withheld = withheld_,
+                             .threw = threw_,
+                             .decided = refused_body_ || (reported_ && !wanted_),
+                             .complete = end_.complete && timed_out_.empty() && !stopped,
+                             .stopped = stopped,
+                             .reported = reported_,
+                             .sent = end_.sent}))
+    return *settled;
   if (!reported_ && end_.head_overflow) {
     HeaderList read;
     for (const h2::Field& f : end_.fields) read.add(f.name, f.value);

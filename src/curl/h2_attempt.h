@@ -24,6 +24,7 @@
 #include "abide/pacer.h"
 #include "h2/channel.h"
 #include "h2/session.h"
+#include "request_rules.h"
 #include "transport.h"
 
 namespace abide::curl_detail {
@@ -31,28 +32,23 @@ namespace abide::curl_detail {
 using SteadyTime = std::chrono::steady_clock::time_point;
 
 // Where an attempt over the own HTTP/2 client connects, and what it names.
-struct H2Target {
-  sockaddr_storage addr{};
-  socklen_t addr_len = 0;
-  std::string host;       // the IP literal, without brackets: what the certificate must name
-  std::string authority;  // :authority: the IP literal (IPv6 in brackets), ":port" unless 443
-  std::string path;       // origin-form: path and query
-  std::string pool;       // the origin, which connections are shared under
-  std::string shown;      // "127.0.0.1 port 8443", for errors
-};
+using H2Target = OwnTarget;
 
-// A quick look whether h2_target() may take a request to `url` (https://
-// and a host that starts like an IP literal).
-[[nodiscard]] bool h2_candidate(std::string_view url) noexcept;
 // The target of `request` when the own HTTP/2 client can send it: an
-// https:// URL whose host is an IP literal, without userinfo or dot segments,
-// and no field that steers the connection. nullopt: libcurl sends it.
-[[nodiscard]] std::optional<H2Target> h2_target(const engine::Request& request);
+// https:// URL whose host is an IP literal (own_target()). nullopt: libcurl
+// sends it.
+[[nodiscard]] inline std::optional<H2Target> h2_target(const engine::Request& request) {
+  return own_target(request, "https", 443);
+}
+// A quick look whether h2_target() may take a request to `url`.
+[[nodiscard]] inline bool h2_candidate(std::string_view url) noexcept { return own_candidate(url, "https://"); }
 // Whether the limits leave the own HTTP/2 client to send anything: no proxy
 // given or in the environment (https_proxy, all_proxy), no decompression,
 // and HTTP/2 not ruled out.
 [[nodiscard]] bool h2_allowed(const TransferLimits& limits) noexcept;
-[[nodiscard]] bool https_proxy_in_environment() noexcept;
+[[nodiscard]] inline bool https_proxy_in_environment() noexcept {
+  return any_in_environment({"https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"});
+}
 
 class H2Attempt final : public h2::StreamEvents {
  public:

@@ -271,8 +271,7 @@ struct LoopClient::Impl {
   // and reports the CA file it cannot load).
   struct H2Conn {
     std::unique_ptr<h2::Channel> channel;
-    std::string pool;
-    curl_detail::H2Target target;  // where it goes (a spare is made from it)
+    curl_detail::H2Target target;  // where it goes (its pool; a spare is made from it)
     Interest armed = Interest::kNone;
     bool dirty = false;  // streams opened, consumed or stopped: bytes may wait to be written
   };
@@ -657,10 +656,9 @@ struct LoopClient::Impl {
     settings.max_head_bytes = config.max_header_bytes;
     H2Conn& c = h2_conns[fd];
     c.channel = std::make_unique<h2::Channel>(settings);
-    c.pool = t.pool;
     c.target = t;
     h2_pools[t.pool].push_back(fd);
-    h2_want(fd, c, c.channel->start(fd, err, h2_tls, t.host));
+    h2_want(fd, c, c.channel->start(fd, err, h2_tls, t.ip));
     return &c;
   }
 
@@ -737,7 +735,7 @@ struct LoopClient::Impl {
       for (const int fd : std::exchange(h2_closing, {})) {
         auto it = h2_conns.find(fd);
         if (it == h2_conns.end()) continue;
-        std::erase(h2_pools[it->second.pool], fd);
+        std::erase(h2_pools[it->second.target.pool], fd);
         h2_conns.erase(it);  // closes the socket
       }
     }

@@ -36,45 +36,7 @@ bool idempotent(std::string_view method) noexcept {
 
 }  // namespace
 
-bool proxy_in_environment() noexcept {
-  for (const char* name : {"http_proxy", "all_proxy", "ALL_PROXY"}) {
-    const char* v = std::getenv(name);
-    if (v != nullptr && *v != '\0') return true;
-  }
-  return false;
-}
-
-bool plain_candidate(std::string_view url) noexcept {
-  if (url.size() < 8 || !ascii::istarts_with(url, "http://")) return false;
-  return ascii::is_digit(url[7]) || url[7] == '[';
-}
-
 bool plain_allowed(const TransferLimits& limits) noexcept { return limits.proxy.empty() && !limits.decompress; }
-
-std::optional<PlainTarget> plain_target(const engine::Request& request) {
-  auto origin = parse_origin(request.url);
-  if (!origin || origin->scheme != "http") return std::nullopt;
-  const std::string_view url = request.url;
-  const std::size_t start = url.find("://") + 3;
-  const std::string_view authority = url.substr(start, url.find_first_of("/?#", start) - start);
-  if (authority.find('@') != std::string_view::npos) return std::nullopt;
-  if (!path_as_libcurl_sends(origin->target)) return std::nullopt;
-  for (const Header& h : request.headers.lines()) {
-    if (steers_connection(h.name)) return std::nullopt;
-  }
-  PlainTarget t;
-  const bool v6 = origin->origin.find('[') != std::string::npos;
-  if (!ip_address(origin->host, origin->port, v6, t.addr, t.addr_len)) return std::nullopt;
-  // (Appended, not "[" + host: GCC 12 at -O3 warns falsely on that form.)
-  if (v6) t.host += '[';
-  t.host += origin->host;
-  if (v6) t.host += ']';
-  if (origin->port != 80) t.host += ":" + std::to_string(origin->port);
-  t.shown = origin->host + " port " + std::to_string(origin->port);
-  t.target = std::move(origin->target);
-  t.pool = std::move(origin->origin);
-  return t;
-}
 
 bool PlainTransfer::start(const engine::Request& request, PlainTarget target, const TransferLimits& limits,
                           const BodyTarget& body, engine::Machine& machine, const MonotonicClock& mono,
@@ -114,7 +76,7 @@ bool PlainTransfer::start(const engine::Request& request, PlainTarget target, co
 
   // The head as libcurl writes it for the options EasyAttempt sets.
   out_.clear();
-  out_.append(request.method).append(" ").append(target_.target).append(" HTTP/1.1\r\nHost: ").append(target_.host);
+  out_.append(request.method).append(" ").append(target_.path).append(" HTTP/1.1\r\nHost: ").append(target_.authority);
   out_.append("\r\n");
   std::string length;
   std::vector<SentField> fields;
@@ -475,40 +437,25 @@ PlainTransfer::Want PlainTransfer::resume() noexcept {
 
 Transport::End PlainTransfer::end(bool stopped) {
   engine::Machine& machine = *machine_;
-  const BodyTarget& body = *body_;
-  if (withheld_) {
-    machine.withdraw();
-    return Transport::End::kReported;
-  }
-  if (threw_) {
-    if (body.keep != nullptr) body.keep->clear();
-    machine.failed("out of memory while reading the response", true);
-    return Transport::End::kReported;
-  }
-  // The machine decided during the exchange: a retry, or a refused body.
-  if (ended_ || (reported_ && !wanted_)) {
-    if (body.keep != nullptr) body.keep->clear();
-    return Transport::End::kReported;
-  }
-  if (done_ && code_ == CURLE_OK) {
-    if (body.keep != nullptr && !body.keep->empty() && !machine.body(*body.keep)) return Transport::End::kReported;
-    return Transport::End::kComplete;
+  const bool complete = done_ && code_ == CURLE_OK;
+  if (auto settled = settle(machine, *body_,
+                            {.withheld = withheld_,
+                             .threw = threw_,
+                             .decided = ended_ || (reported_ && !wanted_),
+                             .complete = complete,
+                             .stopped = stopped,
+                             .reported = reported_,
+                             .sent = sent_})) {
+    if (stopped && !complete) reusable_ = false;
+    return *settled;
   }
   reusable_ = false;
-  if (body.keep != nullptr) body.keep->clear();  // never half a body
-  if (stopped) {
-    if (reported_) machine.cancel(true);
-    else machine.failed("cancelled", sent_);
-    return Transport::End::kReported;
-  }
   if (!reported_ && head_overflow_) {
     machine.head_too_large(head_.status(), head_.headers(), wall_->now(), mono_->now(),
                            "response head is larger than " + std::to_string(max_header_bytes_) + " bytes");
     return Transport::End::kReported;
   }
-  std::string error = curl_easy_strerror(code_);
-  if (!detail_.empty()) error += ": " + printable(detail_, CURL_ERROR_SIZE);
-  machine.failed(error, reported_ || sent_ || !certain_before_send(code_), code_ == CURLE_OPERATION_TIMEDOUT);
+  machine.failed(curl_error(code_, detail_), reported_ || sent_ || !certain_before_send(code_), code_ == CURLE_OPERATION_TIMEDOUT);
   return Transport::End::kReported;
 }
 

@@ -30,6 +30,7 @@
 #include "abide/pacer.h"
 #include "http1/chunked.h"
 #include "http1/response_framing.h"
+#include "request_rules.h"
 #include "transfer.h"
 #include "transport.h"
 
@@ -37,33 +38,25 @@ namespace abide::curl_detail {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 
-// Where an attempt over the own client connects, and what it names.
-struct PlainTarget {
-  sockaddr_storage addr{};
-  socklen_t addr_len = 0;
-  std::string host;    // the Host field: the IP literal (IPv6 in brackets), ":port" unless 80
-  std::string target;  // origin-form: path and query
-  std::string pool;    // the origin, which keyed idle connections are kept under
-  std::string shown;   // "127.0.0.1 port 8080", for errors
-};
+// Where an attempt over the own client connects (its authority is the Host field).
+using PlainTarget = OwnTarget;
 
 // The target of `request` when the own client can send it as libcurl would:
-// an http:// URL whose host is an IP literal, without userinfo or dot
-// segments in its path, and no request field that frames the message or
-// steers the connection (Host, Content-Length, Transfer-Encoding,
-// Connection, Upgrade, Expect, TE). nullopt: libcurl sends it.
-[[nodiscard]] std::optional<PlainTarget> plain_target(const engine::Request& request);
-
-// A quick look whether plain_target() may take a request to `url` (http://
-// and a host that starts like an IP literal); plain_target() decides when
-// the request is sent.
-[[nodiscard]] bool plain_candidate(std::string_view url) noexcept;
+// an http:// URL whose host is an IP literal (own_target()). nullopt:
+// libcurl sends it.
+[[nodiscard]] inline std::optional<PlainTarget> plain_target(const engine::Request& request) {
+  return own_target(request, "http", 80);
+}
+// A quick look whether plain_target() may take a request to `url`.
+[[nodiscard]] inline bool plain_candidate(std::string_view url) noexcept { return own_candidate(url, "http://"); }
 
 // Whether limits and the environment leave the own client to send anything:
 // no proxy given or in the environment (http_proxy, all_proxy, ALL_PROXY)
 // and no decompression.
 [[nodiscard]] bool plain_allowed(const TransferLimits& limits) noexcept;
-[[nodiscard]] bool proxy_in_environment() noexcept;
+[[nodiscard]] inline bool proxy_in_environment() noexcept {
+  return any_in_environment({"http_proxy", "all_proxy", "ALL_PROXY"});
+}
 
 class PlainTransfer {
  public:

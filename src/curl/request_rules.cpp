@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "ascii.h"
@@ -62,6 +63,10 @@ std::optional<std::string> request_fields(const engine::Request& request, const 
   return std::nullopt;
 }
 
+namespace {
+
+// The socket address of an IP literal `host` (IPv6 without brackets) and
+// `port`; false when `host` is not one.
 bool ip_address(const std::string& host, std::uint16_t port, bool v6, sockaddr_storage& addr,
                 socklen_t& len) noexcept {
   addr = {};
@@ -79,6 +84,86 @@ bool ip_address(const std::string& host, std::uint16_t port, bool v6, sockaddr_s
   a->sin_port = htons(port);
   len = sizeof(sockaddr_in);
   return true;
+}
+
+}  // namespace
+
+std::optional<OwnTarget> own_target(const engine::Request& request, std::string_view scheme,
+                                    std::uint16_t default_port) {
+  auto origin = parse_origin(request.url);
+  if (!origin || origin->scheme != scheme) return std::nullopt;
+  const std::string_view url = request.url;
+  const std::size_t start = url.find("://") + 3;
+  const std::string_view authority = url.substr(start, url.find_first_of("/?#", start) - start);
+  if (authority.find('@') != std::string_view::npos) return std::nullopt;
+  if (!path_as_libcurl_sends(origin->target)) return std::nullopt;
+  for (const Header& h : request.headers.lines()) {
+    if (steers_connection(h.name)) return std::nullopt;
+  }
+  OwnTarget t;
+  const bool v6 = origin->origin.find('[') != std::string::npos;
+  if (!ip_address(origin->host, origin->port, v6, t.addr, t.addr_len)) return std::nullopt;
+  t.ip = origin->host;
+  // (Appended, not "[" + host: GCC 12 at -O3 warns falsely on that form.)
+  if (v6) t.authority += '[';
+  t.authority += origin->host;
+  if (v6) t.authority += ']';
+  if (origin->port != default_port) t.authority += ":" + std::to_string(origin->port);
+  t.shown = origin->host + " port " + std::to_string(origin->port);
+  t.path = std::move(origin->target);
+  t.pool = std::move(origin->origin);
+  return t;
+}
+
+bool own_candidate(std::string_view url, std::string_view prefix) noexcept {
+  if (url.size() <= prefix.size() || !ascii::istarts_with(url, prefix)) return false;
+  return ascii::is_digit(url[prefix.size()]) || url[prefix.size()] == '[';
+}
+
+bool any_in_environment(std::initializer_list<const char*> names) noexcept {
+  for (const char* name : names) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && *v != '\0') return true;
+  }
+  return false;
+}
+
+std::optional<Transport::End> settle(engine::Machine& machine, const BodyTarget& body, const AttemptEnd& how) {
+  if (how.withheld) {
+    machine.withdraw();
+    return Transport::End::kReported;
+  }
+  if (how.threw) {
+    if (body.keep != nullptr) body.keep->clear();
+    machine.failed("out of memory while reading the response", true);
+    return Transport::End::kReported;
+  }
+  if (how.decided) {
+    if (body.keep != nullptr) body.keep->clear();
+    return Transport::End::kReported;
+  }
+  if (how.complete) {
+    if (!how.reported) {
+      machine.failed("no response head", true);
+      return Transport::End::kReported;
+    }
+    // A kept body reaches the machine whole (it only counts it: no sink).
+    if (body.keep != nullptr && !body.keep->empty() && !machine.body(*body.keep)) return Transport::End::kReported;
+    return Transport::End::kComplete;
+  }
+  if (body.keep != nullptr) body.keep->clear();  // never half a body
+  if (how.stopped) {
+    if (how.reported) machine.cancel(true);
+    else machine.failed("cancelled", how.sent);
+    return Transport::End::kReported;
+  }
+  return std::nullopt;
+}
+
+std::string curl_error(CURLcode code, std::string_view detail) {
+  std::string error = curl_easy_strerror(code);
+  if (!detail.empty()) error += ": " + printable(detail, CURL_ERROR_SIZE);
+  return error;
 }
 
 std::chrono::steady_clock::time_point after(std::chrono::steady_clock::time_point now,
