@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "support/client_config.h"
+#include "support/loop_fetch.h"
 #include "support/tls_server.h"
 
 namespace abide {
@@ -28,19 +29,8 @@ ClientConfig trusting(const test::TlsServer& server) {
   return c;
 }
 
-RequestOutcome fetch(LoopClient& client, Request r) {
-  RequestOutcome got;
-  client.start(std::move(r), [&](RequestOutcome&& out) { got = std::move(out); });
-  client.run();
-  return got;
-}
-
-Request get(const std::string& url, std::string method = "GET") {
-  Request r;
-  r.url = url;
-  r.method = std::move(method);
-  return r;
-}
+using test::fetch;
+using test::get;
 
 class LoopClientH2 : public ::testing::Test {
  protected:

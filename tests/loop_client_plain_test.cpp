@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "support/client_config.h"
+#include "support/loop_fetch.h"
 
 namespace abide {
 namespace {
@@ -137,20 +138,8 @@ class ScriptedServer {
   std::vector<std::string> heads_;
 };
 
-// Runs one request to its outcome.
-RequestOutcome fetch(LoopClient& client, Request r) {
-  RequestOutcome got;
-  client.start(std::move(r), [&](RequestOutcome&& out) { got = std::move(out); });
-  client.run();
-  return got;
-}
-
-Request get(const std::string& url, std::string method = "GET") {
-  Request r;
-  r.url = url;
-  r.method = std::move(method);
-  return r;
-}
+using test::fetch;
+using test::get;
 
 TEST(LoopClientPlain, ConsecutiveRequestsShareOneKeptConnection) {
   ScriptedServer server([](int, const std::string&) {
